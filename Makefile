@@ -1,0 +1,102 @@
+# kspec: one Makefile.  Targets: all test run bench asan clean.
+#
+# Modules and their dependencies (no cycles, DESIGN.md section 2):
+#   base <- proto, specialize <- jit ; base <- store ; all <- server
+#   client <- proto, base
+# Each module's objects come from its folder.
+
+CC       ?= cc
+BUILD    ?= build
+PKGS     := libuv libcjson sqlite3 libsodium
+CSTD     := -std=c11 -D_GNU_SOURCE
+WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
+OPT      ?= -O2 -g
+CFLAGS   += $(CSTD) $(WARN) $(OPT) -MMD -MP -fPIC -fno-strict-aliasing \
+	    $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lgccjit -ldl -lpthread -lm
+TEST_LIBS := $(shell pkg-config --libs criterion 2>/dev/null)
+
+src_of    = $(sort $(wildcard $(1)/*.c))
+obj_of    = $(patsubst %.c,$(BUILD)/obj/%.o,$(call src_of,$(1)))
+
+BASE_OBJ       := $(call obj_of,base)
+PROTO_OBJ      := $(call obj_of,proto)
+SPECIALIZE_OBJ := $(call obj_of,specialize)
+JIT_OBJ        := $(call obj_of,jit)
+STORE_OBJ      := $(call obj_of,store)
+SERVER_OBJ     := $(filter-out $(BUILD)/obj/server/main.o,$(call obj_of,server))
+CLIENT_LIB_OBJ := $(filter-out $(BUILD)/obj/client/cli.o,$(call obj_of,client))
+
+# Everything the daemon is made of, without its main(): tests link this.
+DAEMON_OBJ := $(BASE_OBJ) $(PROTO_OBJ) $(SPECIALIZE_OBJ) $(JIT_OBJ) \
+	      $(STORE_OBJ) $(SERVER_OBJ)
+LIB_OBJ    := $(BASE_OBJ) $(PROTO_OBJ) $(CLIENT_LIB_OBJ)
+
+PROGRAMS := $(BUILD)/kspecd $(BUILD)/kspec $(BUILD)/libkspec.so $(BUILD)/libkspec.a
+
+TEST_SRC  := $(sort $(wildcard tests/test_*.c))
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+BENCH_SRC := $(sort $(wildcard bench/*/main.c))
+BENCH_BINS := $(patsubst bench/%/main.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+.PHONY: all test run bench asan clean deps golden
+
+all: $(PROGRAMS)
+
+deps:
+	@./deploy/deps.sh
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/kspecd: $(BUILD)/obj/server/main.o $(DAEMON_OBJ)
+	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
+
+$(BUILD)/kspec: $(BUILD)/obj/client/cli.o $(BUILD)/libkspec.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/libkspec.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libkspec.so: $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -shared -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(DAEMON_OBJ) $(BUILD)/libkspec.a $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(DAEMON_OBJ) $(CLIENT_LIB_OBJ) $(LDLIBS) $(TEST_LIBS)
+
+$(BUILD)/bench/%: bench/%/main.c $(DAEMON_OBJ) $(BUILD)/libkspec.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O3 -o $@ $< $(DAEMON_OBJ) $(CLIENT_LIB_OBJ) $(LDLIBS) -lopenblas
+
+# Tests run one binary per module; KSPEC_BUILD tells end-to-end tests where
+# kspecd and kspec are.
+test: deps
+	@$(MAKE) --no-print-directory all $(TEST_BINS)
+	@KSPEC_BUILD=$(abspath $(BUILD)) ./tests/run.sh $(TEST_BINS)
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	./$(BUILD)/kspecd
+
+bench: deps
+	@$(MAKE) --no-print-directory all $(BENCH_BINS)
+	@KSPEC_BUILD=$(abspath $(BUILD)) ./bench/run.sh $(BENCH_BINS)
+
+# The suite under AddressSanitizer and UndefinedBehaviorSanitizer, in its
+# own build folder.
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan \
+	    OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	    LDFLAGS="-fsanitize=address,undefined" test
+
+# Regenerates the golden files of tests/golden/ from the current code.
+golden: all $(TEST_BINS)
+	KSPEC_GOLDEN_UPDATE=1 ./$(BUILD)/tests/test_specialize
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

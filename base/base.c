@@ -1,0 +1,336 @@
+/*
+ * base: errors, buffers, hashing, dtypes, logging, clocks.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "base.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+_Static_assert(sizeof(ks_hasher_t) >= sizeof(crypto_generichash_state),
+    "ks_hasher_t too small for crypto_generichash_state");
+_Static_assert(KS_HASH_BYTES >= crypto_generichash_BYTES_MIN &&
+    KS_HASH_BYTES <= crypto_generichash_BYTES_MAX, "hash size");
+
+/* ---- errors ---- */
+
+const char *ks_err_name(int err)
+{
+	switch (err) {
+	case KS_OK: return "OK";
+#define KS_ERR_NAME(name, val, msg) case KS_E_##name: return "E_" #name;
+	KS_ERRNO_MAP(KS_ERR_NAME)
+#undef KS_ERR_NAME
+	}
+	return "E_UNKNOWN";
+}
+
+const char *ks_strerror(int err)
+{
+	switch (err) {
+	case KS_OK: return "success";
+#define KS_ERR_MSG(name, val, msg) case KS_E_##name: return msg;
+	KS_ERRNO_MAP(KS_ERR_MSG)
+#undef KS_ERR_MSG
+	}
+	return "unknown error";
+}
+
+int ks_err_from_name(const char *name)
+{
+#define KS_ERR_CMP(n, val, msg) if (strcmp(name, "E_" #n) == 0) return val;
+	KS_ERRNO_MAP(KS_ERR_CMP)
+#undef KS_ERR_CMP
+	return KS_E_INTERNAL;
+}
+
+int ks_err_from_errno(int e)
+{
+	switch (e) {
+	case 0: return KS_OK;
+	case ENOMEM: return KS_E_NOMEM;
+	case EINVAL: return KS_E_INVAL;
+	case ENOENT: case ECONNREFUSED: return KS_E_CONNECT;
+	case ETIMEDOUT: return KS_E_TIMEOUT;
+	case E2BIG: case EMSGSIZE: return KS_E_TOO_LARGE;
+	default: return KS_E_IO;
+	}
+}
+
+/* ---- buffers ---- */
+
+void ks_buf_init(ks_buf_t *b)
+{
+	b->data = NULL;
+	b->len = 0;
+	b->cap = 0;
+}
+
+void ks_buf_close(ks_buf_t *b)
+{
+	free(b->data);
+	ks_buf_init(b);
+}
+
+void ks_buf_reset(ks_buf_t *b)
+{
+	b->len = 0;
+	if (b->data)
+		b->data[0] = '\0';
+}
+
+int ks_buf_reserve(ks_buf_t *b, size_t extra)
+{
+	size_t need, cap;
+	char *p;
+
+	/* +1 keeps room for the terminating NUL. */
+	if (extra > SIZE_MAX - b->len - 1)
+		return KS_E_NOMEM;
+	need = b->len + extra + 1;
+	if (need <= b->cap)
+		return KS_OK;
+	cap = b->cap ? b->cap : 256;
+	while (cap < need)
+		cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+	p = realloc(b->data, cap);
+	if (!p)
+		return KS_E_NOMEM;
+	b->data = p;
+	b->cap = cap;
+	return KS_OK;
+}
+
+int ks_buf_append(ks_buf_t *b, const void *p, size_t n)
+{
+	int rc = ks_buf_reserve(b, n);
+
+	if (rc)
+		return rc;
+	if (n)
+		memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return KS_OK;
+}
+
+int ks_buf_puts(ks_buf_t *b, const char *s)
+{
+	return ks_buf_append(b, s, strlen(s));
+}
+
+int ks_buf_vprintf(ks_buf_t *b, const char *fmt, va_list ap)
+{
+	va_list cp;
+	int n, rc;
+
+	va_copy(cp, ap);
+	n = vsnprintf(NULL, 0, fmt, cp);
+	va_end(cp);
+	if (n < 0)
+		return KS_E_INVAL;
+	rc = ks_buf_reserve(b, (size_t)n);
+	if (rc)
+		return rc;
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	b->len += (size_t)n;
+	return KS_OK;
+}
+
+int ks_buf_printf(ks_buf_t *b, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = ks_buf_vprintf(b, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int ks_buf_json_str(ks_buf_t *b, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p;
+	int rc = ks_buf_append(b, "\"", 1);
+
+	for (p = (const unsigned char *)s; !rc && *p; p++) {
+		char esc[6] = { '\\', 'u', '0', '0', 0, 0 };
+
+		switch (*p) {
+		case '"': rc = ks_buf_append(b, "\\\"", 2); break;
+		case '\\': rc = ks_buf_append(b, "\\\\", 2); break;
+		case '\n': rc = ks_buf_append(b, "\\n", 2); break;
+		case '\t': rc = ks_buf_append(b, "\\t", 2); break;
+		case '\r': rc = ks_buf_append(b, "\\r", 2); break;
+		default:
+			if (*p < 0x20) {
+				esc[4] = hex[*p >> 4];
+				esc[5] = hex[*p & 15];
+				rc = ks_buf_append(b, esc, 6);
+			} else {
+				rc = ks_buf_append(b, p, 1);
+			}
+		}
+	}
+	return rc ? rc : ks_buf_append(b, "\"", 1);
+}
+
+char *ks_buf_steal(ks_buf_t *b, size_t *len)
+{
+	char *p = b->data;
+
+	if (len)
+		*len = b->len;
+	ks_buf_init(b);
+	return p;
+}
+
+/* ---- hashing ---- */
+
+int ks_base_init(void)
+{
+	return sodium_init() < 0 ? KS_E_INTERNAL : KS_OK;
+}
+
+void ks_hash(const void *p, size_t n, ks_hash_t *out)
+{
+	crypto_generichash(out->b, KS_HASH_BYTES, p, n, NULL, 0);
+}
+
+void ks_hasher_init(ks_hasher_t *h)
+{
+	crypto_generichash_init((crypto_generichash_state *)h->opaque, NULL, 0,
+	    KS_HASH_BYTES);
+}
+
+void ks_hasher_update(ks_hasher_t *h, const void *p, size_t n)
+{
+	crypto_generichash_update((crypto_generichash_state *)h->opaque, p, n);
+}
+
+static void put_len(ks_hasher_t *h, size_t n)
+{
+	uint8_t le[8];
+	int i;
+
+	for (i = 0; i < 8; i++)
+		le[i] = (uint8_t)((uint64_t)n >> (8 * i));
+	ks_hasher_update(h, le, sizeof le);
+}
+
+void ks_hasher_field(ks_hasher_t *h, const char *name, const char *value)
+{
+	size_t nn = strlen(name), nv = strlen(value);
+
+	put_len(h, nn);
+	ks_hasher_update(h, name, nn);
+	put_len(h, nv);
+	ks_hasher_update(h, value, nv);
+}
+
+void ks_hasher_final(ks_hasher_t *h, ks_hash_t *out)
+{
+	crypto_generichash_final((crypto_generichash_state *)h->opaque, out->b,
+	    KS_HASH_BYTES);
+}
+
+void ks_hash_hex(const ks_hash_t *h, char out[KS_HASH_HEX])
+{
+	sodium_bin2hex(out, KS_HASH_HEX, h->b, KS_HASH_BYTES);
+}
+
+int ks_hash_from_hex(const char *s, ks_hash_t *out)
+{
+	size_t n = 0;
+	const char *end = NULL;
+
+	if (strlen(s) != 2 * KS_HASH_BYTES)
+		return KS_E_INVAL;
+	if (sodium_hex2bin(out->b, KS_HASH_BYTES, s, strlen(s), NULL, &n,
+	    &end) != 0 || n != KS_HASH_BYTES || *end != '\0')
+		return KS_E_INVAL;
+	return KS_OK;
+}
+
+int ks_hash_eq(const ks_hash_t *a, const ks_hash_t *b)
+{
+	return memcmp(a->b, b->b, KS_HASH_BYTES) == 0;
+}
+
+/* ---- dtypes ---- */
+
+static const char *const dtype_names[KS_DTYPE_COUNT] = { "f32", "f16", "bf16" };
+static const size_t dtype_sizes[KS_DTYPE_COUNT] = { 4, 2, 2 };
+
+const char *ks_dtype_name(ks_dtype_t d)
+{
+	return (unsigned)d < KS_DTYPE_COUNT ? dtype_names[d] : "?";
+}
+
+int ks_dtype_parse(const char *s, ks_dtype_t *out)
+{
+	int i;
+
+	for (i = 0; i < KS_DTYPE_COUNT; i++) {
+		if (strcmp(s, dtype_names[i]) == 0) {
+			*out = (ks_dtype_t)i;
+			return KS_OK;
+		}
+	}
+	return KS_E_BAD_DTYPE;
+}
+
+size_t ks_dtype_size(ks_dtype_t d)
+{
+	return (unsigned)d < KS_DTYPE_COUNT ? dtype_sizes[d] : 0;
+}
+
+/* ---- logging and clocks ---- */
+
+static int log_level = KS_LOG_INFO;
+
+void ks_log_set_level(int level)
+{
+	log_level = level;
+}
+
+void ks_log(int level, const char *fmt, ...)
+{
+	static const char *const names[] = { "error", "warn", "info", "debug" };
+	struct timespec ts;
+	struct tm tm;
+	char when[32];
+	va_list ap;
+
+	if (level > log_level)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+	fprintf(stderr, "%s.%03ldZ kspec[%ld] %s: ", when, ts.tv_nsec / 1000000,
+	    (long)getpid(), names[level < 0 ? 0 : level > 3 ? 3 : level]);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+uint64_t ks_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int64_t ks_wall_s(void)
+{
+	return (int64_t)time(NULL);
+}

@@ -1,0 +1,25 @@
+/*
+ * Every size a client controls has a named limit here, checked before any
+ * allocation with overflow-checked arithmetic (see ks_mul_overflow).
+ */
+#ifndef KS_LIMITS_H
+#define KS_LIMITS_H
+
+/* Wire protocol. */
+#define KS_MAX_HEADER          65536u      /* request header bytes */
+#define KS_MAX_REPLY_PAYLOAD   (1u << 30)  /* artifact bytes in a reply */
+#define KS_MAX_JSON_DEPTH      4           /* request nesting */
+#define KS_MAX_CONNECTIONS     1024
+#define KS_MAX_INFLIGHT_PER_CONN 256       /* pipelined requests */
+#define KS_MAX_WRITE_QUEUE     (64u << 20) /* unsent reply bytes per conn */
+
+/* Requests. */
+#define KS_MAX_NAME            64          /* kernel, backend, target names */
+#define KS_MAX_DIMS            16          /* shape parameters of a kernel */
+#define KS_MAX_DIM             (1LL << 31) /* one dimension */
+#define KS_MAX_ELEMS           (1LL << 40) /* elements of one buffer */
+
+/* Compiles. */
+#define KS_COMPILE_TIMEOUT_MS  120000
+
+#endif

@@ -1,0 +1,32 @@
+#!/bin/sh
+# Installs the Debian packages that kspec's build, tests and benchmarks need.
+# Idempotent: checks each package with dpkg first and installs only what is
+# missing.  Run as root (apt-get); otherwise prints the exact command to run.
+set -eu
+
+PKGS="build-essential pkg-config libgccjit-12-dev libuv1-dev libcjson-dev
+libsqlite3-dev libsodium-dev libcriterion-dev redis-server
+ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libopenblas-dev
+python3 uthash-dev"
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+	    grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "deps.sh: missing packages:$missing" >&2
+	echo "deps.sh: run as root: apt-get install -y$missing" >&2
+	exit 1
+fi
+
+echo "deps.sh: installing:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >&2 || true
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $missing >&2

@@ -1,0 +1,55 @@
+/*
+ * jit: backends that turn a specialized kernel into an artifact.
+ *
+ * One table of function pointers per backend (jit/cpu.c, later
+ * jit/cuda.c, jit/opencl.c); nothing outside the backend's file switches on
+ * the backend.  All functions are safe to call from any thread; compile may
+ * run concurrently on several threads (libgccjit serializes internally).
+ */
+#ifndef KS_JIT_H
+#define KS_JIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/base.h"
+#include "../specialize/specialize.h"
+
+typedef struct {
+	uint8_t *bytes;         /* malloc'd; caller frees with ks_jit_artifact_close */
+	size_t len;
+	char format[8];         /* "so", "ptx", "cubin", "clbin" */
+	double compile_ms;      /* wall time of the backend compile */
+} ks_jit_artifact_t;
+
+void ks_jit_artifact_close(ks_jit_artifact_t *a);
+
+typedef struct ks_backend {
+	const char *name;               /* "cpu" */
+	const char *default_format;     /* "so" */
+	/* KS_OK when usable here; else an error with a reason in err. */
+	int (*available)(char *err, size_t errlen);
+	/* Resolves a requested target ("auto" or explicit) to the explicit one
+	 * that goes into the key ("x86-64-v4").  KS_E_BAD_TARGET if invalid. */
+	int (*resolve_target)(const char *requested, char *out, size_t outlen,
+	    char *err, size_t errlen);
+	/* KS_OK if the format is produced by this backend, else
+	 * KS_E_BAD_FORMAT. */
+	int (*check_format)(const char *format);
+	/* Appends the compiler identity for a resolved target: compiler and
+	 * version, every option that changes output.  Part of the key and of
+	 * the hello reply. */
+	int (*identity)(const char *target, ks_buf_t *out);
+	/* Compiles K for the resolved target and format. */
+	int (*compile)(const ks_ir_kernel_t *k, const char *target,
+	    const char *format, ks_jit_artifact_t *out, char *err,
+	    size_t errlen);
+} ks_backend_t;
+
+extern const ks_backend_t ks_backend_cpu;
+
+/* The backends, in a fixed order; NULL-safe lookup by name. */
+const ks_backend_t *const *ks_backends(int *count);
+const ks_backend_t *ks_backend_find(const char *name);
+
+#endif

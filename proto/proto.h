@@ -1,0 +1,91 @@
+/*
+ * proto: the v1 wire format (DESIGN.md section 4), shared by the daemon and
+ * the clients.  Depends only on base.
+ *
+ * Frame: u32 header_len (big-endian), u32 payload_len (big-endian), header
+ * (UTF-8 JSON object), payload (raw bytes).  Requests have 1 <= header_len
+ * <= KS_MAX_HEADER and payload_len == 0.
+ */
+#ifndef KS_PROTO_H
+#define KS_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/base.h"
+
+#define KS_PROTO_VERSION 1
+#define KS_FRAME_PREFIX 8
+
+/* Writes the 8-byte frame prefix. */
+void ks_frame_prefix(uint8_t out[KS_FRAME_PREFIX], uint32_t header_len,
+    uint32_t payload_len);
+
+/*
+ * Decodes the prefix of a frame from BUF[0..len).  Returns KS_OK and the two
+ * lengths when at least 8 bytes are there, 1 when more bytes are needed,
+ * KS_E_BAD_FRAME / KS_E_TOO_LARGE when the lengths break the limits given
+ * (max_header; max_payload, 0 for requests).
+ */
+int ks_frame_peek(const uint8_t *buf, size_t len, uint32_t max_header,
+    uint32_t max_payload, uint32_t *header_len, uint32_t *payload_len);
+
+typedef enum {
+	KS_OP_PING,
+	KS_OP_HELLO,
+	KS_OP_GET,
+	KS_OP_STATS,
+	KS_OP_COUNT_
+} ks_op_t;
+
+const char *ks_op_name(ks_op_t op);
+
+/* A shape entry of a get request, as given. */
+typedef struct {
+	char name[KS_MAX_NAME + 1];
+	int64_t value;
+} ks_wire_dim_t;
+
+/* A get request, syntactically valid; semantic checks (kernel exists,
+ * shape complete, dims in range) are the daemon's. */
+typedef struct {
+	char kernel[KS_MAX_NAME + 1];
+	char backend[KS_MAX_NAME + 1];
+	char target[KS_MAX_NAME + 1];   /* "auto" when absent */
+	char format[KS_MAX_NAME + 1];   /* "" when absent: backend default */
+	char dtype[KS_MAX_NAME + 1];
+	char mode[KS_MAX_NAME + 1];     /* "exact" when absent */
+	ks_wire_dim_t shape[KS_MAX_DIMS];
+	int nshape;
+	char dynamic[KS_MAX_DIMS][KS_MAX_NAME + 1];
+	int ndynamic;
+	int meta_only;                  /* "return":"meta" */
+} ks_get_req_t;
+
+typedef struct {
+	ks_op_t op;
+	int has_id;
+	uint64_t id;
+	ks_get_req_t get;               /* op == KS_OP_GET */
+} ks_request_t;
+
+/*
+ * Parses one request header (exactly LEN bytes, not NUL-terminated).
+ * Parses a NUL-terminated copy with cJSON, rejects: non-objects, nesting
+ * deeper than KS_MAX_JSON_DEPTH, duplicate keys (KS_E_DUPLICATE_KEY),
+ * unknown fields (KS_E_UNKNOWN_FIELD), unknown ops (KS_E_UNKNOWN_OP), wrong
+ * types, strings longer than KS_MAX_NAME, non-integral or out-of-range
+ * shape values (KS_E_BAD_SHAPE), more than KS_MAX_DIMS shape entries
+ * (KS_E_TOO_LARGE).  On failure err holds a one-line message and, when the
+ * id could be read, out->has_id/out->id are set so the error reply can echo
+ * it.  Required get fields: kernel, backend, dtype, shape.
+ */
+int ks_request_parse(const char *header, size_t len, ks_request_t *out,
+    char *err, size_t errlen);
+
+/* Appends an error reply header: {"id":N,"ok":false,"error":{"code":
+ * "E_...","message":"..."}} (id omitted when has_id is 0). */
+int ks_reply_error(ks_buf_t *out, int has_id, uint64_t id, int code,
+    const char *message);
+
+#endif

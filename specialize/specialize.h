@@ -1,0 +1,339 @@
+/*
+ * specialize: the kernel IR, its passes, and the kernel library.
+ *
+ * Execution model.  A launch runs a grid of work-groups numbered
+ * [0, grid).  Each work-group has nlanes lanes (32 for every kernel so far,
+ * which is one CUDA warp).  The body of a kernel runs once per work-group:
+ *
+ *   - code outside a LANES statement is *uniform*: it computes the same
+ *     values for the whole work-group.  On a CPU it runs once; on a GPU every
+ *     thread of the block runs it redundantly.
+ *   - a LANES statement runs its body once per lane, with KS_X_LANE giving
+ *     the lane index.  On a CPU it is a loop `for (lane = 0; lane < nlanes;
+ *     lane++)`; on a GPU it is the thread's own body (lane = threadIdx.x).
+ *     LANES statements do not nest.
+ *
+ * Variables.  A KS_VAR_UNIFORM variable has one value per work-group; it may
+ * be read anywhere but assigned only outside LANES.  A KS_VAR_LANE variable
+ * has one value per lane (a local array on CPUs, a register on GPUs); it is
+ * read and assigned only inside LANES, and leaves the lanes only through
+ * KS_X_REDUCE, which is uniform.  A DECL of a lane variable may stand
+ * outside LANES with a uniform initializer, which every lane receives.  A KS_X_REDUCE combines the lane values in
+ * the canonical order of DESIGN.md section 5: t[l] = v[l], then for s in
+ * 16, 8, 4, 2, 1: t[l] = t[l] + t[l + s] for l < s; the result is t[0].
+ *
+ * Memory.  Buffers hold elements of their storage dtype.  KS_X_LOAD reads
+ * element `index` (i64, in elements) and converts it exactly to f32.
+ * KS_S_STORE converts an f32 value to the storage dtype once,
+ * round-to-nearest-even (NaN stays NaN, overflow gives Inf).  A store outside
+ * LANES is done once per work-group (on GPUs by lane 0).
+ *
+ * Arithmetic is exactly what the IR says: no contraction of mul+add into
+ * fma (backends compile with contraction off), fma only as KS_X_FMA, f32
+ * division IEEE correctly rounded.  Integer division and remainder truncate
+ * toward zero; kernels use them on non-negative values only.
+ *
+ * Ownership.  All nodes of a kernel live in the kernel's arena and are freed
+ * at once by ks_ir_free.  Names passed to builders are copied into the arena.
+ */
+#ifndef KS_SPECIALIZE_H
+#define KS_SPECIALIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/base.h"
+
+/* ---- types ---- */
+
+typedef enum {
+	KS_TY_BOOL,
+	KS_TY_I64,
+	KS_TY_F32,
+} ks_ty_t;
+
+const char *ks_ty_name(ks_ty_t t); /* "bool" "i64" "f32" */
+
+/* ---- arena ---- */
+
+typedef struct ks_arena ks_arena_t;
+
+ks_arena_t *ks_arena_new(void);
+void ks_arena_free(ks_arena_t *a);
+/* Zeroed, 16-byte aligned; never returns NULL (aborts on OOM, as a compile
+ * worker cannot continue without memory). */
+void *ks_arena_alloc(ks_arena_t *a, size_t n);
+char *ks_arena_strdup(ks_arena_t *a, const char *s);
+
+/* ---- parameters ---- */
+
+typedef enum {
+	KS_PARAM_BUFFER,
+	KS_PARAM_SCALAR,
+} ks_param_kind_t;
+
+enum { KS_ACCESS_READ = 1, KS_ACCESS_WRITE = 2 };
+
+typedef struct {
+	const char *name;       /* "x", "W", "y", "M" */
+	ks_param_kind_t kind;
+	ks_ty_t type;           /* scalar: its type (KS_TY_I64 or KS_TY_F32);
+	                           buffer: KS_TY_F32, the loaded value type */
+	ks_dtype_t dtype;       /* buffer: storage dtype */
+	int access;             /* buffer: KS_ACCESS_* bits */
+	int bound;              /* scalar bound to a constant by ks_pass_bind */
+	int64_t value;          /* the constant when bound (i64 scalars) */
+} ks_ir_param_t;
+
+/* ---- variables ---- */
+
+typedef enum {
+	KS_VAR_UNIFORM,
+	KS_VAR_LANE,
+} ks_var_scope_t;
+
+typedef struct {
+	const char *name;       /* hint for printing; unique per kernel */
+	ks_ty_t type;
+	ks_var_scope_t scope;
+} ks_ir_var_t;
+
+/* ---- expressions ---- */
+
+typedef enum {
+	KS_X_CONST,   /* type I64: i; F32: f; BOOL: i (0/1) */
+	KS_X_PARAM,   /* scalar parameter `param` (index into params) */
+	KS_X_VAR,     /* variable `var` (index into vars) */
+	KS_X_GROUP,   /* work-group index, i64 */
+	KS_X_LANE,    /* lane index, i64; only inside LANES */
+	KS_X_BIN,     /* op(a, b) */
+	KS_X_FMA,     /* a * b + c, one rounding; f32 */
+	KS_X_CAST,    /* a converted to `type` (i64 <-> f32, RNE for i64->f32) */
+	KS_X_LOAD,    /* buffer `param`, element index a (i64) -> f32 */
+	KS_X_SELECT,  /* a (bool) ? b : c */
+	KS_X_REDUCE,  /* canonical tree reduction of lane variable `var` */
+} ks_expr_kind_t;
+
+typedef enum {
+	KS_OP_ADD, KS_OP_SUB, KS_OP_MUL, KS_OP_DIV, KS_OP_REM,
+	KS_OP_MIN, KS_OP_MAX,
+	KS_OP_LT, KS_OP_LE, KS_OP_EQ, KS_OP_NE,  /* -> bool */
+	KS_OP_AND, KS_OP_OR,                     /* bool x bool -> bool */
+	KS_OP_COUNT
+} ks_binop_t;
+
+typedef enum { KS_RED_SUM, KS_RED_MAX } ks_redop_t;
+
+typedef struct ks_expr ks_expr_t;
+struct ks_expr {
+	ks_expr_kind_t kind;
+	ks_ty_t type;           /* result type */
+	ks_binop_t op;          /* KS_X_BIN */
+	ks_redop_t red;         /* KS_X_REDUCE */
+	int param;              /* KS_X_PARAM, KS_X_LOAD */
+	int var;                /* KS_X_VAR, KS_X_REDUCE */
+	int64_t i;              /* KS_X_CONST of I64/BOOL */
+	float f;                /* KS_X_CONST of F32 */
+	ks_expr_t *a, *b, *c;   /* operands */
+};
+
+/* ---- statements ---- */
+
+typedef enum {
+	KS_S_BLOCK,   /* items[0..nitems) in order */
+	KS_S_DECL,    /* declare `var`, initialized to a (a may be NULL) */
+	KS_S_ASSIGN,  /* var = a */
+	KS_S_STORE,   /* buffer `param`[a] = b (b is f32) */
+	KS_S_FOR,     /* for (var = a; var < b; var += step) body; var is a
+	                 uniform (outside LANES) or lane (inside) i64 variable
+	                 declared by the loop; step is a positive constant */
+	KS_S_IF,      /* if (a) body else orelse (orelse may be NULL) */
+	KS_S_LANES,   /* body once per lane */
+} ks_stmt_kind_t;
+
+typedef struct ks_stmt ks_stmt_t;
+struct ks_stmt {
+	ks_stmt_kind_t kind;
+	int var;                /* DECL, ASSIGN, FOR */
+	int param;              /* STORE */
+	int64_t step;           /* FOR */
+	ks_expr_t *a, *b;
+	ks_stmt_t *body;        /* FOR, IF, LANES: always a BLOCK */
+	ks_stmt_t *orelse;      /* IF: a BLOCK or NULL */
+	ks_stmt_t **items;      /* BLOCK */
+	int nitems;
+	int cap;                /* BLOCK: allocated slots of items */
+};
+
+/* ---- kernel ---- */
+
+typedef struct {
+	ks_arena_t *arena;
+	const char *name;       /* kernel name, "gemm" */
+	const char *variant;    /* "general", "gemv_m1" */
+	const char *entry;      /* exported symbol, e.g. "ks_gemm_gemv_m1" */
+	ks_ir_param_t *params;
+	int nparams;
+	int params_cap;
+	ks_ir_var_t *vars;
+	int nvars;
+	int vars_cap;
+	int nlanes;             /* lanes per work-group (32) */
+	ks_expr_t *grid;        /* number of work-groups (i64 expression over
+	                           scalar params and constants) */
+	ks_stmt_t *body;        /* a BLOCK */
+} ks_ir_kernel_t;
+
+/* Builders.  ks_ir_new returns a kernel with an empty body; caller frees
+ * with ks_ir_free.  Builders never fail (arena allocation aborts on OOM). */
+ks_ir_kernel_t *ks_ir_new(const char *name, const char *variant, int nlanes);
+void ks_ir_free(ks_ir_kernel_t *k);
+int ks_ir_buffer(ks_ir_kernel_t *k, const char *name, ks_dtype_t dtype,
+    int access);                               /* returns param index */
+int ks_ir_scalar(ks_ir_kernel_t *k, const char *name, ks_ty_t type);
+int ks_ir_var(ks_ir_kernel_t *k, const char *name, ks_ty_t type,
+    ks_var_scope_t scope);                     /* returns var index */
+
+ks_expr_t *ks_x_i64(ks_ir_kernel_t *k, int64_t v);
+ks_expr_t *ks_x_f32(ks_ir_kernel_t *k, float v);
+ks_expr_t *ks_x_bool(ks_ir_kernel_t *k, int v);
+ks_expr_t *ks_x_param(ks_ir_kernel_t *k, int param);
+ks_expr_t *ks_x_var(ks_ir_kernel_t *k, int var);
+ks_expr_t *ks_x_group(ks_ir_kernel_t *k);
+ks_expr_t *ks_x_lane(ks_ir_kernel_t *k);
+ks_expr_t *ks_x_bin(ks_ir_kernel_t *k, ks_binop_t op, ks_expr_t *a,
+    ks_expr_t *b);
+ks_expr_t *ks_x_fma(ks_ir_kernel_t *k, ks_expr_t *a, ks_expr_t *b,
+    ks_expr_t *c);
+ks_expr_t *ks_x_cast(ks_ir_kernel_t *k, ks_ty_t to, ks_expr_t *a);
+ks_expr_t *ks_x_load(ks_ir_kernel_t *k, int param, ks_expr_t *index);
+ks_expr_t *ks_x_select(ks_ir_kernel_t *k, ks_expr_t *cond, ks_expr_t *a,
+    ks_expr_t *b);
+ks_expr_t *ks_x_reduce(ks_ir_kernel_t *k, ks_redop_t op, int lane_var);
+
+ks_stmt_t *ks_s_block(ks_ir_kernel_t *k);
+void ks_s_append(ks_ir_kernel_t *k, ks_stmt_t *block, ks_stmt_t *s);
+ks_stmt_t *ks_s_decl(ks_ir_kernel_t *k, int var, ks_expr_t *init);
+ks_stmt_t *ks_s_assign(ks_ir_kernel_t *k, int var, ks_expr_t *v);
+ks_stmt_t *ks_s_store(ks_ir_kernel_t *k, int param, ks_expr_t *index,
+    ks_expr_t *v);
+/* Returns the FOR; append its body statements to ->body. */
+ks_stmt_t *ks_s_for(ks_ir_kernel_t *k, int var, ks_expr_t *begin,
+    ks_expr_t *end, int64_t step);
+ks_stmt_t *ks_s_if(ks_ir_kernel_t *k, ks_expr_t *cond);  /* ->body, ->orelse */
+ks_stmt_t *ks_s_lanes(ks_ir_kernel_t *k);                /* ->body */
+
+/* ---- the one structural walker ---- */
+
+/*
+ * ks_ir_walk visits every statement and expression of the kernel, nested
+ * blocks included, and the grid expression.  Expressions are rewritten
+ * post-order: `expr` gets each node after its operands were rewritten and
+ * returns the node to keep (itself or a replacement).  Statements are
+ * rewritten post-order too: `stmt` gets each statement after its children
+ * and returns its replacement: itself, another statement, or NULL to delete
+ * it from its block.  in_lanes tells whether the node is inside LANES.
+ * Either callback may be NULL.
+ */
+typedef struct {
+	void *ctx;
+	ks_expr_t *(*expr)(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
+	    int in_lanes);
+	ks_stmt_t *(*stmt)(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
+	    int in_lanes);
+} ks_ir_visitor_t;
+
+void ks_ir_walk(ks_ir_kernel_t *k, const ks_ir_visitor_t *v);
+
+/* ---- text form, verifier, passes ---- */
+
+/* Deterministic canonical text of the kernel (params, vars, grid, body);
+ * used for dumps, golden tests and fingerprints. */
+int ks_ir_print(const ks_ir_kernel_t *k, ks_buf_t *out);
+/* Writes an expression over scalar params in C syntax ("M*((N+3)/4)");
+ * used for the reply's launch when dimensions are dynamic. */
+int ks_ir_print_c_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,
+    ks_buf_t *out);
+/* Checks types, scopes (lane vars only in LANES, no nested LANES, uniform
+ * vars not assigned in LANES), declarations before use, grid is i64.
+ * Returns KS_OK or KS_E_INTERNAL with a message in err. */
+int ks_ir_verify(const ks_ir_kernel_t *k, char *err, size_t errlen);
+
+/* Binds scalar parameter `param` to a constant: uses become constants and
+ * the parameter leaves the ABI (bound = 1). */
+void ks_pass_bind(ks_ir_kernel_t *k, int param, int64_t value);
+void ks_pass_fold(ks_ir_kernel_t *k);          /* constant folding */
+void ks_pass_trip1(ks_ir_kernel_t *k);         /* trip 0 / 1 loops vanish */
+/* The standard pipeline: fold, trip1, fold; KS_DUMP=<pass> prints the IR
+ * after a pass; the verifier runs after each pass in debug builds. */
+int ks_pass_run(ks_ir_kernel_t *k, char *err, size_t errlen);
+
+/* ---- kernel library ---- */
+
+typedef enum { KS_MODE_EXACT, KS_MODE_FAST } ks_mode_t;
+
+/* A shape parameter given by the client: a constant or dynamic. */
+typedef struct {
+	const char *name;
+	int is_const;
+	int64_t value;
+} ks_dim_t;
+
+/* A normalized request for one kernel, validated by ks_kernel_validate.
+ * dims are in the kernel's declared order. */
+typedef struct {
+	const struct ks_kernel_def *def;
+	ks_dtype_t dtype;
+	ks_mode_t mode;
+	ks_dim_t dims[KS_MAX_DIMS];
+	int ndims;
+} ks_spec_t;
+
+typedef struct ks_kernel_def {
+	const char *name;
+	const char *summary;
+	int version;                      /* bumped on any definition change */
+	const char *const *dims;          /* shape parameters, declared order */
+	int ndims;
+	const char *const *variants;      /* every variant, "general" first */
+	int nvariants;
+	/* Picks the variant for a validated spec (no IR built). */
+	const char *(*select)(const ks_spec_t *spec);
+	/* Guard of a variant in words, for `kernels` and docs. */
+	const char *const *guards;
+	/* Checks kernel-specific constraints on constant dims, buffer sizes
+	 * included, with overflow-checked arithmetic. */
+	int (*check)(const ks_spec_t *spec, char *err, size_t errlen);
+	/* Builds the IR of `variant` for the spec (dims all still scalar
+	 * params; ks_specialize binds the constants afterwards). */
+	ks_ir_kernel_t *(*build)(const ks_spec_t *spec, const char *variant);
+} ks_kernel_def_t;
+
+/* The library, in a fixed order. */
+const ks_kernel_def_t *const *ks_kernels(int *count);
+const ks_kernel_def_t *ks_kernel_find(const char *name);
+
+/*
+ * Fills SPEC from (name, const/dynamic) pairs given in any order and checks
+ * them: every parameter of the kernel is exactly once either a constant or
+ * dynamic, no unknown names, constants in [1, KS_MAX_DIM], buffer sizes
+ * within KS_MAX_ELEMS, plus the kernel's own check.  Errors: KS_E_BAD_SHAPE,
+ * KS_E_TOO_LARGE with a message naming the parameter.
+ */
+int ks_kernel_validate(const ks_kernel_def_t *def, ks_dtype_t dtype,
+    ks_mode_t mode, const ks_dim_t *dims, int ndims, ks_spec_t *out,
+    char *err, size_t errlen);
+
+/* Fingerprint of a kernel definition: its name, version, variant policy and
+ * the printed IR of every variant at fixed probe shapes, for each dtype.
+ * Computed once; stable across runs and machines. */
+const ks_hash_t *ks_kernel_fingerprint(const ks_kernel_def_t *def);
+
+/*
+ * Builds the IR for SPEC, binds its constants, runs the pass pipeline.
+ * On success *out is the specialized kernel (caller frees with ks_ir_free).
+ */
+int ks_specialize(const ks_spec_t *spec, ks_ir_kernel_t **out, char *err,
+    size_t errlen);
+
+#endif
