@@ -52,4 +52,28 @@ extern const ks_backend_t ks_backend_cpu;
 const ks_backend_t *const *ks_backends(int *count);
 const ks_backend_t *ks_backend_find(const char *name);
 
+/* ---- cpu artifacts in this process (tests, benchmarks) ---- */
+
+/* The entry of a cpu artifact (DESIGN.md section 4). */
+typedef void (*ks_jit_cpu_entry_t)(void **params, uint64_t group_begin,
+    uint64_t group_end);
+
+typedef struct ks_jit_cpu_lib ks_jit_cpu_lib_t;
+
+/*
+ * Loads a cpu artifact from memory (memfd_create + dlopen of
+ * /proc/self/fd/N, no file on disk) and looks up ENTRY.  On success *lib
+ * (caller frees with ks_jit_cpu_unload) and *fn are set.  Errors: KS_E_IO,
+ * KS_E_NOT_FOUND (no such symbol), with a message in err.
+ */
+int ks_jit_cpu_load(const void *bytes, size_t len, const char *entry,
+    ks_jit_cpu_lib_t **lib, ks_jit_cpu_entry_t *fn, char *err,
+    size_t errlen);
+void ks_jit_cpu_unload(ks_jit_cpu_lib_t *lib);
+
+/* Appends the assembly the cpu backend generates for K at the resolved
+ * TARGET, with the options of compile; for checking vectorization. */
+int ks_jit_cpu_assembly(const ks_ir_kernel_t *k, const char *target,
+    ks_buf_t *out, char *err, size_t errlen);
+
 #endif

@@ -17,6 +17,18 @@
 #define KS_PROTO_VERSION 1
 #define KS_FRAME_PREFIX 8
 
+/* Largest reply header a client accepts (stats and hello replies are the
+ * big ones); the daemon must stay under it. */
+#define KS_MAX_REPLY_HEADER (16u << 20)
+
+/*
+ * The socket path every program uses when none is given (DESIGN.md
+ * section 3): env KSPEC_SOCKET when set and non-empty, else
+ * $XDG_RUNTIME_DIR/kspec/kspecd.sock, else /tmp/kspec-$UID/kspecd.sock.
+ * Writes it NUL-terminated into OUT; KS_E_TOO_LARGE when it does not fit.
+ */
+int ks_proto_default_socket(char *out, size_t outlen);
+
 /* Writes the 8-byte frame prefix. */
 void ks_frame_prefix(uint8_t out[KS_FRAME_PREFIX], uint32_t header_len,
     uint32_t payload_len);

@@ -245,6 +245,27 @@ typedef struct {
 
 void ks_ir_walk(ks_ir_kernel_t *k, const ks_ir_visitor_t *v);
 
+/*
+ * ks_ir_walk with one more hook, for analyses that need scopes (the
+ * verifier): `enter` gets each statement after its own expressions were
+ * walked and before its child blocks (body, then orelse); its ctx is
+ * v->ctx.  The grid is walked first, then the body.  ks_ir_walk is this
+ * with enter NULL: one traversal serves both.
+ */
+typedef void (*ks_ir_enter_fn)(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
+    int in_lanes);
+void ks_ir_walk_enter(ks_ir_kernel_t *k, const ks_ir_visitor_t *v,
+    ks_ir_enter_fn enter);
+
+/*
+ * Replaces each item of BLOCK that is itself a BLOCK by that block's items,
+ * in place (one level: a post-order walk has spliced the inner ones).  For
+ * a `stmt` callback on a BLOCK after a child statement was replaced by its
+ * body.  A variable is visible to the end of its block and names are unique
+ * per kernel, so splicing only widens visibility and never changes meaning.
+ */
+void ks_ir_splice(ks_ir_kernel_t *k, ks_stmt_t *block);
+
 /* ---- text form, verifier, passes ---- */
 
 /* Deterministic canonical text of the kernel (params, vars, grid, body);
@@ -309,6 +330,9 @@ typedef struct ks_kernel_def {
 	ks_ir_kernel_t *(*build)(const ks_spec_t *spec, const char *variant);
 } ks_kernel_def_t;
 
+/* The kernels of the library, one file each (k_<name>.c). */
+extern const ks_kernel_def_t ks_kernel_gemm;
+
 /* The library, in a fixed order. */
 const ks_kernel_def_t *const *ks_kernels(int *count);
 const ks_kernel_def_t *ks_kernel_find(const char *name);
@@ -328,6 +352,10 @@ int ks_kernel_validate(const ks_kernel_def_t *def, ks_dtype_t dtype,
  * the printed IR of every variant at fixed probe shapes, for each dtype.
  * Computed once; stable across runs and machines. */
 const ks_hash_t *ks_kernel_fingerprint(const ks_kernel_def_t *def);
+/* The same hash computed now, uncached, for any definition (one outside the
+ * library included, e.g. in tests).  Returns KS_OK, or KS_E_INVAL for NULL. */
+int ks_kernel_fingerprint_compute(const ks_kernel_def_t *def,
+    ks_hash_t *out);
 
 /*
  * Builds the IR for SPEC, binds its constants, runs the pass pipeline.

@@ -37,10 +37,13 @@ void ks_artifact_unref(ks_artifact_t *a);
 
 typedef struct ks_hot ks_hot_t;
 
+/* MAX_BYTES counts meta_len + len of each artifact kept; 0 keeps nothing.
+ * NULL on OOM.  ks_hot_free drops the tier's references. */
 ks_hot_t *ks_hot_new(size_t max_bytes);
 void ks_hot_free(ks_hot_t *h);
-/* Borrowed reference valid until the next ks_hot_put/ks_hot_free on H;
- * ks_artifact_ref it to keep it.  Marks the entry most recently used. */
+/* Borrowed reference valid until the next ks_hot_put/ks_hot_remove/
+ * ks_hot_free on H; ks_artifact_ref it to keep it.  Marks the entry most
+ * recently used.  NULL when absent. */
 ks_artifact_t *ks_hot_get(ks_hot_t *h, const ks_hash_t *key);
 /* Adds a reference to A; evicts least recently used entries over budget.
  * An artifact larger than the whole budget is not kept. */
@@ -52,6 +55,12 @@ size_t ks_hot_count(const ks_hot_t *h);
 /* ---- persistent store ---- */
 
 typedef struct ks_store ks_store_t;
+
+/* Schema version (PRAGMA user_version) this build creates and migrates to;
+ * a store with a newer version is refused. */
+#define KS_STORE_SCHEMA_VERSION 1
+/* Distinct keys whose touches are held in memory; a full set is flushed. */
+#define KS_STORE_PENDING_TOUCHES 256
 
 typedef struct {
 	uint64_t entries;
@@ -90,5 +99,47 @@ void ks_store_touch(ks_store_t *s, const ks_hash_t *key);
 int ks_store_flush(ks_store_t *s);
 int ks_store_remove(ks_store_t *s, const ks_hash_t *key);
 int ks_store_stats(ks_store_t *s, ks_store_stats_t *out);
+
+/*
+ * Notes on the calls above, added with the implementation:
+ * - ks_store_open fails with KS_E_STORE and a message naming PATH for a
+ *   file that cannot be opened, is read-only, is not a database, or has a
+ *   schema newer than KS_STORE_SCHEMA_VERSION; KS_E_IO when a parent
+ *   directory cannot be created.
+ * - ks_store_get does not count as a use: the caller touches on every hit
+ *   (hot tier or store).  A put counts as a use.
+ * - ks_store_put evicts inside the put's transaction (after writing the
+ *   pending touches), so the store on disk is within its budget after each
+ *   commit, except for one artifact alone over the budget, which is kept.
+ *   The artifact is only read during the call.
+ * - ks_store_touch blocks on the writer only when the pending set fills;
+ *   the server calls ks_store_flush on a timer so that it rarely does.
+ * - ks_store_remove returns KS_E_NOT_FOUND when KEY has no row.
+ * - ks_store_close must not race with other calls on S.
+ */
+
+/* Rows found corrupt and removed over the store's life (persisted), where
+ * ks_store_stats_t.corrupt counts those since open. */
+uint64_t ks_store_corrupt_total(ks_store_t *s);
+
+/*
+ * Runs PRAGMA integrity_check through the reader.  KS_OK when sqlite says
+ * "ok"; KS_E_CORRUPT with sqlite's findings (or its error) in ERR when the
+ * file is damaged; KS_E_STORE for other failures.  Reads the whole file
+ * and blocks ks_store_get meanwhile: for startup checks, ops and tests,
+ * not for the request path.
+ */
+int ks_store_integrity_check(ks_store_t *s, char *err, size_t errlen);
+
+/*
+ * Calls CB for every row, in key order, with its metadata (valid only
+ * during the call), size and last_used stamp (Unix milliseconds, made
+ * strictly increasing per store).  CB runs under the reader lock and must
+ * not call into S.  Returns 0 after the last row, CB's value when CB
+ * returns nonzero (which stops the walk), or a negative ks error.  No
+ * checksum is verified here; ks_store_get verifies.
+ */
+int ks_store_list(ks_store_t *s, int (*cb)(void *ctx, const ks_hash_t *key,
+    const char *meta, uint64_t size, int64_t last_used), void *ctx);
 
 #endif

@@ -1,0 +1,626 @@
+/*
+ * client: the public client library (include/kspec.h).
+ *
+ * One request at a time per connection: send a frame, read one reply
+ * frame, check that its id is the request's.  Connection states:
+ *   connected (fd >= 0) -- any transport failure, a malformed reply frame or
+ *   a reply for another id --> closed (fd == -1), every later call fails
+ *   with KSPEC_E_CONNECT.  A reply whose header is well framed but not what
+ *   the op expects is KSPEC_E_PROTO and leaves the stream usable, since the
+ *   whole frame was read.
+ *
+ * Replies are parsed with cJSON from a NUL-terminated copy of exactly the
+ * header bytes, like the daemon does with requests.  Requests are built
+ * with ks_buf and ks_buf_json_str, which prints int64 shape values exactly.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "../include/kspec.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#include "../base/base.h"
+#include "../proto/proto.h"
+
+/* kspec.h repeats base.h's error table for outside users: keep them equal. */
+#define KS_SAME_CODE(name, val, msg)                                         \
+	_Static_assert((int)KSPEC_E_##name == (int)KS_E_##name,            \
+	    "kspec.h and base.h disagree on E_" #name);
+KS_ERRNO_MAP(KS_SAME_CODE)
+#undef KS_SAME_CODE
+
+/* Largest payload read at once when discarding one. */
+#define DISCARD_CHUNK 65536
+
+struct kspec_client {
+	int fd;                         /* -1 once closed */
+	uint64_t next_id;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char code[32];                  /* wire name of the last failure */
+	char message[512];              /* its one-line message */
+};
+
+/* A reply frame as read: header text (NUL-terminated), parsed header,
+ * payload when one was wanted. */
+typedef struct {
+	char *header;
+	size_t header_len;
+	cJSON *json;
+	uint8_t *payload;
+	size_t payload_len;
+} reply_t;
+
+/* The artifact and the storage behind its strings. */
+typedef struct {
+	kspec_artifact_t pub;
+	char *strings[7];
+} artifact_t;
+
+const char *kspec_err_name(int err)
+{
+	return ks_err_name(err);
+}
+
+const char *kspec_strerror(int err)
+{
+	return ks_strerror(err);
+}
+
+void kspec_free(void *p)
+{
+	free(p);
+}
+
+int kspec_default_socket(char *buf, size_t len)
+{
+	return ks_proto_default_socket(buf, len);
+}
+
+/* Records a failure on C (code name from RC) and returns RC. */
+__attribute__((format(printf, 3, 4)))
+static int set_error(kspec_client_t *c, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	snprintf(c->code, sizeof c->code, "%s", ks_err_name(rc));
+	va_start(ap, fmt);
+	vsnprintf(c->message, sizeof c->message, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+static void clear_error(kspec_client_t *c)
+{
+	c->code[0] = '\0';
+	c->message[0] = '\0';
+}
+
+static void drop(kspec_client_t *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+/* A transport failure: the stream is unusable from here on. */
+static int lost(kspec_client_t *c, const char *why)
+{
+	drop(c);
+	return set_error(c, KSPEC_E_CONNECT, "lost connection to %s: %s",
+	    c->path, why);
+}
+
+/* A reply that breaks the framing: the stream cannot be resynced. */
+static int broken(kspec_client_t *c, const char *why)
+{
+	drop(c);
+	return set_error(c, KSPEC_E_PROTO, "%s", why);
+}
+
+static int send_all(kspec_client_t *c, const void *p, size_t n)
+{
+	const char *q = p;
+	ssize_t k;
+
+	while (n) {
+		k = send(c->fd, q, n, MSG_NOSIGNAL);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return lost(c, strerror(errno));
+		q += k;
+		n -= (size_t)k;
+	}
+	return KSPEC_OK;
+}
+
+static int recv_all(kspec_client_t *c, void *p, size_t n)
+{
+	char *q = p;
+	ssize_t k;
+
+	while (n) {
+		k = recv(c->fd, q, n, 0);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return lost(c, strerror(errno));
+		if (k == 0)
+			return lost(c, "kspecd closed the connection");
+		q += k;
+		n -= (size_t)k;
+	}
+	return KSPEC_OK;
+}
+
+/* Reads and drops N payload bytes, keeping the stream in step. */
+static int discard(kspec_client_t *c, size_t n)
+{
+	char chunk[DISCARD_CHUNK];
+	size_t k;
+	int rc;
+
+	while (n) {
+		k = n < sizeof chunk ? n : sizeof chunk;
+		rc = recv_all(c, chunk, k);
+		if (rc)
+			return rc;
+		n -= k;
+	}
+	return KSPEC_OK;
+}
+
+static void reply_free(reply_t *r)
+{
+	cJSON_Delete(r->json);
+	free(r->header);
+	free(r->payload);
+	memset(r, 0, sizeof *r);
+}
+
+static const char *json_string(const cJSON *obj, const char *name)
+{
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+	return cJSON_IsString(m) ? m->valuestring : NULL;
+}
+
+/*
+ * Turns an ok:false reply into the daemon's error: code and message kept
+ * verbatim, the return value its KSPEC_E_* (KSPEC_E_INTERNAL for a code
+ * this library does not know).
+ */
+static int daemon_error(kspec_client_t *c, const cJSON *json)
+{
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(json, "error");
+	const char *code = json_string(e, "code");
+	const char *msg = json_string(e, "message");
+
+	if (!cJSON_IsObject(e) || !code)
+		return set_error(c, KSPEC_E_PROTO,
+		    "error reply without an error code");
+	snprintf(c->code, sizeof c->code, "%s", code);
+	snprintf(c->message, sizeof c->message, "%s",
+	    msg && *msg ? msg : ks_strerror(ks_err_from_name(code)));
+	return ks_err_from_name(code);
+}
+
+/*
+ * Sends the request header REQ (id ID) and reads its reply into R.  The
+ * payload is kept only when WANT_PAYLOAD, and is a protocol error
+ * otherwise.  Returns KSPEC_OK for an ok:true reply, the daemon's error
+ * for ok:false, or a local one.  R is empty unless KSPEC_OK.
+ */
+static int transact(kspec_client_t *c, const ks_buf_t *req, uint64_t id,
+    int want_payload, reply_t *r)
+{
+	uint8_t prefix[KS_FRAME_PREFIX];
+	uint32_t hlen, plen;
+	const cJSON *rid, *ok;
+	const char *end = NULL;
+	int rc;
+
+	memset(r, 0, sizeof *r);
+	if (c->fd < 0)
+		return set_error(c, KSPEC_E_CONNECT, "not connected to %s",
+		    c->path);
+	if (req->len > KS_MAX_HEADER)
+		return set_error(c, KSPEC_E_TOO_LARGE,
+		    "request header is longer than %u bytes", KS_MAX_HEADER);
+	ks_frame_prefix(prefix, (uint32_t)req->len, 0);
+	rc = send_all(c, prefix, sizeof prefix);
+	if (!rc)
+		rc = send_all(c, req->data, req->len);
+	if (!rc)
+		rc = recv_all(c, prefix, sizeof prefix);
+	if (rc)
+		return rc;
+	rc = ks_frame_peek(prefix, sizeof prefix, KS_MAX_REPLY_HEADER,
+	    KS_MAX_REPLY_PAYLOAD, &hlen, &plen);
+	if (rc == KS_E_TOO_LARGE)
+		return broken(c, "reply frame exceeds the client's limits");
+	if (rc)
+		return broken(c, "malformed reply frame");
+
+	r->header = malloc((size_t)hlen + 1);
+	if (!r->header)
+		return lost(c, "out of memory for the reply");
+	r->header_len = hlen;
+	rc = recv_all(c, r->header, hlen);
+	if (rc)
+		goto fail;
+	r->header[hlen] = '\0';
+	if (plen && want_payload) {
+		r->payload = malloc(plen);
+		if (!r->payload) {
+			rc = lost(c, "out of memory for the artifact");
+			goto fail;
+		}
+		r->payload_len = plen;
+		rc = recv_all(c, r->payload, plen);
+	} else if (plen) {
+		rc = discard(c, plen);
+	}
+	if (rc)
+		goto fail;
+
+	r->json = cJSON_ParseWithLengthOpts(r->header, (size_t)hlen + 1, &end,
+	    1);
+	if (!cJSON_IsObject(r->json)) {
+		rc = set_error(c, KSPEC_E_PROTO,
+		    "reply header is not a JSON object");
+		goto fail;
+	}
+	/* An error reply may lack the id when the daemon could not read
+	 * ours; any other id means replies and requests are out of step. */
+	rid = cJSON_GetObjectItemCaseSensitive(r->json, "id");
+	ok = cJSON_GetObjectItemCaseSensitive(r->json, "ok");
+	if (rid && !(cJSON_IsNumber(rid) && rid->valuedouble == (double)id)) {
+		rc = broken(c, "reply id does not match the request");
+		goto fail;
+	}
+	if (cJSON_IsFalse(ok)) {
+		rc = daemon_error(c, r->json);
+		goto fail;
+	}
+	if (!cJSON_IsTrue(ok) || !rid) {
+		rc = set_error(c, KSPEC_E_PROTO,
+		    "reply lacks \"ok\":true or its id");
+		goto fail;
+	}
+	if (plen && !want_payload) {
+		rc = set_error(c, KSPEC_E_PROTO, "unexpected reply payload");
+		goto fail;
+	}
+	return KSPEC_OK;
+fail:
+	reply_free(r);
+	return rc;
+}
+
+int kspec_connect(const char *socket_path, kspec_client_t **out)
+{
+	struct sockaddr_un sa;
+	kspec_client_t *c;
+	struct pollfd pfd;
+	socklen_t elen;
+	int err = 0;
+
+	*out = c = calloc(1, sizeof *c);
+	if (!c)
+		return KSPEC_E_NOMEM;
+	c->fd = -1;
+	c->next_id = 1;
+	if (socket_path) {
+		if (strlen(socket_path) >= sizeof c->path)
+			return set_error(c, KSPEC_E_TOO_LARGE,
+			    "socket path is longer than %zu bytes",
+			    sizeof c->path - 1);
+		memcpy(c->path, socket_path, strlen(socket_path) + 1);
+	} else if (ks_proto_default_socket(c->path, sizeof c->path)) {
+		return set_error(c, KSPEC_E_TOO_LARGE,
+		    "default socket path is longer than %zu bytes",
+		    sizeof c->path - 1);
+	}
+	if (!c->path[0])
+		return set_error(c, KSPEC_E_INVAL, "empty socket path");
+
+	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->fd < 0)
+		return set_error(c, KSPEC_E_CONNECT, "cannot connect to %s: %s",
+		    c->path, strerror(errno));
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, c->path, strlen(c->path) + 1);
+	if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		err = errno;
+		/* An interrupted connect() goes on in the background: wait
+		 * for it and take its result, do not call connect() again. */
+		if (err == EINTR) {
+			pfd.fd = c->fd;
+			pfd.events = POLLOUT;
+			while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
+				;
+			elen = sizeof err;
+			if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err,
+			    &elen) < 0)
+				err = errno;
+		}
+	}
+	if (err) {
+		drop(c);
+		return set_error(c, KSPEC_E_CONNECT, "cannot connect to %s: %s",
+		    c->path, strerror(err));
+	}
+	return KSPEC_OK;
+}
+
+void kspec_close(kspec_client_t *c)
+{
+	if (!c)
+		return;
+	drop(c);
+	free(c);
+}
+
+const char *kspec_socket_path(const kspec_client_t *c)
+{
+	return c ? c->path : "";
+}
+
+const char *kspec_last_error(const kspec_client_t *c, const char **code)
+{
+	if (!c) {
+		if (code)
+			*code = "E_NOMEM";
+		return "out of memory";
+	}
+	if (code)
+		*code = c->code;
+	return c->message;
+}
+
+/* Sends {"op":OP,"id":N} and reads its reply into R. */
+static int simple_op(kspec_client_t *c, const char *op, reply_t *r)
+{
+	ks_buf_t req;
+	uint64_t id = c->next_id++;
+	int rc;
+
+	ks_buf_init(&req);
+	rc = ks_buf_printf(&req, "{\"op\":\"%s\",\"id\":%" PRIu64 "}", op, id);
+	if (rc) {
+		ks_buf_close(&req);
+		return set_error(c, rc, "out of memory");
+	}
+	rc = transact(c, &req, id, 0, r);
+	ks_buf_close(&req);
+	return rc;
+}
+
+int kspec_ping(kspec_client_t *c)
+{
+	reply_t r;
+	int rc;
+
+	clear_error(c);
+	rc = simple_op(c, "ping", &r);
+	if (rc)
+		return rc;
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r.json, "pong")))
+		rc = set_error(c, KSPEC_E_PROTO,
+		    "ping reply lacks \"pong\":true");
+	reply_free(&r);
+	return rc;
+}
+
+/* Runs a simple op and hands its reply header text to the caller. */
+static int text_op(kspec_client_t *c, const char *op, char **json_out)
+{
+	reply_t r;
+	int rc;
+
+	*json_out = NULL;
+	clear_error(c);
+	rc = simple_op(c, op, &r);
+	if (rc)
+		return rc;
+	*json_out = r.header;
+	r.header = NULL;
+	reply_free(&r);
+	return KSPEC_OK;
+}
+
+int kspec_hello(kspec_client_t *c, char **json_out)
+{
+	return text_op(c, "hello", json_out);
+}
+
+int kspec_stats(kspec_client_t *c, char **json_out)
+{
+	return text_op(c, "stats", json_out);
+}
+
+/* Appends ,"NAME":"VALUE" when VALUE is not NULL. */
+static int put_field(ks_buf_t *b, const char *name, const char *value)
+{
+	int rc;
+
+	if (!value)
+		return KS_OK;
+	rc = ks_buf_printf(b, ",\"%s\":", name);
+	return rc ? rc : ks_buf_json_str(b, value);
+}
+
+static int build_get(ks_buf_t *b, uint64_t id, const kspec_get_spec_t *s)
+{
+	size_t i;
+	int rc;
+
+	rc = ks_buf_printf(b, "{\"op\":\"get\",\"id\":%" PRIu64, id);
+	if (!rc)
+		rc = put_field(b, "kernel", s->kernel);
+	if (!rc)
+		rc = put_field(b, "backend", s->backend);
+	if (!rc)
+		rc = put_field(b, "target", s->target);
+	if (!rc)
+		rc = put_field(b, "format", s->format);
+	if (!rc)
+		rc = put_field(b, "dtype", s->dtype);
+	if (!rc)
+		rc = put_field(b, "mode", s->mode);
+	if (!rc)
+		rc = ks_buf_puts(b, ",\"shape\":{");
+	for (i = 0; !rc && i < s->nshape; i++) {
+		rc = ks_buf_json_str(b, s->shape[i].name);
+		if (!rc)
+			rc = ks_buf_printf(b, ":%" PRId64 "%s",
+			    s->shape[i].value, i + 1 < s->nshape ? "," : "");
+	}
+	if (!rc)
+		rc = ks_buf_puts(b, "},\"dynamic\":[");
+	for (i = 0; !rc && i < s->ndynamic; i++) {
+		rc = ks_buf_json_str(b, s->dynamic[i]);
+		if (!rc && i + 1 < s->ndynamic)
+			rc = ks_buf_puts(b, ",");
+	}
+	if (!rc)
+		rc = ks_buf_printf(b, "],\"return\":\"%s\"}",
+		    s->meta_only ? "meta" : "artifact");
+	return rc;
+}
+
+static int check_spec(kspec_client_t *c, const kspec_get_spec_t *s)
+{
+	size_t i;
+
+	if (!s)
+		return set_error(c, KSPEC_E_INVAL, "no get spec");
+	if (!s->kernel || !s->backend || !s->dtype)
+		return set_error(c, KSPEC_E_INVAL,
+		    "get spec lacks its %s", !s->kernel ? "kernel" :
+		    !s->backend ? "backend" : "dtype");
+	if ((s->nshape && !s->shape) || (s->ndynamic && !s->dynamic))
+		return set_error(c, KSPEC_E_INVAL,
+		    "get spec has a count without its array");
+	for (i = 0; i < s->nshape; i++) {
+		if (!s->shape[i].name)
+			return set_error(c, KSPEC_E_INVAL,
+			    "shape entry %zu has no name", i);
+	}
+	for (i = 0; i < s->ndynamic; i++) {
+		if (!s->dynamic[i])
+			return set_error(c, KSPEC_E_INVAL,
+			    "dynamic entry %zu is NULL", i);
+	}
+	return KSPEC_OK;
+}
+
+void kspec_artifact_free(kspec_artifact_t *a)
+{
+	artifact_t *x = (artifact_t *)a;
+	size_t i;
+
+	if (!x)
+		return;
+	for (i = 0; i < sizeof x->strings / sizeof x->strings[0]; i++)
+		free(x->strings[i]);
+	free((void *)x->pub.bytes);
+	free((void *)x->pub.meta);
+	free(x);
+}
+
+/* Fills the artifact's convenience fields from the reply header. */
+static int fill_artifact(artifact_t *x, const cJSON *json)
+{
+	static const char *const names[7] = {
+		"key", "artifact", "source", "kernel", "variant", "format",
+		"entry",
+	};
+	const char **dst[7] = {
+		&x->pub.key, &x->pub.artifact, &x->pub.source, &x->pub.kernel,
+		&x->pub.variant, &x->pub.format, &x->pub.entry,
+	};
+	const char *v;
+	size_t i;
+
+	for (i = 0; i < 7; i++) {
+		v = json_string(json, names[i]);
+		x->strings[i] = strdup(v ? v : "");
+		if (!x->strings[i])
+			return KSPEC_E_NOMEM;
+		*dst[i] = x->strings[i];
+	}
+	return KSPEC_OK;
+}
+
+int kspec_get(kspec_client_t *c, const kspec_get_spec_t *spec,
+    kspec_artifact_t **out)
+{
+	const cJSON *bytes;
+	artifact_t *x;
+	ks_buf_t req;
+	reply_t r;
+	uint64_t id;
+	int rc;
+
+	*out = NULL;
+	clear_error(c);
+	rc = check_spec(c, spec);
+	if (rc)
+		return rc;
+	id = c->next_id++;
+	ks_buf_init(&req);
+	rc = build_get(&req, id, spec);
+	if (rc) {
+		ks_buf_close(&req);
+		return set_error(c, rc, "out of memory");
+	}
+	rc = transact(c, &req, id, !spec->meta_only, &r);
+	ks_buf_close(&req);
+	if (rc)
+		return rc;
+
+	bytes = cJSON_GetObjectItemCaseSensitive(r.json, "bytes");
+	if (!spec->meta_only && r.payload_len == 0)
+		rc = set_error(c, KSPEC_E_PROTO, "get reply has no artifact");
+	else if (!spec->meta_only && cJSON_IsNumber(bytes) &&
+	    bytes->valuedouble != (double)r.payload_len)
+		rc = set_error(c, KSPEC_E_PROTO,
+		    "get reply says %.0f bytes but carries %zu",
+		    bytes->valuedouble, r.payload_len);
+	if (rc) {
+		reply_free(&r);
+		return rc;
+	}
+
+	x = calloc(1, sizeof *x);
+	if (!x || fill_artifact(x, r.json)) {
+		kspec_artifact_free(x ? &x->pub : NULL);
+		reply_free(&r);
+		return set_error(c, KSPEC_E_NOMEM, "out of memory");
+	}
+	x->pub.bytes = r.payload;
+	x->pub.len = r.payload_len;
+	x->pub.meta = r.header;
+	x->pub.meta_len = r.header_len;
+	if (cJSON_IsNumber(bytes) && bytes->valuedouble >= 0 &&
+	    bytes->valuedouble <= 9007199254740992.0)
+		x->pub.size = (uint64_t)bytes->valuedouble;
+	r.payload = NULL;
+	r.header = NULL;
+	reply_free(&r);
+	*out = &x->pub;
+	return KSPEC_OK;
+}

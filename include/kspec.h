@@ -1,0 +1,190 @@
+/*
+ * kspec.h: the public client library of kspecd (libkspec.so, libkspec.a).
+ *
+ * A client holds one connection to the daemon's Unix socket and sends one
+ * request at a time over the v1 wire protocol (docs/protocol.md), with
+ * blocking I/O.  Usable from C and C++.
+ *
+ * Threads: a kspec_client_t is used by one thread at a time (calls on one
+ * client must not overlap; hand it between threads with your own lock or
+ * queue).  Different clients are independent and may be used from
+ * different threads at once: the library has no global state of its own.
+ * Signals: writes use MSG_NOSIGNAL, so a daemon that goes away gives
+ * KSPEC_E_CONNECT, never SIGPIPE; interrupted system calls are restarted.
+ *
+ * Errors: every function that can fail returns KSPEC_OK (0) or a negative
+ * KSPEC_E_* code.  When the daemon refused the request, the code is the
+ * daemon's (its wire name is kspec_err_name(code), e.g. "E_BAD_SHAPE") and
+ * kspec_last_error() gives the daemon's code string and message.  Failures
+ * of the connection itself are KSPEC_E_CONNECT (the daemon never sends that
+ * code); a reply that breaks the protocol is KSPEC_E_PROTO.  After either,
+ * the connection is closed and later calls fail with KSPEC_E_CONNECT.
+ *
+ * Memory: strings and artifacts the library returns are owned by the
+ * caller, who frees them with the function named beside each one.
+ */
+#ifndef KSPEC_H
+#define KSPEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KSPEC_PROTOCOL_VERSION 1
+
+/*
+ * Error codes: the same values and names as the daemon's (base/base.h
+ * KS_ERRNO_MAP; the library checks at compile time that they agree).  The
+ * wire name of KSPEC_E_X is "E_X".
+ */
+enum {
+	KSPEC_OK = 0,
+	KSPEC_E_NOMEM = -1,
+	KSPEC_E_INVAL = -2,
+	KSPEC_E_BAD_FRAME = -3,
+	KSPEC_E_TOO_LARGE = -4,
+	KSPEC_E_BAD_JSON = -5,
+	KSPEC_E_BAD_REQUEST = -6,
+	KSPEC_E_UNKNOWN_OP = -7,
+	KSPEC_E_UNKNOWN_FIELD = -8,
+	KSPEC_E_DUPLICATE_KEY = -9,
+	KSPEC_E_UNKNOWN_KERNEL = -10,
+	KSPEC_E_BAD_SHAPE = -11,
+	KSPEC_E_BAD_DTYPE = -12,
+	KSPEC_E_BAD_BACKEND = -13,
+	KSPEC_E_BAD_TARGET = -14,
+	KSPEC_E_BAD_FORMAT = -15,
+	KSPEC_E_BAD_MODE = -16,
+	KSPEC_E_BACKEND_UNAVAILABLE = -17,
+	KSPEC_E_COMPILE = -18,
+	KSPEC_E_STORE = -19,
+	KSPEC_E_CORRUPT = -20,
+	KSPEC_E_IO = -21,
+	KSPEC_E_CONNECT = -22,
+	KSPEC_E_PROTO = -23,
+	KSPEC_E_SHUTTING_DOWN = -24,
+	KSPEC_E_BUSY = -25,
+	KSPEC_E_NOT_FOUND = -26,
+	KSPEC_E_TIMEOUT = -27,
+	KSPEC_E_INTERNAL = -28,
+	KSPEC_E_UNSUPPORTED = -29
+};
+
+/* "E_BAD_SHAPE" for KSPEC_E_BAD_SHAPE, "OK" for 0, "E_UNKNOWN" else. */
+const char *kspec_err_name(int err);
+/* A fixed human message for an error code; never NULL. */
+const char *kspec_strerror(int err);
+
+typedef struct kspec_client kspec_client_t;
+
+/*
+ * Writes the default socket path into BUF (DESIGN.md section 3): env
+ * KSPEC_SOCKET when set and non-empty, else
+ * $XDG_RUNTIME_DIR/kspec/kspecd.sock, else /tmp/kspec-$UID/kspecd.sock.
+ * Returns KSPEC_E_TOO_LARGE when it does not fit in LEN bytes.
+ */
+int kspec_default_socket(char *buf, size_t len);
+
+/*
+ * Connects to the daemon at SOCKET_PATH (NULL: kspec_default_socket()).
+ * *OUT is set even when the connection fails (it is NULL only on
+ * KSPEC_E_NOMEM), so that kspec_last_error() can say why; the caller
+ * releases it with kspec_close() in every case.
+ */
+int kspec_connect(const char *socket_path, kspec_client_t **out);
+
+/* Closes the connection and frees the client.  NULL is allowed. */
+void kspec_close(kspec_client_t *client);
+
+/* The socket path the client was connected to (valid until kspec_close). */
+const char *kspec_socket_path(const kspec_client_t *client);
+
+/*
+ * The last failure on CLIENT: returns its one-line message and, when CODE
+ * is not NULL, sets *CODE to its wire name ("E_BAD_SHAPE"), the daemon's
+ * own string when the daemon sent it.  Both are "" after a successful
+ * call.  The strings live until the next call on CLIENT.
+ */
+const char *kspec_last_error(const kspec_client_t *client, const char **code);
+
+/* Round trip to the daemon: {"op":"ping"}. */
+int kspec_ping(kspec_client_t *client);
+
+/*
+ * The daemon's hello reply (protocol version, server version, backends)
+ * as the JSON text of the reply header.  Caller frees *JSON_OUT with
+ * kspec_free().
+ */
+int kspec_hello(kspec_client_t *client, char **json_out);
+
+/*
+ * The daemon's stats reply as the JSON text of the reply header,
+ * verbatim.  Caller frees *JSON_OUT with kspec_free().
+ */
+int kspec_stats(kspec_client_t *client, char **json_out);
+
+/* One shape constant of a get request. */
+typedef struct {
+	const char *name;
+	int64_t value;
+} kspec_dim_t;
+
+/*
+ * A get request (DESIGN.md section 4).  Every parameter of the kernel is
+ * either a constant in SHAPE or named in DYNAMIC.  Optional strings are
+ * NULL for the daemon's default.  The library only borrows the strings.
+ */
+typedef struct {
+	const char *kernel;             /* required: "gemm" */
+	const char *backend;            /* required: "cpu", "cuda", "opencl" */
+	const char *target;             /* NULL: "auto" */
+	const char *format;             /* NULL: the backend's default */
+	const char *dtype;              /* required: "f32", "f16", "bf16" */
+	const char *mode;               /* NULL: "exact"; or "fast" */
+	const kspec_dim_t *shape;
+	size_t nshape;
+	const char *const *dynamic;
+	size_t ndynamic;
+	int meta_only;                  /* 1: metadata only, no bytes */
+} kspec_get_spec_t;
+
+/*
+ * A get reply.  Strings are never NULL ("" when the reply lacks the
+ * field).  Everything lives until kspec_artifact_free().
+ */
+typedef struct {
+	const uint8_t *bytes;           /* the artifact; NULL if meta_only */
+	size_t len;                     /* bytes received (0 if meta_only) */
+	const char *meta;               /* reply header, JSON text */
+	size_t meta_len;
+	const char *key;                /* request key, hex */
+	const char *artifact;           /* content hash of the bytes, hex */
+	const char *source;             /* memory, disk, compiled, joined */
+	const char *kernel;
+	const char *variant;
+	const char *format;             /* so, ptx, cubin, clbin */
+	const char *entry;              /* symbol to launch */
+	uint64_t size;                  /* the reply's "bytes" (0: absent) */
+} kspec_artifact_t;
+
+/*
+ * Asks for the artifact of SPEC.  On success *OUT holds the reply; the
+ * caller frees it with kspec_artifact_free().  On failure *OUT is NULL.
+ */
+int kspec_get(kspec_client_t *client, const kspec_get_spec_t *spec,
+    kspec_artifact_t **out);
+
+/* Frees an artifact returned by kspec_get.  NULL is allowed. */
+void kspec_artifact_free(kspec_artifact_t *artifact);
+
+/* Frees a string returned by kspec_hello or kspec_stats. */
+void kspec_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

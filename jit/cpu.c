@@ -1,0 +1,1344 @@
+/*
+ * cpu: the libgccjit backend.  IR -> gccjit calls -> shared object bytes.
+ *
+ * Artifact ABI (DESIGN.md section 4):
+ *
+ *   void ENTRY(void **params, uint64_t group_begin, uint64_t group_end);
+ *
+ * params[i] points to the value of the i-th *unbound* parameter in
+ * declaration order: for a buffer to its data pointer, for an i64 scalar to
+ * an int64_t, for an f32 scalar to a float.  The entry unpacks them once,
+ * then runs the body for every work-group g in [group_begin, group_end).
+ *
+ * Lowering of the execution model (specialize.h):
+ *   - uniform variables are plain locals; KS_X_GROUP is the loop counter;
+ *   - a LANES statement is `for (lane = 0; lane < nlanes; lane++) body`;
+ *   - a lane variable is a local array v[nlanes], read as v[lane].  A loop
+ *     over a local float[32] with fmaf is what GCC vectorizes into packed
+ *     FMAs; 32 separate scalars would stay scalar (DESIGN.md section 8);
+ *   - KS_X_REDUCE is the canonical tree t[l] = v[l] op v[l + s] for
+ *     s = nlanes/2 .. 1, fully unrolled, in that order; result t[0];
+ *   - loads and stores convert between the storage dtype and f32 through
+ *     small always-inline helpers written with integer bit operations, so
+ *     they are exact, independent of the FP environment's rounding of
+ *     subnormals where possible, and vectorizable (no branches).
+ *
+ * Numerics: -ffp-contract=off keeps every a*b+c as two roundings; fma only
+ * where the IR says KS_X_FMA (__builtin_fmaf).  Nothing that reassociates
+ * or assumes finite math is ever passed.  The conversions assume the
+ * default rounding mode (round-to-nearest-even), as all of kspec does.
+ *
+ * Thread safety: every compile builds its own gccjit context and its own
+ * temporary directory; libgccjit serializes the compile step internally.
+ * The only global state is the compiler's build name for the identity,
+ * set once under pthread_once.
+ */
+#include "jit.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <libgccjit.h>
+
+/* ---- targets, options, identity ---- */
+
+/*
+ * Targets accepted by name.  The four x86-64 ISA levels are what "auto"
+ * resolves to; the CPU names are common -march values a fleet may pin.
+ * libgccjit rejects -march=native, so "auto" is resolved here to a level.
+ * Every name must be known to the linked gcc (12.2 has no znver4); the
+ * tests compile each one.
+ */
+static const char *const cpu_targets[] = {
+	"x86-64-v4", "x86-64-v3", "x86-64-v2", "x86-64",
+	"haswell", "broadwell", "skylake", "skylake-avx512", "cascadelake",
+	"icelake-server", "sapphirerapids", "znver2", "znver3",
+};
+
+/*
+ * Options of every compile, after -march; all of them are in the identity
+ * (and so in the request key).  -O3 vectorizes the lane loops;
+ * -ffp-contract=off forbids implicit fma (DESIGN.md section 5).  Nothing
+ * else is needed: the defaults already forbid reassociation and keep
+ * signed zeros, NaNs and trapping semantics, and the output is
+ * byte-reproducible as is (two compiles of one IR give identical .so
+ * files: no temporary path reaches the object, the assembly names its
+ * source "fake.c", and there is no debug info; checked across processes
+ * and TMPDIRs).  -fno-math-errno and -fno-trapping-math were measured to
+ * change nothing in the vectorized gemv code (IF-guarded tails included),
+ * so they are left out rather than widen what must be argued safe.
+ */
+static const char *const cpu_opts[] = {
+	"-O3",
+	"-ffp-contract=off",
+};
+
+/*
+ * Driver (link) options.  fmaf is a libm call on targets without FMA
+ * (x86-64, x86-64-v2): record the dependency so dlopen resolves it in any
+ * process, not only in one that happens to have libm loaded.
+ */
+static const char *const cpu_driver_opts[] = {
+	"-lm",
+};
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+static int target_known(const char *t)
+{
+	size_t i;
+
+	for (i = 0; i < NELEM(cpu_targets); i++)
+		if (strcmp(t, cpu_targets[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * The exact x86-64 ISA level of this CPU: the highest level whose every
+ * feature (psABI list) is present.  libgcc's __builtin_cpu_supports
+ * reports AVX and AVX-512 only when the OS enables their register state
+ * (xgetbv), so a level found here is one this machine can run.  The
+ * builtin takes string literals only, hence the spelled-out lists.
+ */
+static const char *cpu_level(void)
+{
+	__builtin_cpu_init();
+	if (!(__builtin_cpu_supports("cmpxchg16b") &&
+	    __builtin_cpu_supports("lahf_lm") &&
+	    __builtin_cpu_supports("popcnt") &&
+	    __builtin_cpu_supports("sse3") &&
+	    __builtin_cpu_supports("ssse3") &&
+	    __builtin_cpu_supports("sse4.1") &&
+	    __builtin_cpu_supports("sse4.2")))
+		return "x86-64";
+	if (!(__builtin_cpu_supports("avx") &&
+	    __builtin_cpu_supports("avx2") &&
+	    __builtin_cpu_supports("bmi") &&
+	    __builtin_cpu_supports("bmi2") &&
+	    __builtin_cpu_supports("f16c") &&
+	    __builtin_cpu_supports("fma") &&
+	    __builtin_cpu_supports("lzcnt") &&
+	    __builtin_cpu_supports("movbe") &&
+	    __builtin_cpu_supports("xsave")))
+		return "x86-64-v2";
+	if (!(__builtin_cpu_supports("avx512f") &&
+	    __builtin_cpu_supports("avx512bw") &&
+	    __builtin_cpu_supports("avx512cd") &&
+	    __builtin_cpu_supports("avx512dq") &&
+	    __builtin_cpu_supports("avx512vl")))
+		return "x86-64-v3";
+	return "x86-64-v4";
+}
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int cpu_available(char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	return KS_OK;           /* libgccjit is linked into the daemon */
+}
+
+static int cpu_resolve_target(const char *requested, char *out,
+    size_t outlen, char *err, size_t errlen)
+{
+	const char *t = requested;
+	size_t i;
+	ks_buf_t list;
+
+	if (t == NULL || strcmp(t, "auto") == 0)
+		t = cpu_level();
+	if (target_known(t)) {
+		if (strlen(t) >= outlen) {
+			seterr(err, errlen, "target name too long");
+			return KS_E_INVAL;
+		}
+		memcpy(out, t, strlen(t) + 1);
+		return KS_OK;
+	}
+	ks_buf_init(&list);
+	for (i = 0; i < NELEM(cpu_targets); i++)
+		ks_buf_printf(&list, "%s%s", i ? ", " : "", cpu_targets[i]);
+	seterr(err, errlen, "cpu target '%.*s' is not accepted; use auto or "
+	    "one of: %s", KS_MAX_NAME, requested,
+	    list.data ? list.data : "");
+	ks_buf_close(&list);
+	return KS_E_BAD_TARGET;
+}
+
+static int cpu_check_format(const char *format)
+{
+	return format != NULL && strcmp(format, "so") == 0 ? KS_OK :
+	    KS_E_BAD_FORMAT;
+}
+
+static int emit(gcc_jit_context *ctx, enum gcc_jit_output_kind kind,
+    uint8_t **bytes, size_t *len, char *err, size_t errlen);
+
+/*
+ * The distribution's build of gcc ("Debian 12.2.0-14+deb12u1"), from the
+ * .ident of an empty compile, once per process.  gcc_jit_version_* gives
+ * only 12.2.0, and a distribution patch release can change code generation
+ * (DESIGN.md section 11: toolchain version in the key).  Empty if unknown.
+ */
+static pthread_once_t build_once = PTHREAD_ONCE_INIT;
+static char build_name[128];
+
+static void build_name_init(void)
+{
+	gcc_jit_context *ctx = gcc_jit_context_acquire();
+	uint8_t *asm_text = NULL;
+	size_t len = 0, n;
+	char err[256];
+	const char *p, *q, *end;
+
+	if (ctx == NULL)
+		return;
+	gcc_jit_context_set_bool_print_errors_to_stderr(ctx, 0);
+	if (emit(ctx, GCC_JIT_OUTPUT_KIND_ASSEMBLER, &asm_text, &len, err,
+	    sizeof(err)) == KS_OK) {
+		/* .ident "GCC: (Debian 12.2.0-14+deb12u1) 12.2.0" */
+		end = (const char *)asm_text + len;
+		p = memmem(asm_text, len, "GCC: (", 6);
+		q = p ? memchr(p + 6, ')', (size_t)(end - p - 6)) : NULL;
+		if (q != NULL) {
+			n = (size_t)(q - (p + 6));
+			if (n < sizeof(build_name)) {
+				memcpy(build_name, p + 6, n);
+				build_name[n] = '\0';
+			}
+		}
+	}
+	free(asm_text);
+	gcc_jit_context_release(ctx);
+}
+
+static int cpu_identity(const char *target, ks_buf_t *out)
+{
+	size_t i;
+	int rc;
+
+	pthread_once(&build_once, build_name_init);
+	rc = ks_buf_printf(out, "libgccjit %d.%d.%d", gcc_jit_version_major(),
+	    gcc_jit_version_minor(), gcc_jit_version_patchlevel());
+	if (rc == KS_OK && build_name[0] != '\0')
+		rc = ks_buf_printf(out, " (%s)", build_name);
+	if (rc == KS_OK)
+		rc = ks_buf_printf(out, "; -march=%s", target);
+	for (i = 0; rc == KS_OK && i < NELEM(cpu_opts); i++)
+		rc = ks_buf_printf(out, " %s", cpu_opts[i]);
+	if (rc == KS_OK)
+		rc = ks_buf_puts(out, "; link");
+	for (i = 0; rc == KS_OK && i < NELEM(cpu_driver_opts); i++)
+		rc = ks_buf_printf(out, " %s", cpu_driver_opts[i]);
+	return rc;
+}
+
+/* ---- lowering state ---- */
+
+enum {
+	H_F16_LOAD, H_BF16_LOAD, H_F16_STORE, H_BF16_STORE,
+	H_FMIN, H_FMAX, H_IMIN, H_IMAX,
+	H_COUNT
+};
+
+typedef struct {
+	gcc_jit_context *ctx;
+	const ks_ir_kernel_t *k;
+	gcc_jit_function *fn;           /* function being built */
+	gcc_jit_block *blk;             /* current block */
+	gcc_jit_type *t_void, *t_bool, *t_i64, *t_u64, *t_i32, *t_u32;
+	gcc_jit_type *t_u16, *t_f32, *t_voidp;
+	gcc_jit_lvalue **var;           /* per IR var: local or lane array */
+	gcc_jit_lvalue **param;         /* per unbound param: unpacked value */
+	gcc_jit_lvalue *group;          /* i64 work-group index */
+	gcc_jit_lvalue *lane;           /* lane counter; NULL outside LANES */
+	gcc_jit_function *helper[H_COUNT];
+	gcc_jit_function *fmaf;
+	int serial;                     /* for unique local and block names */
+	int rc;
+	char *err;
+	size_t errlen;
+} lower_t;
+
+static void fail(lower_t *L, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void fail(lower_t *L, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (L->rc != KS_OK)
+		return;                 /* keep the first error */
+	L->rc = KS_E_COMPILE;
+	if (L->err != NULL && L->errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(L->err, L->errlen, fmt, ap);
+		va_end(ap);
+	}
+}
+
+static const char *name(lower_t *L, const char *prefix, char *buf,
+    size_t len)
+{
+	snprintf(buf, len, "%s%d", prefix, L->serial++);
+	return buf;
+}
+
+static gcc_jit_lvalue *local(lower_t *L, gcc_jit_type *t, const char *pfx)
+{
+	char buf[32];
+
+	return gcc_jit_function_new_local(L->fn, NULL, t,
+	    name(L, pfx, buf, sizeof(buf)));
+}
+
+static gcc_jit_block *block(lower_t *L, const char *pfx)
+{
+	char buf[32];
+
+	return gcc_jit_function_new_block(L->fn, name(L, pfx, buf,
+	    sizeof(buf)));
+}
+
+static gcc_jit_rvalue *rv(gcc_jit_lvalue *lv)
+{
+	return gcc_jit_lvalue_as_rvalue(lv);
+}
+
+static void assign(lower_t *L, gcc_jit_lvalue *lv, gcc_jit_rvalue *v)
+{
+	gcc_jit_block_add_assignment(L->blk, NULL, lv, v);
+}
+
+/* A new local of type T set to V in the current block. */
+static gcc_jit_rvalue *let(lower_t *L, gcc_jit_type *t, gcc_jit_rvalue *v)
+{
+	gcc_jit_lvalue *lv = local(L, t, "t");
+
+	assign(L, lv, v);
+	return rv(lv);
+}
+
+static gcc_jit_rvalue *cint(lower_t *L, gcc_jit_type *t, long v)
+{
+	return gcc_jit_context_new_rvalue_from_long(L->ctx, t, v);
+}
+
+static gcc_jit_rvalue *op(lower_t *L, enum gcc_jit_binary_op o,
+    gcc_jit_type *t, gcc_jit_rvalue *a, gcc_jit_rvalue *b)
+{
+	return gcc_jit_context_new_binary_op(L->ctx, NULL, o, t, a, b);
+}
+
+static gcc_jit_rvalue *cmp(lower_t *L, enum gcc_jit_comparison c,
+    gcc_jit_rvalue *a, gcc_jit_rvalue *b)
+{
+	return gcc_jit_context_new_comparison(L->ctx, NULL, c, a, b);
+}
+
+static gcc_jit_rvalue *cast(lower_t *L, gcc_jit_rvalue *v, gcc_jit_type *t)
+{
+	return gcc_jit_context_new_cast(L->ctx, NULL, v, t);
+}
+
+static gcc_jit_rvalue *bitcast(lower_t *L, gcc_jit_rvalue *v,
+    gcc_jit_type *t)
+{
+	return gcc_jit_context_new_bitcast(L->ctx, NULL, v, t);
+}
+
+/*
+ * Branch-free select of integers of type T: b ^ ((a ^ b) & -(T)c).
+ * gccjit 12 has no conditional expression; blocks would do, but a mask is
+ * certain to if-convert and vectorize inside the lane loop.
+ */
+static gcc_jit_rvalue *sel(lower_t *L, gcc_jit_type *t, gcc_jit_rvalue *c,
+    gcc_jit_rvalue *a, gcc_jit_rvalue *b)
+{
+	gcc_jit_rvalue *m = gcc_jit_context_new_unary_op(L->ctx, NULL,
+	    GCC_JIT_UNARY_OP_MINUS, t, cast(L, c, t));
+
+	return op(L, GCC_JIT_BINARY_OP_BITWISE_XOR, t, b,
+	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, t,
+	    op(L, GCC_JIT_BINARY_OP_BITWISE_XOR, t, a, b), m));
+}
+
+static gcc_jit_rvalue *f32c(lower_t *L, float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	/* NaN payloads would not survive the double of
+	 * new_rvalue_from_double; the bit pattern does, and folds. */
+	if (f != f)
+		return bitcast(L, cint(L, L->t_u32, (long)u), L->t_f32);
+	return gcc_jit_context_new_rvalue_from_double(L->ctx, L->t_f32, f);
+}
+
+/* ---- helpers: conversions and min/max, always inlined ---- */
+
+/* Starts an always-inline helper with NP parameters of type PT; switches
+ * L->fn and L->blk to it.  The caller restores them.  Helper names start
+ * with "ksh_", which no entry ("ks_<kernel>_<variant>") can collide with. */
+static gcc_jit_function *helper_begin(lower_t *L, const char *hname,
+    gcc_jit_type *ret, gcc_jit_type *pt, int np, gcc_jit_rvalue **args)
+{
+	static const char *const pname[] = { "a", "b" };
+	gcc_jit_param *ps[2];
+	int i;
+
+	for (i = 0; i < np; i++)
+		ps[i] = gcc_jit_context_new_param(L->ctx, NULL, pt, pname[i]);
+	L->fn = gcc_jit_context_new_function(L->ctx, NULL,
+	    GCC_JIT_FUNCTION_ALWAYS_INLINE, ret, hname, np, ps, 0);
+	L->blk = gcc_jit_function_new_block(L->fn, "entry");
+	for (i = 0; i < np; i++)
+		args[i] = gcc_jit_param_as_rvalue(ps[i]);
+	return L->fn;
+}
+
+/*
+ * f16 -> f32, exact for every pattern: the exponent is rebiased by adding
+ * (127-15)<<23; Inf/NaN get the rest of the exponent range (payload kept,
+ * a signaling NaN stays signaling); zero and subnormals are renormalized by
+ * one exact f32 subtraction of 2^-14 (its operands and result are normal,
+ * so flush-to-zero modes cannot affect it).
+ */
+static void build_f16_load(lower_t *L)
+{
+	gcc_jit_type *u = L->t_u32;
+	gcc_jit_rvalue *a[1], *h, *o, *e, *inf, *sub, *r;
+
+	helper_begin(L, "ksh_f16_to_f32", L->t_f32, L->t_u16, 1, a);
+	h = let(L, u, cast(L, a[0], u));
+	o = let(L, u, op(L, GCC_JIT_BINARY_OP_LSHIFT, u,
+	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u, h, cint(L, u, 0x7fff)),
+	    cint(L, u, 13)));
+	e = let(L, u, op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u, o,
+	    cint(L, u, 0x0f800000)));
+	o = let(L, u, op(L, GCC_JIT_BINARY_OP_PLUS, u, o,
+	    cint(L, u, 0x38000000)));
+	inf = op(L, GCC_JIT_BINARY_OP_PLUS, u, o, cint(L, u, 0x38000000));
+	sub = bitcast(L, op(L, GCC_JIT_BINARY_OP_MINUS, L->t_f32,
+	    bitcast(L, op(L, GCC_JIT_BINARY_OP_PLUS, u, o,
+	    cint(L, u, 0x00800000)), L->t_f32),
+	    bitcast(L, cint(L, u, 0x38800000), L->t_f32)), u);
+	r = sel(L, u, cmp(L, GCC_JIT_COMPARISON_EQ, e, cint(L, u, 0)),
+	    let(L, u, sub), o);
+	r = sel(L, u, cmp(L, GCC_JIT_COMPARISON_EQ, e,
+	    cint(L, u, 0x0f800000)), let(L, u, inf), let(L, u, r));
+	r = op(L, GCC_JIT_BINARY_OP_BITWISE_OR, u, let(L, u, r),
+	    op(L, GCC_JIT_BINARY_OP_LSHIFT, u,
+	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u, h, cint(L, u, 0x8000)),
+	    cint(L, u, 16)));
+	gcc_jit_block_end_with_return(L->blk, NULL, bitcast(L, let(L, u, r),
+	    L->t_f32));
+}
+
+/* bf16 -> f32: the upper half of the f32 pattern. */
+static void build_bf16_load(lower_t *L)
+{
+	gcc_jit_rvalue *a[1];
+
+	helper_begin(L, "ksh_bf16_to_f32", L->t_f32, L->t_u16, 1, a);
+	gcc_jit_block_end_with_return(L->blk, NULL, bitcast(L,
+	    op(L, GCC_JIT_BINARY_OP_LSHIFT, L->t_u32, cast(L, a[0], L->t_u32),
+	    cint(L, L->t_u32, 16)), L->t_f32));
+}
+
+/*
+ * f32 -> bf16, round-to-nearest-even by adding 0x7fff plus the lowest kept
+ * bit; a carry into the exponent gives the next binade or Inf, which is the
+ * correct rounding.  NaN: the upper half with the quiet bit set (sign and
+ * top payload kept), so a NaN never becomes Inf.
+ */
+static void build_bf16_store(lower_t *L)
+{
+	gcc_jit_type *u = L->t_u32;
+	gcc_jit_rvalue *a[1], *x, *nan, *r, *q;
+
+	helper_begin(L, "ksh_f32_to_bf16", L->t_u16, L->t_f32, 1, a);
+	x = let(L, u, bitcast(L, a[0], u));
+	nan = cmp(L, GCC_JIT_COMPARISON_GT,
+	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u, x, cint(L, u, 0x7fffffff)),
+	    cint(L, u, 0x7f800000));
+	r = let(L, u, op(L, GCC_JIT_BINARY_OP_RSHIFT, u,
+	    op(L, GCC_JIT_BINARY_OP_PLUS, u, x,
+	    op(L, GCC_JIT_BINARY_OP_PLUS, u, cint(L, u, 0x7fff),
+	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u,
+	    op(L, GCC_JIT_BINARY_OP_RSHIFT, u, x, cint(L, u, 16)),
+	    cint(L, u, 1)))), cint(L, u, 16)));
+	q = let(L, u, op(L, GCC_JIT_BINARY_OP_BITWISE_OR, u,
+	    op(L, GCC_JIT_BINARY_OP_RSHIFT, u, x, cint(L, u, 16)),
+	    cint(L, u, 0x40)));
+	gcc_jit_block_end_with_return(L->blk, NULL,
+	    cast(L, let(L, u, sel(L, u, nan, q, r)), L->t_u16));
+}
+
+/*
+ * f32 -> f16, round-to-nearest-even, three cases on |x| computed without
+ * branches and selected:
+ *   |x| >= 2^16 (Inf, NaN, and finite values whose rounding overflows
+ *   anyway): Inf, or a quiet NaN keeping sign and top payload bits;
+ *   |x| < 2^-14 (f16 subnormal or zero): add 0.5f, whose ulp 2^-24 is the
+ *   f16 subnormal step, so the FP add itself rounds to nearest even; the
+ *   low bits of the sum are the f16 pattern (0x400 when it rounds up to the
+ *   smallest normal, which is again correct).  An f32 subnormal input that
+ *   a DAZ mode reads as zero rounds to zero either way;
+ *   otherwise: rebias the exponent and add 0xfff plus the lowest kept bit
+ *   (RNE), then shift; a carry gives the next binade, or Inf above 65504.
+ */
+static void build_f16_store(lower_t *L)
+{
+	gcc_jit_type *u = L->t_u32;
+	gcc_jit_rvalue *a[1], *x, *sign, *m, *big, *small, *nanv, *sub;
+	gcc_jit_rvalue *norm, *r;
+
+	helper_begin(L, "ksh_f32_to_f16", L->t_u16, L->t_f32, 1, a);
+	x = let(L, u, bitcast(L, a[0], u));
+	sign = let(L, u, op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u, x,
+	    cint(L, u, 0x80000000L)));
+	m = let(L, u, op(L, GCC_JIT_BINARY_OP_BITWISE_XOR, u, x, sign));
+	big = cmp(L, GCC_JIT_COMPARISON_GE, m, cint(L, u, 0x47800000));
+	small = cmp(L, GCC_JIT_COMPARISON_LT, m, cint(L, u, 0x38800000));
+	nanv = let(L, u, sel(L, u,
+	    cmp(L, GCC_JIT_COMPARISON_GT, m, cint(L, u, 0x7f800000)),
+	    op(L, GCC_JIT_BINARY_OP_BITWISE_OR, u, cint(L, u, 0x7e00),
+	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u,
+	    op(L, GCC_JIT_BINARY_OP_RSHIFT, u, m, cint(L, u, 13)),
+	    cint(L, u, 0x3ff))), cint(L, u, 0x7c00)));
+	sub = let(L, u, op(L, GCC_JIT_BINARY_OP_MINUS, u,
+	    bitcast(L, op(L, GCC_JIT_BINARY_OP_PLUS, L->t_f32,
+	    bitcast(L, m, L->t_f32), f32c(L, 0.5f)), u),
+	    cint(L, u, 0x3f000000)));
+	norm = let(L, u, op(L, GCC_JIT_BINARY_OP_RSHIFT, u,
+	    op(L, GCC_JIT_BINARY_OP_PLUS, u, m,
+	    op(L, GCC_JIT_BINARY_OP_PLUS, u, cint(L, u, 0xc8000fffL),
+	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u,
+	    op(L, GCC_JIT_BINARY_OP_RSHIFT, u, m, cint(L, u, 13)),
+	    cint(L, u, 1)))), cint(L, u, 13)));
+	r = let(L, u, sel(L, u, small, sub, norm));
+	r = let(L, u, sel(L, u, big, nanv, r));
+	r = op(L, GCC_JIT_BINARY_OP_BITWISE_OR, u, r,
+	    op(L, GCC_JIT_BINARY_OP_RSHIFT, u, sign, cint(L, u, 16)));
+	gcc_jit_block_end_with_return(L->blk, NULL,
+	    cast(L, let(L, u, r), L->t_u16));
+}
+
+/*
+ * f32 min and max.  Semantics: those of C fminf/fmaxf (IEEE 754-2008
+ * minNum/maxNum): a NaN operand is ignored, the result is NaN only when
+ * both are NaN.  Where C leaves the choice open, it is fixed here so every
+ * backend agrees: -0 is below +0 (min(-0, +0) = -0, max(-0, +0) = +0).
+ * Branch-free on the bit patterns, so it vectorizes; no libm call.
+ */
+static void build_fminmax(lower_t *L, int is_max)
+{
+	gcc_jit_type *u = L->t_u32;
+	gcc_jit_rvalue *a[2], *ai, *bi, *take_b, *r, *eq;
+
+	helper_begin(L, is_max ? "ksh_fmaxf" : "ksh_fminf", L->t_f32, L->t_f32,
+	    2, a);
+	ai = let(L, u, bitcast(L, a[0], u));
+	bi = let(L, u, bitcast(L, a[1], u));
+	take_b = op(L, GCC_JIT_BINARY_OP_BITWISE_OR, u,
+	    cast(L, cmp(L, is_max ? GCC_JIT_COMPARISON_GT :
+	    GCC_JIT_COMPARISON_LT, a[1], a[0]), u),
+	    cast(L, cmp(L, GCC_JIT_COMPARISON_NE, a[0], a[0]), u));
+	r = let(L, u, sel(L, u, cmp(L, GCC_JIT_COMPARISON_NE, take_b,
+	    cint(L, u, 0)), bi, ai));
+	/* Equal operands differ at most in the sign of zero. */
+	eq = let(L, u, op(L, is_max ? GCC_JIT_BINARY_OP_BITWISE_AND :
+	    GCC_JIT_BINARY_OP_BITWISE_OR, u, ai, bi));
+	r = let(L, u, sel(L, u, cmp(L, GCC_JIT_COMPARISON_EQ, a[0], a[1]),
+	    eq, r));
+	gcc_jit_block_end_with_return(L->blk, NULL, bitcast(L, r, L->t_f32));
+}
+
+static void build_iminmax(lower_t *L, int is_max)
+{
+	gcc_jit_rvalue *a[2];
+
+	helper_begin(L, is_max ? "ksh_imax" : "ksh_imin", L->t_i64, L->t_i64,
+	    2, a);
+	gcc_jit_block_end_with_return(L->blk, NULL, sel(L, L->t_i64,
+	    cmp(L, is_max ? GCC_JIT_COMPARISON_GT : GCC_JIT_COMPARISON_LT,
+	    a[0], a[1]), a[0], a[1]));
+}
+
+/* The helper H, built on first use (the set built depends only on the IR,
+ * so output stays deterministic). */
+static gcc_jit_function *helper(lower_t *L, int h)
+{
+	gcc_jit_function *fn = L->fn;
+	gcc_jit_block *blk = L->blk;
+
+	if (L->helper[h] != NULL)
+		return L->helper[h];
+	switch (h) {
+	case H_F16_LOAD: build_f16_load(L); break;
+	case H_BF16_LOAD: build_bf16_load(L); break;
+	case H_F16_STORE: build_f16_store(L); break;
+	case H_BF16_STORE: build_bf16_store(L); break;
+	case H_FMIN: build_fminmax(L, 0); break;
+	case H_FMAX: build_fminmax(L, 1); break;
+	case H_IMIN: build_iminmax(L, 0); break;
+	case H_IMAX: build_iminmax(L, 1); break;
+	}
+	L->helper[h] = L->fn;
+	L->fn = fn;
+	L->blk = blk;
+	return L->helper[h];
+}
+
+static gcc_jit_rvalue *call(lower_t *L, int h, int n, gcc_jit_rvalue *a,
+    gcc_jit_rvalue *b)
+{
+	gcc_jit_rvalue *args[2] = { a, b };
+
+	return gcc_jit_context_new_call(L->ctx, NULL, helper(L, h), n, args);
+}
+
+/* ---- expressions ---- */
+
+static gcc_jit_type *ty(lower_t *L, ks_ty_t t)
+{
+	switch (t) {
+	case KS_TY_BOOL: return L->t_bool;
+	case KS_TY_I64: return L->t_i64;
+	case KS_TY_F32: return L->t_f32;
+	}
+	return L->t_i64;
+}
+
+/* The element type a buffer of DTYPE holds in memory. */
+static gcc_jit_type *elem_ty(lower_t *L, ks_dtype_t d)
+{
+	return d == KS_DTYPE_F32 ? L->t_f32 : L->t_u16;
+}
+
+/* The lvalue of variable VAR at the current point: the local, or the
+ * current lane's element of the lane array. */
+static gcc_jit_lvalue *var_lv(lower_t *L, int var)
+{
+	if (L->k->vars[var].scope == KS_VAR_UNIFORM)
+		return L->var[var];
+	if (L->lane == NULL) {
+		fail(L, "lane variable '%s' used outside LANES",
+		    L->k->vars[var].name);
+		return L->var[var];
+	}
+	return gcc_jit_context_new_array_access(L->ctx, NULL,
+	    rv(L->var[var]), rv(L->lane));
+}
+
+static gcc_jit_rvalue *lx(lower_t *L, const ks_expr_t *e);
+
+static gcc_jit_rvalue *combine(lower_t *L, int is_max, ks_ty_t t,
+    gcc_jit_rvalue *a, gcc_jit_rvalue *b)
+{
+	if (!is_max)
+		return op(L, GCC_JIT_BINARY_OP_PLUS, ty(L, t), a, b);
+	if (t == KS_TY_F32)
+		return call(L, H_FMAX, 2, a, b);
+	return call(L, H_IMAX, 2, a, b);
+}
+
+/*
+ * KS_X_REDUCE: the canonical order, statement by statement in the current
+ * block: t[l] = v[l] op v[l + n/2] for l < n/2, then t[l] = t[l] op
+ * t[l + s] for s = n/4 .. 1.  No loop is left for GCC to reorder, and
+ * -ffp-contract=off with no -ffast-math means it may not reassociate.
+ */
+static gcc_jit_rvalue *lower_reduce(lower_t *L, const ks_expr_t *e)
+{
+	const ks_ir_var_t *v = &L->k->vars[e->var];
+	int n = L->k->nlanes, s, l, is_max = e->red == KS_RED_MAX;
+	gcc_jit_type *t = ty(L, v->type);
+	gcc_jit_lvalue *tmp;
+	gcc_jit_rvalue *src = rv(L->var[e->var]);
+
+	if (v->scope != KS_VAR_LANE || L->lane != NULL) {
+		fail(L, "REDUCE of '%s' %s", v->name, L->lane ?
+		    "inside LANES" : "of a uniform variable");
+		return cint(L, L->t_i64, 0);
+	}
+	if (v->type == KS_TY_BOOL) {
+		fail(L, "REDUCE of bool variable '%s'", v->name);
+		return cint(L, L->t_i64, 0);
+	}
+	if (n == 1)
+		return rv(gcc_jit_context_new_array_access(L->ctx, NULL, src,
+		    cint(L, L->t_i64, 0)));
+	tmp = local(L, gcc_jit_context_new_array_type(L->ctx, NULL, t, n / 2),
+	    "red");
+	for (s = n / 2; s >= 1; s /= 2) {
+		for (l = 0; l < s; l++) {
+			gcc_jit_rvalue *x = rv(gcc_jit_context_new_array_access(
+			    L->ctx, NULL, src, cint(L, L->t_i64, l)));
+			gcc_jit_rvalue *y = rv(gcc_jit_context_new_array_access(
+			    L->ctx, NULL, src, cint(L, L->t_i64, l + s)));
+
+			assign(L, gcc_jit_context_new_array_access(L->ctx,
+			    NULL, rv(tmp), cint(L, L->t_i64, l)),
+			    combine(L, is_max, v->type, x, y));
+		}
+		src = rv(tmp);
+	}
+	return rv(gcc_jit_context_new_array_access(L->ctx, NULL, rv(tmp),
+	    cint(L, L->t_i64, 0)));
+}
+
+/*
+ * KS_X_SELECT evaluates only the chosen operand (an operand may be a load
+ * that is out of bounds when not chosen, e.g. a K tail), through blocks
+ * and a temporary; GCC if-converts this into masked loads in lane loops.
+ */
+static gcc_jit_rvalue *lower_select(lower_t *L, const ks_expr_t *e)
+{
+	gcc_jit_lvalue *tmp = local(L, ty(L, e->type), "sel");
+	gcc_jit_block *bt = block(L, "sel_t"), *bf = block(L, "sel_f");
+	gcc_jit_block *join = block(L, "sel_j");
+
+	gcc_jit_block_end_with_conditional(L->blk, NULL, lx(L, e->a), bt, bf);
+	L->blk = bt;
+	assign(L, tmp, lx(L, e->b));
+	gcc_jit_block_end_with_jump(L->blk, NULL, join);
+	L->blk = bf;
+	assign(L, tmp, lx(L, e->c));
+	gcc_jit_block_end_with_jump(L->blk, NULL, join);
+	L->blk = join;
+	return rv(tmp);
+}
+
+static gcc_jit_rvalue *lower_bin(lower_t *L, const ks_expr_t *e)
+{
+	static const enum gcc_jit_binary_op arith[] = {
+		[KS_OP_ADD] = GCC_JIT_BINARY_OP_PLUS,
+		[KS_OP_SUB] = GCC_JIT_BINARY_OP_MINUS,
+		[KS_OP_MUL] = GCC_JIT_BINARY_OP_MULT,
+		[KS_OP_DIV] = GCC_JIT_BINARY_OP_DIVIDE,
+		[KS_OP_REM] = GCC_JIT_BINARY_OP_MODULO,
+	};
+	static const enum gcc_jit_comparison cmps[] = {
+		[KS_OP_LT] = GCC_JIT_COMPARISON_LT,
+		[KS_OP_LE] = GCC_JIT_COMPARISON_LE,
+		[KS_OP_EQ] = GCC_JIT_COMPARISON_EQ,
+		[KS_OP_NE] = GCC_JIT_COMPARISON_NE,
+	};
+	ks_ty_t t = e->a->type;
+	gcc_jit_rvalue *a, *b;
+
+	if (e->a->type != e->b->type) {
+		fail(L, "binary op on %s and %s", ks_ty_name(e->a->type),
+		    ks_ty_name(e->b->type));
+		return cint(L, L->t_i64, 0);
+	}
+	a = lx(L, e->a);
+	b = lx(L, e->b);
+	switch (e->op) {
+	case KS_OP_ADD: case KS_OP_SUB: case KS_OP_MUL: case KS_OP_DIV:
+	case KS_OP_REM:
+		/* i64 DIVIDE/MODULO are C's: truncating toward zero. */
+		if (t == KS_TY_BOOL || (t == KS_TY_F32 && e->op == KS_OP_REM))
+			break;
+		return op(L, arith[e->op], ty(L, t), a, b);
+	case KS_OP_MIN: case KS_OP_MAX:
+		if (t == KS_TY_F32)
+			return call(L, e->op == KS_OP_MIN ? H_FMIN : H_FMAX, 2,
+			    a, b);
+		if (t == KS_TY_I64)
+			return call(L, e->op == KS_OP_MIN ? H_IMIN : H_IMAX, 2,
+			    a, b);
+		break;
+	case KS_OP_LT: case KS_OP_LE: case KS_OP_EQ: case KS_OP_NE:
+		return cmp(L, cmps[e->op], a, b);
+	case KS_OP_AND: case KS_OP_OR:
+		/* Both operands are pure: the non-short-circuit form keeps the
+		 * lane loop free of branches. */
+		if (t != KS_TY_BOOL)
+			break;
+		return op(L, e->op == KS_OP_AND ?
+		    GCC_JIT_BINARY_OP_BITWISE_AND :
+		    GCC_JIT_BINARY_OP_BITWISE_OR, L->t_bool, a, b);
+	case KS_OP_COUNT:
+		break;
+	}
+	fail(L, "binary op %d on %s is not supported", (int)e->op,
+	    ks_ty_name(t));
+	return a;
+}
+
+static gcc_jit_rvalue *lower_cast(lower_t *L, const ks_expr_t *e)
+{
+	gcc_jit_rvalue *a = lx(L, e->a);
+	ks_ty_t from = e->a->type, to = e->type;
+
+	if (from == to)
+		return a;
+	if (to == KS_TY_BOOL)
+		return cmp(L, GCC_JIT_COMPARISON_NE, a, from == KS_TY_F32 ?
+		    f32c(L, 0.0f) : cint(L, L->t_i64, 0));
+	if (from == KS_TY_BOOL && to == KS_TY_F32)
+		a = cast(L, a, L->t_i64);
+	/* i64 -> f32 rounds to nearest even (cvtsi2ss in the default MXCSR);
+	 * f32 -> i64 truncates, as in C. */
+	return cast(L, a, ty(L, to));
+}
+
+static gcc_jit_rvalue *lower_load(lower_t *L, const ks_expr_t *e)
+{
+	const ks_ir_param_t *p = &L->k->params[e->param];
+	gcc_jit_rvalue *x;
+
+	if (p->kind != KS_PARAM_BUFFER || L->param[e->param] == NULL) {
+		fail(L, "load from '%s', which is not a buffer", p->name);
+		return f32c(L, 0.0f);
+	}
+	x = rv(gcc_jit_context_new_array_access(L->ctx, NULL,
+	    rv(L->param[e->param]), lx(L, e->a)));
+	switch (p->dtype) {
+	case KS_DTYPE_F16: return call(L, H_F16_LOAD, 1, x, NULL);
+	case KS_DTYPE_BF16: return call(L, H_BF16_LOAD, 1, x, NULL);
+	default: return x;
+	}
+}
+
+static gcc_jit_rvalue *lx(lower_t *L, const ks_expr_t *e)
+{
+	const ks_ir_param_t *p;
+
+	switch (e->kind) {
+	case KS_X_CONST:
+		if (e->type == KS_TY_F32)
+			return f32c(L, e->f);
+		if (e->type == KS_TY_BOOL)
+			return cast(L, cint(L, L->t_i32, e->i != 0), L->t_bool);
+		return cint(L, L->t_i64, (long)e->i);
+	case KS_X_PARAM:
+		p = &L->k->params[e->param];
+		if (p->kind != KS_PARAM_SCALAR)
+			break;
+		if (p->bound) {
+			if (p->type == KS_TY_I64)
+				return cint(L, L->t_i64, (long)p->value);
+			break;
+		}
+		return rv(L->param[e->param]);
+	case KS_X_VAR:
+		return rv(var_lv(L, e->var));
+	case KS_X_GROUP:
+		return rv(L->group);
+	case KS_X_LANE:
+		if (L->lane == NULL)
+			break;
+		return rv(L->lane);
+	case KS_X_BIN:
+		return lower_bin(L, e);
+	case KS_X_FMA: {
+		gcc_jit_rvalue *args[3] = {
+			lx(L, e->a), lx(L, e->b), lx(L, e->c)
+		};
+
+		return gcc_jit_context_new_call(L->ctx, NULL, L->fmaf, 3,
+		    args);
+	}
+	case KS_X_CAST:
+		return lower_cast(L, e);
+	case KS_X_LOAD:
+		return lower_load(L, e);
+	case KS_X_SELECT:
+		return lower_select(L, e);
+	case KS_X_REDUCE:
+		return lower_reduce(L, e);
+	}
+	fail(L, "expression kind %d is not valid here", (int)e->kind);
+	return cint(L, ty(L, e->type), 0);
+}
+
+/* ---- statements ---- */
+
+static void ls(lower_t *L, const ks_stmt_t *s);
+
+static void lower_block(lower_t *L, const ks_stmt_t *b)
+{
+	int i;
+
+	if (b == NULL)
+		return;
+	for (i = 0; i < b->nitems && L->rc == KS_OK; i++)
+		ls(L, b->items[i]);
+}
+
+/* for (lv = begin; lv < end; lv += step) body, with END re-evaluated each
+ * trip as in C (it is pure; GCC hoists it).  END NULL means the constant N. */
+static void loop(lower_t *L, gcc_jit_lvalue *lv, gcc_jit_rvalue *begin,
+    const ks_expr_t *end, int64_t n, int64_t step, const ks_stmt_t *body)
+{
+	gcc_jit_block *head = block(L, "for_h"), *bb = block(L, "for_b");
+	gcc_jit_block *after = block(L, "for_x");
+
+	assign(L, lv, begin);
+	gcc_jit_block_end_with_jump(L->blk, NULL, head);
+	L->blk = head;
+	gcc_jit_block_end_with_conditional(L->blk, NULL,
+	    cmp(L, GCC_JIT_COMPARISON_LT, rv(lv),
+	    end ? lx(L, end) : cint(L, L->t_i64, (long)n)), bb, after);
+	L->blk = bb;
+	lower_block(L, body);
+	gcc_jit_block_add_assignment_op(L->blk, NULL, lv,
+	    GCC_JIT_BINARY_OP_PLUS, cint(L, L->t_i64, (long)step));
+	gcc_jit_block_end_with_jump(L->blk, NULL, head);
+	L->blk = after;
+}
+
+/* Runs a fresh lane loop around BODY (a LANES statement). */
+static void lanes(lower_t *L, const ks_stmt_t *body)
+{
+	gcc_jit_lvalue *lane = local(L, L->t_i64, "lane");
+
+	if (L->lane != NULL) {
+		fail(L, "nested LANES");
+		return;
+	}
+	L->lane = lane;
+	loop(L, lane, cint(L, L->t_i64, 0), NULL, L->k->nlanes, 1, body);
+	L->lane = NULL;
+}
+
+/* Uniform variables are written only in uniform code (specialize.h); the
+ * verifier checks it too, but a lane loop would silently keep the last
+ * lane's value, so the backend refuses rather than miscompile. */
+static int uniform_write_in_lanes(lower_t *L, int var)
+{
+	if (L->k->vars[var].scope != KS_VAR_UNIFORM || L->lane == NULL)
+		return 0;
+	fail(L, "uniform '%s' written inside LANES", L->k->vars[var].name);
+	return 1;
+}
+
+static void lower_decl(lower_t *L, const ks_stmt_t *s)
+{
+	const ks_ir_var_t *v = &L->k->vars[s->var];
+	gcc_jit_block *head, *bb, *after;
+	gcc_jit_lvalue *l;
+	gcc_jit_rvalue *init;
+
+	if (s->a == NULL || uniform_write_in_lanes(L, s->var))
+		return;
+	if (v->scope == KS_VAR_UNIFORM || L->lane != NULL) {
+		assign(L, var_lv(L, s->var), lx(L, s->a));
+		return;
+	}
+	/* A lane variable declared in uniform code: every lane gets the
+	 * uniform initializer, evaluated once. */
+	init = let(L, ty(L, v->type), lx(L, s->a));
+	l = local(L, L->t_i64, "fill");
+	head = block(L, "fill_h");
+	bb = block(L, "fill_b");
+	after = block(L, "fill_x");
+	assign(L, l, cint(L, L->t_i64, 0));
+	gcc_jit_block_end_with_jump(L->blk, NULL, head);
+	L->blk = head;
+	gcc_jit_block_end_with_conditional(L->blk, NULL,
+	    cmp(L, GCC_JIT_COMPARISON_LT, rv(l),
+	    cint(L, L->t_i64, L->k->nlanes)), bb, after);
+	L->blk = bb;
+	assign(L, gcc_jit_context_new_array_access(L->ctx, NULL,
+	    rv(L->var[s->var]), rv(l)), init);
+	gcc_jit_block_add_assignment_op(L->blk, NULL, l,
+	    GCC_JIT_BINARY_OP_PLUS, cint(L, L->t_i64, 1));
+	gcc_jit_block_end_with_jump(L->blk, NULL, head);
+	L->blk = after;
+}
+
+static void lower_store(lower_t *L, const ks_stmt_t *s)
+{
+	const ks_ir_param_t *p = &L->k->params[s->param];
+	gcc_jit_lvalue *dst;
+	gcc_jit_rvalue *v;
+
+	if (p->kind != KS_PARAM_BUFFER || L->param[s->param] == NULL) {
+		fail(L, "store to '%s', which is not a buffer", p->name);
+		return;
+	}
+	dst = gcc_jit_context_new_array_access(L->ctx, NULL,
+	    rv(L->param[s->param]), lx(L, s->a));
+	v = lx(L, s->b);
+	switch (p->dtype) {
+	case KS_DTYPE_F16: v = call(L, H_F16_STORE, 1, v, NULL); break;
+	case KS_DTYPE_BF16: v = call(L, H_BF16_STORE, 1, v, NULL); break;
+	default: break;
+	}
+	assign(L, dst, v);
+}
+
+static void lower_if(lower_t *L, const ks_stmt_t *s)
+{
+	gcc_jit_block *bt = block(L, "if_t"), *join = block(L, "if_j");
+	gcc_jit_block *bf = s->orelse ? block(L, "if_f") : join;
+
+	gcc_jit_block_end_with_conditional(L->blk, NULL, lx(L, s->a), bt, bf);
+	L->blk = bt;
+	lower_block(L, s->body);
+	gcc_jit_block_end_with_jump(L->blk, NULL, join);
+	if (s->orelse) {
+		L->blk = bf;
+		lower_block(L, s->orelse);
+		gcc_jit_block_end_with_jump(L->blk, NULL, join);
+	}
+	L->blk = join;
+}
+
+static void ls(lower_t *L, const ks_stmt_t *s)
+{
+	switch (s->kind) {
+	case KS_S_BLOCK:
+		lower_block(L, s);
+		return;
+	case KS_S_DECL:
+		lower_decl(L, s);
+		return;
+	case KS_S_ASSIGN:
+		if (uniform_write_in_lanes(L, s->var))
+			return;
+		assign(L, var_lv(L, s->var), lx(L, s->a));
+		return;
+	case KS_S_STORE:
+		lower_store(L, s);
+		return;
+	case KS_S_FOR:
+		if (L->k->vars[s->var].type != KS_TY_I64 || s->step <= 0) {
+			fail(L, "FOR over '%s' needs an i64 variable and a "
+			    "positive step", L->k->vars[s->var].name);
+			return;
+		}
+		if (uniform_write_in_lanes(L, s->var))
+			return;
+		loop(L, var_lv(L, s->var), lx(L, s->a), s->b, 0, s->step,
+		    s->body);
+		return;
+	case KS_S_IF:
+		lower_if(L, s);
+		return;
+	case KS_S_LANES:
+		lanes(L, s->body);
+		return;
+	}
+	fail(L, "statement kind %d is not valid", (int)s->kind);
+}
+
+/* ---- the entry ---- */
+
+static void lower_entry(lower_t *L)
+{
+	const ks_ir_kernel_t *k = L->k;
+	gcc_jit_param *ps[3];
+	gcc_jit_rvalue *params, *gb, *ge;
+	gcc_jit_lvalue *g;
+	gcc_jit_block *head, *body, *done;
+	int i, slot = 0;
+
+	ps[0] = gcc_jit_context_new_param(L->ctx, NULL,
+	    gcc_jit_type_get_pointer(L->t_voidp), "params");
+	ps[1] = gcc_jit_context_new_param(L->ctx, NULL, L->t_u64,
+	    "group_begin");
+	ps[2] = gcc_jit_context_new_param(L->ctx, NULL, L->t_u64,
+	    "group_end");
+	L->fn = gcc_jit_context_new_function(L->ctx, NULL,
+	    GCC_JIT_FUNCTION_EXPORTED, L->t_void, k->entry, 3, ps, 0);
+	L->blk = gcc_jit_function_new_block(L->fn, "entry");
+	params = gcc_jit_param_as_rvalue(ps[0]);
+	gb = gcc_jit_param_as_rvalue(ps[1]);
+	ge = gcc_jit_param_as_rvalue(ps[2]);
+
+	/* Unpack the unbound parameters once, in declaration order. */
+	for (i = 0; i < k->nparams; i++) {
+		const ks_ir_param_t *p = &k->params[i];
+		gcc_jit_type *t = p->kind == KS_PARAM_BUFFER ?
+		    gcc_jit_type_get_pointer(elem_ty(L, p->dtype)) :
+		    ty(L, p->type);
+		gcc_jit_rvalue *addr;
+
+		if (p->kind == KS_PARAM_SCALAR && p->bound)
+			continue;
+		addr = rv(gcc_jit_context_new_array_access(L->ctx, NULL,
+		    params, cint(L, L->t_i32, slot++)));
+		L->param[i] = local(L, t, "p");
+		assign(L, L->param[i], rv(gcc_jit_rvalue_dereference(
+		    cast(L, addr, gcc_jit_type_get_pointer(t)), NULL)));
+	}
+
+	/* Variables: locals, lane variables arrays of nlanes, aligned so the
+	 * vectorizer needs no peeling. */
+	for (i = 0; i < k->nvars; i++) {
+		gcc_jit_type *t = ty(L, k->vars[i].type);
+
+		if (k->vars[i].scope == KS_VAR_LANE) {
+			t = gcc_jit_context_new_array_type(L->ctx, NULL, t,
+			    k->nlanes);
+			L->var[i] = local(L, t, "v");
+			gcc_jit_lvalue_set_alignment(L->var[i], 64);
+		} else {
+			L->var[i] = local(L, t, "u");
+		}
+	}
+
+	/* for (g = group_begin; g < group_end; g++) body */
+	g = local(L, L->t_u64, "g");
+	L->group = local(L, L->t_i64, "group");
+	head = block(L, "group_h");
+	body = block(L, "group_b");
+	done = block(L, "done");
+	assign(L, g, gb);
+	gcc_jit_block_end_with_jump(L->blk, NULL, head);
+	gcc_jit_block_end_with_conditional(head, NULL,
+	    cmp(L, GCC_JIT_COMPARISON_LT, rv(g), ge), body, done);
+	L->blk = body;
+	assign(L, L->group, cast(L, rv(g), L->t_i64));
+	lower_block(L, k->body);
+	gcc_jit_block_add_assignment_op(L->blk, NULL, g,
+	    GCC_JIT_BINARY_OP_PLUS, cint(L, L->t_u64, 1));
+	gcc_jit_block_end_with_jump(L->blk, NULL, head);
+	gcc_jit_block_end_with_void_return(done, NULL);
+}
+
+/* ---- compile ---- */
+
+static int is_pow2(int n)
+{
+	return n > 0 && (n & (n - 1)) == 0;
+}
+
+/* Reads the whole of PATH into a malloc'd buffer. */
+static int read_file(const char *path, uint8_t **bytes, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	uint8_t *p;
+	size_t off = 0;
+	int e;
+
+	if (fd < 0)
+		return ks_err_from_errno(errno);
+	if (fstat(fd, &st) != 0 || st.st_size <= 0) {
+		e = errno ? errno : EIO;
+		close(fd);
+		return ks_err_from_errno(e);
+	}
+	p = malloc((size_t)st.st_size);
+	if (p == NULL) {
+		close(fd);
+		return KS_E_NOMEM;
+	}
+	while (off < (size_t)st.st_size) {
+		ssize_t n = read(fd, p + off, (size_t)st.st_size - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			e = n < 0 ? errno : EIO;
+			free(p);
+			close(fd);
+			return ks_err_from_errno(e);
+		}
+		off += (size_t)n;
+	}
+	close(fd);
+	*bytes = p;
+	*len = off;
+	return KS_OK;
+}
+
+/*
+ * Builds the gccjit context for K and TARGET: types, helpers on demand, the
+ * entry, options.  The caller compiles and releases it.
+ */
+static int build(gcc_jit_context *ctx, const ks_ir_kernel_t *k,
+    const char *target, char *err, size_t errlen)
+{
+	lower_t L;
+	char march[KS_MAX_NAME + 16];
+	size_t i;
+
+	memset(&L, 0, sizeof(L));
+	L.ctx = ctx;
+	L.k = k;
+	L.err = err;
+	L.errlen = errlen;
+	L.t_void = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_VOID);
+	L.t_bool = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_BOOL);
+	L.t_i64 = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_INT64_T);
+	L.t_u64 = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_UINT64_T);
+	L.t_i32 = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_INT32_T);
+	L.t_u32 = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_UINT32_T);
+	L.t_u16 = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_UINT16_T);
+	L.t_f32 = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_FLOAT);
+	L.t_voidp = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_VOID_PTR);
+	L.fmaf = gcc_jit_context_get_builtin_function(ctx, "__builtin_fmaf");
+	L.var = calloc((size_t)k->nvars + 1, sizeof(*L.var));
+	L.param = calloc((size_t)k->nparams + 1, sizeof(*L.param));
+	if (L.var == NULL || L.param == NULL) {
+		free(L.var);
+		free(L.param);
+		seterr(err, errlen, "out of memory");
+		return KS_E_NOMEM;
+	}
+
+	/* Quiet by default: errors come back through
+	 * gcc_jit_context_get_first_error, not stderr of the daemon. */
+	gcc_jit_context_set_bool_print_errors_to_stderr(ctx, 0);
+	/* Also sets -O3 for the int option, which gccjit passes first;
+	 * cpu_opts repeats it so the identity shows it. */
+	gcc_jit_context_set_int_option(ctx,
+	    GCC_JIT_INT_OPTION_OPTIMIZATION_LEVEL, 3);
+	snprintf(march, sizeof(march), "-march=%s", target);
+	gcc_jit_context_add_command_line_option(ctx, march);
+	for (i = 0; i < NELEM(cpu_opts); i++)
+		gcc_jit_context_add_command_line_option(ctx, cpu_opts[i]);
+	for (i = 0; i < NELEM(cpu_driver_opts); i++)
+		gcc_jit_context_add_driver_option(ctx, cpu_driver_opts[i]);
+
+	lower_entry(&L);
+	free(L.var);
+	free(L.param);
+	return L.rc;
+}
+
+/*
+ * Compiles CTX to OUT_PATH's kind in a private directory under $TMPDIR (or
+ * /tmp) and returns its bytes; the directory and file are removed on every
+ * path.
+ */
+static int emit(gcc_jit_context *ctx, enum gcc_jit_output_kind kind,
+    uint8_t **bytes, size_t *len, char *err, size_t errlen)
+{
+	const char *tmp = getenv("TMPDIR");
+	char dir[4096], path[4200];
+	const char *gerr;
+	int rc;
+
+	if (tmp == NULL || tmp[0] == '\0' || strlen(tmp) > 3000)
+		tmp = "/tmp";
+	snprintf(dir, sizeof(dir), "%s/kspec-jit-XXXXXX", tmp);
+	if (mkdtemp(dir) == NULL) {
+		rc = ks_err_from_errno(errno);
+		seterr(err, errlen, "mkdtemp %s: %s", dir, strerror(errno));
+		return rc;
+	}
+	snprintf(path, sizeof(path), "%s/artifact", dir);
+	gcc_jit_context_compile_to_file(ctx, kind, path);
+	gerr = gcc_jit_context_get_first_error(ctx);
+	if (gerr != NULL) {
+		seterr(err, errlen, "libgccjit: %s", gerr);
+		rc = KS_E_COMPILE;
+	} else {
+		rc = read_file(path, bytes, len);
+		if (rc != KS_OK)
+			seterr(err, errlen, "reading the compiled artifact: %s",
+			    ks_strerror(rc));
+	}
+	unlink(path);
+	rmdir(dir);
+	return rc;
+}
+
+static int compile_kind(const ks_ir_kernel_t *k, const char *target,
+    enum gcc_jit_output_kind kind, uint8_t **bytes, size_t *len,
+    char *err, size_t errlen)
+{
+	gcc_jit_context *ctx;
+	const char *gerr;
+	int rc;
+
+	if (!target_known(target)) {
+		seterr(err, errlen, "cpu target '%.*s' is not resolved",
+		    KS_MAX_NAME, target);
+		return KS_E_BAD_TARGET;
+	}
+	if (!is_pow2(k->nlanes)) {
+		seterr(err, errlen, "nlanes %d is not a power of two",
+		    k->nlanes);
+		return KS_E_UNSUPPORTED;
+	}
+	ctx = gcc_jit_context_acquire();
+	if (ctx == NULL) {
+		seterr(err, errlen, "gcc_jit_context_acquire failed");
+		return KS_E_NOMEM;
+	}
+	rc = build(ctx, k, target, err, errlen);
+	if (rc == KS_OK && (gerr = gcc_jit_context_get_first_error(ctx))) {
+		seterr(err, errlen, "libgccjit: %s", gerr);
+		rc = KS_E_COMPILE;
+	}
+	if (rc == KS_OK)
+		rc = emit(ctx, kind, bytes, len, err, errlen);
+	gcc_jit_context_release(ctx);
+	return rc;
+}
+
+static int cpu_compile(const ks_ir_kernel_t *k, const char *target,
+    const char *format, ks_jit_artifact_t *out, char *err, size_t errlen)
+{
+	uint64_t t0 = ks_now_ns();
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (cpu_check_format(format) != KS_OK) {
+		seterr(err, errlen, "cpu backend produces format 'so' only");
+		return KS_E_BAD_FORMAT;
+	}
+	rc = compile_kind(k, target, GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY,
+	    &out->bytes, &out->len, err, errlen);
+	if (rc != KS_OK)
+		return rc;
+	memcpy(out->format, "so", 3);
+	out->compile_ms = (double)(ks_now_ns() - t0) / 1e6;
+	return KS_OK;
+}
+
+int ks_jit_cpu_assembly(const ks_ir_kernel_t *k, const char *target,
+    ks_buf_t *out, char *err, size_t errlen)
+{
+	uint8_t *bytes = NULL;
+	size_t len = 0;
+	int rc;
+
+	rc = compile_kind(k, target, GCC_JIT_OUTPUT_KIND_ASSEMBLER, &bytes,
+	    &len, err, errlen);
+	if (rc == KS_OK)
+		rc = ks_buf_append(out, bytes, len);
+	free(bytes);
+	return rc;
+}
+
+const ks_backend_t ks_backend_cpu = {
+	.name = "cpu",
+	.default_format = "so",
+	.available = cpu_available,
+	.resolve_target = cpu_resolve_target,
+	.check_format = cpu_check_format,
+	.identity = cpu_identity,
+	.compile = cpu_compile,
+};

@@ -1,0 +1,641 @@
+/*
+ * proto: frames and request headers of the v1 wire format (DESIGN.md
+ * section 4, docs/protocol.md).
+ *
+ * Request parsing, in this order, so that every error after step 3 can echo
+ * the request's id:
+ *   1. length limits and raw NUL bytes (cJSON would stop at a NUL and
+ *      accept whatever came before it);
+ *   2. cJSON on a NUL-terminated copy of exactly the header bytes, with
+ *      require_null_terminated, so trailing bytes are an error;
+ *   3. the top level must be an object; its "id" is read first;
+ *   4. the whole tree: nesting depth, duplicate keys at every level, and
+ *      no "\u0000" escape anywhere (cJSON decodes it into a NUL that would
+ *      silently cut a string or key short);
+ *   5. "op", then every member in document order against the op's fields;
+ *      the first offending member is the one reported.
+ * Lookups are by exact, case-sensitive name: members are matched with
+ * strcmp while walking the object, never with cJSON_GetObjectItem.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "proto.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+/* ---- frames ---- */
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static uint32_t get_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	    (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+void ks_frame_prefix(uint8_t out[KS_FRAME_PREFIX], uint32_t header_len,
+    uint32_t payload_len)
+{
+	put_be32(out, header_len);
+	put_be32(out + 4, payload_len);
+}
+
+int ks_frame_peek(const uint8_t *buf, size_t len, uint32_t max_header,
+    uint32_t max_payload, uint32_t *header_len, uint32_t *payload_len)
+{
+	uint32_t h, p;
+
+	if (len < KS_FRAME_PREFIX)
+		return 1;
+	h = get_be32(buf);
+	p = get_be32(buf + 4);
+	if (h == 0)
+		return KS_E_BAD_FRAME;
+	if (h > max_header)
+		return KS_E_TOO_LARGE;
+	/* With no payload allowed (requests), any payload is a malformed
+	 * frame, not a large one. */
+	if (p > max_payload)
+		return max_payload == 0 ? KS_E_BAD_FRAME : KS_E_TOO_LARGE;
+	*header_len = h;
+	*payload_len = p;
+	return KS_OK;
+}
+
+/* ---- ops ---- */
+
+static const char *const op_names[KS_OP_COUNT_] = {
+	[KS_OP_PING] = "ping",
+	[KS_OP_HELLO] = "hello",
+	[KS_OP_GET] = "get",
+	[KS_OP_STATS] = "stats",
+};
+
+const char *ks_op_name(ks_op_t op)
+{
+	return (unsigned)op < KS_OP_COUNT_ ? op_names[op] : "?";
+}
+
+/* ---- default socket path ---- */
+
+int ks_proto_default_socket(char *out, size_t outlen)
+{
+	const char *env = getenv("KSPEC_SOCKET");
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	int n;
+
+	if (env && *env)
+		n = snprintf(out, outlen, "%s", env);
+	else if (xdg && *xdg)
+		n = snprintf(out, outlen, "%s/kspec/kspecd.sock", xdg);
+	else
+		n = snprintf(out, outlen, "/tmp/kspec-%lu/kspecd.sock",
+		    (unsigned long)getuid());
+	if (n < 0 || (size_t)n >= outlen)
+		return KS_E_TOO_LARGE;
+	return KS_OK;
+}
+
+/* ---- request parsing ---- */
+
+/* The largest integer that a double holds exactly with all smaller ones;
+ * ids are limited to it so that no two ids share a double. */
+#define ID_MAX 9007199254740992.0               /* 2^53 */
+#define INT64_LIMIT 9223372036854775808.0       /* 2^63 */
+/* How much of a client-supplied name an error message echoes. */
+#define ECHO_MAX 64
+
+/* Formats a one-line error into err; returns code. */
+__attribute__((format(printf, 4, 5)))
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+/*
+ * Copies client text S into DST for an error message: at most ECHO_MAX
+ * bytes, anything outside printable ASCII replaced by '?' (so a message
+ * stays one line of valid UTF-8), "..." when cut.
+ */
+static const char *echo(char dst[ECHO_MAX + 4], const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i] && i < ECHO_MAX; i++)
+		dst[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+	if (s[i])
+		memcpy(dst + i, "...", 3), i += 3;
+	dst[i] = '\0';
+	return dst;
+}
+
+static int is_name(const char *s)
+{
+	const char *p = s;
+
+	if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+	    *p == '_'))
+		return 0;
+	for (p++; *p; p++) {
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		    (*p >= '0' && *p <= '9') || *p == '_'))
+			return 0;
+	}
+	return 1;
+}
+
+/* Printable ASCII without space: every kernel, backend, target, format,
+ * dtype and mode name the library knows fits, and a message echoing one
+ * is always valid UTF-8. */
+static int is_token(const char *s)
+{
+	for (; *s; s++) {
+		if (*s <= 0x20 || *s >= 0x7f)
+			return 0;
+	}
+	return 1;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * Finds a key that occurs twice among the members of OBJ, or NULL.  Small
+ * objects are compared pairwise; large ones (only hostile input has them)
+ * are sorted, so a 64 KiB header of keys costs n log n, not n^2.
+ */
+static const char *duplicate_key(const cJSON *obj, int *nomem)
+{
+	const cJSON *a, *b;
+	const char **keys, *dup = NULL;
+	size_t n = 0, i;
+
+	for (a = obj->child; a; a = a->next)
+		n++;
+	if (n <= 16) {
+		for (a = obj->child; a; a = a->next) {
+			for (b = a->next; b; b = b->next) {
+				if (strcmp(a->string, b->string) == 0)
+					return a->string;
+			}
+		}
+		return NULL;
+	}
+	keys = malloc(n * sizeof *keys);
+	if (!keys) {
+		*nomem = 1;
+		return NULL;
+	}
+	for (i = 0, a = obj->child; a; a = a->next)
+		keys[i++] = a->string;
+	qsort(keys, n, sizeof *keys, cmp_str);
+	for (i = 1; i < n && !dup; i++) {
+		if (strcmp(keys[i - 1], keys[i]) == 0)
+			dup = keys[i];
+	}
+	free(keys);
+	return dup;
+}
+
+/*
+ * Checks NODE (a container at nesting level DEPTH, the top object being 1)
+ * and everything below it: depth and duplicate keys.  WHERE names the
+ * member holding NODE for messages ("" at the top).  Recursion is bounded
+ * by KS_MAX_JSON_DEPTH.
+ */
+static int check_tree(const cJSON *node, int depth, const char *where,
+    char *err, size_t errlen)
+{
+	char e1[ECHO_MAX + 4], e2[ECHO_MAX + 4];
+	const cJSON *c;
+	const char *dup;
+	int nomem = 0, rc;
+
+	if (!cJSON_IsObject(node) && !cJSON_IsArray(node))
+		return KS_OK;
+	if (depth > KS_MAX_JSON_DEPTH)
+		return fail(err, errlen, KS_E_TOO_LARGE,
+		    "JSON nesting deeper than %d levels at '%s'",
+		    KS_MAX_JSON_DEPTH, echo(e1, where));
+	if (cJSON_IsObject(node)) {
+		dup = duplicate_key(node, &nomem);
+		if (nomem)
+			return fail(err, errlen, KS_E_NOMEM, "out of memory");
+		if (dup && !*where)
+			return fail(err, errlen, KS_E_DUPLICATE_KEY,
+			    "duplicate key '%s'", echo(e1, dup));
+		if (dup)
+			return fail(err, errlen, KS_E_DUPLICATE_KEY,
+			    "duplicate key '%s' in '%s'", echo(e1, dup),
+			    echo(e2, where));
+	}
+	for (c = node->child; c; c = c->next) {
+		rc = check_tree(c, depth + 1, c->string ? c->string : where,
+		    err, errlen);
+		if (rc)
+			return rc;
+	}
+	return KS_OK;
+}
+
+/*
+ * Finds a "\u0000" escape inside a string of the (already valid) JSON text
+ * S.  Not a parser: it only tracks whether it is inside a string literal,
+ * which cJSON has already shown to be well formed.
+ */
+static int has_nul_escape(const char *s, size_t len)
+{
+	size_t i;
+	int in_str = 0;
+
+	for (i = 0; i < len; i++) {
+		if (!in_str) {
+			in_str = s[i] == '"';
+			continue;
+		}
+		if (s[i] == '"') {
+			in_str = 0;
+		} else if (s[i] == '\\' && i + 1 < len) {
+			if (s[i + 1] == 'u' && i + 5 < len &&
+			    memcmp(s + i + 2, "0000", 4) == 0)
+				return 1;
+			i++;
+		}
+	}
+	return 0;
+}
+
+/* A string member: type, length and charset; copies into DST. */
+static int get_string(const cJSON *m, char dst[KS_MAX_NAME + 1], char *err,
+    size_t errlen)
+{
+	size_t n;
+
+	if (!cJSON_IsString(m))
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "field '%s' must be a string", m->string);
+	n = strlen(m->valuestring);
+	if (n > KS_MAX_NAME)
+		return fail(err, errlen, KS_E_TOO_LARGE,
+		    "field '%s' is longer than %d bytes", m->string,
+		    KS_MAX_NAME);
+	if (!is_token(m->valuestring))
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "field '%s' must be printable ASCII without spaces",
+		    m->string);
+	memcpy(dst, m->valuestring, n + 1);
+	return KS_OK;
+}
+
+static int parse_shape(const cJSON *m, ks_get_req_t *g, char *err,
+    size_t errlen)
+{
+	char e[ECHO_MAX + 4];
+	const cJSON *c;
+	double v;
+
+	if (!cJSON_IsObject(m))
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "field 'shape' must be an object of name to integer");
+	for (c = m->child; c; c = c->next) {
+		if (g->nshape == KS_MAX_DIMS)
+			return fail(err, errlen, KS_E_TOO_LARGE,
+			    "shape has more than %d entries", KS_MAX_DIMS);
+		if (strlen(c->string) > KS_MAX_NAME)
+			return fail(err, errlen, KS_E_TOO_LARGE,
+			    "shape entry '%s' is longer than %d bytes",
+			    echo(e, c->string), KS_MAX_NAME);
+		if (!is_name(c->string))
+			return fail(err, errlen, KS_E_BAD_SHAPE,
+			    "shape entry '%s' is not a parameter name",
+			    echo(e, c->string));
+		/*
+		 * cJSON holds numbers as doubles.  The value must be integral
+		 * and inside int64 (the cast is otherwise undefined).  Above
+		 * 2^53 the double may already be a rounding of the text; the
+		 * daemon's KS_MAX_DIM is far below that, so such values are
+		 * rejected there whatever they round to.
+		 */
+		v = c->valuedouble;
+		if (!cJSON_IsNumber(c) || !(v >= -INT64_LIMIT &&
+		    v < INT64_LIMIT) || v != (double)(int64_t)v)
+			return fail(err, errlen, KS_E_BAD_SHAPE,
+			    "shape entry '%s' must be an integer", c->string);
+		memcpy(g->shape[g->nshape].name, c->string,
+		    strlen(c->string) + 1);
+		g->shape[g->nshape].value = (int64_t)v;
+		g->nshape++;
+	}
+	return KS_OK;
+}
+
+static int parse_dynamic(const cJSON *m, ks_get_req_t *g, char *err,
+    size_t errlen)
+{
+	char e[ECHO_MAX + 4];
+	const cJSON *c;
+	int i, k = 0;
+
+	if (!cJSON_IsArray(m))
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "field 'dynamic' must be an array of parameter names");
+	for (c = m->child; c; c = c->next, k++) {
+		if (g->ndynamic == KS_MAX_DIMS)
+			return fail(err, errlen, KS_E_TOO_LARGE,
+			    "dynamic has more than %d entries", KS_MAX_DIMS);
+		if (!cJSON_IsString(c))
+			return fail(err, errlen, KS_E_BAD_SHAPE,
+			    "dynamic entry %d must be a string", k);
+		if (strlen(c->valuestring) > KS_MAX_NAME)
+			return fail(err, errlen, KS_E_TOO_LARGE,
+			    "dynamic entry '%s' is longer than %d bytes",
+			    echo(e, c->valuestring), KS_MAX_NAME);
+		if (!is_name(c->valuestring))
+			return fail(err, errlen, KS_E_BAD_SHAPE,
+			    "dynamic entry '%s' is not a parameter name",
+			    echo(e, c->valuestring));
+		for (i = 0; i < g->ndynamic; i++) {
+			if (strcmp(g->dynamic[i], c->valuestring) == 0)
+				return fail(err, errlen, KS_E_BAD_SHAPE,
+				    "'%s' is named twice in 'dynamic'",
+				    c->valuestring);
+		}
+		memcpy(g->dynamic[g->ndynamic], c->valuestring,
+		    strlen(c->valuestring) + 1);
+		g->ndynamic++;
+	}
+	return KS_OK;
+}
+
+/* Bits of the get fields seen, for the required-field check. */
+enum {
+	SEEN_KERNEL = 1, SEEN_BACKEND = 2, SEEN_DTYPE = 4, SEEN_SHAPE = 8,
+};
+
+static int parse_get_member(const cJSON *m, ks_get_req_t *g, unsigned *seen,
+    char *err, size_t errlen)
+{
+	const char *k = m->string;
+	int rc;
+
+	if (strcmp(k, "kernel") == 0) {
+		*seen |= SEEN_KERNEL;
+		return get_string(m, g->kernel, err, errlen);
+	}
+	if (strcmp(k, "backend") == 0) {
+		*seen |= SEEN_BACKEND;
+		return get_string(m, g->backend, err, errlen);
+	}
+	if (strcmp(k, "dtype") == 0) {
+		*seen |= SEEN_DTYPE;
+		return get_string(m, g->dtype, err, errlen);
+	}
+	if (strcmp(k, "target") == 0)
+		return get_string(m, g->target, err, errlen);
+	if (strcmp(k, "format") == 0) {
+		/* "" is allowed: it asks for the backend's default format. */
+		if (cJSON_IsString(m) && !*m->valuestring) {
+			g->format[0] = '\0';
+			return KS_OK;
+		}
+		return get_string(m, g->format, err, errlen);
+	}
+	if (strcmp(k, "mode") == 0) {
+		rc = get_string(m, g->mode, err, errlen);
+		if (rc)
+			return rc;
+		if (strcmp(g->mode, "exact") && strcmp(g->mode, "fast"))
+			return fail(err, errlen, KS_E_BAD_MODE,
+			    "field 'mode' must be \"exact\" or \"fast\", not "
+			    "'%s'", g->mode);
+		return KS_OK;
+	}
+	if (strcmp(k, "return") == 0) {
+		if (cJSON_IsString(m) &&
+		    strcmp(m->valuestring, "artifact") == 0) {
+			g->meta_only = 0;
+			return KS_OK;
+		}
+		if (cJSON_IsString(m) && strcmp(m->valuestring, "meta") == 0) {
+			g->meta_only = 1;
+			return KS_OK;
+		}
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "field 'return' must be \"artifact\" or \"meta\"");
+	}
+	if (strcmp(k, "shape") == 0) {
+		*seen |= SEEN_SHAPE;
+		return parse_shape(m, g, err, errlen);
+	}
+	if (strcmp(k, "dynamic") == 0)
+		return parse_dynamic(m, g, err, errlen);
+	return 1;       /* not a get field */
+}
+
+static int parse_get(const cJSON *root, ks_get_req_t *g, char *err,
+    size_t errlen)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} required[] = {
+		{ SEEN_KERNEL, "kernel" }, { SEEN_BACKEND, "backend" },
+		{ SEEN_DTYPE, "dtype" }, { SEEN_SHAPE, "shape" },
+	};
+	char e[ECHO_MAX + 4];
+	const cJSON *m;
+	unsigned seen = 0;
+	size_t i;
+	int j, rc;
+
+	memcpy(g->target, "auto", sizeof "auto");
+	memcpy(g->mode, "exact", sizeof "exact");
+	for (m = root->child; m; m = m->next) {
+		if (strcmp(m->string, "op") == 0 ||
+		    strcmp(m->string, "id") == 0)
+			continue;
+		rc = parse_get_member(m, g, &seen, err, errlen);
+		if (rc == 1)
+			return fail(err, errlen, KS_E_UNKNOWN_FIELD,
+			    "unknown field '%s' for op 'get'",
+			    echo(e, m->string));
+		if (rc)
+			return rc;
+	}
+	for (i = 0; i < sizeof required / sizeof required[0]; i++) {
+		if (!(seen & required[i].bit))
+			return fail(err, errlen, KS_E_BAD_REQUEST,
+			    "missing field '%s'", required[i].name);
+	}
+	for (i = 0; i < (size_t)g->ndynamic; i++) {
+		for (j = 0; j < g->nshape; j++) {
+			if (strcmp(g->dynamic[i], g->shape[j].name) == 0)
+				return fail(err, errlen, KS_E_BAD_SHAPE,
+				    "'%s' is both in 'shape' and 'dynamic'",
+				    g->dynamic[i]);
+		}
+	}
+	return KS_OK;
+}
+
+/* Reads "id" when it occurs exactly once; see ks_request_parse. */
+static int read_id(const cJSON *root, ks_request_t *out, char *err,
+    size_t errlen)
+{
+	const cJSON *m, *id = NULL;
+	double v;
+
+	for (m = root->child; m; m = m->next) {
+		if (strcmp(m->string, "id") == 0) {
+			if (id)
+				return KS_OK;   /* duplicate: reported later */
+			id = m;
+		}
+	}
+	if (!id)
+		return KS_OK;
+	v = cJSON_IsNumber(id) ? id->valuedouble : -1;
+	if (!(v >= 0 && v <= ID_MAX && v == (double)(uint64_t)v))
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "field 'id' must be an integer from 0 to 2^53");
+	out->has_id = 1;
+	out->id = (uint64_t)v;
+	return KS_OK;
+}
+
+static int parse_root(const cJSON *root, const char *text, size_t len,
+    ks_request_t *out, char *err, size_t errlen)
+{
+	char e[ECHO_MAX + 4];
+	const cJSON *m, *op = NULL;
+	int rc, i;
+
+	if (!cJSON_IsObject(root))
+		return fail(err, errlen, KS_E_BAD_JSON,
+		    "header is not a JSON object");
+	rc = read_id(root, out, err, errlen);
+	if (rc)
+		return rc;
+	rc = check_tree(root, 1, "", err, errlen);
+	if (rc)
+		return rc;
+	if (has_nul_escape(text, len))
+		return fail(err, errlen, KS_E_BAD_JSON,
+		    "header contains a \\u0000 escape");
+	for (m = root->child; m; m = m->next) {
+		if (strcmp(m->string, "op") == 0)
+			op = m;
+	}
+	if (!op)
+		return fail(err, errlen, KS_E_BAD_REQUEST, "missing field 'op'");
+	if (!cJSON_IsString(op))
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "field 'op' must be a string");
+	for (i = 0; i < KS_OP_COUNT_; i++) {
+		if (strcmp(op->valuestring, op_names[i]) == 0)
+			break;
+	}
+	if (i == KS_OP_COUNT_)
+		return fail(err, errlen, KS_E_UNKNOWN_OP, "unknown op '%s'",
+		    echo(e, op->valuestring));
+	out->op = (ks_op_t)i;
+	if (out->op == KS_OP_GET)
+		return parse_get(root, &out->get, err, errlen);
+	for (m = root->child; m; m = m->next) {
+		if (strcmp(m->string, "op") && strcmp(m->string, "id"))
+			return fail(err, errlen, KS_E_UNKNOWN_FIELD,
+			    "unknown field '%s' for op '%s'",
+			    echo(e, m->string), op_names[i]);
+	}
+	return KS_OK;
+}
+
+int ks_request_parse(const char *header, size_t len, ks_request_t *out,
+    char *err, size_t errlen)
+{
+	const char *end = NULL;
+	char *copy;
+	cJSON *root;
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	if (err && errlen)
+		err[0] = '\0';
+	if (len == 0)
+		return fail(err, errlen, KS_E_BAD_FRAME, "empty header");
+	if (len > KS_MAX_HEADER)
+		return fail(err, errlen, KS_E_TOO_LARGE,
+		    "header is longer than %u bytes", KS_MAX_HEADER);
+	if (memchr(header, '\0', len))
+		return fail(err, errlen, KS_E_BAD_JSON,
+		    "header contains a NUL byte");
+	copy = malloc(len + 1);
+	if (!copy)
+		return fail(err, errlen, KS_E_NOMEM, "out of memory");
+	memcpy(copy, header, len);
+	copy[len] = '\0';
+	/* The length given includes the NUL: require_null_terminated then
+	 * demands that nothing but whitespace follows the value. */
+	root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
+	if (!root) {
+		rc = fail(err, errlen, KS_E_BAD_JSON,
+		    "header is not valid JSON (at byte %zu)",
+		    end && end >= copy && end <= copy + len ?
+		    (size_t)(end - copy) : len);
+	} else {
+		rc = parse_root(root, copy, len, out, err, errlen);
+		cJSON_Delete(root);
+	}
+	free(copy);
+	if (rc) {
+		/* Only the id survives a failure; the rest is unspecified. */
+		int has_id = out->has_id;
+		uint64_t id = out->id;
+
+		memset(out, 0, sizeof *out);
+		out->has_id = has_id;
+		out->id = id;
+	}
+	return rc;
+}
+
+int ks_reply_error(ks_buf_t *out, int has_id, uint64_t id, int code,
+    const char *message)
+{
+	int rc;
+
+	rc = ks_buf_puts(out, "{");
+	if (!rc && has_id)
+		rc = ks_buf_printf(out, "\"id\":%" PRIu64 ",", id);
+	if (!rc)
+		rc = ks_buf_printf(out,
+		    "\"ok\":false,\"error\":{\"code\":\"%s\",\"message\":",
+		    ks_err_name(code));
+	if (!rc)
+		rc = ks_buf_json_str(out, message && *message ? message :
+		    ks_strerror(code));
+	if (!rc)
+		rc = ks_buf_puts(out, "}}");
+	return rc;
+}

@@ -1,0 +1,143 @@
+/*
+ * Private to server/: the daemon's state, connections and flights.
+ */
+#ifndef KS_SERVER_INTERNAL_H
+#define KS_SERVER_INTERNAL_H
+
+#include <pthread.h>
+#include <uv.h>
+#include <uthash.h>
+
+#include "../base/base.h"
+#include "../jit/jit.h"
+#include "../proto/proto.h"
+#include "../specialize/specialize.h"
+#include "../store/store.h"
+#include "server.h"
+
+typedef struct ks_srv ks_srv_t;
+typedef struct ks_conn ks_conn_t;
+typedef struct ks_flight ks_flight_t;
+
+/*
+ * Connection states:
+ *   OPEN     reading and answering requests;
+ *   DRAINING an unrecoverable frame error was answered: reading stopped,
+ *            uv_shutdown waits for queued replies, then CLOSED;
+ *   CLOSED   uv_close called; the struct is freed when the close callback
+ *            has run and no flight holds a waiter on it (refs == 0).
+ */
+enum { CONN_OPEN, CONN_DRAINING, CONN_CLOSED };
+
+struct ks_conn {
+	uv_pipe_t pipe;          /* first: handle->data is not needed */
+	ks_srv_t *srv;
+	int state;
+	int refs;                /* the handle + one per waiter */
+	int pending;             /* requests waiting on a flight */
+	int reading;
+	ks_buf_t in;             /* received bytes not yet consumed */
+	size_t in_off;           /* consumed prefix of in */
+	ks_buf_t out;            /* reply header scratch, reused */
+	ks_conn_t *prev, *next;  /* srv->conns */
+};
+
+/* A client waiting on a flight. */
+typedef struct ks_waiter {
+	ks_conn_t *conn;
+	int has_id;
+	uint64_t id;
+	int meta_only;
+	int joined;              /* 0 for the request that started it */
+	struct ks_waiter *next;
+} ks_waiter_t;
+
+/* The normalized form of a get request, everything its key is made of. */
+typedef struct {
+	ks_spec_t spec;
+	const ks_backend_t *backend;
+	const char *target;      /* resolved; owned by the identity cache */
+	const char *identity;    /* compiler identity; identity cache */
+	char format[KS_MAX_NAME + 1];
+	ks_hash_t key;
+} ks_get_t;
+
+/*
+ * Flight states: QUEUED (in the worker queue) -> RUNNING (a worker
+ * specializes and compiles) -> DONE (after_work on the loop thread replies
+ * to every waiter and frees the flight).  Only the loop thread touches the
+ * waiter list; the worker touches only get, artifact and error.
+ */
+struct ks_flight {
+	ks_hash_t key;
+	UT_hash_handle hh;
+	uv_work_t work;
+	ks_srv_t *srv;
+	ks_get_t get;
+	ks_waiter_t *waiters;
+	int nwaiters;
+	uint64_t started_ns;
+	int running;             /* atomic: set by the worker */
+	/* Results, written by the worker. */
+	ks_artifact_t *artifact;
+	int err;
+	char errmsg[512];
+	double compile_ms;
+};
+
+typedef struct {
+	uint64_t requests;
+	uint64_t gets;
+	uint64_t hits_memory;
+	uint64_t hits_disk;
+	uint64_t compiles;
+	uint64_t joins;
+	uint64_t failures;       /* compiles that failed */
+	uint64_t bad_requests;   /* requests answered with an error */
+	uint64_t corrupt;        /* store rows that failed their checksum */
+	uint64_t connections_total;
+	uint64_t compile_ns_total;
+} ks_counters_t;
+
+/* (backend, requested target) -> resolved target and compiler identity.
+ * Filled on first use; entries are never removed, so their strings can be
+ * borrowed for the daemon's lifetime. */
+typedef struct ks_ident {
+	const ks_backend_t *backend;
+	char requested[KS_MAX_NAME + 1];
+	char target[KS_MAX_NAME + 1];
+	char *identity;
+	struct ks_ident *next;
+} ks_ident_t;
+
+struct ks_srv {
+	uv_loop_t *loop;
+	uv_pipe_t listener;
+	uv_async_t stop_async;   /* the signal thread's wake-up */
+	pthread_t signal_thread;
+	int stop_signal;
+	uv_timer_t flush_timer;
+	ks_server_config_t cfg;
+	ks_store_t *store;
+	ks_hot_t *hot;
+	ks_flight_t *flights;    /* uthash by key */
+	ks_conn_t *conns;
+	int nconns;
+	int stopping;
+	int lock_fd;
+	uint64_t started_ns;
+	ks_counters_t n;
+	ks_ident_t *idents;
+	char fingerprints[16][KS_HASH_HEX];  /* per kernel, library order */
+};
+
+/* key.c */
+int ks_srv_normalize(ks_srv_t *srv, const ks_get_req_t *req, ks_get_t *out,
+    char *err, size_t errlen);
+
+/* socket.c */
+int ks_sock_listen(const char *path, int *fd_out, int *lock_fd_out,
+    char *err, size_t errlen);
+void ks_sock_unlink(const char *path);
+
+#endif

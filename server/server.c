@@ -1,0 +1,990 @@
+/*
+ * kspecd's event loop: connections, framing, dispatch, the hit path and
+ * the single-flight compile table.
+ *
+ * Threads.  Everything here runs on the loop thread except work_compile,
+ * which runs in libuv's thread pool (the compile executor: one job = one
+ * flight; spec in, artifact or error out).  The worker touches only its
+ * flight's get, artifact and error fields and the store's writer; the loop
+ * thread owns connections, waiters, counters, the hot tier and the flight
+ * table.
+ *
+ * Hit path (parse, key, hot tier, store) allocates nothing per request
+ * beyond the connection's reused buffers, except what cJSON allocates while
+ * parsing the header; replies are written with uv_try_write from those
+ * buffers, and only a reply the socket cannot take at once is copied into a
+ * write request.  sqlite is touched only on a hot-tier miss.
+ *
+ * Signals.  SIGINT and SIGTERM are blocked in every thread (the mask is set
+ * before any thread starts and inherited) and taken by one thread in
+ * sigwait(), which wakes the loop through a uv_async_t.  Handlers would not
+ * do: libgccjit runs GCC's driver inside the process, and the driver
+ * installs its own SIGINT/SIGTERM handlers that kill the process, replacing
+ * any handler of ours, the moment the first compile links.
+ *
+ * Shutdown (SIGINT/SIGTERM): the listener closes and the socket file is
+ * removed, connections stop reading, queued compiles are cancelled and
+ * their waiters told E_SHUTTING_DOWN, running compiles finish and are
+ * answered; then every handle closes, the loop ends and the store is
+ * flushed and closed.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define READ_CHUNK 65536
+#define FLUSH_INTERVAL_MS 1000
+
+typedef struct {
+	uv_write_t req;
+	ks_conn_t *conn;
+	ks_artifact_t *art;      /* payload, referenced; may be NULL */
+	size_t art_off;          /* payload bytes already written */
+	size_t hdr_len;
+	char hdr[];              /* unwritten prefix+header bytes */
+} ks_wreq_t;
+
+static void conn_close(ks_conn_t *c);
+static void conn_resume(ks_conn_t *c);
+static void maybe_finish(ks_srv_t *srv);
+
+/* ---- connections ---- */
+
+static void conn_unref(ks_conn_t *c)
+{
+	if (--c->refs > 0)
+		return;
+	ks_buf_close(&c->in);
+	ks_buf_close(&c->out);
+	free(c);
+}
+
+static void on_close(uv_handle_t *h)
+{
+	conn_unref((ks_conn_t *)h);
+}
+
+static void conn_close(ks_conn_t *c)
+{
+	ks_srv_t *srv = c->srv;
+
+	if (c->state == CONN_CLOSED)
+		return;
+	c->state = CONN_CLOSED;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		srv->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	srv->nconns--;
+	uv_close((uv_handle_t *)&c->pipe, on_close);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+	ks_conn_t *c = req->data;
+
+	free(req);
+	conn_close(c);
+}
+
+/* After an unrecoverable frame error: stop reading, let the queued replies
+ * (the error among them) go out, then close. */
+static void conn_drain(ks_conn_t *c)
+{
+	uv_shutdown_t *req;
+
+	if (c->state != CONN_OPEN)
+		return;
+	c->state = CONN_DRAINING;
+	uv_read_stop((uv_stream_t *)&c->pipe);
+	c->reading = 0;
+	req = malloc(sizeof *req);
+	if (!req) {
+		conn_close(c);
+		return;
+	}
+	req->data = c;
+	if (uv_shutdown(req, (uv_stream_t *)&c->pipe, on_shutdown) != 0) {
+		free(req);
+		conn_close(c);
+	}
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	ks_conn_t *c = (ks_conn_t *)h;
+
+	if (ks_buf_reserve(&c->in, READ_CHUNK) != KS_OK) {
+		buf->base = NULL;
+		buf->len = 0;
+		return;
+	}
+	buf->base = c->in.data + c->in.len;
+	buf->len = c->in.cap - c->in.len - 1;
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+	ks_wreq_t *w = (ks_wreq_t *)req;
+	ks_conn_t *c = w->conn;
+
+	if (w->art)
+		ks_artifact_unref(w->art);
+	free(w);
+	if (status < 0) {
+		conn_close(c);
+		return;
+	}
+	/* Backpressure: reading resumes once the queue has drained by half. */
+	if (c->state == CONN_OPEN && !c->reading && !c->srv->stopping &&
+	    c->pipe.write_queue_size < KS_MAX_WRITE_QUEUE / 2)
+		conn_resume(c);
+}
+
+/*
+ * Sends c->out (prefix + header, already complete) and, unless NULL, the
+ * artifact's bytes as payload.  Tries a synchronous write first; whatever
+ * the socket does not take is queued with a copy of the header bytes and
+ * a reference on the artifact.
+ */
+static void conn_send(ks_conn_t *c, ks_artifact_t *art)
+{
+	uv_buf_t bufs[2];
+	size_t total, hdr = c->out.len, plen = art ? art->len : 0;
+	ssize_t n;
+	ks_wreq_t *w;
+	size_t hdr_left, art_off;
+	int nb = 1;
+
+	if (c->state != CONN_OPEN && c->state != CONN_DRAINING)
+		return;
+	bufs[0] = uv_buf_init(c->out.data, (unsigned)hdr);
+	if (plen) {
+		bufs[1] = uv_buf_init((char *)art->bytes, (unsigned)plen);
+		nb = 2;
+	}
+	total = hdr + plen;
+	n = uv_try_write((uv_stream_t *)&c->pipe, bufs, nb);
+	if (n == (ssize_t)total)
+		return;
+	if (n < 0 && n != UV_EAGAIN) {
+		conn_close(c);
+		return;
+	}
+	if (n < 0)
+		n = 0;
+	hdr_left = (size_t)n < hdr ? hdr - (size_t)n : 0;
+	art_off = (size_t)n > hdr ? (size_t)n - hdr : 0;
+	w = malloc(sizeof *w + hdr_left);
+	if (!w) {
+		conn_close(c);
+		return;
+	}
+	w->conn = c;
+	w->hdr_len = hdr_left;
+	w->art_off = art_off;
+	w->art = NULL;
+	memcpy(w->hdr, c->out.data + (hdr - hdr_left), hdr_left);
+	nb = 0;
+	if (hdr_left)
+		bufs[nb++] = uv_buf_init(w->hdr, (unsigned)hdr_left);
+	if (plen > art_off) {
+		w->art = art;
+		ks_artifact_ref(art);
+		bufs[nb++] = uv_buf_init((char *)art->bytes + art_off,
+		    (unsigned)(plen - art_off));
+	}
+	if (uv_write(&w->req, (uv_stream_t *)&c->pipe, bufs, nb,
+	    on_write) != 0) {
+		if (w->art)
+			ks_artifact_unref(w->art);
+		free(w);
+		conn_close(c);
+		return;
+	}
+	if (c->pipe.write_queue_size > KS_MAX_WRITE_QUEUE && c->reading) {
+		uv_read_stop((uv_stream_t *)&c->pipe);
+		c->reading = 0;
+	}
+}
+
+/* Starts c->out with room for the frame prefix and the reply's id. */
+static void reply_begin(ks_conn_t *c, int has_id, uint64_t id)
+{
+	static const char zero[KS_FRAME_PREFIX];
+
+	ks_buf_reset(&c->out);
+	ks_buf_append(&c->out, zero, sizeof zero);
+	if (has_id)
+		ks_buf_printf(&c->out, "{\"id\":%" PRIu64 ",\"ok\":true", id);
+	else
+		ks_buf_puts(&c->out, "{\"ok\":true");
+}
+
+/* Closes the JSON object and fills in the prefix. */
+static void reply_end(ks_conn_t *c, size_t payload_len)
+{
+	ks_buf_puts(&c->out, "}");
+	ks_frame_prefix((uint8_t *)c->out.data,
+	    (uint32_t)(c->out.len - KS_FRAME_PREFIX), (uint32_t)payload_len);
+}
+
+static void reply_error(ks_conn_t *c, int has_id, uint64_t id, int code,
+    const char *msg)
+{
+	static const char zero[KS_FRAME_PREFIX];
+
+	c->srv->n.bad_requests++;
+	ks_buf_reset(&c->out);
+	ks_buf_append(&c->out, zero, sizeof zero);
+	ks_reply_error(&c->out, has_id, id, code, msg);
+	ks_frame_prefix((uint8_t *)c->out.data,
+	    (uint32_t)(c->out.len - KS_FRAME_PREFIX), 0);
+	conn_send(c, NULL);
+}
+
+static void reply_artifact(ks_conn_t *c, int has_id, uint64_t id,
+    const char *source, ks_artifact_t *a, int meta_only)
+{
+	reply_begin(c, has_id, id);
+	ks_buf_puts(&c->out, ",\"source\":\"");
+	ks_buf_puts(&c->out, source);
+	ks_buf_puts(&c->out, "\",");
+	ks_buf_append(&c->out, a->meta, a->meta_len);
+	reply_end(c, meta_only ? 0 : a->len);
+	conn_send(c, meta_only ? NULL : a);
+}
+
+/* ---- stats and hello ---- */
+
+static void json_counter(ks_buf_t *b, const char *name, uint64_t v)
+{
+	ks_buf_printf(b, ",\"%s\":%" PRIu64, name, v);
+}
+
+static void handle_stats(ks_conn_t *c, const ks_request_t *req)
+{
+	ks_srv_t *srv = c->srv;
+	ks_store_stats_t ss;
+	ks_flight_t *f, *tmp;
+	uint64_t now = ks_now_ns();
+	int first = 1;
+
+	memset(&ss, 0, sizeof ss);
+	ks_store_stats(srv->store, &ss);
+	reply_begin(c, req->has_id, req->id);
+	ks_buf_printf(&c->out, ",\"server\":\"kspecd %s\",\"uptime_s\":%.3f",
+	    KS_SERVER_VERSION, (double)(now - srv->started_ns) / 1e9);
+	json_counter(&c->out, "requests", srv->n.requests);
+	json_counter(&c->out, "gets", srv->n.gets);
+	json_counter(&c->out, "hits_memory", srv->n.hits_memory);
+	json_counter(&c->out, "hits_disk", srv->n.hits_disk);
+	json_counter(&c->out, "compiles", srv->n.compiles);
+	json_counter(&c->out, "joins", srv->n.joins);
+	json_counter(&c->out, "failures", srv->n.failures);
+	json_counter(&c->out, "errors", srv->n.bad_requests);
+	json_counter(&c->out, "corrupt", srv->n.corrupt);
+	json_counter(&c->out, "connections", (uint64_t)srv->nconns);
+	json_counter(&c->out, "connections_total", srv->n.connections_total);
+	ks_buf_printf(&c->out, ",\"compile_ms_total\":%.3f",
+	    (double)srv->n.compile_ns_total / 1e6);
+	ks_buf_printf(&c->out, ",\"hot\":{\"entries\":%zu,\"bytes\":%zu,"
+	    "\"max_bytes\":%" PRIu64 "}", ks_hot_count(srv->hot),
+	    ks_hot_bytes(srv->hot), srv->cfg.hot_bytes);
+	ks_buf_printf(&c->out, ",\"store\":{\"path\":");
+	ks_buf_json_str(&c->out, srv->cfg.store_path);
+	ks_buf_printf(&c->out, ",\"entries\":%" PRIu64 ",\"bytes\":%" PRIu64
+	    ",\"max_bytes\":%" PRIu64 ",\"evicted\":%" PRIu64
+	    ",\"corrupt\":%" PRIu64 ",\"schema_version\":%d}", ss.entries,
+	    ss.bytes, ss.max_bytes, ss.evicted, ss.corrupt,
+	    ss.schema_version);
+	ks_buf_printf(&c->out, ",\"queue_depth\":%u,\"inflight\":[",
+	    HASH_COUNT(srv->flights));
+	HASH_ITER(hh, srv->flights, f, tmp) {
+		char hex[KS_HASH_HEX];
+
+		ks_hash_hex(&f->key, hex);
+		ks_buf_printf(&c->out, "%s{\"key\":\"%s\",\"kernel\":\"%s\","
+		    "\"backend\":\"%s\",\"state\":\"%s\",\"waiters\":%d,"
+		    "\"age_ms\":%.1f}", first ? "" : ",", hex,
+		    f->get.spec.def->name, f->get.backend->name,
+		    __atomic_load_n(&f->running, __ATOMIC_RELAXED) ?
+		    "compiling" : "queued", f->nwaiters,
+		    (double)(now - f->started_ns) / 1e6);
+		first = 0;
+	}
+	ks_buf_puts(&c->out, "]");
+	reply_end(c, 0);
+	conn_send(c, NULL);
+}
+
+static void handle_hello(ks_conn_t *c, const ks_request_t *req)
+{
+	const ks_backend_t *const *bes;
+	const ks_kernel_def_t *const *ks;
+	char why[256], target[KS_MAX_NAME + 1];
+	int i, nb, nk;
+
+	reply_begin(c, req->has_id, req->id);
+	ks_buf_printf(&c->out, ",\"protocol\":%d,\"server\":\"kspecd %s\","
+	    "\"backends\":[", KS_PROTO_VERSION, KS_SERVER_VERSION);
+	bes = ks_backends(&nb);
+	for (i = 0; i < nb; i++) {
+		const ks_backend_t *be = bes[i];
+		ks_buf_t id;
+
+		why[0] = '\0';
+		ks_buf_printf(&c->out, "%s{\"name\":\"%s\",\"format\":\"%s\"",
+		    i ? "," : "", be->name, be->default_format);
+		if (be->available(why, sizeof why) != KS_OK) {
+			ks_buf_puts(&c->out, ",\"available\":false,\"reason\":");
+			ks_buf_json_str(&c->out, why);
+			ks_buf_puts(&c->out, "}");
+			continue;
+		}
+		ks_buf_puts(&c->out, ",\"available\":true");
+		ks_buf_init(&id);
+		if (be->resolve_target("auto", target, sizeof target, why,
+		    sizeof why) == KS_OK && be->identity(target, &id) ==
+		    KS_OK && id.data) {
+			ks_buf_puts(&c->out, ",\"target\":");
+			ks_buf_json_str(&c->out, target);
+			ks_buf_puts(&c->out, ",\"compiler\":");
+			ks_buf_json_str(&c->out, id.data);
+		}
+		ks_buf_close(&id);
+		ks_buf_puts(&c->out, "}");
+	}
+	ks_buf_puts(&c->out, "],\"kernels\":[");
+	ks = ks_kernels(&nk);
+	for (i = 0; i < nk; i++) {
+		ks_buf_puts(&c->out, i ? "," : "");
+		ks_buf_json_str(&c->out, ks[i]->name);
+	}
+	ks_buf_puts(&c->out, "]");
+	reply_end(c, 0);
+	conn_send(c, NULL);
+}
+
+/* ---- compiles ---- */
+
+static void meta_params(ks_buf_t *m, const ks_ir_kernel_t *k)
+{
+	int i, first = 1;
+
+	ks_buf_puts(m, ",\"params\":[");
+	for (i = 0; i < k->nparams; i++) {
+		const ks_ir_param_t *p = &k->params[i];
+
+		if (p->bound)
+			continue;
+		ks_buf_puts(m, first ? "{\"name\":" : ",{\"name\":");
+		ks_buf_json_str(m, p->name);
+		if (p->kind == KS_PARAM_BUFFER)
+			ks_buf_printf(m, ",\"kind\":\"buffer\",\"dtype\":\"%s\","
+			    "\"access\":\"%s\"}", ks_dtype_name(p->dtype),
+			    p->access == (KS_ACCESS_READ | KS_ACCESS_WRITE) ?
+			    "readwrite" : p->access == KS_ACCESS_WRITE ?
+			    "write" : "read");
+		else
+			ks_buf_printf(m, ",\"kind\":\"scalar\",\"dtype\":\"%s\"}",
+			    ks_ty_name(p->type));
+		first = 0;
+	}
+	ks_buf_puts(m, "]");
+}
+
+/* The reply fields of an artifact, stored with it (see store.h). */
+static int build_meta(ks_buf_t *m, const ks_get_t *g, const ks_ir_kernel_t *k,
+    const ks_jit_artifact_t *ja)
+{
+	char key[KS_HASH_HEX], sum[KS_HASH_HEX];
+	ks_hash_t h;
+	int i, first;
+
+	ks_hash_hex(&g->key, key);
+	ks_hash(ja->bytes, ja->len, &h);
+	ks_hash_hex(&h, sum);
+	ks_buf_printf(m, "\"key\":\"%s\",\"artifact\":\"%s\",\"kernel\":\"%s\","
+	    "\"variant\":\"%s\",\"backend\":\"%s\",\"target\":\"%s\","
+	    "\"dtype\":\"%s\",\"mode\":\"%s\",\"format\":\"%s\","
+	    "\"entry\":\"%s\",\"bytes\":%zu", key, sum, g->spec.def->name,
+	    k->variant, g->backend->name, g->target,
+	    ks_dtype_name(g->spec.dtype),
+	    g->spec.mode == KS_MODE_FAST ? "fast" : "exact", ja->format,
+	    k->entry, ja->len);
+	ks_buf_puts(m, ",\"guard\":{");
+	for (i = 0, first = 1; i < g->spec.ndims; i++) {
+		if (!g->spec.dims[i].is_const)
+			continue;
+		ks_buf_printf(m, "%s\"%s\":%" PRId64, first ? "" : ",",
+		    g->spec.dims[i].name, g->spec.dims[i].value);
+		first = 0;
+	}
+	ks_buf_puts(m, "},\"dynamic\":[");
+	for (i = 0, first = 1; i < g->spec.ndims; i++) {
+		if (g->spec.dims[i].is_const)
+			continue;
+		ks_buf_printf(m, "%s\"%s\"", first ? "" : ",",
+		    g->spec.dims[i].name);
+		first = 0;
+	}
+	ks_buf_puts(m, "]");
+	meta_params(m, k);
+	ks_buf_puts(m, ",\"launch\":{\"groups\":");
+	if (k->grid->kind == KS_X_CONST) {
+		ks_buf_printf(m, "%" PRId64, k->grid->i);
+	} else {
+		ks_buf_t e;
+
+		ks_buf_init(&e);
+		ks_ir_print_c_expr(k, k->grid, &e);
+		ks_buf_json_str(m, e.data ? e.data : "");
+		ks_buf_close(&e);
+	}
+	ks_buf_printf(m, ",\"lanes\":%d}", k->nlanes);
+	ks_buf_printf(m, ",\"compile_ms\":%.3f,\"compiler\":", ja->compile_ms);
+	return ks_buf_json_str(m, g->identity);
+}
+
+/* Runs in a worker thread. */
+static void work_compile(uv_work_t *w)
+{
+	ks_flight_t *f = w->data;
+	ks_ir_kernel_t *k = NULL;
+	ks_jit_artifact_t ja;
+	ks_buf_t meta;
+	uint64_t t0 = ks_now_ns();
+	int rc;
+
+	__atomic_store_n(&f->running, 1, __ATOMIC_RELAXED);
+	memset(&ja, 0, sizeof ja);
+	ks_buf_init(&meta);
+	rc = ks_specialize(&f->get.spec, &k, f->errmsg, sizeof f->errmsg);
+	if (rc)
+		goto out;
+	rc = f->get.backend->compile(k, f->get.target, f->get.format, &ja,
+	    f->errmsg, sizeof f->errmsg);
+	if (rc)
+		goto out;
+	rc = build_meta(&meta, &f->get, k, &ja);
+	if (rc)
+		goto out;
+	f->artifact = ks_artifact_new(&f->key, meta.data, ja.bytes, ja.len);
+	if (!f->artifact) {
+		rc = KS_E_NOMEM;
+		goto out;
+	}
+	/* The store is the second tier; failing to write it still serves. */
+	if (ks_store_put(f->srv->store, f->artifact) != KS_OK)
+		ks_log(KS_LOG_WARN, "store: could not persist an artifact");
+out:
+	f->err = rc;
+	if (rc && !f->errmsg[0])
+		snprintf(f->errmsg, sizeof f->errmsg, "%s", ks_strerror(rc));
+	f->compile_ms = (double)(ks_now_ns() - t0) / 1e6;
+	ks_buf_close(&meta);
+	ks_jit_artifact_close(&ja);
+	if (k)
+		ks_ir_free(k);
+}
+
+/* Runs on the loop thread after work_compile, or with UV_ECANCELED. */
+static void after_compile(uv_work_t *w, int status)
+{
+	ks_flight_t *f = w->data;
+	ks_srv_t *srv = f->srv;
+	ks_waiter_t *wt, *next;
+
+	HASH_DEL(srv->flights, f);
+	if (status == UV_ECANCELED) {
+		f->err = KS_E_SHUTTING_DOWN;
+		snprintf(f->errmsg, sizeof f->errmsg, "daemon stopped before "
+		    "this compile started");
+	}
+	srv->n.compile_ns_total += ks_now_ns() - f->started_ns;
+	if (f->err) {
+		srv->n.failures++;
+		ks_log(KS_LOG_WARN, "compile of %s failed: %s: %s",
+		    f->get.spec.def->name, ks_err_name(f->err), f->errmsg);
+	} else {
+		ks_hot_put(srv->hot, f->artifact);
+	}
+	for (wt = f->waiters; wt; wt = next) {
+		next = wt->next;
+		if (wt->conn->state == CONN_OPEN ||
+		    wt->conn->state == CONN_DRAINING) {
+			if (f->err)
+				reply_error(wt->conn, wt->has_id, wt->id, f->err,
+				    f->errmsg);
+			else
+				reply_artifact(wt->conn, wt->has_id, wt->id,
+				    wt->joined ? "joined" : "compiled",
+				    f->artifact, wt->meta_only);
+		}
+		wt->conn->pending--;
+		conn_unref(wt->conn);
+		free(wt);
+	}
+	if (f->artifact)
+		ks_artifact_unref(f->artifact);
+	free(f);
+	maybe_finish(srv);
+}
+
+static int add_waiter(ks_flight_t *f, ks_conn_t *c, const ks_request_t *req,
+    int joined)
+{
+	ks_waiter_t *wt = calloc(1, sizeof *wt);
+
+	if (!wt)
+		return KS_E_NOMEM;
+	wt->conn = c;
+	wt->has_id = req->has_id;
+	wt->id = req->id;
+	wt->meta_only = req->get.meta_only;
+	wt->joined = joined;
+	wt->next = f->waiters;
+	f->waiters = wt;
+	f->nwaiters++;
+	c->refs++;
+	c->pending++;
+	return KS_OK;
+}
+
+static void handle_get(ks_conn_t *c, const ks_request_t *req)
+{
+	ks_srv_t *srv = c->srv;
+	ks_artifact_t *a;
+	ks_flight_t *f;
+	ks_get_t g;
+	char err[512];
+	int rc;
+
+	srv->n.gets++;
+	err[0] = '\0';
+	rc = ks_srv_normalize(srv, &req->get, &g, err, sizeof err);
+	if (rc) {
+		reply_error(c, req->has_id, req->id, rc, err);
+		return;
+	}
+	a = ks_hot_get(srv->hot, &g.key);
+	if (a) {
+		srv->n.hits_memory++;
+		ks_store_touch(srv->store, &g.key);
+		reply_artifact(c, req->has_id, req->id, "memory", a,
+		    req->get.meta_only);
+		return;
+	}
+	rc = ks_store_get(srv->store, &g.key, &a);
+	if (rc == KS_OK) {
+		srv->n.hits_disk++;
+		ks_store_touch(srv->store, &g.key);
+		ks_hot_put(srv->hot, a);
+		reply_artifact(c, req->has_id, req->id, "disk", a,
+		    req->get.meta_only);
+		ks_artifact_unref(a);
+		return;
+	}
+	if (rc == KS_E_CORRUPT) {
+		char hex[KS_HASH_HEX];
+
+		srv->n.corrupt++;
+		ks_hash_hex(&g.key, hex);
+		ks_log(KS_LOG_WARN, "store: entry %s failed its checksum; "
+		    "removed, recompiling", hex);
+	} else if (rc != KS_E_NOT_FOUND) {
+		ks_log(KS_LOG_WARN, "store: read failed (%s); compiling",
+		    ks_err_name(rc));
+	}
+
+	if (srv->stopping) {
+		reply_error(c, req->has_id, req->id, KS_E_SHUTTING_DOWN,
+		    "daemon is shutting down");
+		return;
+	}
+	if (c->pending >= KS_MAX_INFLIGHT_PER_CONN) {
+		snprintf(err, sizeof err, "more than %d requests waiting on "
+		    "compiles on this connection", KS_MAX_INFLIGHT_PER_CONN);
+		reply_error(c, req->has_id, req->id, KS_E_BUSY, err);
+		return;
+	}
+	HASH_FIND(hh, srv->flights, &g.key, sizeof g.key, f);
+	if (f) {
+		if (add_waiter(f, c, req, 1) != KS_OK) {
+			reply_error(c, req->has_id, req->id, KS_E_NOMEM,
+			    "out of memory");
+			return;
+		}
+		srv->n.joins++;
+		return;
+	}
+	f = calloc(1, sizeof *f);
+	if (!f || add_waiter(f, c, req, 0) != KS_OK) {
+		free(f);
+		reply_error(c, req->has_id, req->id, KS_E_NOMEM,
+		    "out of memory");
+		return;
+	}
+	f->key = g.key;
+	f->get = g;
+	f->srv = srv;
+	f->started_ns = ks_now_ns();
+	f->work.data = f;
+	HASH_ADD(hh, srv->flights, key, sizeof f->key, f);
+	srv->n.compiles++;
+	rc = uv_queue_work(srv->loop, &f->work, work_compile, after_compile);
+	if (rc != 0) {
+		f->err = KS_E_INTERNAL;
+		snprintf(f->errmsg, sizeof f->errmsg, "cannot queue compile: "
+		    "%s", uv_strerror(rc));
+		after_compile(&f->work, 0);
+	}
+}
+
+/* ---- requests ---- */
+
+static void handle_request(ks_conn_t *c, const char *hdr, size_t len)
+{
+	ks_request_t req;
+	char err[512];
+	int rc;
+
+	c->srv->n.requests++;
+	err[0] = '\0';
+	memset(&req, 0, sizeof req);
+	rc = ks_request_parse(hdr, len, &req, err, sizeof err);
+	if (rc) {
+		reply_error(c, req.has_id, req.id, rc, err);
+		/* A header that is not JSON at all: the client is not
+		 * speaking the protocol; answer and close. */
+		if (rc == KS_E_BAD_JSON)
+			conn_drain(c);
+		return;
+	}
+	switch (req.op) {
+	case KS_OP_PING:
+		reply_begin(c, req.has_id, req.id);
+		ks_buf_puts(&c->out, ",\"pong\":true");
+		reply_end(c, 0);
+		conn_send(c, NULL);
+		break;
+	case KS_OP_HELLO:
+		handle_hello(c, &req);
+		break;
+	case KS_OP_STATS:
+		handle_stats(c, &req);
+		break;
+	case KS_OP_GET:
+		handle_get(c, &req);
+		break;
+	default:
+		reply_error(c, req.has_id, req.id, KS_E_UNKNOWN_OP,
+		    "unknown op");
+	}
+}
+
+static void process_input(ks_conn_t *c)
+{
+	uint32_t hl, pl;
+	size_t avail;
+	char msg[128];
+	int rc;
+
+	while (c->state == CONN_OPEN) {
+		avail = c->in.len - c->in_off;
+		rc = ks_frame_peek((const uint8_t *)c->in.data + c->in_off,
+		    avail, KS_MAX_HEADER, 0, &hl, &pl);
+		if (rc == 1)
+			break;
+		if (rc < 0) {
+			/* The stream cannot be resynchronized: answer, close. */
+			snprintf(msg, sizeof msg, "bad frame: a request's header "
+			    "length must be 1..%u and its payload length 0",
+			    KS_MAX_HEADER);
+			reply_error(c, 0, 0, rc, msg);
+			conn_drain(c);
+			return;
+		}
+		if (avail < KS_FRAME_PREFIX + (size_t)hl)
+			break;
+		handle_request(c, c->in.data + c->in_off + KS_FRAME_PREFIX,
+		    hl);
+		c->in_off += KS_FRAME_PREFIX + hl;
+	}
+	if (c->in_off == c->in.len) {
+		c->in_off = 0;
+		ks_buf_reset(&c->in);
+	} else if (c->in_off > READ_CHUNK) {
+		memmove(c->in.data, c->in.data + c->in_off,
+		    c->in.len - c->in_off);
+		c->in.len -= c->in_off;
+		c->in_off = 0;
+	}
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	ks_conn_t *c = (ks_conn_t *)s;
+
+	if (nread < 0) {
+		conn_close(c);
+		return;
+	}
+	if (nread == 0)
+		return;
+	c->in.len += (size_t)nread;
+	c->in.data[c->in.len] = '\0';
+	process_input(c);
+}
+
+static void conn_resume(ks_conn_t *c)
+{
+	if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) == 0)
+		c->reading = 1;
+}
+
+/* Only our own uid (and root) may talk to the daemon. */
+static int peer_allowed(ks_conn_t *c)
+{
+	struct ucred cred;
+	socklen_t len = sizeof cred;
+	uv_os_fd_t fd;
+
+	if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0)
+		return 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+		return 0;
+	return cred.uid == getuid() || cred.uid == 0;
+}
+
+static void on_connection(uv_stream_t *l, int status)
+{
+	ks_srv_t *srv = l->data;
+	ks_conn_t *c;
+
+	if (status < 0) {
+		ks_log(KS_LOG_WARN, "accept: %s", uv_strerror(status));
+		return;
+	}
+	c = calloc(1, sizeof *c);
+	if (!c)
+		return;
+	c->srv = srv;
+	c->refs = 1;
+	ks_buf_init(&c->in);
+	ks_buf_init(&c->out);
+	uv_pipe_init(srv->loop, &c->pipe, 0);
+	if (uv_accept(l, (uv_stream_t *)&c->pipe) != 0) {
+		c->state = CONN_CLOSED;
+		uv_close((uv_handle_t *)&c->pipe, on_close);
+		return;
+	}
+	c->next = srv->conns;
+	if (srv->conns)
+		srv->conns->prev = c;
+	srv->conns = c;
+	srv->nconns++;
+	srv->n.connections_total++;
+	if (!peer_allowed(c)) {
+		ks_log(KS_LOG_WARN, "refused a connection from another user");
+		conn_close(c);
+		return;
+	}
+	if (srv->nconns > KS_MAX_CONNECTIONS || srv->stopping) {
+		reply_error(c, 0, 0, srv->stopping ? KS_E_SHUTTING_DOWN :
+		    KS_E_BUSY, srv->stopping ? "daemon is shutting down" :
+		    "too many connections");
+		conn_drain(c);
+		return;
+	}
+	conn_resume(c);
+}
+
+/* ---- lifecycle ---- */
+
+static void on_flush(uv_timer_t *t)
+{
+	ks_srv_t *srv = t->data;
+
+	ks_store_flush(srv->store);
+}
+
+static void maybe_finish(ks_srv_t *srv)
+{
+	ks_conn_t *c, *next;
+
+	if (!srv->stopping || srv->flights)
+		return;
+	for (c = srv->conns; c; c = next) {
+		next = c->next;
+		conn_close(c);
+	}
+	if (!uv_is_closing((uv_handle_t *)&srv->flush_timer))
+		uv_close((uv_handle_t *)&srv->flush_timer, NULL);
+	if (!uv_is_closing((uv_handle_t *)&srv->stop_async))
+		uv_close((uv_handle_t *)&srv->stop_async, NULL);
+}
+
+static void on_stop(uv_async_t *a)
+{
+	ks_srv_t *srv = a->data;
+	ks_flight_t *f, *tmp;
+	ks_conn_t *c;
+
+	if (srv->stopping)
+		return;
+	ks_log(KS_LOG_INFO, "signal %d: stopping (%u compiles in flight)",
+	    __atomic_load_n(&srv->stop_signal, __ATOMIC_ACQUIRE),
+	    HASH_COUNT(srv->flights));
+	srv->stopping = 1;
+	uv_close((uv_handle_t *)&srv->listener, NULL);
+	ks_sock_unlink(srv->cfg.socket_path);
+	for (c = srv->conns; c; c = c->next) {
+		if (c->reading) {
+			uv_read_stop((uv_stream_t *)&c->pipe);
+			c->reading = 0;
+		}
+	}
+	/* Queued compiles are cancelled (their after_compile runs with
+	 * UV_ECANCELED); running ones finish and are answered. */
+	HASH_ITER(hh, srv->flights, f, tmp)
+		uv_cancel((uv_req_t *)&f->work);
+	maybe_finish(srv);
+}
+
+/* Waits for the first SIGINT/SIGTERM and wakes the loop; later signals
+ * stay pending and blocked while the daemon finishes its work. */
+static void *signal_main(void *p)
+{
+	ks_srv_t *srv = p;
+	sigset_t set;
+	int sig = 0;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	while (sigwait(&set, &sig) != 0)
+		;
+	__atomic_store_n(&srv->stop_signal, sig, __ATOMIC_RELEASE);
+	uv_async_send(&srv->stop_async);
+	return NULL;
+}
+
+static int init_fingerprints(ks_srv_t *srv)
+{
+	const ks_kernel_def_t *const *all;
+	int i, n;
+
+	all = ks_kernels(&n);
+	if (n > (int)(sizeof srv->fingerprints / sizeof srv->fingerprints[0]))
+		return KS_E_INTERNAL;
+	for (i = 0; i < n; i++) {
+		const ks_hash_t *h = ks_kernel_fingerprint(all[i]);
+
+		if (!h)
+			return KS_E_INTERNAL;
+		ks_hash_hex(h, srv->fingerprints[i]);
+	}
+	return KS_OK;
+}
+
+int ks_server_run(const ks_server_config_t *cfg)
+{
+	ks_srv_t srv;
+	ks_ident_t *id, *next;
+	char err[1024];
+	char nthreads[16];
+	sigset_t sigs;
+	int fd, rc;
+
+	memset(&srv, 0, sizeof srv);
+	srv.cfg = *cfg;
+	/* Before any thread exists, so that every thread inherits it. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	srv.lock_fd = -1;
+	srv.started_ns = ks_now_ns();
+	signal(SIGPIPE, SIG_IGN);
+
+	/* libuv reads the pool size once, at the first queued work. */
+	snprintf(nthreads, sizeof nthreads, "%d", cfg->workers);
+	setenv("UV_THREADPOOL_SIZE", nthreads, 1);
+
+	rc = ks_base_init();
+	if (rc == KS_OK)
+		rc = init_fingerprints(&srv);
+	if (rc) {
+		ks_log(KS_LOG_ERROR, "cannot initialize: %s", ks_strerror(rc));
+		return rc;
+	}
+	rc = ks_store_open(cfg->store_path, cfg->max_bytes, &srv.store, err,
+	    sizeof err);
+	if (rc) {
+		ks_log(KS_LOG_ERROR, "store %s: %s", cfg->store_path, err);
+		return rc;
+	}
+	srv.hot = ks_hot_new(cfg->hot_bytes);
+	if (!srv.hot) {
+		ks_store_close(srv.store);
+		return KS_E_NOMEM;
+	}
+	rc = ks_sock_listen(cfg->socket_path, &fd, &srv.lock_fd, err,
+	    sizeof err);
+	if (rc) {
+		ks_log(KS_LOG_ERROR, "%s", err);
+		ks_hot_free(srv.hot);
+		ks_store_close(srv.store);
+		return rc;
+	}
+
+	srv.loop = uv_default_loop();
+	uv_pipe_init(srv.loop, &srv.listener, 0);
+	srv.listener.data = &srv;
+	uv_pipe_open(&srv.listener, fd);
+	rc = uv_listen((uv_stream_t *)&srv.listener, 511, on_connection);
+	if (rc) {
+		ks_log(KS_LOG_ERROR, "listen: %s", uv_strerror(rc));
+		return KS_E_IO;
+	}
+	uv_async_init(srv.loop, &srv.stop_async, on_stop);
+	srv.stop_async.data = &srv;
+	if (pthread_create(&srv.signal_thread, NULL, signal_main, &srv) != 0) {
+		ks_log(KS_LOG_ERROR, "cannot start the signal thread");
+		return KS_E_INTERNAL;
+	}
+	pthread_detach(srv.signal_thread);
+	uv_timer_init(srv.loop, &srv.flush_timer);
+	srv.flush_timer.data = &srv;
+	uv_timer_start(&srv.flush_timer, on_flush, FLUSH_INTERVAL_MS,
+	    FLUSH_INTERVAL_MS);
+	uv_unref((uv_handle_t *)&srv.flush_timer);
+
+	ks_log(KS_LOG_INFO, "kspecd %s listening on %s, store %s, %d workers",
+	    KS_SERVER_VERSION, cfg->socket_path, cfg->store_path,
+	    cfg->workers);
+	uv_run(srv.loop, UV_RUN_DEFAULT);
+
+	ks_store_close(srv.store);
+	ks_hot_free(srv.hot);
+	for (id = srv.idents; id; id = next) {
+		next = id->next;
+		free(id->identity);
+		free(id);
+	}
+	uv_loop_close(srv.loop);
+	close(srv.lock_fd);
+	ks_log(KS_LOG_INFO, "kspecd stopped");
+	return KS_OK;
+}

@@ -1,0 +1,167 @@
+/*
+ * The listening socket (DESIGN.md section 11).
+ *
+ * - The socket's directory is created with mode 0700 when missing, and the
+ *   socket is bound under umask 0177, so it is 0600 from its first moment:
+ *   no window between bind() and chmod().
+ * - A lock file beside the socket (PATH.lock, flock) is held for the
+ *   daemon's lifetime: a second instance fails on the lock and never
+ *   touches the socket file.
+ * - An existing socket file is removed only after connect() to it fails
+ *   with ECONNREFUSED, which proves nobody listens; a live socket is never
+ *   removed, and a path that is not a socket is never removed.
+ * - No SO_REUSEADDR (it means nothing for Unix sockets and hides mistakes).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static int mkdirs(char *path, mode_t mode)
+{
+	char *p;
+
+	for (p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, mode) != 0 && errno != EEXIST) {
+			*p = '/';
+			return -1;
+		}
+		*p = '/';
+	}
+	if (mkdir(path, mode) != 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+static int fill_addr(const char *path, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof *sa);
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof sa->sun_path)
+		return KS_E_TOO_LARGE;
+	memcpy(sa->sun_path, path, strlen(path));
+	return KS_OK;
+}
+
+/* 1 if something accepts connections at PATH, 0 if provably nobody
+ * listens (ECONNREFUSED), -1 if unknown. */
+static int probe_live(const struct sockaddr_un *sa)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int rc, e;
+
+	if (fd < 0)
+		return -1;
+	rc = connect(fd, (const struct sockaddr *)sa, sizeof *sa);
+	e = errno;
+	close(fd);
+	if (rc == 0)
+		return 1;
+	return e == ECONNREFUSED ? 0 : -1;
+}
+
+int ks_sock_listen(const char *path, int *fd_out, int *lock_fd_out,
+    char *err, size_t errlen)
+{
+	struct sockaddr_un sa;
+	char dir[4096], lock[4200];
+	struct stat st;
+	mode_t old;
+	char *slash;
+	int fd = -1, lfd = -1, live;
+
+	if (fill_addr(path, &sa)) {
+		snprintf(err, errlen, "socket path too long (max %zu bytes): "
+		    "%s", sizeof sa.sun_path - 1, path);
+		return KS_E_TOO_LARGE;
+	}
+	snprintf(dir, sizeof dir, "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (mkdirs(dir, 0700) != 0) {
+			snprintf(err, errlen, "cannot create %s: %s", dir,
+			    strerror(errno));
+			return ks_err_from_errno(errno);
+		}
+	}
+
+	snprintf(lock, sizeof lock, "%s.lock", path);
+	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lfd < 0) {
+		snprintf(err, errlen, "cannot open %s: %s", lock,
+		    strerror(errno));
+		return ks_err_from_errno(errno);
+	}
+	if (flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+		snprintf(err, errlen, "another kspecd holds %s", lock);
+		close(lfd);
+		return KS_E_BUSY;
+	}
+
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			snprintf(err, errlen, "%s exists and is not a socket; "
+			    "not touching it", path);
+			goto busy;
+		}
+		live = probe_live(&sa);
+		if (live != 0) {
+			snprintf(err, errlen, "%s: %s", path, live > 0 ?
+			    "another daemon is listening there" :
+			    "cannot tell whether a daemon listens there");
+			goto busy;
+		}
+		/* Provably stale: nobody listens and we hold the lock. */
+		if (unlink(path) != 0 && errno != ENOENT) {
+			snprintf(err, errlen, "cannot remove stale socket %s: "
+			    "%s", path, strerror(errno));
+			goto busy;
+		}
+		ks_log(KS_LOG_INFO, "removed stale socket %s", path);
+	}
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		goto busy;
+	}
+	old = umask(0177);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+		umask(old);
+		snprintf(err, errlen, "cannot bind %s: %s", path,
+		    strerror(errno));
+		goto busy;
+	}
+	umask(old);
+	if (listen(fd, 511) != 0) {
+		snprintf(err, errlen, "listen %s: %s", path, strerror(errno));
+		unlink(path);
+		goto busy;
+	}
+	*fd_out = fd;
+	*lock_fd_out = lfd;
+	return KS_OK;
+busy:
+	if (fd >= 0)
+		close(fd);
+	close(lfd);
+	return KS_E_BUSY;
+}
+
+/* The lock file stays: removing it would let a starting instance lock an
+ * unlinked inode while a third creates and locks a new one. */
+void ks_sock_unlink(const char *path)
+{
+	unlink(path);
+}

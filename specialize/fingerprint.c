@@ -1,0 +1,129 @@
+/*
+ * fingerprint: a kernel definition's identity, part of every request key.
+ *
+ * BLAKE2b-256 (ks_hasher_*) over length-prefixed fields: a format tag, the
+ * kernel's name, version, dims, each variant with its guard, and, for every
+ * dtype, mode and probe shape below, the variant selected and the printed
+ * IR after ks_specialize.  A change to a builder, a pass or the printer
+ * therefore changes the fingerprint even when nobody bumps `version`, and
+ * the selection policy is sampled at the probes.  A variant that none of
+ * the probes selects is covered only by its name and guard: extend the
+ * probes when adding such a variant.
+ *
+ * Computed once for the whole library, on first use, under pthread_once:
+ * safe from any thread, and later calls only read.  The hasher needs
+ * ks_base_init to have run (libsodium), which every program does at start.
+ */
+#include "specialize.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#define PROBE_DYNAMIC 0
+
+/* Every dim at this value (0: every dim dynamic). */
+static const int64_t probes[] = { PROBE_DYNAMIC, 1, 2, 17, 4096, 4100 };
+
+/* One per library kernel; ks_kernels() is a fixed table far smaller. */
+static ks_hash_t prints[64];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void field_int(ks_hasher_t *h, const char *name, long long v)
+{
+	char s[32];
+
+	snprintf(s, sizeof s, "%lld", v);
+	ks_hasher_field(h, name, s);
+}
+
+static void hash_probe(ks_hasher_t *h, const ks_kernel_def_t *def,
+    ks_dtype_t dtype, ks_mode_t mode, int64_t probe)
+{
+	ks_dim_t dims[KS_MAX_DIMS];
+	ks_spec_t spec;
+	ks_ir_kernel_t *k = NULL;
+	ks_buf_t text;
+	char err[256];
+	int i, rc;
+
+	for (i = 0; i < def->ndims; i++) {
+		dims[i].name = def->dims[i];
+		dims[i].is_const = probe != PROBE_DYNAMIC;
+		dims[i].value = probe;
+	}
+	field_int(h, "probe", (long long)probe);
+	rc = ks_kernel_validate(def, dtype, mode, dims, def->ndims, &spec,
+	    err, sizeof err);
+	if (rc == KS_OK)
+		rc = ks_specialize(&spec, &k, err, sizeof err);
+	if (rc != KS_OK) {
+		ks_hasher_field(h, "rejected", ks_err_name(rc));
+		return;
+	}
+	ks_buf_init(&text);
+	rc = ks_ir_print(k, &text);
+	ks_hasher_field(h, "variant", k->variant);
+	ks_hasher_field(h, "ir", rc == KS_OK ? text.data : "(print failed)");
+	ks_buf_close(&text);
+	ks_ir_free(k);
+}
+
+static void compute(const ks_kernel_def_t *def, ks_hash_t *out)
+{
+	ks_hasher_t h;
+	int i, d, m;
+	size_t p;
+
+	ks_hasher_init(&h);
+	ks_hasher_field(&h, "format", "kspec-kernel-fingerprint-1");
+	ks_hasher_field(&h, "kernel", def->name);
+	field_int(&h, "version", def->version);
+	for (i = 0; i < def->ndims; i++)
+		ks_hasher_field(&h, "dim", def->dims[i]);
+	for (i = 0; i < def->nvariants; i++) {
+		ks_hasher_field(&h, "variant", def->variants[i]);
+		ks_hasher_field(&h, "guard", def->guards[i]);
+	}
+	for (d = 0; d < KS_DTYPE_COUNT; d++)
+		for (m = KS_MODE_EXACT; m <= KS_MODE_FAST; m++)
+			for (p = 0; p < sizeof probes / sizeof *probes; p++)
+				hash_probe(&h, def, (ks_dtype_t)d,
+				    (ks_mode_t)m, probes[p]);
+	ks_hasher_final(&h, out);
+}
+
+int ks_kernel_fingerprint_compute(const ks_kernel_def_t *def,
+    ks_hash_t *out)
+{
+	if (def == NULL || out == NULL)
+		return KS_E_INVAL;
+	compute(def, out);
+	return KS_OK;
+}
+
+static void compute_all(void)
+{
+	const ks_kernel_def_t *const *lib;
+	int i, n;
+
+	lib = ks_kernels(&n);
+	assert(n <= (int)(sizeof prints / sizeof *prints));
+	for (i = 0; i < n; i++)
+		compute(lib[i], &prints[i]);
+}
+
+/* Cached for the library's kernels; NULL for a definition outside it (use
+ * ks_kernel_fingerprint_compute). */
+const ks_hash_t *ks_kernel_fingerprint(const ks_kernel_def_t *def)
+{
+	const ks_kernel_def_t *const *lib;
+	int i, n;
+
+	pthread_once(&once, compute_all);
+	lib = ks_kernels(&n);
+	for (i = 0; i < n && i < (int)(sizeof prints / sizeof *prints); i++)
+		if (lib[i] == def)
+			return &prints[i];
+	return NULL;
+}

@@ -1,0 +1,480 @@
+/*
+ * ir: the arena and the IR builders.
+ *
+ * Every node of a kernel lives in the kernel's own arena, so ks_ir_free
+ * releases a whole kernel at once and a pass may drop nodes without
+ * freeing them.  The growable arrays (params, vars, block items) are
+ * reallocated inside the arena: growth leaves the old copy behind until
+ * ks_ir_free, which is cheap for kernels of a few hundred nodes.  Because
+ * of that growth, a pointer into k->params or k->vars is valid only until
+ * the next ks_ir_buffer / ks_ir_scalar / ks_ir_var; hold indices instead.
+ *
+ * Builders never fail.  Misuse that no client input can cause (an index out
+ * of range, a NULL operand) is an internal invariant and asserted.
+ */
+#include "specialize.h"
+
+#include <assert.h>
+#include <stdalign.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- types ---- */
+
+const char *ks_ty_name(ks_ty_t t)
+{
+	switch (t) {
+	case KS_TY_BOOL: return "bool";
+	case KS_TY_I64: return "i64";
+	case KS_TY_F32: return "f32";
+	}
+	return "?";
+}
+
+/* ---- arena ---- */
+
+/*
+ * A chunked bump allocator.  Chunks come from calloc, so every byte handed
+ * out is zero without a memset per allocation (memory is never reused
+ * before ks_arena_free).  A request larger than a quarter of the default
+ * chunk gets a chunk of its own, so big arrays do not waste the tail of the
+ * current chunk.
+ */
+#define ARENA_ALIGN 16
+#define ARENA_CHUNK ((size_t)64 * 1024)
+
+struct chunk {
+	struct chunk *next;
+	size_t size;                    /* usable bytes in data */
+	size_t used;
+	alignas(ARENA_ALIGN) unsigned char data[];
+};
+
+struct ks_arena {
+	struct chunk *head;             /* the chunk being filled */
+	struct chunk *big;              /* dedicated chunks of large requests */
+};
+
+static void oom(size_t n)
+{
+	fprintf(stderr, "kspec: out of memory allocating %zu bytes in the IR "
+	    "arena\n", n);
+	abort();
+}
+
+static struct chunk *chunk_new(size_t size)
+{
+	struct chunk *c;
+
+	if (size > SIZE_MAX - sizeof(*c))
+		oom(size);
+	c = calloc(1, sizeof(*c) + size);
+	if (c == NULL)
+		oom(size);
+	c->size = size;
+	return c;
+}
+
+ks_arena_t *ks_arena_new(void)
+{
+	ks_arena_t *a = calloc(1, sizeof(*a));
+
+	if (a == NULL)
+		oom(sizeof(*a));
+	return a;
+}
+
+static void chunks_free(struct chunk *c)
+{
+	while (c != NULL) {
+		struct chunk *next = c->next;
+
+		free(c);
+		c = next;
+	}
+}
+
+void ks_arena_free(ks_arena_t *a)
+{
+	if (a == NULL)
+		return;
+	chunks_free(a->head);
+	chunks_free(a->big);
+	free(a);
+}
+
+void *ks_arena_alloc(ks_arena_t *a, size_t n)
+{
+	struct chunk *c;
+	size_t need;
+
+	if (n == 0)
+		n = 1;
+	if (n > SIZE_MAX - ARENA_ALIGN)
+		oom(n);
+	need = (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+	if (need > ARENA_CHUNK / 4) {
+		c = chunk_new(need);
+		c->next = a->big;
+		a->big = c;
+		c->used = need;
+		return c->data;
+	}
+	c = a->head;
+	if (c == NULL || c->size - c->used < need) {
+		c = chunk_new(ARENA_CHUNK);
+		c->next = a->head;
+		a->head = c;
+	}
+	c->used += need;
+	return c->data + c->used - need;
+}
+
+char *ks_arena_strdup(ks_arena_t *a, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p = ks_arena_alloc(a, n);
+
+	memcpy(p, s, n);
+	return p;
+}
+
+/* Grows an arena array of elements of size ELEM from *cap to hold at least
+ * one more than LEN; returns the (possibly new) array. */
+static void *grow(ks_arena_t *a, void *arr, int len, int *cap, size_t elem)
+{
+	void *p;
+	int ncap;
+
+	if (len < *cap)
+		return arr;
+	ncap = *cap ? *cap * 2 : 8;
+	if (ncap <= *cap)
+		oom((size_t)-1);
+	p = ks_arena_alloc(a, (size_t)ncap * elem);
+	if (len > 0)
+		memcpy(p, arr, (size_t)len * elem);
+	*cap = ncap;
+	return p;
+}
+
+/* ---- kernel ---- */
+
+ks_ir_kernel_t *ks_ir_new(const char *name, const char *variant, int nlanes)
+{
+	ks_arena_t *a = ks_arena_new();
+	ks_ir_kernel_t *k = ks_arena_alloc(a, sizeof(*k));
+	size_t n;
+	char *entry;
+
+	assert(nlanes > 0);
+	k->arena = a;
+	k->name = ks_arena_strdup(a, name);
+	k->variant = ks_arena_strdup(a, variant);
+	n = strlen("ks_") + strlen(name) + 1 + strlen(variant) + 1;
+	entry = ks_arena_alloc(a, n);
+	snprintf(entry, n, "ks_%s_%s", name, variant);
+	k->entry = entry;
+	k->nlanes = nlanes;
+	/* A kernel that never sets its grid runs one work-group; a default
+	 * keeps walkers and printers free of NULL checks. */
+	k->grid = ks_x_i64(k, 1);
+	k->body = ks_s_block(k);
+	return k;
+}
+
+void ks_ir_free(ks_ir_kernel_t *k)
+{
+	if (k != NULL)
+		ks_arena_free(k->arena);   /* k itself lives in the arena */
+}
+
+static int add_param(ks_ir_kernel_t *k, const char *name)
+{
+	ks_ir_param_t *p;
+
+	k->params = grow(k->arena, k->params, k->nparams, &k->params_cap,
+	    sizeof(*k->params));
+	p = &k->params[k->nparams];
+	memset(p, 0, sizeof(*p));
+	p->name = ks_arena_strdup(k->arena, name);
+	return k->nparams++;
+}
+
+int ks_ir_buffer(ks_ir_kernel_t *k, const char *name, ks_dtype_t dtype,
+    int access)
+{
+	int i = add_param(k, name);
+
+	k->params[i].kind = KS_PARAM_BUFFER;
+	k->params[i].type = KS_TY_F32;
+	k->params[i].dtype = dtype;
+	k->params[i].access = access;
+	return i;
+}
+
+int ks_ir_scalar(ks_ir_kernel_t *k, const char *name, ks_ty_t type)
+{
+	int i = add_param(k, name);
+
+	assert(type == KS_TY_I64 || type == KS_TY_F32);
+	k->params[i].kind = KS_PARAM_SCALAR;
+	k->params[i].type = type;
+	return i;
+}
+
+int ks_ir_var(ks_ir_kernel_t *k, const char *name, ks_ty_t type,
+    ks_var_scope_t scope)
+{
+	ks_ir_var_t *v;
+
+	k->vars = grow(k->arena, k->vars, k->nvars, &k->vars_cap,
+	    sizeof(*k->vars));
+	v = &k->vars[k->nvars];
+	v->name = ks_arena_strdup(k->arena, name);
+	v->type = type;
+	v->scope = scope;
+	return k->nvars++;
+}
+
+/* ---- expressions ---- */
+
+static ks_expr_t *expr(ks_ir_kernel_t *k, ks_expr_kind_t kind, ks_ty_t type)
+{
+	ks_expr_t *e = ks_arena_alloc(k->arena, sizeof(*e));
+
+	e->kind = kind;
+	e->type = type;
+	e->param = -1;
+	e->var = -1;
+	return e;
+}
+
+ks_expr_t *ks_x_i64(ks_ir_kernel_t *k, int64_t v)
+{
+	ks_expr_t *e = expr(k, KS_X_CONST, KS_TY_I64);
+
+	e->i = v;
+	return e;
+}
+
+ks_expr_t *ks_x_f32(ks_ir_kernel_t *k, float v)
+{
+	ks_expr_t *e = expr(k, KS_X_CONST, KS_TY_F32);
+
+	e->f = v;
+	return e;
+}
+
+ks_expr_t *ks_x_bool(ks_ir_kernel_t *k, int v)
+{
+	ks_expr_t *e = expr(k, KS_X_CONST, KS_TY_BOOL);
+
+	e->i = v != 0;
+	return e;
+}
+
+ks_expr_t *ks_x_param(ks_ir_kernel_t *k, int param)
+{
+	ks_expr_t *e;
+
+	assert(param >= 0 && param < k->nparams);
+	assert(k->params[param].kind == KS_PARAM_SCALAR);
+	e = expr(k, KS_X_PARAM, k->params[param].type);
+	e->param = param;
+	return e;
+}
+
+ks_expr_t *ks_x_var(ks_ir_kernel_t *k, int var)
+{
+	ks_expr_t *e;
+
+	assert(var >= 0 && var < k->nvars);
+	e = expr(k, KS_X_VAR, k->vars[var].type);
+	e->var = var;
+	return e;
+}
+
+ks_expr_t *ks_x_group(ks_ir_kernel_t *k)
+{
+	return expr(k, KS_X_GROUP, KS_TY_I64);
+}
+
+ks_expr_t *ks_x_lane(ks_ir_kernel_t *k)
+{
+	return expr(k, KS_X_LANE, KS_TY_I64);
+}
+
+ks_expr_t *ks_x_bin(ks_ir_kernel_t *k, ks_binop_t op, ks_expr_t *a,
+    ks_expr_t *b)
+{
+	ks_ty_t t;
+	ks_expr_t *e;
+
+	assert(a != NULL && b != NULL && op >= 0 && op < KS_OP_COUNT);
+	switch (op) {
+	case KS_OP_LT: case KS_OP_LE: case KS_OP_EQ: case KS_OP_NE:
+	case KS_OP_AND: case KS_OP_OR:
+		t = KS_TY_BOOL;
+		break;
+	default:
+		t = a->type;
+		break;
+	}
+	e = expr(k, KS_X_BIN, t);
+	e->op = op;
+	e->a = a;
+	e->b = b;
+	return e;
+}
+
+ks_expr_t *ks_x_fma(ks_ir_kernel_t *k, ks_expr_t *a, ks_expr_t *b,
+    ks_expr_t *c)
+{
+	ks_expr_t *e = expr(k, KS_X_FMA, KS_TY_F32);
+
+	assert(a != NULL && b != NULL && c != NULL);
+	e->a = a;
+	e->b = b;
+	e->c = c;
+	return e;
+}
+
+ks_expr_t *ks_x_cast(ks_ir_kernel_t *k, ks_ty_t to, ks_expr_t *a)
+{
+	ks_expr_t *e = expr(k, KS_X_CAST, to);
+
+	assert(a != NULL);
+	e->a = a;
+	return e;
+}
+
+ks_expr_t *ks_x_load(ks_ir_kernel_t *k, int param, ks_expr_t *index)
+{
+	ks_expr_t *e = expr(k, KS_X_LOAD, KS_TY_F32);
+
+	assert(param >= 0 && param < k->nparams);
+	assert(k->params[param].kind == KS_PARAM_BUFFER);
+	assert(index != NULL);
+	e->param = param;
+	e->a = index;
+	return e;
+}
+
+ks_expr_t *ks_x_select(ks_ir_kernel_t *k, ks_expr_t *cond, ks_expr_t *a,
+    ks_expr_t *b)
+{
+	ks_expr_t *e;
+
+	assert(cond != NULL && a != NULL && b != NULL);
+	e = expr(k, KS_X_SELECT, a->type);
+	e->a = cond;
+	e->b = a;
+	e->c = b;
+	return e;
+}
+
+ks_expr_t *ks_x_reduce(ks_ir_kernel_t *k, ks_redop_t op, int lane_var)
+{
+	ks_expr_t *e;
+
+	assert(lane_var >= 0 && lane_var < k->nvars);
+	assert(k->vars[lane_var].scope == KS_VAR_LANE);
+	e = expr(k, KS_X_REDUCE, k->vars[lane_var].type);
+	e->red = op;
+	e->var = lane_var;
+	return e;
+}
+
+/* ---- statements ---- */
+
+static ks_stmt_t *stmt(ks_ir_kernel_t *k, ks_stmt_kind_t kind)
+{
+	ks_stmt_t *s = ks_arena_alloc(k->arena, sizeof(*s));
+
+	s->kind = kind;
+	s->var = -1;
+	s->param = -1;
+	return s;
+}
+
+ks_stmt_t *ks_s_block(ks_ir_kernel_t *k)
+{
+	return stmt(k, KS_S_BLOCK);
+}
+
+void ks_s_append(ks_ir_kernel_t *k, ks_stmt_t *block, ks_stmt_t *s)
+{
+	assert(block != NULL && block->kind == KS_S_BLOCK && s != NULL);
+	block->items = grow(k->arena, block->items, block->nitems,
+	    &block->cap, sizeof(*block->items));
+	block->items[block->nitems++] = s;
+}
+
+ks_stmt_t *ks_s_decl(ks_ir_kernel_t *k, int var, ks_expr_t *init)
+{
+	ks_stmt_t *s = stmt(k, KS_S_DECL);
+
+	assert(var >= 0 && var < k->nvars);
+	s->var = var;
+	s->a = init;
+	return s;
+}
+
+ks_stmt_t *ks_s_assign(ks_ir_kernel_t *k, int var, ks_expr_t *v)
+{
+	ks_stmt_t *s = stmt(k, KS_S_ASSIGN);
+
+	assert(var >= 0 && var < k->nvars && v != NULL);
+	s->var = var;
+	s->a = v;
+	return s;
+}
+
+ks_stmt_t *ks_s_store(ks_ir_kernel_t *k, int param, ks_expr_t *index,
+    ks_expr_t *v)
+{
+	ks_stmt_t *s = stmt(k, KS_S_STORE);
+
+	assert(param >= 0 && param < k->nparams);
+	assert(k->params[param].kind == KS_PARAM_BUFFER);
+	assert(index != NULL && v != NULL);
+	s->param = param;
+	s->a = index;
+	s->b = v;
+	return s;
+}
+
+ks_stmt_t *ks_s_for(ks_ir_kernel_t *k, int var, ks_expr_t *begin,
+    ks_expr_t *end, int64_t step)
+{
+	ks_stmt_t *s = stmt(k, KS_S_FOR);
+
+	assert(var >= 0 && var < k->nvars);
+	assert(begin != NULL && end != NULL && step > 0);
+	s->var = var;
+	s->a = begin;
+	s->b = end;
+	s->step = step;
+	s->body = ks_s_block(k);
+	return s;
+}
+
+ks_stmt_t *ks_s_if(ks_ir_kernel_t *k, ks_expr_t *cond)
+{
+	ks_stmt_t *s = stmt(k, KS_S_IF);
+
+	assert(cond != NULL);
+	s->a = cond;
+	s->body = ks_s_block(k);
+	return s;
+}
+
+ks_stmt_t *ks_s_lanes(ks_ir_kernel_t *k)
+{
+	ks_stmt_t *s = stmt(k, KS_S_LANES);
+
+	s->body = ks_s_block(k);
+	return s;
+}

@@ -1,0 +1,258 @@
+/*
+ * gemm: y[m][n] = sum_k x[m][k] * W[n][k], for m < M, n < N.
+ *
+ * x is MxK, W is NxK, y is MxN, row-major, all in the request dtype.
+ * Parameters, in ABI order: x (read), W (read), y (write), M, N, K (i64).
+ *
+ * Canonical order (DESIGN.md section 5, part of this definition): lane l of
+ * 32 accumulates the k with k % 32 == l in increasing k, acc = fma(x, W,
+ * acc) in f32 from 0.0; the lanes combine with KS_X_REDUCE sum; the result
+ * is stored once, converted to the dtype round-to-nearest-even.
+ *
+ * Schedule (changes no arithmetic): a work-group computes RB = 4
+ * consecutive outputs n0..n0+3 of one row m, with 4 lane accumulators in
+ * one shared k loop, so each x element is loaded once per lane and used 4
+ * times.  The hot lane loop has no branch: a row past N - 1 is clamped to
+ * N - 1 for loads (a duplicate, harmless computation) and only the store is
+ * guarded by n < N.  k runs in full chunks of 32 (k0 up to K - K % 32, no
+ * guard in LANES) and then one guarded tail chunk, under `if K % 32 != 0`,
+ * which folds away when K is a constant multiple of 32.
+ *
+ * Variants: `general` (any M, N, K, constant or dynamic), grid
+ * M * ((N + 3) / 4), m = group / ((N + 3) / 4), n0 = group % ((N + 3) / 4)
+ * * 4; `gemv_m1` (guard: M is the constant 1), grid (N + 3) / 4, n0 =
+ * group * 4, no m.  Both do the same arithmetic per output, so they agree
+ * bit for bit.  gemm has no non-exact variant: mode "fast" selects exactly
+ * what "exact" selects.
+ */
+#include "specialize.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum {
+	NLANES = 32,
+	RB = 4,         /* output rows per work-group */
+};
+
+static const char *const gemm_dims[] = { "M", "N", "K" };
+enum { DIM_M, DIM_N, DIM_K };
+
+static const char *const gemm_variants[] = { "general", "gemv_m1" };
+static const char *const gemm_guards[] = {
+	"any M, N, K, constant or dynamic",
+	"M is the constant 1",
+};
+
+static const char *gemm_select(const ks_spec_t *spec)
+{
+	const ks_dim_t *m = &spec->dims[DIM_M];
+
+	return m->is_const && m->value == 1 ? "gemv_m1" : "general";
+}
+
+/* Elements of a ROWS x COLS buffer when both dims are constant. */
+static int check_buffer(const ks_spec_t *spec, const char *buf, int rows,
+    int cols, char *err, size_t errlen)
+{
+	const ks_dim_t *r = &spec->dims[rows], *c = &spec->dims[cols];
+	int64_t n;
+
+	if (!r->is_const || !c->is_const)
+		return KS_OK;
+	if (!ks_mul_overflow(r->value, c->value, &n) && n <= KS_MAX_ELEMS)
+		return KS_OK;
+	if (err != NULL && errlen > 0)
+		snprintf(err, errlen, "buffer %s of %s*%s = %lld*%lld "
+		    "elements exceeds the limit of %lld", buf, r->name,
+		    c->name, (long long)r->value, (long long)c->value,
+		    (long long)KS_MAX_ELEMS);
+	return KS_E_TOO_LARGE;
+}
+
+static int gemm_check(const ks_spec_t *spec, char *err, size_t errlen)
+{
+	int rc = check_buffer(spec, "x", DIM_M, DIM_K, err, errlen);
+
+	rc = rc ? rc : check_buffer(spec, "W", DIM_N, DIM_K, err, errlen);
+	return rc ? rc : check_buffer(spec, "y", DIM_M, DIM_N, err, errlen);
+}
+
+/* ---- the builder ---- */
+
+typedef struct {
+	ks_ir_kernel_t *k;
+	int x, W, y, M, N, K;   /* parameters */
+} gemm_t;
+
+static ks_expr_t *c64(gemm_t *g, int64_t v)
+{
+	return ks_x_i64(g->k, v);
+}
+
+static ks_expr_t *par(gemm_t *g, int p)
+{
+	return ks_x_param(g->k, p);
+}
+
+static ks_expr_t *var(gemm_t *g, int v)
+{
+	return ks_x_var(g->k, v);
+}
+
+static ks_expr_t *bin(gemm_t *g, ks_binop_t op, ks_expr_t *a, ks_expr_t *b)
+{
+	return ks_x_bin(g->k, op, a, b);
+}
+
+/* K - K % 32: the end of the full chunks.  A fresh tree per use. */
+static ks_expr_t *k_main(gemm_t *g)
+{
+	return bin(g, KS_OP_SUB, par(g, g->K),
+	    bin(g, KS_OP_REM, par(g, g->K), c64(g, NLANES)));
+}
+
+static int decl(gemm_t *g, ks_stmt_t *block, const char *name, ks_ty_t t,
+    ks_var_scope_t scope, ks_expr_t *init)
+{
+	int v = ks_ir_var(g->k, name, t, scope);
+
+	ks_s_append(g->k, block, ks_s_decl(g->k, v, init));
+	return v;
+}
+
+/*
+ * Appends to BLOCK, inside LANES, the accumulation of element K_VAR (a lane
+ * variable) for the RB rows: xv = x[xo + k]; acc[r] = fma(xv, W[wo[r] + k],
+ * acc[r]).  XO < 0 means the x row offset is 0 (gemv_m1).
+ */
+static void accumulate(gemm_t *g, ks_stmt_t *block, const char *xname,
+    int k_var, int xo, const int *wo, const int *acc)
+{
+	ks_expr_t *xi = var(g, k_var);
+	int r, xv;
+
+	if (xo >= 0)
+		xi = bin(g, KS_OP_ADD, var(g, xo), xi);
+	xv = decl(g, block, xname, KS_TY_F32, KS_VAR_LANE,
+	    ks_x_load(g->k, g->x, xi));
+	for (r = 0; r < RB; r++) {
+		ks_expr_t *w = ks_x_load(g->k, g->W, bin(g, KS_OP_ADD,
+		    var(g, wo[r]), var(g, k_var)));
+
+		ks_s_append(g->k, block, ks_s_assign(g->k, acc[r],
+		    ks_x_fma(g->k, var(g, xv), w, var(g, acc[r]))));
+	}
+}
+
+static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
+{
+	static const char *const wo_names[RB] = { "wo0", "wo1", "wo2", "wo3" };
+	static const char *const acc_names[RB] = {
+		"acc0", "acc1", "acc2", "acc3" };
+	gemm_t g = { 0 };
+	ks_ir_kernel_t *k;
+	ks_stmt_t *body, *loop, *lanes, *tail, *guard;
+	ks_expr_t *nblocks;
+	int nb, m, n0, xo = -1, yo, wo[RB], acc[RB];
+	int k0, kv, kt, r, m1;
+
+	if (strcmp(variant, "gemv_m1") == 0)
+		m1 = 1;
+	else if (strcmp(variant, "general") == 0)
+		m1 = 0;
+	else
+		return NULL;
+	k = ks_ir_new("gemm", variant, NLANES);
+	g.k = k;
+	g.x = ks_ir_buffer(k, "x", spec->dtype, KS_ACCESS_READ);
+	g.W = ks_ir_buffer(k, "W", spec->dtype, KS_ACCESS_READ);
+	g.y = ks_ir_buffer(k, "y", spec->dtype, KS_ACCESS_WRITE);
+	g.M = ks_ir_scalar(k, "M", KS_TY_I64);
+	g.N = ks_ir_scalar(k, "N", KS_TY_I64);
+	g.K = ks_ir_scalar(k, "K", KS_TY_I64);
+	body = k->body;
+
+	/* ceil(N / RB) row blocks per row of y. */
+	nblocks = bin(&g, KS_OP_DIV, bin(&g, KS_OP_ADD, par(&g, g.N),
+	    c64(&g, RB - 1)), c64(&g, RB));
+	if (m1) {
+		k->grid = nblocks;
+		n0 = decl(&g, body, "n0", KS_TY_I64, KS_VAR_UNIFORM,
+		    bin(&g, KS_OP_MUL, ks_x_group(k), c64(&g, RB)));
+		yo = decl(&g, body, "yo", KS_TY_I64, KS_VAR_UNIFORM,
+		    var(&g, n0));
+	} else {
+		k->grid = bin(&g, KS_OP_MUL, par(&g, g.M), nblocks);
+		nb = decl(&g, body, "nb", KS_TY_I64, KS_VAR_UNIFORM,
+		    bin(&g, KS_OP_DIV, bin(&g, KS_OP_ADD, par(&g, g.N),
+		    c64(&g, RB - 1)), c64(&g, RB)));
+		m = decl(&g, body, "m", KS_TY_I64, KS_VAR_UNIFORM,
+		    bin(&g, KS_OP_DIV, ks_x_group(k), var(&g, nb)));
+		n0 = decl(&g, body, "n0", KS_TY_I64, KS_VAR_UNIFORM,
+		    bin(&g, KS_OP_MUL, bin(&g, KS_OP_REM, ks_x_group(k),
+		    var(&g, nb)), c64(&g, RB)));
+		xo = decl(&g, body, "xo", KS_TY_I64, KS_VAR_UNIFORM,
+		    bin(&g, KS_OP_MUL, var(&g, m), par(&g, g.K)));
+		yo = decl(&g, body, "yo", KS_TY_I64, KS_VAR_UNIFORM,
+		    bin(&g, KS_OP_ADD, bin(&g, KS_OP_MUL, var(&g, m),
+		    par(&g, g.N)), var(&g, n0)));
+	}
+	/* Row offsets into W, clamped to the last row (see the header). */
+	for (r = 0; r < RB; r++)
+		wo[r] = decl(&g, body, wo_names[r], KS_TY_I64, KS_VAR_UNIFORM,
+		    bin(&g, KS_OP_MUL, bin(&g, KS_OP_MIN, bin(&g, KS_OP_ADD,
+		    var(&g, n0), c64(&g, r)), bin(&g, KS_OP_SUB, par(&g, g.N),
+		    c64(&g, 1))), par(&g, g.K)));
+	for (r = 0; r < RB; r++)
+		acc[r] = decl(&g, body, acc_names[r], KS_TY_F32, KS_VAR_LANE,
+		    ks_x_f32(k, 0.0f));
+
+	/* Full chunks: k = k0 + lane < K - K % 32, no guard. */
+	k0 = ks_ir_var(k, "k0", KS_TY_I64, KS_VAR_UNIFORM);
+	loop = ks_s_for(k, k0, c64(&g, 0), k_main(&g), NLANES);
+	ks_s_append(k, body, loop);
+	lanes = ks_s_lanes(k);
+	ks_s_append(k, loop->body, lanes);
+	kv = decl(&g, lanes->body, "k", KS_TY_I64, KS_VAR_LANE,
+	    bin(&g, KS_OP_ADD, var(&g, k0), ks_x_lane(k)));
+	accumulate(&g, lanes->body, "xv", kv, xo, wo, acc);
+
+	/* Tail chunk: k = K - K % 32 + lane, guarded by k < K. */
+	tail = ks_s_if(k, bin(&g, KS_OP_NE, bin(&g, KS_OP_REM, par(&g, g.K),
+	    c64(&g, NLANES)), c64(&g, 0)));
+	ks_s_append(k, body, tail);
+	lanes = ks_s_lanes(k);
+	ks_s_append(k, tail->body, lanes);
+	kt = decl(&g, lanes->body, "kt", KS_TY_I64, KS_VAR_LANE,
+	    bin(&g, KS_OP_ADD, k_main(&g), ks_x_lane(k)));
+	guard = ks_s_if(k, bin(&g, KS_OP_LT, var(&g, kt), par(&g, g.K)));
+	ks_s_append(k, lanes->body, guard);
+	accumulate(&g, guard->body, "xt", kt, xo, wo, acc);
+
+	/* One store per output, converted to the dtype there. */
+	for (r = 0; r < RB; r++) {
+		guard = ks_s_if(k, bin(&g, KS_OP_LT, bin(&g, KS_OP_ADD,
+		    var(&g, n0), c64(&g, r)), par(&g, g.N)));
+		ks_s_append(k, body, guard);
+		ks_s_append(k, guard->body, ks_s_store(k, g.y,
+		    bin(&g, KS_OP_ADD, var(&g, yo), c64(&g, r)),
+		    ks_x_reduce(k, KS_RED_SUM, acc[r])));
+	}
+	return k;
+}
+
+const ks_kernel_def_t ks_kernel_gemm = {
+	.name = "gemm",
+	.summary = "y[m][n] = sum_k x[m][k] * W[n][k]; x MxK, W NxK, y MxN, "
+	    "row-major",
+	.version = 1,
+	.dims = gemm_dims,
+	.ndims = 3,
+	.variants = gemm_variants,
+	.nvariants = 2,
+	.select = gemm_select,
+	.guards = gemm_guards,
+	.check = gemm_check,
+	.build = gemm_build,
+};

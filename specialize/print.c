@@ -1,0 +1,315 @@
+/*
+ * print: the canonical text form of the IR and the C form of launch
+ * expressions.  The grammar is in docs/ir.md.
+ *
+ * The text is a pure function of the kernel: no addresses, no locale
+ * (integers through PRId64, f32 constants exactly), so it can feed golden
+ * tests and fingerprints.  The printer recurses itself rather than using
+ * ks_ir_walk because it needs pre-order output with open and close braces;
+ * it rewrites nothing.
+ */
+#include "specialize.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+static const char *const binop_text[KS_OP_COUNT] = {
+	[KS_OP_ADD] = "+", [KS_OP_SUB] = "-", [KS_OP_MUL] = "*",
+	[KS_OP_DIV] = "/", [KS_OP_REM] = "%",
+	[KS_OP_MIN] = "min", [KS_OP_MAX] = "max",
+	[KS_OP_LT] = "<", [KS_OP_LE] = "<=", [KS_OP_EQ] = "==",
+	[KS_OP_NE] = "!=", [KS_OP_AND] = "&&", [KS_OP_OR] = "||",
+};
+
+static const char *param_name(const ks_ir_kernel_t *k, int i)
+{
+	return i >= 0 && i < k->nparams ? k->params[i].name : "?param";
+}
+
+static const char *var_name(const ks_ir_kernel_t *k, int i)
+{
+	return i >= 0 && i < k->nvars ? k->vars[i].name : "?var";
+}
+
+/*
+ * f32 constants print exactly: small integral values as "%.1f" ("0.0",
+ * "-1.0"), everything else as a C99 hex float.  Either form has a '.' or
+ * a 'p' (or is inf/nan), so it never reads as an i64.
+ */
+static int print_f32(ks_buf_t *out, float f)
+{
+	if (isfinite(f) && f == truncf(f) && fabsf(f) <= 16777216.0f)
+		return ks_buf_printf(out, "%.1f", (double)f);
+	if (isnan(f))
+		return ks_buf_puts(out, "nan");
+	if (isinf(f))
+		return ks_buf_puts(out, f < 0 ? "-inf" : "inf");
+	return ks_buf_printf(out, "%a", (double)f);
+}
+
+static int print_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,
+    ks_buf_t *out)
+{
+	int rc = 0;
+
+	if (e == NULL)
+		return ks_buf_puts(out, "<null>");
+	switch (e->kind) {
+	case KS_X_CONST:
+		if (e->type == KS_TY_F32)
+			return print_f32(out, e->f);
+		if (e->type == KS_TY_BOOL)
+			return ks_buf_puts(out, e->i ? "true" : "false");
+		return ks_buf_printf(out, "%" PRId64, e->i);
+	case KS_X_PARAM:
+		return ks_buf_puts(out, param_name(k, e->param));
+	case KS_X_VAR:
+		return ks_buf_puts(out, var_name(k, e->var));
+	case KS_X_GROUP:
+		return ks_buf_puts(out, "group");
+	case KS_X_LANE:
+		return ks_buf_puts(out, "lane");
+	case KS_X_BIN:
+		if (e->op < 0 || e->op >= KS_OP_COUNT)
+			return ks_buf_puts(out, "<bad op>");
+		if (e->op == KS_OP_MIN || e->op == KS_OP_MAX) {
+			rc = ks_buf_printf(out, "%s(", binop_text[e->op]);
+			rc = rc ? rc : print_expr(k, e->a, out);
+			rc = rc ? rc : ks_buf_puts(out, ", ");
+			rc = rc ? rc : print_expr(k, e->b, out);
+			return rc ? rc : ks_buf_puts(out, ")");
+		}
+		rc = ks_buf_puts(out, "(");
+		rc = rc ? rc : print_expr(k, e->a, out);
+		rc = rc ? rc : ks_buf_printf(out, " %s ", binop_text[e->op]);
+		rc = rc ? rc : print_expr(k, e->b, out);
+		return rc ? rc : ks_buf_puts(out, ")");
+	case KS_X_FMA:
+		rc = ks_buf_puts(out, "fma(");
+		rc = rc ? rc : print_expr(k, e->a, out);
+		rc = rc ? rc : ks_buf_puts(out, ", ");
+		rc = rc ? rc : print_expr(k, e->b, out);
+		rc = rc ? rc : ks_buf_puts(out, ", ");
+		rc = rc ? rc : print_expr(k, e->c, out);
+		return rc ? rc : ks_buf_puts(out, ")");
+	case KS_X_CAST:
+		rc = ks_buf_printf(out, "%s(", ks_ty_name(e->type));
+		rc = rc ? rc : print_expr(k, e->a, out);
+		return rc ? rc : ks_buf_puts(out, ")");
+	case KS_X_LOAD:
+		rc = ks_buf_printf(out, "%s[", param_name(k, e->param));
+		rc = rc ? rc : print_expr(k, e->a, out);
+		return rc ? rc : ks_buf_puts(out, "]");
+	case KS_X_SELECT:
+		rc = ks_buf_puts(out, "select(");
+		rc = rc ? rc : print_expr(k, e->a, out);
+		rc = rc ? rc : ks_buf_puts(out, ", ");
+		rc = rc ? rc : print_expr(k, e->b, out);
+		rc = rc ? rc : ks_buf_puts(out, ", ");
+		rc = rc ? rc : print_expr(k, e->c, out);
+		return rc ? rc : ks_buf_puts(out, ")");
+	case KS_X_REDUCE:
+		return ks_buf_printf(out, "reduce_%s(%s)",
+		    e->red == KS_RED_MAX ? "max" : "sum", var_name(k, e->var));
+	}
+	return ks_buf_puts(out, "<bad expr>");
+}
+
+static int indent(ks_buf_t *out, int depth)
+{
+	int rc = 0;
+
+	while (!rc && depth-- > 0)
+		rc = ks_buf_puts(out, "  ");
+	return rc;
+}
+
+static int print_stmt(const ks_ir_kernel_t *k, const ks_stmt_t *s,
+    int depth, ks_buf_t *out);
+
+/* Prints "{\n", the items one deeper, and the closing brace at DEPTH (no
+ * newline after it, so "} else {" can follow). */
+static int print_block(const ks_ir_kernel_t *k, const ks_stmt_t *b,
+    int depth, ks_buf_t *out)
+{
+	int i, rc = ks_buf_puts(out, "{\n");
+
+	if (b != NULL && b->kind == KS_S_BLOCK) {
+		for (i = 0; !rc && i < b->nitems; i++)
+			rc = print_stmt(k, b->items[i], depth + 1, out);
+	} else if (b != NULL) {
+		rc = print_stmt(k, b, depth + 1, out);
+	}
+	rc = rc ? rc : indent(out, depth);
+	return rc ? rc : ks_buf_puts(out, "}");
+}
+
+static int print_stmt(const ks_ir_kernel_t *k, const ks_stmt_t *s,
+    int depth, ks_buf_t *out)
+{
+	int rc = indent(out, depth);
+
+	if (rc)
+		return rc;
+	switch (s->kind) {
+	case KS_S_BLOCK:
+		rc = print_block(k, s, depth, out);
+		break;
+	case KS_S_DECL:
+		rc = ks_buf_printf(out, "decl %s", var_name(k, s->var));
+		if (!rc && s->a != NULL) {
+			rc = ks_buf_puts(out, " = ");
+			rc = rc ? rc : print_expr(k, s->a, out);
+		}
+		break;
+	case KS_S_ASSIGN:
+		rc = ks_buf_printf(out, "%s = ", var_name(k, s->var));
+		rc = rc ? rc : print_expr(k, s->a, out);
+		break;
+	case KS_S_STORE:
+		rc = ks_buf_printf(out, "%s[", param_name(k, s->param));
+		rc = rc ? rc : print_expr(k, s->a, out);
+		rc = rc ? rc : ks_buf_puts(out, "] = ");
+		rc = rc ? rc : print_expr(k, s->b, out);
+		break;
+	case KS_S_FOR:
+		rc = ks_buf_printf(out, "for %s = ", var_name(k, s->var));
+		rc = rc ? rc : print_expr(k, s->a, out);
+		rc = rc ? rc : ks_buf_puts(out, " to ");
+		rc = rc ? rc : print_expr(k, s->b, out);
+		rc = rc ? rc : ks_buf_printf(out, " step %" PRId64 " ",
+		    s->step);
+		rc = rc ? rc : print_block(k, s->body, depth, out);
+		break;
+	case KS_S_IF:
+		rc = ks_buf_puts(out, "if ");
+		rc = rc ? rc : print_expr(k, s->a, out);
+		rc = rc ? rc : ks_buf_puts(out, " ");
+		rc = rc ? rc : print_block(k, s->body, depth, out);
+		if (!rc && s->orelse != NULL) {
+			rc = ks_buf_puts(out, " else ");
+			rc = rc ? rc : print_block(k, s->orelse, depth, out);
+		}
+		break;
+	case KS_S_LANES:
+		rc = ks_buf_puts(out, "lanes ");
+		rc = rc ? rc : print_block(k, s->body, depth, out);
+		break;
+	default:
+		rc = ks_buf_puts(out, "<bad stmt>");
+		break;
+	}
+	return rc ? rc : ks_buf_puts(out, "\n");
+}
+
+static const char *access_text(int access)
+{
+	switch (access & (KS_ACCESS_READ | KS_ACCESS_WRITE)) {
+	case KS_ACCESS_READ: return "read";
+	case KS_ACCESS_WRITE: return "write";
+	case KS_ACCESS_READ | KS_ACCESS_WRITE: return "readwrite";
+	}
+	return "none";
+}
+
+static int print_param(const ks_ir_kernel_t *k, int i, ks_buf_t *out)
+{
+	const ks_ir_param_t *p = &k->params[i];
+
+	if (p->kind == KS_PARAM_BUFFER)
+		return ks_buf_printf(out, "param %d %s buffer %s %s\n", i,
+		    p->name, ks_dtype_name(p->dtype), access_text(p->access));
+	if (p->bound)
+		return ks_buf_printf(out, "param %d %s scalar %s bound %"
+		    PRId64 "\n", i, p->name, ks_ty_name(p->type), p->value);
+	return ks_buf_printf(out, "param %d %s scalar %s\n", i, p->name,
+	    ks_ty_name(p->type));
+}
+
+int ks_ir_print(const ks_ir_kernel_t *k, ks_buf_t *out)
+{
+	int i, rc;
+
+	rc = ks_buf_printf(out, "kernel %s variant %s entry %s nlanes %d\n",
+	    k->name, k->variant, k->entry != NULL ? k->entry : "-",
+	    k->nlanes);
+	for (i = 0; !rc && i < k->nparams; i++)
+		rc = print_param(k, i, out);
+	for (i = 0; !rc && i < k->nvars; i++)
+		rc = ks_buf_printf(out, "var %d %s %s %s\n", i,
+		    k->vars[i].name,
+		    k->vars[i].scope == KS_VAR_LANE ? "lane" : "uniform",
+		    ks_ty_name(k->vars[i].type));
+	rc = rc ? rc : ks_buf_puts(out, "grid ");
+	rc = rc ? rc : print_expr(k, k->grid, out);
+	rc = rc ? rc : ks_buf_puts(out, "\nbody ");
+	rc = rc ? rc : print_block(k, k->body, 0, out);
+	return rc ? rc : ks_buf_puts(out, "\n");
+}
+
+/* ---- C launch expressions ---- */
+
+/* C precedence of the operators a launch expression may use. */
+static int c_prec(const ks_expr_t *e)
+{
+	if (e->kind != KS_X_BIN)
+		return 3;
+	if (e->op == KS_OP_MUL || e->op == KS_OP_DIV || e->op == KS_OP_REM)
+		return 2;
+	return 1;
+}
+
+/*
+ * Parenthesises an operand when C would otherwise group differently: a
+ * left operand of lower precedence, a right operand of lower or equal
+ * precedence (C is left-associative and integer * and / do not
+ * reassociate), and a negative constant anywhere inside an operator.
+ */
+static int c_expr(const ks_ir_kernel_t *k, const ks_expr_t *e, int need,
+    int right, ks_buf_t *out)
+{
+	const ks_ir_param_t *p;
+	int prec, paren, rc;
+
+	switch (e->kind) {
+	case KS_X_CONST:
+		if (e->type != KS_TY_I64)
+			return KS_E_UNSUPPORTED;
+		if (e->i < 0 && need > 0)
+			return ks_buf_printf(out, "(%" PRId64 ")", e->i);
+		return ks_buf_printf(out, "%" PRId64, e->i);
+	case KS_X_PARAM:
+		if (e->param < 0 || e->param >= k->nparams)
+			return KS_E_INVAL;
+		p = &k->params[e->param];
+		if (p->kind != KS_PARAM_SCALAR || p->type != KS_TY_I64)
+			return KS_E_UNSUPPORTED;
+		if (p->bound)
+			return c_expr(k, &(ks_expr_t){ .kind = KS_X_CONST,
+			    .type = KS_TY_I64, .i = p->value }, need, right,
+			    out);
+		return ks_buf_puts(out, p->name);
+	case KS_X_BIN:
+		if (e->type != KS_TY_I64 || e->op > KS_OP_REM)
+			return KS_E_UNSUPPORTED;
+		prec = c_prec(e);
+		paren = prec < need || (right && prec == need);
+		rc = paren ? ks_buf_puts(out, "(") : 0;
+		rc = rc ? rc : c_expr(k, e->a, prec, 0, out);
+		rc = rc ? rc : ks_buf_puts(out, binop_text[e->op]);
+		rc = rc ? rc : c_expr(k, e->b, prec, 1, out);
+		return rc ? rc : paren ? ks_buf_puts(out, ")") : 0;
+	default:
+		return KS_E_UNSUPPORTED;
+	}
+}
+
+/* Only i64 constants, unbound or bound i64 scalar params and + - * / %
+ * print; anything else is KS_E_UNSUPPORTED (OUT may then hold a partial
+ * text). */
+int ks_ir_print_c_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,
+    ks_buf_t *out)
+{
+	return c_expr(k, e, 0, 0, out);
+}

@@ -1,0 +1,587 @@
+/*
+ * verify: the IR verifier.  Runs after every pass in debug builds and on
+ * every kernel a builder returns (ks_pass_run), so a pass or builder bug is
+ * caught at the pass that made it, not in a backend.
+ *
+ * Rules (the model of specialize.h):
+ *   - every expression's type is the one its kind and operands give, and
+ *     operand slots a kind does not use are NULL;
+ *   - a variable is declared exactly once (DECL, or FOR for its loop var)
+ *     and used only after its declaration, inside the block that declares
+ *     it (a FOR's variable: inside its body);
+ *   - LANES do not nest; KS_X_LANE appears only inside LANES; lane
+ *     variables are read and assigned only inside LANES (a DECL of one may
+ *     stand outside with a uniform initializer); uniform variables are not
+ *     declared or assigned inside LANES; KS_X_REDUCE stands only outside
+ *     LANES, over a lane variable, and only in kernels of 32 lanes (the
+ *     canonical tree has strides 16..1);
+ *   - a FOR's variable is i64, uniform outside LANES and lane inside, and
+ *     its step is positive;
+ *   - loads read a buffer with the read bit, stores write a buffer with the
+ *     write bit, indices are i64, stored values f32;
+ *   - scalar parameter uses are of unbound parameters (ks_pass_bind
+ *     replaces every use of the ones it binds);
+ *   - the grid is an i64 expression of constants, scalar parameters and
+ *     + - * / % only, so ks_ir_print_c_expr can always print it for the
+ *     reply's launch;
+ *   - parameter and variable names are distinct C identifiers and none is
+ *     a word of the text form (group, lane, true, false).
+ *
+ * The verifier walks with ks_ir_walk_enter and rewrites nothing: every
+ * callback returns the node it was given.
+ */
+#include "specialize.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+	const ks_ir_kernel_t *k;
+	char *err;
+	size_t errlen;
+	int failed;
+	int nomem;
+	int in_body;            /* 0 while the grid is walked */
+	int has_reduce;
+	unsigned char *declared; /* per var: declared somewhere already */
+	unsigned char *visible;  /* per var: in scope now */
+	int *stack;             /* visible vars in declaration order */
+	int nstack;
+	int *marks;             /* stack heights at each open scope */
+	int nmarks;
+	int marks_cap;
+} verifier_t;
+
+static void fail(verifier_t *v, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void fail(verifier_t *v, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (v->failed++)
+		return;
+	if (v->err == NULL || v->errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(v->err, v->errlen, fmt, ap);
+	va_end(ap);
+}
+
+static const char *vname(verifier_t *v, int var)
+{
+	return var >= 0 && var < v->k->nvars ? v->k->vars[var].name : "?";
+}
+
+static int var_ok(verifier_t *v, int var, const char *what)
+{
+	if (var >= 0 && var < v->k->nvars)
+		return 1;
+	fail(v, "%s: variable index %d out of range", what, var);
+	return 0;
+}
+
+static const ks_ir_param_t *param_of(verifier_t *v, int param,
+    const char *what)
+{
+	if (param >= 0 && param < v->k->nparams)
+		return &v->k->params[param];
+	fail(v, "%s: parameter index %d out of range", what, param);
+	return NULL;
+}
+
+/* ---- scopes ---- */
+
+static void open_scope(verifier_t *v)
+{
+	if (v->nmarks == v->marks_cap) {
+		int cap = v->marks_cap ? v->marks_cap * 2 : 16;
+		int *p = realloc(v->marks, (size_t)cap * sizeof(*p));
+
+		if (p == NULL) {
+			v->nomem = 1;
+			fail(v, "out of memory");
+			return;
+		}
+		v->marks = p;
+		v->marks_cap = cap;
+	}
+	v->marks[v->nmarks++] = v->nstack;
+}
+
+static void close_scope(verifier_t *v)
+{
+	int mark;
+
+	if (v->nmarks == 0)
+		return;         /* open_scope failed; already reported */
+	mark = v->marks[--v->nmarks];
+	while (v->nstack > mark)
+		v->visible[v->stack[--v->nstack]] = 0;
+}
+
+static void declare(verifier_t *v, int var)
+{
+	if (!var_ok(v, var, "declaration"))
+		return;
+	if (v->declared[var]) {
+		fail(v, "variable %s declared twice", vname(v, var));
+		return;
+	}
+	v->declared[var] = 1;
+	v->visible[var] = 1;
+	v->stack[v->nstack++] = var;    /* at most nvars pushes */
+}
+
+static int visible(verifier_t *v, int var, const char *what)
+{
+	if (!var_ok(v, var, what))
+		return 0;
+	if (v->visible[var])
+		return 1;
+	fail(v, "%s: variable %s used %s", what, vname(v, var),
+	    v->declared[var] ? "outside the block that declares it" :
+	    "before its declaration");
+	return 0;
+}
+
+/* ---- expressions ---- */
+
+static int is_arith(ks_ty_t t)
+{
+	return t == KS_TY_I64 || t == KS_TY_F32;
+}
+
+/* Operand slots: exactly the first N of a, b, c are set. */
+static int operands(verifier_t *v, const ks_expr_t *e, int n)
+{
+	const ks_expr_t *slot[3] = { e->a, e->b, e->c };
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		if ((i < n) != (slot[i] != NULL)) {
+			fail(v, "expression of kind %d: operand %c %s", e->kind,
+			    'a' + i, i < n ? "missing" : "stray");
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static void expect_type(verifier_t *v, const ks_expr_t *e, ks_ty_t t,
+    const char *what)
+{
+	if (e->type != t)
+		fail(v, "%s: type %s, expected %s", what, ks_ty_name(e->type),
+		    ks_ty_name(t));
+}
+
+static void check_bin(verifier_t *v, const ks_expr_t *e)
+{
+	ks_ty_t ta = e->a->type, tb = e->b->type;
+	ks_ty_t want;
+
+	if (e->op < 0 || e->op >= KS_OP_COUNT) {
+		fail(v, "binary operator %d unknown", e->op);
+		return;
+	}
+	if (ta != tb) {
+		fail(v, "binary operator %d: operand types %s and %s differ",
+		    e->op, ks_ty_name(ta), ks_ty_name(tb));
+		return;
+	}
+	switch (e->op) {
+	case KS_OP_REM:
+		if (ta != KS_TY_I64)
+			fail(v, "%%: operands are %s, expected i64",
+			    ks_ty_name(ta));
+		want = ta;
+		break;
+	case KS_OP_ADD: case KS_OP_SUB: case KS_OP_MUL: case KS_OP_DIV:
+	case KS_OP_MIN: case KS_OP_MAX:
+		if (!is_arith(ta))
+			fail(v, "arithmetic on %s", ks_ty_name(ta));
+		want = ta;
+		break;
+	case KS_OP_LT: case KS_OP_LE:
+		if (!is_arith(ta))
+			fail(v, "ordering comparison of %s", ks_ty_name(ta));
+		want = KS_TY_BOOL;
+		break;
+	case KS_OP_EQ: case KS_OP_NE:
+		want = KS_TY_BOOL;
+		break;
+	default: /* AND, OR */
+		if (ta != KS_TY_BOOL)
+			fail(v, "logical operator on %s", ks_ty_name(ta));
+		want = KS_TY_BOOL;
+		break;
+	}
+	expect_type(v, e, want, "binary expression");
+}
+
+static void check_grid_expr(verifier_t *v, const ks_expr_t *e)
+{
+	switch (e->kind) {
+	case KS_X_CONST: case KS_X_PARAM:
+		break;
+	case KS_X_BIN:
+		if (e->op <= KS_OP_REM)
+			break;
+		/* fall through */
+	default:
+		fail(v, "grid: expression of kind %d is not allowed (only "
+		    "constants, scalar parameters and + - * / %%)", e->kind);
+	}
+}
+
+static ks_expr_t *check_expr(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
+    int in_lanes)
+{
+	verifier_t *v = ctx;
+	const ks_ir_param_t *p;
+	ks_ty_t t;
+
+	(void)k;
+	if (!v->in_body)
+		check_grid_expr(v, e);
+	switch (e->kind) {
+	case KS_X_CONST:
+		if (operands(v, e, 0) && e->type != KS_TY_BOOL &&
+		    !is_arith(e->type))
+			fail(v, "constant of unknown type %d", e->type);
+		break;
+	case KS_X_PARAM:
+		if (!operands(v, e, 0))
+			break;
+		p = param_of(v, e->param, "parameter use");
+		if (p == NULL)
+			break;
+		if (p->kind != KS_PARAM_SCALAR)
+			fail(v, "buffer %s used as a value", p->name);
+		else if (p->bound)
+			fail(v, "use of bound parameter %s left", p->name);
+		else
+			expect_type(v, e, p->type, p->name);
+		break;
+	case KS_X_VAR:
+		if (!operands(v, e, 0) || !visible(v, e->var, "read"))
+			break;
+		expect_type(v, e, v->k->vars[e->var].type, vname(v, e->var));
+		if (v->k->vars[e->var].scope == KS_VAR_LANE && !in_lanes)
+			fail(v, "lane variable %s read outside LANES",
+			    vname(v, e->var));
+		break;
+	case KS_X_GROUP:
+		if (operands(v, e, 0))
+			expect_type(v, e, KS_TY_I64, "group");
+		break;
+	case KS_X_LANE:
+		if (operands(v, e, 0))
+			expect_type(v, e, KS_TY_I64, "lane");
+		if (!in_lanes)
+			fail(v, "lane index used outside LANES");
+		break;
+	case KS_X_BIN:
+		if (operands(v, e, 2))
+			check_bin(v, e);
+		break;
+	case KS_X_FMA:
+		if (!operands(v, e, 3))
+			break;
+		if (e->a->type != KS_TY_F32 || e->b->type != KS_TY_F32 ||
+		    e->c->type != KS_TY_F32)
+			fail(v, "fma of non-f32 operands");
+		expect_type(v, e, KS_TY_F32, "fma");
+		break;
+	case KS_X_CAST:
+		if (!operands(v, e, 1))
+			break;
+		t = e->a->type;
+		if (!(t == e->type || (is_arith(t) && is_arith(e->type)) ||
+		    (t == KS_TY_BOOL && e->type == KS_TY_I64)))
+			fail(v, "cast from %s to %s", ks_ty_name(t),
+			    ks_ty_name(e->type));
+		break;
+	case KS_X_LOAD:
+		if (!operands(v, e, 1))
+			break;
+		p = param_of(v, e->param, "load");
+		if (p == NULL)
+			break;
+		if (p->kind != KS_PARAM_BUFFER ||
+		    !(p->access & KS_ACCESS_READ))
+			fail(v, "load from %s, which is not a readable buffer",
+			    p->name);
+		expect_type(v, e->a, KS_TY_I64, "load index");
+		expect_type(v, e, KS_TY_F32, "load");
+		break;
+	case KS_X_SELECT:
+		if (!operands(v, e, 3))
+			break;
+		expect_type(v, e->a, KS_TY_BOOL, "select condition");
+		if (e->b->type != e->c->type)
+			fail(v, "select of %s and %s", ks_ty_name(e->b->type),
+			    ks_ty_name(e->c->type));
+		expect_type(v, e, e->b->type, "select");
+		break;
+	case KS_X_REDUCE:
+		v->has_reduce = 1;
+		if (!operands(v, e, 0) || !visible(v, e->var, "reduce"))
+			break;
+		if (in_lanes)
+			fail(v, "reduce of %s inside LANES", vname(v, e->var));
+		if (v->k->vars[e->var].scope != KS_VAR_LANE)
+			fail(v, "reduce of uniform variable %s",
+			    vname(v, e->var));
+		if (!is_arith(v->k->vars[e->var].type))
+			fail(v, "reduce of %s variable %s",
+			    ks_ty_name(v->k->vars[e->var].type),
+			    vname(v, e->var));
+		expect_type(v, e, v->k->vars[e->var].type, "reduce");
+		break;
+	default:
+		fail(v, "expression kind %d unknown", e->kind);
+		break;
+	}
+	return e;
+}
+
+/* ---- statements ---- */
+
+static void check_slots(verifier_t *v, const ks_stmt_t *s)
+{
+	int has_body = s->kind == KS_S_FOR || s->kind == KS_S_IF ||
+	    s->kind == KS_S_LANES;
+
+	if (has_body && (s->body == NULL || s->body->kind != KS_S_BLOCK))
+		fail(v, "statement of kind %d: body is not a block", s->kind);
+	if (!has_body && s->body != NULL)
+		fail(v, "statement of kind %d: stray body", s->kind);
+	if (s->orelse != NULL && (s->kind != KS_S_IF ||
+	    s->orelse->kind != KS_S_BLOCK))
+		fail(v, "statement of kind %d: bad else block", s->kind);
+}
+
+/* Called after the statement's own expressions, before its blocks. */
+static void enter_stmt(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
+    int in_lanes)
+{
+	verifier_t *v = ctx;
+
+	(void)k;
+	v->in_body = 1;
+	check_slots(v, s);
+	if (s->kind == KS_S_BLOCK) {
+		open_scope(v);
+	} else if (s->kind == KS_S_FOR) {
+		open_scope(v);
+		if (s->a == NULL || s->b == NULL)
+			fail(v, "for: missing bound");
+		else if (s->a->type != KS_TY_I64 || s->b->type != KS_TY_I64)
+			fail(v, "for: bounds are not i64");
+		if (s->step <= 0)
+			fail(v, "for: step %lld is not positive",
+			    (long long)s->step);
+		if (!var_ok(v, s->var, "for"))
+			return;
+		if (v->k->vars[s->var].type != KS_TY_I64)
+			fail(v, "for: loop variable %s is not i64",
+			    vname(v, s->var));
+		if ((v->k->vars[s->var].scope == KS_VAR_LANE) != !!in_lanes)
+			fail(v, "for: loop variable %s is %s but the loop is "
+			    "%s LANES", vname(v, s->var), in_lanes ?
+			    "uniform" : "lane", in_lanes ? "inside" :
+			    "outside");
+		declare(v, s->var);
+	}
+}
+
+static ks_stmt_t *check_stmt(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
+    int in_lanes)
+{
+	verifier_t *v = ctx;
+	const ks_ir_param_t *p;
+	const ks_ir_var_t *var;
+
+	(void)k;
+	switch (s->kind) {
+	case KS_S_BLOCK:
+	case KS_S_FOR:
+		close_scope(v);
+		break;
+	case KS_S_DECL:
+		if (!var_ok(v, s->var, "decl"))
+			break;
+		var = &v->k->vars[s->var];
+		if (s->a != NULL && s->a->type != var->type)
+			fail(v, "decl %s: initializer is %s, variable is %s",
+			    var->name, ks_ty_name(s->a->type),
+			    ks_ty_name(var->type));
+		if (var->scope == KS_VAR_UNIFORM && in_lanes)
+			fail(v, "uniform variable %s declared inside LANES",
+			    var->name);
+		declare(v, s->var);
+		break;
+	case KS_S_ASSIGN:
+		if (s->a == NULL) {
+			fail(v, "assign: missing value");
+			break;
+		}
+		if (!visible(v, s->var, "assign"))
+			break;
+		var = &v->k->vars[s->var];
+		if (s->a->type != var->type)
+			fail(v, "assign %s: value is %s, variable is %s",
+			    var->name, ks_ty_name(s->a->type),
+			    ks_ty_name(var->type));
+		if (var->scope == KS_VAR_UNIFORM && in_lanes)
+			fail(v, "uniform variable %s assigned inside LANES",
+			    var->name);
+		if (var->scope == KS_VAR_LANE && !in_lanes)
+			fail(v, "lane variable %s assigned outside LANES",
+			    var->name);
+		break;
+	case KS_S_STORE:
+		p = param_of(v, s->param, "store");
+		if (p == NULL)
+			break;
+		if (p->kind != KS_PARAM_BUFFER ||
+		    !(p->access & KS_ACCESS_WRITE))
+			fail(v, "store to %s, which is not a writable buffer",
+			    p->name);
+		if (s->a == NULL || s->b == NULL) {
+			fail(v, "store to %s: missing operand", p->name);
+			break;
+		}
+		expect_type(v, s->a, KS_TY_I64, "store index");
+		expect_type(v, s->b, KS_TY_F32, "stored value");
+		break;
+	case KS_S_IF:
+		if (s->a == NULL)
+			fail(v, "if: missing condition");
+		else
+			expect_type(v, s->a, KS_TY_BOOL, "if condition");
+		break;
+	case KS_S_LANES:
+		if (in_lanes)
+			fail(v, "nested LANES");
+		break;
+	default:
+		fail(v, "statement kind %d unknown", s->kind);
+		break;
+	}
+	return s;
+}
+
+/* ---- names and the whole kernel ---- */
+
+static int is_ident(const char *s)
+{
+	static const char *const reserved[] = { "group", "lane", "true",
+	    "false" };
+	size_t i;
+
+	if (s == NULL || !(*s == '_' || (*s >= 'a' && *s <= 'z') ||
+	    (*s >= 'A' && *s <= 'Z')))
+		return 0;
+	for (i = 1; s[i]; i++)
+		if (!(s[i] == '_' || (s[i] >= 'a' && s[i] <= 'z') ||
+		    (s[i] >= 'A' && s[i] <= 'Z') ||
+		    (s[i] >= '0' && s[i] <= '9')))
+			return 0;
+	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+		if (strcmp(s, reserved[i]) == 0)
+			return 0;
+	return 1;
+}
+
+static const char *name_at(const ks_ir_kernel_t *k, int i)
+{
+	return i < k->nparams ? k->params[i].name :
+	    k->vars[i - k->nparams].name;
+}
+
+static void check_decls(verifier_t *v)
+{
+	const ks_ir_kernel_t *k = v->k;
+	int i, j, n = k->nparams + k->nvars;
+
+	if (k->nlanes < 1 || k->nlanes > 1024)
+		fail(v, "nlanes %d out of range", k->nlanes);
+	for (i = 0; i < k->nparams; i++) {
+		const ks_ir_param_t *p = &k->params[i];
+
+		if (p->kind == KS_PARAM_BUFFER) {
+			if (p->type != KS_TY_F32 || p->dtype < 0 ||
+			    p->dtype >= KS_DTYPE_COUNT || p->bound ||
+			    !(p->access & (KS_ACCESS_READ | KS_ACCESS_WRITE)))
+				fail(v, "buffer %s: bad type, dtype, access "
+				    "or binding", p->name);
+		} else if (p->kind == KS_PARAM_SCALAR) {
+			if (!is_arith(p->type) ||
+			    (p->bound && p->type != KS_TY_I64))
+				fail(v, "scalar %s: bad type or binding",
+				    p->name);
+		} else {
+			fail(v, "parameter %d: unknown kind", i);
+		}
+	}
+	for (i = 0; i < k->nvars; i++)
+		if ((k->vars[i].scope != KS_VAR_UNIFORM &&
+		    k->vars[i].scope != KS_VAR_LANE) ||
+		    (k->vars[i].type != KS_TY_BOOL &&
+		    !is_arith(k->vars[i].type)))
+			fail(v, "variable %s: bad scope or type",
+			    k->vars[i].name);
+	for (i = 0; i < n; i++) {
+		if (!is_ident(name_at(k, i)))
+			fail(v, "name \"%s\" is not a usable identifier",
+			    name_at(k, i) ? name_at(k, i) : "(null)");
+		for (j = 0; j < i; j++)
+			if (name_at(k, i) && name_at(k, j) &&
+			    strcmp(name_at(k, i), name_at(k, j)) == 0)
+				fail(v, "name %s used twice", name_at(k, i));
+	}
+}
+
+int ks_ir_verify(const ks_ir_kernel_t *k, char *err, size_t errlen)
+{
+	verifier_t v = { .k = k, .err = err, .errlen = errlen };
+	ks_ir_visitor_t vis = { &v, check_expr, check_stmt };
+	size_t nv = (size_t)(k->nvars > 0 ? k->nvars : 1);
+
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	check_decls(&v);
+	if (k->grid == NULL || k->body == NULL ||
+	    k->body->kind != KS_S_BLOCK)
+		fail(&v, "kernel without a grid or a body block");
+	if (v.failed)
+		goto out;
+	v.declared = calloc(nv, 1);
+	v.visible = calloc(nv, 1);
+	v.stack = calloc(nv, sizeof(*v.stack));
+	if (v.declared == NULL || v.visible == NULL || v.stack == NULL) {
+		v.nomem = 1;
+		fail(&v, "out of memory");
+		goto out;
+	}
+	/* Every callback returns its node, so the walk changes nothing. */
+	ks_ir_walk_enter((ks_ir_kernel_t *)k, &vis, enter_stmt);
+	if (k->grid->type != KS_TY_I64)
+		fail(&v, "grid is %s, expected i64",
+		    ks_ty_name(k->grid->type));
+	if (v.has_reduce && k->nlanes != 32)
+		fail(&v, "reduce needs 32 lanes, kernel has %d", k->nlanes);
+out:
+	free(v.declared);
+	free(v.visible);
+	free(v.stack);
+	free(v.marks);
+	if (v.nomem)
+		return KS_E_NOMEM;
+	return v.failed ? KS_E_INTERNAL : KS_OK;
+}

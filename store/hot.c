@@ -1,0 +1,165 @@
+/*
+ * Hot tier: the artifacts served most recently, in memory, under a byte
+ * budget.  Used by one thread only (the loop thread), so it has no locks;
+ * the artifacts it holds are shared with other threads through their
+ * atomic reference counts.
+ *
+ * An entry is in the hash table and in the LRU list at once, or in
+ * neither.  The list runs from head (most recently used) to tail (least);
+ * eviction takes from the tail.  Each entry holds one reference to its
+ * artifact and costs meta_len + len bytes of the budget (the entry's own
+ * ~100 bytes of bookkeeping are not counted).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+/* Request keys are BLAKE2b outputs computed by the daemon, never chosen by
+ * clients, so their first bytes are already uniformly distributed and need
+ * no further hashing. */
+#define HASH_FUNCTION(keyptr, keylen, hashv) \
+	memcpy(&(hashv), (keyptr), sizeof(hashv))
+/* A failed table allocation leaves the entry out (hh.tbl == NULL) instead
+ * of calling exit(): the hot tier is a cache, so it simply does not keep
+ * the artifact. */
+#define HASH_NONFATAL_OOM 1
+#include <uthash.h>
+
+#include "store_int.h"
+
+struct hot_entry {
+	ks_hash_t key;                  /* copy of a->key: the table key */
+	ks_artifact_t *a;               /* one reference held */
+	size_t cost;                    /* a->meta_len + a->len */
+	struct hot_entry *prev, *next;  /* LRU list, head = most recent */
+	UT_hash_handle hh;
+};
+
+struct ks_hot {
+	struct hot_entry *table;        /* uthash head */
+	struct hot_entry *head, *tail;
+	size_t bytes, max_bytes, count;
+};
+
+ks_hot_t *ks_hot_new(size_t max_bytes)
+{
+	ks_hot_t *h = calloc(1, sizeof *h);
+
+	if (h != NULL)
+		h->max_bytes = max_bytes;
+	return h;
+}
+
+static void unlink_lru(ks_hot_t *h, struct hot_entry *e)
+{
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		h->head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		h->tail = e->prev;
+	e->prev = e->next = NULL;
+}
+
+static void push_front(ks_hot_t *h, struct hot_entry *e)
+{
+	e->prev = NULL;
+	e->next = h->head;
+	if (h->head)
+		h->head->prev = e;
+	else
+		h->tail = e;
+	h->head = e;
+}
+
+/* Drops E from the table, the list and the budget, and its reference. */
+static void drop(ks_hot_t *h, struct hot_entry *e)
+{
+	HASH_DEL(h->table, e);
+	unlink_lru(h, e);
+	h->bytes -= e->cost;
+	h->count--;
+	ks_artifact_unref(e->a);
+	free(e);
+}
+
+void ks_hot_free(ks_hot_t *h)
+{
+	if (h == NULL)
+		return;
+	while (h->tail)
+		drop(h, h->tail);
+	HASH_CLEAR(hh, h->table);
+	free(h);
+}
+
+ks_artifact_t *ks_hot_get(ks_hot_t *h, const ks_hash_t *key)
+{
+	struct hot_entry *e;
+
+	HASH_FIND(hh, h->table, key->b, KS_HASH_BYTES, e);
+	if (e == NULL)
+		return NULL;
+	if (e != h->head) {
+		unlink_lru(h, e);
+		push_front(h, e);
+	}
+	return e->a;
+}
+
+void ks_hot_put(ks_hot_t *h, ks_artifact_t *a)
+{
+	struct hot_entry *e;
+	size_t cost = a->meta_len + a->len;
+
+	HASH_FIND(hh, h->table, a->key.b, KS_HASH_BYTES, e);
+	if (e != NULL) {
+		if (e->a == a) {
+			unlink_lru(h, e);
+			push_front(h, e);
+			return;
+		}
+		/* A new artifact under a known key replaces the old one. */
+		drop(h, e);
+	}
+	if (h->max_bytes == 0 || cost > h->max_bytes)
+		return;
+	while (h->tail && h->bytes + cost > h->max_bytes)
+		drop(h, h->tail);
+
+	e = calloc(1, sizeof *e);
+	if (e == NULL)
+		return;
+	e->key = a->key;
+	e->a = a;
+	e->cost = cost;
+	HASH_ADD(hh, h->table, key.b, KS_HASH_BYTES, e);
+	if (e->hh.tbl == NULL) {
+		free(e);
+		return;
+	}
+	ks_artifact_ref(a);
+	push_front(h, e);
+	h->bytes += cost;
+	h->count++;
+}
+
+void ks_hot_remove(ks_hot_t *h, const ks_hash_t *key)
+{
+	struct hot_entry *e;
+
+	HASH_FIND(hh, h->table, key->b, KS_HASH_BYTES, e);
+	if (e != NULL)
+		drop(h, e);
+}
+
+size_t ks_hot_bytes(const ks_hot_t *h)
+{
+	return h->bytes;
+}
+
+size_t ks_hot_count(const ks_hot_t *h)
+{
+	return h->count;
+}

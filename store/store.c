@@ -1,0 +1,1202 @@
+/*
+ * The persistent store: one sqlite database in WAL mode holding one row per
+ * artifact, metadata and bytes together, so one transaction covers both.
+ * docs/store.md gives the schema, the settings and the reasons for them.
+ *
+ * States of a store entry (one row of the artifacts table):
+ *
+ *   absent   --put-->                    stored (one transaction: key, sum,
+ *                                        row_sum, meta, bytes, size, times)
+ *   stored   --put, same key-->          stored, replaced in one transaction
+ *   stored   --get, checks pass-->       stored; a verified copy is served
+ *   stored   --touch-->                  stored, a newer last_used pending in
+ *                                        memory (not on disk)
+ *   pending  --flush, close, full set,
+ *              or a put that evicts-->   stored, last_used written
+ *   stored   --get, a check fails-->     quarantined: the writer re-reads the
+ *                                        row and, if it is still bad, deletes
+ *                                        it and counts it --> absent (the
+ *                                        caller recompiles and puts again)
+ *   stored   --put over the budget-->    evicted, least recently used first,
+ *                                        in the put's transaction --> absent
+ *   stored   --remove-->                 absent
+ *
+ * A crash at any point leaves every row as it was before or after the
+ * transaction that was running: WAL never exposes half a transaction.
+ *
+ * Connections and locks.  SQLite before 3.51.3 can corrupt a WAL database
+ * when several connections write or checkpoint at once (DESIGN.md section
+ * 11), so every write goes through ONE writer connection, and only it
+ * checkpoints.  Reads go through a second, query-only connection that never
+ * checkpoints (wal_autocheckpoint=0, no checkpoint on close), so a read
+ * proceeds while a write is in progress.  Both connections are opened with
+ * SQLITE_OPEN_NOMUTEX: each is used by one thread at a time because its
+ * mutex is held around every use, so sqlite's own per-connection mutex
+ * would only add cost.
+ *
+ *   wlock  guards the writer connection, its statements, s->batch and the
+ *          totals mirrored in memory (written only under wlock; stats reads
+ *          them lock-free as atomics).
+ *   rlock  guards the reader connection and its statements.
+ *   tlock  guards the pending set of touches.
+ *
+ * Lock order: wlock before tlock.  rlock is never held with another lock.
+ * No lock is held while calling out, except ks_store_list's callback, which
+ * runs under rlock and therefore must not call into the same store.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "store_int.h"
+
+/* How long a connection waits for a lock held by another connection (the
+ * other connection of this store, or an outside reader such as the sqlite3
+ * shell) before a statement fails with SQLITE_BUSY. */
+#define BUSY_TIMEOUT_MS 5000
+/* WAL pages after which a commit of the writer checkpoints (sqlite's
+ * default, stated so that it is a decision).  4 MB of WAL at 4 KB pages. */
+#define WAL_AUTOCHECKPOINT 1000
+/* Keys selected per round of eviction. */
+#define EVICT_BATCH 32
+/* Slots of the pending set's index: a power of two, at most half full. */
+#define PENDING_SLOTS (2 * KS_STORE_PENDING_TOUCHES)
+
+_Static_assert((PENDING_SLOTS & (PENDING_SLOTS - 1)) == 0,
+    "PENDING_SLOTS must be a power of two");
+_Static_assert(KS_STORE_PENDING_TOUCHES < 65535, "slot index is 16 bits");
+
+/*
+ * Schema migrations: entry i takes user_version i to i + 1, applied in one
+ * transaction together with the new user_version.  Adding version 2 is one
+ * more entry here and a new KS_STORE_SCHEMA_VERSION; never edit a step that
+ * has shipped.
+ *
+ * artifacts columns, small ones first: sqlite stores a row's columns in
+ * order and reaches a column behind a large blob only by walking the blob's
+ * overflow pages, so size and last_used (read by eviction and listing)
+ * come before meta and bytes.
+ *   key       request key, 32 bytes
+ *   sum       BLAKE2b-256 of bytes
+ *   row_sum   BLAKE2b-256 of key, sum and meta (row_sum_of): catches a
+ *             damaged meta, whose launch geometry would otherwise be served
+ *   size      length of bytes, checked against the blob on every read
+ *   created   Unix milliseconds of the put
+ *   last_used stamp of the latest put or flushed touch (stamp(): Unix
+ *             milliseconds made strictly increasing per store)
+ */
+static const char *const migrations[] = {
+	/* v0 -> v1 */
+	"CREATE TABLE artifacts ("
+	"  key BLOB PRIMARY KEY NOT NULL,"
+	"  sum BLOB NOT NULL,"
+	"  row_sum BLOB NOT NULL,"
+	"  size INTEGER NOT NULL,"
+	"  created INTEGER NOT NULL,"
+	"  last_used INTEGER NOT NULL,"
+	"  meta TEXT NOT NULL,"
+	"  bytes BLOB NOT NULL);"
+	"CREATE INDEX artifacts_by_last_used ON artifacts(last_used);"
+	"CREATE TABLE counters ("
+	"  name TEXT PRIMARY KEY NOT NULL,"
+	"  value INTEGER NOT NULL) WITHOUT ROWID;"
+	"INSERT INTO counters(name, value) VALUES ('corrupt', 0);",
+};
+
+_Static_assert(sizeof migrations / sizeof migrations[0] ==
+    KS_STORE_SCHEMA_VERSION, "one migration step per schema version");
+
+/* Columns of r_get and w_check, in this order. */
+enum { COL_SUM, COL_ROW_SUM, COL_SIZE, COL_META, COL_BYTES };
+#define SELECT_ROW \
+	"SELECT sum, row_sum, size, meta, bytes FROM artifacts WHERE key = ?1"
+
+struct touch {
+	ks_hash_t key;
+	int64_t when;
+};
+
+struct ks_store {
+	char *path;
+	uint64_t max_bytes;
+
+	pthread_mutex_t wlock;
+	sqlite3 *w;
+	sqlite3_stmt *w_begin, *w_commit, *w_rollback;
+	sqlite3_stmt *w_size;           /* size of a row, before a put */
+	sqlite3_stmt *w_put;
+	sqlite3_stmt *w_delete;         /* RETURNING size */
+	sqlite3_stmt *w_touch;
+	sqlite3_stmt *w_lru;            /* eviction victims */
+	sqlite3_stmt *w_check;          /* SELECT_ROW, for quarantine */
+	sqlite3_stmt *w_count_corrupt;
+	struct touch batch[KS_STORE_PENDING_TOUCHES]; /* flush's copy */
+
+	pthread_mutex_t rlock;
+	sqlite3 *r;
+	sqlite3_stmt *r_get;            /* SELECT_ROW */
+	sqlite3_stmt *r_list;
+
+	/* Pending touches: an array plus an open-addressing index over it,
+	 * so a touch deduplicates without allocating. */
+	pthread_mutex_t tlock;
+	struct touch pending[KS_STORE_PENDING_TOUCHES];
+	uint16_t slots[PENDING_SLOTS];  /* 0: empty, else index + 1 */
+	size_t npending;
+
+	_Atomic int64_t clock;          /* the last stamp handed out */
+	_Atomic uint64_t entries, bytes, corrupt, evicted, corrupt_total;
+	int schema_version;
+	int locks;                      /* mutexes initialized, for teardown */
+};
+
+/* ---- small helpers ---- */
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * A use stamp for last_used: wall-clock milliseconds, but strictly greater
+ * than every stamp this store handed out before (and than every last_used
+ * on disk at open), so the LRU order of two uses in the same millisecond,
+ * or across a wall clock stepped backwards, is still their real order.
+ */
+static int64_t stamp(ks_store_t *s)
+{
+	int64_t now = wall_ms();
+	int64_t prev = atomic_load_explicit(&s->clock, memory_order_relaxed);
+	int64_t next;
+
+	do {
+		next = now > prev ? now : prev + 1;
+	} while (!atomic_compare_exchange_weak_explicit(&s->clock, &prev, next,
+	    memory_order_relaxed, memory_order_relaxed));
+	return next;
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* The ks error for a failed sqlite call with result code RC. */
+static int from_sqlite(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_NOMEM:
+		return KS_E_NOMEM;
+	case SQLITE_TOOBIG:
+		return KS_E_TOO_LARGE;
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		return KS_E_CORRUPT;
+	default:
+		return KS_E_STORE;
+	}
+}
+
+/* Logs a failed statement on DB and returns its ks error. */
+static int failed(ks_store_t *s, sqlite3 *db, int rc, const char *what)
+{
+	ks_log(KS_LOG_ERROR, "store %s: %s: %s", s->path, what,
+	    sqlite3_errmsg(db));
+	return from_sqlite(rc) == KS_E_CORRUPT ? KS_E_STORE : from_sqlite(rc);
+}
+
+/* Steps a statement that returns no rows, then resets it. */
+static int run(ks_store_t *s, sqlite3_stmt *st, const char *what)
+{
+	int rc = sqlite3_step(st);
+
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE)
+		return failed(s, sqlite3_db_handle(st), rc, what);
+	return KS_OK;
+}
+
+static int bind_key(sqlite3_stmt *st, int col, const ks_hash_t *key)
+{
+	return sqlite3_bind_blob(st, col, key->b, KS_HASH_BYTES,
+	    SQLITE_STATIC);
+}
+
+static void column_key(sqlite3_stmt *st, int col, ks_hash_t *out)
+{
+	const void *p = sqlite3_column_blob(st, col);
+
+	memset(out, 0, sizeof *out);
+	if (p != NULL && sqlite3_column_bytes(st, col) == KS_HASH_BYTES)
+		memcpy(out->b, p, KS_HASH_BYTES);
+}
+
+/* BLAKE2b-256 over key, sum, the length of meta and meta. */
+static void row_sum_of(const ks_hash_t *key, const ks_hash_t *sum,
+    const char *meta, size_t meta_len, ks_hash_t *out)
+{
+	ks_hasher_t h;
+	uint8_t le[8];
+	int i;
+
+	for (i = 0; i < 8; i++)
+		le[i] = (uint8_t)((uint64_t)meta_len >> (8 * i));
+	ks_hasher_init(&h);
+	ks_hasher_update(&h, key->b, KS_HASH_BYTES);
+	ks_hasher_update(&h, sum->b, KS_HASH_BYTES);
+	ks_hasher_update(&h, le, sizeof le);
+	ks_hasher_update(&h, meta, meta_len);
+	ks_hasher_final(&h, out);
+}
+
+/*
+ * The checks of a row that need no hashing, on a statement stepped to a
+ * SELECT_ROW row: column types, hash lengths, size == length of bytes.
+ * Fills SUM and ROW_SUM.  Returns NULL if they pass, else the reason.
+ */
+static const char *check_shape(sqlite3_stmt *st, ks_hash_t *sum,
+    ks_hash_t *row_sum)
+{
+	if (sqlite3_column_type(st, COL_SUM) != SQLITE_BLOB ||
+	    sqlite3_column_bytes(st, COL_SUM) != KS_HASH_BYTES ||
+	    sqlite3_column_type(st, COL_ROW_SUM) != SQLITE_BLOB ||
+	    sqlite3_column_bytes(st, COL_ROW_SUM) != KS_HASH_BYTES)
+		return "malformed checksum";
+	if (sqlite3_column_type(st, COL_META) != SQLITE_TEXT ||
+	    sqlite3_column_type(st, COL_BYTES) != SQLITE_BLOB ||
+	    sqlite3_column_type(st, COL_SIZE) != SQLITE_INTEGER)
+		return "malformed row";
+	if (sqlite3_column_int64(st, COL_SIZE) !=
+	    (int64_t)sqlite3_column_bytes(st, COL_BYTES))
+		return "size does not match the stored bytes";
+	column_key(st, COL_SUM, sum);
+	column_key(st, COL_ROW_SUM, row_sum);
+	return NULL;
+}
+
+/* Meta and bytes of a SELECT_ROW row that passed check_shape.  The
+ * pointers are sqlite's, valid until the statement is stepped or reset.
+ * Pointer before length, as sqlite asks; no type conversion can happen
+ * since check_shape saw TEXT and BLOB. */
+struct row_data {
+	const char *meta;
+	size_t meta_len;
+	const void *bytes;
+	size_t len;
+};
+
+static void row_data(sqlite3_stmt *st, struct row_data *d)
+{
+	d->meta = (const char *)sqlite3_column_text(st, COL_META);
+	d->meta_len = (size_t)sqlite3_column_bytes(st, COL_META);
+	d->bytes = sqlite3_column_blob(st, COL_BYTES);
+	d->len = (size_t)sqlite3_column_bytes(st, COL_BYTES);
+	if (d->meta == NULL)
+		d->meta = "";
+}
+
+/* The hashing checks: BLAKE2b(bytes) == sum, row_sum over key, sum, meta. */
+static const char *check_content(const ks_hash_t *key, const ks_hash_t *sum,
+    const ks_hash_t *row_sum, const char *meta, size_t meta_len,
+    const void *bytes, size_t len)
+{
+	ks_hash_t h;
+
+	ks_hash(bytes, len, &h);
+	if (!ks_hash_eq(&h, sum))
+		return "checksum of the bytes does not match";
+	row_sum_of(key, sum, meta, meta_len, &h);
+	if (!ks_hash_eq(&h, row_sum))
+		return "row checksum (key, sum, meta) does not match";
+	return NULL;
+}
+
+/* ---- writer side (wlock held) ---- */
+
+static int begin(ks_store_t *s)
+{
+	return run(s, s->w_begin, "begin");
+}
+
+static int commit(ks_store_t *s)
+{
+	return run(s, s->w_commit, "commit");
+}
+
+/* Rolls back the open transaction, if any: a failed statement may already
+ * have ended it. */
+static void rollback(ks_store_t *s)
+{
+	if (!sqlite3_get_autocommit(s->w))
+		run(s, s->w_rollback, "rollback");
+}
+
+/* Deletes KEY's row; *size is its size, or -1 when there was none. */
+static int delete_row(ks_store_t *s, const ks_hash_t *key, int64_t *size)
+{
+	int rc;
+
+	*size = -1;
+	bind_key(s->w_delete, 1, key);
+	while ((rc = sqlite3_step(s->w_delete)) == SQLITE_ROW)
+		*size = sqlite3_column_int64(s->w_delete, 0);
+	sqlite3_reset(s->w_delete);
+	if (rc != SQLITE_DONE)
+		return failed(s, s->w, rc, "delete");
+	return KS_OK;
+}
+
+/* Moves the pending touches into s->batch and returns how many. */
+static size_t take_pending(ks_store_t *s)
+{
+	size_t n;
+
+	pthread_mutex_lock(&s->tlock);
+	n = s->npending;
+	memcpy(s->batch, s->pending, n * sizeof s->pending[0]);
+	s->npending = 0;
+	memset(s->slots, 0, sizeof s->slots);
+	pthread_mutex_unlock(&s->tlock);
+	return n;
+}
+
+/*
+ * Writes the pending touches in one transaction.  A touch only moves
+ * last_used forward, so a row replaced by a put after the touch keeps the
+ * put's newer stamp.  On failure the batch is dropped: touches are hints
+ * for eviction order, and losing some costs nothing but precision.
+ */
+static int flush_locked(ks_store_t *s)
+{
+	size_t i, n = take_pending(s);
+	int rc;
+
+	if (n == 0)
+		return KS_OK;
+	rc = begin(s);
+	for (i = 0; rc == KS_OK && i < n; i++) {
+		bind_key(s->w_touch, 1, &s->batch[i].key);
+		sqlite3_bind_int64(s->w_touch, 2, s->batch[i].when);
+		rc = run(s, s->w_touch, "update last_used");
+	}
+	if (rc == KS_OK)
+		rc = commit(s);
+	if (rc != KS_OK) {
+		rollback(s);
+		ks_log(KS_LOG_WARN, "store %s: %zu last_used updates lost",
+		    s->path, n);
+	}
+	return rc;
+}
+
+/*
+ * Inside the put's transaction: deletes least recently used rows other
+ * than KEEP until *bytes is within the budget, adjusting *bytes, *entries
+ * and *evicted.  If KEEP alone exceeds the budget it stays, with a warning:
+ * refusing it would only make the daemon recompile it on every request.
+ */
+static int evict_locked(ks_store_t *s, const ks_hash_t *keep,
+    uint64_t *bytes, uint64_t *entries, uint64_t *evicted)
+{
+	ks_hash_t victims[EVICT_BATCH];
+	int64_t size;
+	int i, n, rc, st = SQLITE_DONE;
+
+	while (*bytes > s->max_bytes) {
+		/* Collect a batch first: deleting rows under a running SELECT
+		 * of the same table is best avoided. */
+		n = 0;
+		bind_key(s->w_lru, 1, keep);
+		sqlite3_bind_int(s->w_lru, 2, EVICT_BATCH);
+		while (n < EVICT_BATCH &&
+		    (st = sqlite3_step(s->w_lru)) == SQLITE_ROW)
+			column_key(s->w_lru, 0, &victims[n++]);
+		if (n < EVICT_BATCH && st != SQLITE_DONE) {
+			sqlite3_reset(s->w_lru);
+			return failed(s, s->w, st, "select eviction victims");
+		}
+		sqlite3_reset(s->w_lru);
+		if (n == 0) {
+			char hex[KS_HASH_HEX];
+
+			ks_hash_hex(keep, hex);
+			ks_log(KS_LOG_WARN, "store %s: artifact %s alone "
+			    "(%" PRIu64 " bytes) exceeds the budget of %"
+			    PRIu64 " bytes; keeping it", s->path, hex, *bytes,
+			    s->max_bytes);
+			return KS_OK;
+		}
+		for (i = 0; i < n && *bytes > s->max_bytes; i++) {
+			rc = delete_row(s, &victims[i], &size);
+			if (rc != KS_OK)
+				return rc;
+			if (size < 0)
+				continue;
+			*bytes -= (uint64_t)size;
+			(*entries)--;
+			(*evicted)++;
+		}
+	}
+	return KS_OK;
+}
+
+/*
+ * Quarantine: called after the reader found KEY's row bad.  Re-reads the
+ * row through the writer, inside a write transaction, and deletes it only
+ * if it is still bad, so a good row that a put wrote in between is kept.
+ * Each deleted row is counted once, in memory and in counters.
+ */
+static void quarantine(ks_store_t *s, const ks_hash_t *key)
+{
+	ks_hash_t sum, row_sum;
+	const char *why = NULL;
+	int64_t size = -1;
+	int rc, st, bad = 0;
+
+	pthread_mutex_lock(&s->wlock);
+	rc = begin(s);
+	if (rc == KS_OK) {
+		bind_key(s->w_check, 1, key);
+		st = sqlite3_step(s->w_check);
+		if (st == SQLITE_ROW) {
+			why = check_shape(s->w_check, &sum, &row_sum);
+			if (why == NULL) {
+				struct row_data d;
+
+				row_data(s->w_check, &d);
+				why = check_content(key, &sum, &row_sum,
+				    d.meta, d.meta_len, d.bytes, d.len);
+			}
+			bad = why != NULL;
+		} else if (st != SQLITE_DONE) {
+			rc = failed(s, s->w, st, "re-read corrupt row");
+		}
+		sqlite3_reset(s->w_check);
+	}
+	if (rc == KS_OK && bad)
+		rc = delete_row(s, key, &size);
+	if (rc == KS_OK && bad && size >= 0)
+		rc = run(s, s->w_count_corrupt, "count corrupt row");
+	if (rc == KS_OK)
+		rc = commit(s);
+	if (rc != KS_OK) {
+		rollback(s);
+	} else if (bad && size >= 0) {
+		atomic_fetch_sub(&s->bytes, (uint64_t)size);
+		atomic_fetch_sub(&s->entries, 1);
+		atomic_fetch_add(&s->corrupt, 1);
+		atomic_fetch_add(&s->corrupt_total, 1);
+	}
+	pthread_mutex_unlock(&s->wlock);
+}
+
+/* ---- open and close ---- */
+
+/* Creates the missing parent directories of PATH with mode 0700; existing
+ * ones are left as they are. */
+static int make_parents(const char *path, char *err, size_t errlen)
+{
+	char *dir = strdup(path), *p;
+	struct stat st;
+	int rc = KS_OK;
+
+	if (dir == NULL)
+		return KS_E_NOMEM;
+	for (p = strchr(dir + 1, '/'); p != NULL; p = strchr(p + 1, '/')) {
+		*p = '\0';
+		if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+			int e = errno;
+
+			/* Not ks_err_from_errno: its ENOENT means "cannot
+			 * connect", and this is a file system failure. */
+			rc = e == ENOMEM ? KS_E_NOMEM : KS_E_IO;
+			set_err(err, errlen, "store %s: cannot create "
+			    "directory %s: %s", path, dir, strerror(e));
+			break;
+		}
+		if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+			rc = KS_E_IO;
+			set_err(err, errlen, "store %s: %s is not a directory",
+			    path, dir);
+			break;
+		}
+		*p = '/';
+	}
+	free(dir);
+	return rc;
+}
+
+/* Runs SQL (no rows expected back) on DB at open, with error text. */
+static int exec_open(ks_store_t *s, sqlite3 *db, const char *sql,
+    char *err, size_t errlen)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+
+	if (rc != SQLITE_OK) {
+		set_err(err, errlen, "store %s: %s", s->path,
+		    msg ? msg : sqlite3_errstr(rc));
+		sqlite3_free(msg);
+		return KS_E_STORE;
+	}
+	return KS_OK;
+}
+
+/* Reads a one-row, one-column integer query at open. */
+static int query_int(ks_store_t *s, sqlite3 *db, const char *sql,
+    int64_t *out, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW) {
+			*out = sqlite3_column_int64(st, 0);
+			rc = SQLITE_OK;
+		}
+	}
+	if (rc != SQLITE_OK) {
+		set_err(err, errlen, "store %s: %s", s->path,
+		    sqlite3_errmsg(db));
+		sqlite3_finalize(st);
+		return KS_E_STORE;
+	}
+	sqlite3_finalize(st);
+	return KS_OK;
+}
+
+static int prepare(ks_store_t *s, sqlite3 *db, const char *sql,
+    sqlite3_stmt **st, char *err, size_t errlen)
+{
+	if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
+	    NULL) != SQLITE_OK) {
+		set_err(err, errlen, "store %s: preparing \"%s\": %s", s->path,
+		    sql, sqlite3_errmsg(db));
+		return KS_E_STORE;
+	}
+	return KS_OK;
+}
+
+/* Opens a connection to s->path; errors name the path. */
+static int open_conn(ks_store_t *s, int flags, sqlite3 **db, char *err,
+    size_t errlen)
+{
+	int rc = sqlite3_open_v2(s->path, db, flags | SQLITE_OPEN_NOMUTEX,
+	    NULL);
+
+	if (rc != SQLITE_OK) {
+		set_err(err, errlen, "store %s: cannot open: %s", s->path,
+		    *db ? sqlite3_errmsg(*db) : sqlite3_errstr(rc));
+		sqlite3_close(*db);
+		*db = NULL;
+		return KS_E_STORE;
+	}
+	sqlite3_extended_result_codes(*db, 1);
+	sqlite3_busy_timeout(*db, BUSY_TIMEOUT_MS);
+	return KS_OK;
+}
+
+static int too_new(ks_store_t *s, int64_t v, char *err, size_t errlen)
+{
+	set_err(err, errlen, "store %s: schema version %" PRId64 " is newer "
+	    "than this build supports (%d); refusing to open it", s->path, v,
+	    KS_STORE_SCHEMA_VERSION);
+	return KS_E_STORE;
+}
+
+static int open_writer(ks_store_t *s, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+	const char *mode;
+	char sql[64];
+	int64_t v;
+	int rc;
+
+	rc = open_conn(s, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &s->w,
+	    err, errlen);
+	if (rc != KS_OK)
+		return rc;
+	/* sqlite silently opens a file it may not write read-only. */
+	if (sqlite3_db_readonly(s->w, "main") == 1) {
+		set_err(err, errlen, "store %s: file is read-only", s->path);
+		return KS_E_STORE;
+	}
+	/* The first read of the file: "file is not a database" shows up
+	 * here.  A newer store is refused before anything, the journal mode
+	 * included, is changed in it. */
+	rc = query_int(s, s->w, "PRAGMA user_version", &v, err, errlen);
+	if (rc != KS_OK)
+		return rc;
+	if (v > KS_STORE_SCHEMA_VERSION)
+		return too_new(s, v, err, errlen);
+	rc = sqlite3_prepare_v2(s->w, "PRAGMA journal_mode=WAL", -1, &st,
+	    NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		set_err(err, errlen, "store %s: %s", s->path,
+		    sqlite3_errmsg(s->w));
+		sqlite3_finalize(st);
+		return KS_E_STORE;
+	}
+	mode = (const char *)sqlite3_column_text(st, 0);
+	if (mode == NULL || strcmp(mode, "wal") != 0) {
+		set_err(err, errlen, "store %s: cannot enable WAL mode "
+		    "(journal_mode is %s)", s->path, mode ? mode : "?");
+		sqlite3_finalize(st);
+		return KS_E_STORE;
+	}
+	sqlite3_finalize(st);
+	/* synchronous=NORMAL: in WAL mode a commit is not fsynced, only a
+	 * checkpoint is.  A killed process loses nothing committed; a power
+	 * loss may lose the last transactions but never corrupts the file.
+	 * The store is a cache, so that trade for write speed is right. */
+	snprintf(sql, sizeof sql, "PRAGMA wal_autocheckpoint=%d",
+	    WAL_AUTOCHECKPOINT);
+	rc = exec_open(s, s->w, "PRAGMA synchronous=NORMAL;"
+	    "PRAGMA foreign_keys=OFF;", err, errlen);
+	if (rc == KS_OK)
+		rc = exec_open(s, s->w, sql, err, errlen);
+	return rc;
+}
+
+/* Brings the schema to KS_STORE_SCHEMA_VERSION, one transaction a step. */
+static int migrate(ks_store_t *s, char *err, size_t errlen)
+{
+	int64_t v = 0;
+	char sql[64];
+	int rc;
+
+	for (;;) {
+		rc = exec_open(s, s->w, "BEGIN IMMEDIATE", err, errlen);
+		if (rc != KS_OK)
+			return rc;
+		/* Read inside the write transaction, so the version cannot
+		 * change between the check and the step. */
+		rc = query_int(s, s->w, "PRAGMA user_version", &v, err,
+		    errlen);
+		if (rc == KS_OK && v > KS_STORE_SCHEMA_VERSION) {
+			rc = too_new(s, v, err, errlen);
+		} else if (rc == KS_OK && v < 0) {
+			set_err(err, errlen, "store %s: invalid schema version "
+			    "%" PRId64, s->path, v);
+			rc = KS_E_STORE;
+		}
+		if (rc != KS_OK || v == KS_STORE_SCHEMA_VERSION)
+			break;
+		rc = exec_open(s, s->w, migrations[v], err, errlen);
+		if (rc == KS_OK) {
+			snprintf(sql, sizeof sql, "PRAGMA user_version=%d",
+			    (int)v + 1);
+			rc = exec_open(s, s->w, sql, err, errlen);
+		}
+		if (rc == KS_OK)
+			rc = exec_open(s, s->w, "COMMIT", err, errlen);
+		if (rc != KS_OK)
+			break;
+		ks_log(KS_LOG_INFO, "store %s: schema migrated to version %d",
+		    s->path, (int)v + 1);
+	}
+	if (!sqlite3_get_autocommit(s->w))
+		sqlite3_exec(s->w, rc == KS_OK ? "COMMIT" : "ROLLBACK", NULL,
+		    NULL, NULL);
+	s->schema_version = (int)v;
+	return rc;
+}
+
+static int prepare_writer(ks_store_t *s, char *err, size_t errlen)
+{
+	static const struct {
+		size_t off;
+		const char *sql;
+	} stmts[] = {
+#define W(field, text) { offsetof(ks_store_t, field), text }
+		W(w_begin, "BEGIN IMMEDIATE"),
+		W(w_commit, "COMMIT"),
+		W(w_rollback, "ROLLBACK"),
+		W(w_size, "SELECT size FROM artifacts WHERE key = ?1"),
+		W(w_put, "INSERT OR REPLACE INTO artifacts (key, sum, row_sum,"
+		    " size, created, last_used, meta, bytes)"
+		    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+		W(w_delete, "DELETE FROM artifacts WHERE key = ?1"
+		    " RETURNING size"),
+		W(w_touch, "UPDATE artifacts SET last_used = ?2"
+		    " WHERE key = ?1 AND last_used < ?2"),
+		W(w_lru, "SELECT key FROM artifacts WHERE key <> ?1"
+		    " ORDER BY last_used, key LIMIT ?2"),
+		W(w_check, SELECT_ROW),
+		W(w_count_corrupt, "UPDATE counters SET value = value + 1"
+		    " WHERE name = 'corrupt'"),
+#undef W
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
+		sqlite3_stmt **st = (sqlite3_stmt **)((char *)s +
+		    stmts[i].off);
+		int rc = prepare(s, s->w, stmts[i].sql, st, err, errlen);
+
+		if (rc != KS_OK)
+			return rc;
+	}
+	return KS_OK;
+}
+
+/* Loads the totals the writer keeps in memory.  COUNT and SUM read the
+ * first page of every row (size comes before the blobs), once per open. */
+static int load_totals(ks_store_t *s, char *err, size_t errlen)
+{
+	int64_t n, bytes, last, corrupt;
+	int rc;
+
+	rc = query_int(s, s->w, "SELECT COUNT(*) FROM artifacts", &n, err,
+	    errlen);
+	if (rc == KS_OK)
+		rc = query_int(s, s->w, "SELECT COALESCE(SUM(size), 0) "
+		    "FROM artifacts", &bytes, err, errlen);
+	if (rc == KS_OK)
+		rc = query_int(s, s->w, "SELECT COALESCE(MAX(last_used), 0) "
+		    "FROM artifacts", &last, err, errlen);
+	if (rc == KS_OK)
+		rc = query_int(s, s->w, "SELECT COALESCE((SELECT value FROM "
+		    "counters WHERE name = 'corrupt'), 0)", &corrupt, err,
+		    errlen);
+	if (rc != KS_OK)
+		return rc;
+	atomic_store(&s->entries, (uint64_t)n);
+	atomic_store(&s->bytes, (uint64_t)bytes);
+	atomic_store(&s->clock, last);
+	atomic_store(&s->corrupt_total, (uint64_t)corrupt);
+	return KS_OK;
+}
+
+/*
+ * The reader: query_only, so a bug cannot make it a second writer;
+ * wal_autocheckpoint=0 and no checkpoint on close, so it never
+ * checkpoints.  Opened after the writer has migrated the schema.
+ */
+static int open_reader(ks_store_t *s, char *err, size_t errlen)
+{
+	int rc;
+
+	rc = open_conn(s, SQLITE_OPEN_READWRITE, &s->r, err, errlen);
+	if (rc != KS_OK)
+		return rc;
+	sqlite3_db_config(s->r, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+	rc = exec_open(s, s->r, "PRAGMA wal_autocheckpoint=0;"
+	    "PRAGMA query_only=1;", err, errlen);
+	if (rc == KS_OK)
+		rc = prepare(s, s->r, SELECT_ROW, &s->r_get, err, errlen);
+	if (rc == KS_OK)
+		rc = prepare(s, s->r, "SELECT key, meta, size, last_used "
+		    "FROM artifacts ORDER BY key", &s->r_list, err, errlen);
+	return rc;
+}
+
+static void finalize_all(ks_store_t *s)
+{
+	sqlite3_stmt **w[] = {
+		&s->w_begin, &s->w_commit, &s->w_rollback, &s->w_size,
+		&s->w_put, &s->w_delete, &s->w_touch, &s->w_lru, &s->w_check,
+		&s->w_count_corrupt, &s->r_get, &s->r_list,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof w / sizeof w[0]; i++) {
+		sqlite3_finalize(*w[i]);
+		*w[i] = NULL;
+	}
+}
+
+/*
+ * Closes both connections: the reader first, so the writer is the last
+ * connection and the one that checkpoints and removes the WAL.
+ */
+static void destroy(ks_store_t *s)
+{
+	finalize_all(s);
+	if (s->r != NULL && sqlite3_close(s->r) != SQLITE_OK)
+		ks_log(KS_LOG_ERROR, "store %s: closing reader: %s", s->path,
+		    sqlite3_errmsg(s->r));
+	if (s->w != NULL) {
+		if (!sqlite3_db_readonly(s->w, "main"))
+			sqlite3_wal_checkpoint_v2(s->w, NULL,
+			    SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+		if (sqlite3_close(s->w) != SQLITE_OK)
+			ks_log(KS_LOG_ERROR, "store %s: closing writer: %s",
+			    s->path, sqlite3_errmsg(s->w));
+	}
+	if (s->locks) {
+		pthread_mutex_destroy(&s->wlock);
+		pthread_mutex_destroy(&s->rlock);
+		pthread_mutex_destroy(&s->tlock);
+	}
+	free(s->path);
+	free(s);
+}
+
+int ks_store_open(const char *path, uint64_t max_bytes, ks_store_t **out,
+    char *err, size_t errlen)
+{
+	ks_store_t *s;
+	int rc;
+
+	*out = NULL;
+	set_err(err, errlen, "%s", "");
+	if (path == NULL || *path == '\0') {
+		set_err(err, errlen, "store: empty path");
+		return KS_E_INVAL;
+	}
+	s = calloc(1, sizeof *s);
+	if (s == NULL || (s->path = strdup(path)) == NULL) {
+		free(s);
+		set_err(err, errlen, "store %s: out of memory", path);
+		return KS_E_NOMEM;
+	}
+	s->max_bytes = max_bytes;
+	pthread_mutex_init(&s->wlock, NULL);
+	pthread_mutex_init(&s->rlock, NULL);
+	pthread_mutex_init(&s->tlock, NULL);
+	s->locks = 1;
+
+	rc = make_parents(path, err, errlen);
+	if (rc == KS_OK)
+		rc = open_writer(s, err, errlen);
+	if (rc == KS_OK)
+		rc = migrate(s, err, errlen);
+	if (rc == KS_OK)
+		rc = prepare_writer(s, err, errlen);
+	if (rc == KS_OK)
+		rc = load_totals(s, err, errlen);
+	if (rc == KS_OK)
+		rc = open_reader(s, err, errlen);
+	if (rc != KS_OK) {
+		destroy(s);
+		return rc;
+	}
+	*out = s;
+	return KS_OK;
+}
+
+void ks_store_close(ks_store_t *s)
+{
+	if (s == NULL)
+		return;
+	pthread_mutex_lock(&s->wlock);
+	flush_locked(s);
+	pthread_mutex_unlock(&s->wlock);
+	destroy(s);
+}
+
+/* ---- operations ---- */
+
+int ks_store_get(ks_store_t *s, const ks_hash_t *key, ks_artifact_t **out)
+{
+	ks_artifact_t *a = NULL;
+	ks_hash_t sum, row_sum;
+	const char *why = NULL;
+	char hex[KS_HASH_HEX];
+	int rc;
+
+	*out = NULL;
+	pthread_mutex_lock(&s->rlock);
+	bind_key(s->r_get, 1, key);
+	rc = sqlite3_step(s->r_get);
+	if (rc == SQLITE_ROW) {
+		why = check_shape(s->r_get, &sum, &row_sum);
+		if (why == NULL) {
+			struct row_data d;
+
+			row_data(s->r_get, &d);
+			a = ks_artifact_new_with_sum(key, &sum, d.meta,
+			    d.meta_len, d.bytes, d.len);
+			rc = a ? KS_OK : KS_E_NOMEM;
+		} else {
+			rc = KS_E_CORRUPT;
+		}
+	} else if (rc == SQLITE_DONE) {
+		rc = KS_E_NOT_FOUND;
+	} else {
+		rc = failed(s, s->r, rc, "get");
+	}
+	/* Reset before unlocking: a reset statement ends the read
+	 * transaction, which would otherwise pin the WAL and stop
+	 * checkpoints. */
+	sqlite3_reset(s->r_get);
+	pthread_mutex_unlock(&s->rlock);
+
+	/* Hash outside the lock, on our own copy. */
+	if (a != NULL) {
+		why = check_content(key, &a->sum, &row_sum, a->meta,
+		    a->meta_len, a->bytes, a->len);
+		if (why == NULL) {
+			*out = a;
+			return KS_OK;
+		}
+		ks_artifact_unref(a);
+		rc = KS_E_CORRUPT;
+	}
+	if (rc == KS_E_CORRUPT) {
+		ks_hash_hex(key, hex);
+		ks_log(KS_LOG_WARN, "store %s: artifact %s is corrupt (%s); "
+		    "not served, removing it", s->path, hex, why);
+		quarantine(s, key);
+	}
+	return rc;
+}
+
+int ks_store_put(ks_store_t *s, const ks_artifact_t *a)
+{
+	uint64_t bytes, entries, evicted = 0;
+	int64_t old = -1, now;
+	ks_hash_t row_sum;
+	int rc, st;
+
+	if (s == NULL || a == NULL || (a->meta == NULL && a->meta_len))
+		return KS_E_INVAL;
+	if (a->len > (uint64_t)INT64_MAX)
+		return KS_E_TOO_LARGE;
+	row_sum_of(&a->key, &a->sum, a->meta ? a->meta : "", a->meta_len,
+	    &row_sum);
+	now = wall_ms();
+
+	pthread_mutex_lock(&s->wlock);
+	bytes = atomic_load(&s->bytes);
+	entries = atomic_load(&s->entries);
+	/* Before a put that may evict, write the pending touches, so that
+	 * eviction sees the latest uses. */
+	if (s->max_bytes && bytes + a->len > s->max_bytes)
+		flush_locked(s);
+
+	rc = begin(s);
+	if (rc == KS_OK) {
+		bind_key(s->w_size, 1, &a->key);
+		st = sqlite3_step(s->w_size);
+		if (st == SQLITE_ROW)
+			old = sqlite3_column_int64(s->w_size, 0);
+		sqlite3_reset(s->w_size);
+		if (st != SQLITE_ROW && st != SQLITE_DONE)
+			rc = failed(s, s->w, st, "read old size");
+	}
+	if (rc == KS_OK) {
+		sqlite3_stmt *p = s->w_put;
+
+		bind_key(p, 1, &a->key);
+		sqlite3_bind_blob(p, 2, a->sum.b, KS_HASH_BYTES, SQLITE_STATIC);
+		sqlite3_bind_blob(p, 3, row_sum.b, KS_HASH_BYTES,
+		    SQLITE_STATIC);
+		sqlite3_bind_int64(p, 4, (int64_t)a->len);
+		sqlite3_bind_int64(p, 5, now);
+		sqlite3_bind_int64(p, 6, stamp(s));
+		st = sqlite3_bind_text64(p, 7, a->meta ? a->meta : "",
+		    a->meta_len, SQLITE_STATIC, SQLITE_UTF8);
+		if (st == SQLITE_OK)
+			st = sqlite3_bind_blob64(p, 8, a->bytes ? (const
+			    void *)a->bytes : (const void *)"", a->len,
+			    SQLITE_STATIC);
+		if (st != SQLITE_OK) {
+			sqlite3_reset(p);
+			rc = failed(s, s->w, st, "bind artifact");
+		} else {
+			rc = run(s, p, "put");
+		}
+		/* Drop the borrowed pointers to the caller's buffers. */
+		sqlite3_clear_bindings(p);
+	}
+	if (rc == KS_OK) {
+		if (old >= 0)
+			bytes -= (uint64_t)old;
+		else
+			entries++;
+		bytes += a->len;
+		if (s->max_bytes && bytes > s->max_bytes)
+			rc = evict_locked(s, &a->key, &bytes, &entries,
+			    &evicted);
+	}
+	if (rc == KS_OK)
+		rc = commit(s);
+	if (rc != KS_OK) {
+		rollback(s);
+	} else {
+		atomic_store(&s->bytes, bytes);
+		atomic_store(&s->entries, entries);
+		atomic_fetch_add(&s->evicted, evicted);
+	}
+	pthread_mutex_unlock(&s->wlock);
+	return rc;
+}
+
+/*
+ * Adds or refreshes KEY in the pending set (tlock held).  Returns 0 when
+ * recorded, 1 when the set is full and KEY is not in it.
+ */
+static int pending_add(ks_store_t *s, const ks_hash_t *key, int64_t when)
+{
+	uint64_t h;
+	size_t i;
+
+	memcpy(&h, key->b, sizeof h);
+	for (i = h & (PENDING_SLOTS - 1); s->slots[i];
+	    i = (i + 1) & (PENDING_SLOTS - 1)) {
+		struct touch *t = &s->pending[s->slots[i] - 1];
+
+		if (ks_hash_eq(&t->key, key)) {
+			if (when > t->when)
+				t->when = when;
+			return 0;
+		}
+	}
+	if (s->npending == KS_STORE_PENDING_TOUCHES)
+		return 1;
+	s->pending[s->npending].key = *key;
+	s->pending[s->npending].when = when;
+	s->slots[i] = (uint16_t)++s->npending;
+	return 0;
+}
+
+void ks_store_touch(ks_store_t *s, const ks_hash_t *key)
+{
+	int64_t when = stamp(s);
+	int tries, full, dropped;
+
+	/* A full set is flushed and the touch retried once; if other threads
+	 * filled the set again meanwhile, this touch is dropped (it is only
+	 * a hint for the eviction order). */
+	for (tries = 0; tries < 2; tries++) {
+		pthread_mutex_lock(&s->tlock);
+		dropped = pending_add(s, key, when);
+		full = s->npending == KS_STORE_PENDING_TOUCHES;
+		pthread_mutex_unlock(&s->tlock);
+		if (full)
+			ks_store_flush(s);
+		if (!dropped)
+			return;
+	}
+}
+
+int ks_store_flush(ks_store_t *s)
+{
+	int rc;
+
+	pthread_mutex_lock(&s->wlock);
+	rc = flush_locked(s);
+	pthread_mutex_unlock(&s->wlock);
+	return rc;
+}
+
+int ks_store_remove(ks_store_t *s, const ks_hash_t *key)
+{
+	int64_t size;
+	int rc;
+
+	pthread_mutex_lock(&s->wlock);
+	rc = delete_row(s, key, &size);
+	if (rc == KS_OK && size < 0) {
+		rc = KS_E_NOT_FOUND;
+	} else if (rc == KS_OK) {
+		atomic_fetch_sub(&s->bytes, (uint64_t)size);
+		atomic_fetch_sub(&s->entries, 1);
+	}
+	pthread_mutex_unlock(&s->wlock);
+	return rc;
+}
+
+int ks_store_stats(ks_store_t *s, ks_store_stats_t *out)
+{
+	out->entries = atomic_load(&s->entries);
+	out->bytes = atomic_load(&s->bytes);
+	out->max_bytes = s->max_bytes;
+	out->corrupt = atomic_load(&s->corrupt);
+	out->evicted = atomic_load(&s->evicted);
+	out->schema_version = s->schema_version;
+	return KS_OK;
+}
+
+uint64_t ks_store_corrupt_total(ks_store_t *s)
+{
+	return atomic_load(&s->corrupt_total);
+}
+
+int ks_store_integrity_check(ks_store_t *s, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+	size_t used = 0;
+	int rc, ok = 0, rows = 0;
+
+	set_err(err, errlen, "%s", "");
+	pthread_mutex_lock(&s->rlock);
+	rc = sqlite3_prepare_v2(s->r, "PRAGMA integrity_check(20)", -1, &st,
+	    NULL);
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *line = (const char *)sqlite3_column_text(st, 0);
+
+		rc = SQLITE_OK;
+		if (line == NULL)
+			continue;
+		if (rows++ == 0 && strcmp(line, "ok") == 0)
+			ok = 1;
+		if (err != NULL && used + 1 < errlen) {
+			int n = snprintf(err + used, errlen - used, "%s%s",
+			    used ? "; " : "", line);
+
+			used += n > 0 ? (size_t)n : 0;
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		set_err(err, errlen, "store %s: integrity check failed: %s",
+		    s->path, sqlite3_errmsg(s->r));
+		rc = from_sqlite(rc);
+	} else {
+		rc = ok && rows == 1 ? KS_OK : KS_E_CORRUPT;
+	}
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->rlock);
+	return rc;
+}
+
+int ks_store_list(ks_store_t *s, int (*cb)(void *ctx, const ks_hash_t *key,
+    const char *meta, uint64_t size, int64_t last_used), void *ctx)
+{
+	ks_hash_t key;
+	int rc, stop = 0;
+
+	pthread_mutex_lock(&s->rlock);
+	while ((rc = sqlite3_step(s->r_list)) == SQLITE_ROW) {
+		const char *meta;
+
+		column_key(s->r_list, 0, &key);
+		meta = (const char *)sqlite3_column_text(s->r_list, 1);
+		stop = cb(ctx, &key, meta ? meta : "",
+		    (uint64_t)sqlite3_column_int64(s->r_list, 2),
+		    sqlite3_column_int64(s->r_list, 3));
+		if (stop)
+			break;
+	}
+	if (!stop && rc != SQLITE_DONE)
+		stop = failed(s, s->r, rc, "list");
+	sqlite3_reset(s->r_list);
+	pthread_mutex_unlock(&s->rlock);
+	return stop;
+}

@@ -1,0 +1,329 @@
+/*
+ * End-to-end harness: starts a real kspecd on a temporary socket and store,
+ * talks the wire protocol with raw frames, and loads CPU artifacts.
+ * Shared by tests/test_e2e.c and the benchmarks.
+ */
+#ifndef KS_TEST_E2E_H
+#define KS_TEST_E2E_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <cjson/cJSON.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+	char dir[256];
+	char sock[300];
+	char store[300];
+	pid_t pid;
+} e2e_daemon_t;
+
+/* Where kspecd is: $KSPEC_BUILD (set by make test), else ./build. */
+static inline const char *e2e_build_dir(void)
+{
+	const char *b = getenv("KSPEC_BUILD");
+
+	return b && *b ? b : "build";
+}
+
+static inline int e2e_connect(const char *path)
+{
+	struct sockaddr_un sa;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof sa.sun_path) {
+		close(fd);
+		return -1;
+	}
+	memcpy(sa.sun_path, path, strlen(path));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Starts kspecd with EXTRA arguments (NULL-terminated, may be NULL) on
+ * D's socket and store; waits until it accepts.  D->dir must be set (a
+ * fresh directory is made when empty). */
+static inline int e2e_start(e2e_daemon_t *d, const char *const *extra)
+{
+	char bin[512];
+	const char *argv[32];
+	int i, n = 0, fd;
+
+	if (!d->dir[0]) {
+		snprintf(d->dir, sizeof d->dir, "/tmp/kspec-e2e-XXXXXX");
+		if (!mkdtemp(d->dir))
+			return -1;
+	}
+	snprintf(d->sock, sizeof d->sock, "%s/run/kspecd.sock", d->dir);
+	snprintf(d->store, sizeof d->store, "%s/store/kspec.db", d->dir);
+	snprintf(bin, sizeof bin, "%s/kspecd", e2e_build_dir());
+	argv[n++] = bin;
+	argv[n++] = "--socket";
+	argv[n++] = d->sock;
+	argv[n++] = "--store";
+	argv[n++] = d->store;
+	for (i = 0; extra && extra[i] && n < 30; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	d->pid = fork();
+	if (d->pid < 0)
+		return -1;
+	if (d->pid == 0) {
+		int nul = open("/dev/null", O_WRONLY);
+
+		/* The daemon must not hold the test's stdout open. */
+		dup2(nul, 1);
+		if (!getenv("KSPEC_E2E_LOG"))
+			dup2(nul, 2);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	for (i = 0; i < 3000; i++) {          /* up to 30 s */
+		int st;
+
+		fd = e2e_connect(d->sock);
+		if (fd >= 0) {
+			close(fd);
+			return 0;
+		}
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			d->pid = 0;
+			return -1;
+		}
+		usleep(10000);
+	}
+	return -1;
+}
+
+/* Sends SIGTERM and waits; returns the exit status or -1. */
+static inline int e2e_stop(e2e_daemon_t *d)
+{
+	int st, i;
+
+	if (d->pid <= 0)
+		return -1;
+	kill(d->pid, SIGTERM);
+	for (i = 0; i < 3000; i++) {
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			d->pid = 0;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 +
+			    WTERMSIG(st);
+		}
+		usleep(10000);
+	}
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, &st, 0);
+	d->pid = 0;
+	return -1;
+}
+
+static inline void e2e_cleanup(e2e_daemon_t *d)
+{
+	char cmd[400];
+
+	if (d->pid > 0)
+		e2e_stop(d);
+	if (d->dir[0] && strncmp(d->dir, "/tmp/kspec-e2e-", 15) == 0) {
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", d->dir);
+	}
+}
+
+static inline int e2e_write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n) {
+		ssize_t w = write(fd, c, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static inline int e2e_read_all(int fd, void *p, size_t n)
+{
+	char *c = p;
+
+	while (n) {
+		ssize_t r = read(fd, c, n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		c += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static inline int e2e_send(int fd, const char *json)
+{
+	uint32_t hl = (uint32_t)strlen(json);
+	unsigned char pre[8] = {
+		(unsigned char)(hl >> 24), (unsigned char)(hl >> 16),
+		(unsigned char)(hl >> 8), (unsigned char)hl, 0, 0, 0, 0 };
+
+	if (e2e_write_all(fd, pre, 8))
+		return -1;
+	return e2e_write_all(fd, json, hl);
+}
+
+/* A reply: parsed header and payload (malloc'd, may be NULL). */
+typedef struct {
+	cJSON *h;
+	unsigned char *payload;
+	size_t len;
+} e2e_reply_t;
+
+static inline void e2e_reply_free(e2e_reply_t *r)
+{
+	cJSON_Delete(r->h);
+	free(r->payload);
+	memset(r, 0, sizeof *r);
+}
+
+static inline int e2e_recv(int fd, e2e_reply_t *r)
+{
+	unsigned char pre[8];
+	uint32_t hl, pl;
+	char *hdr;
+
+	memset(r, 0, sizeof *r);
+	if (e2e_read_all(fd, pre, 8))
+		return -1;
+	hl = (uint32_t)pre[0] << 24 | (uint32_t)pre[1] << 16 |
+	    (uint32_t)pre[2] << 8 | pre[3];
+	pl = (uint32_t)pre[4] << 24 | (uint32_t)pre[5] << 16 |
+	    (uint32_t)pre[6] << 8 | pre[7];
+	hdr = malloc((size_t)hl + 1);
+	if (!hdr || e2e_read_all(fd, hdr, hl)) {
+		free(hdr);
+		return -1;
+	}
+	hdr[hl] = '\0';
+	r->h = cJSON_Parse(hdr);
+	free(hdr);
+	if (!r->h)
+		return -1;
+	if (pl) {
+		r->payload = malloc(pl);
+		if (!r->payload || e2e_read_all(fd, r->payload, pl))
+			return -1;
+		r->len = pl;
+	}
+	return 0;
+}
+
+/* One request, one reply on a fresh connection. */
+static inline int e2e_call(const char *sock, const char *json,
+    e2e_reply_t *r)
+{
+	int fd = e2e_connect(sock), rc;
+
+	if (fd < 0)
+		return -1;
+	rc = e2e_send(fd, json) || e2e_recv(fd, r);
+	close(fd);
+	return rc ? -1 : 0;
+}
+
+static inline const char *e2e_str(const e2e_reply_t *r, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->h, name);
+
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static inline double e2e_num(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+static inline int e2e_ok(const e2e_reply_t *r)
+{
+	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->h, "ok"));
+}
+
+/* The error code of an error reply, "" otherwise. */
+static inline const char *e2e_code(const e2e_reply_t *r)
+{
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(r->h, "error");
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "code");
+
+	return cJSON_IsString(c) ? c->valuestring : "";
+}
+
+/* Counter NAME from a stats reply on a fresh connection, -1 on error. */
+static inline double e2e_stat(const char *sock, const char *name)
+{
+	e2e_reply_t r;
+	double v;
+
+	if (e2e_call(sock, "{\"op\":\"stats\"}", &r))
+		return -1;
+	v = e2e_num(r.h, name);
+	e2e_reply_free(&r);
+	return v;
+}
+
+/* Loads a CPU artifact from memory (memfd + dlopen, no temporary file). */
+typedef void (*e2e_entry_t)(void **params, uint64_t gb, uint64_t ge);
+
+static inline void *e2e_load(const void *bytes, size_t len,
+    const char *entry, e2e_entry_t *fn)
+{
+	char path[64];
+	void *h;
+	int fd = memfd_create("kspec-artifact", MFD_CLOEXEC);
+
+	if (fd < 0)
+		return NULL;
+	if (e2e_write_all(fd, bytes, len)) {
+		close(fd);
+		return NULL;
+	}
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	close(fd);
+	if (!h)
+		return NULL;
+	*fn = (e2e_entry_t)dlsym(h, entry);
+	if (!*fn) {
+		dlclose(h);
+		return NULL;
+	}
+	return h;
+}
+
+#endif

@@ -1,0 +1,196 @@
+/*
+ * Plain-C references for the kernel library, written straight from the
+ * definitions in docs/kernels.md and independent of the IR: the canonical
+ * reduction order (DESIGN.md section 5) and the storage conversions.
+ * Header-only so tests and benchmarks share one copy.
+ */
+#ifndef KS_TEST_REF_H
+#define KS_TEST_REF_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- storage conversions ---- */
+
+static inline float ref_bits_f32(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static inline uint32_t ref_f32_bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static inline float ref_bf16_to_f32(uint16_t h)
+{
+	return ref_bits_f32((uint32_t)h << 16);
+}
+
+/* Round-to-nearest-even; NaN stays a quiet NaN with its sign. */
+static inline uint16_t ref_f32_to_bf16(float f)
+{
+	uint32_t u = ref_f32_bits(f);
+
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x0040u);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+static inline float ref_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+	int exp = (h >> 10) & 0x1f;
+	uint32_t man = h & 0x3ffu;
+	float v;
+
+	if (exp == 0x1f)
+		return ref_bits_f32(sign | 0x7f800000u | (man << 13));
+	if (exp == 0)
+		v = ldexpf((float)man, -24);
+	else
+		v = ldexpf((float)(man | 0x400u), exp - 25);
+	return sign ? -v : v;
+}
+
+/* Round-to-nearest-even through double, which holds every f32 exactly and
+ * makes the rounding of the f16 grid explicit. */
+static inline uint16_t ref_f32_to_f16(float f)
+{
+	uint32_t u = ref_f32_bits(f);
+	uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+	double a = fabs((double)f), q, fl, r;
+	int e;
+
+	if (f != f)
+		return (uint16_t)(sign | 0x7e00u | ((u >> 13) & 0x3ffu));
+	if (a >= 65520.0)         /* rounds to Inf */
+		return (uint16_t)(sign | 0x7c00u);
+	if (a < ldexp(1.0, -14)) { /* subnormal grid: steps of 2^-24 */
+		q = a * ldexp(1.0, 24);
+	} else {
+		frexp(a, &e);     /* a = m * 2^e, m in [0.5, 1) */
+		q = a * ldexp(1.0, 11 - e); /* 11 significant bits */
+	}
+	fl = floor(q);
+	r = q - fl;
+	if (r > 0.5 || (r == 0.5 && fmod(fl, 2.0) == 1.0))
+		fl += 1.0;
+	if (a < ldexp(1.0, -14))
+		return (uint16_t)(sign | (uint16_t)fl);
+	/* fl in [1024, 2048]; 2048 carries into the exponent. */
+	{
+		double v = fl * ldexp(1.0, e - 11);
+		int ee;
+
+		frexp(v, &ee);
+		if (ee - 1 + 15 >= 31)
+			return (uint16_t)(sign | 0x7c00u);
+		return (uint16_t)(sign | (uint16_t)((ee - 1 + 15) << 10) |
+		    (uint16_t)(((uint64_t)(v * ldexp(1.0, 11 - ee))) & 0x3ffu));
+	}
+}
+
+/* dtype codes as in base.h: 0 f32, 1 f16, 2 bf16. */
+static inline float ref_load(const void *buf, int dtype, int64_t i)
+{
+	if (dtype == 0)
+		return ((const float *)buf)[i];
+	if (dtype == 1)
+		return ref_f16_to_f32(((const uint16_t *)buf)[i]);
+	return ref_bf16_to_f32(((const uint16_t *)buf)[i]);
+}
+
+static inline void ref_store(void *buf, int dtype, int64_t i, float v)
+{
+	if (dtype == 0)
+		((float *)buf)[i] = v;
+	else if (dtype == 1)
+		((uint16_t *)buf)[i] = ref_f32_to_f16(v);
+	else
+		((uint16_t *)buf)[i] = ref_f32_to_bf16(v);
+}
+
+/* ---- canonical reduction ---- */
+
+/* Lane l accumulates a[j]*b[j] for j = l (mod 32) in increasing j with
+ * fmaf; the lanes combine in the tree 16, 8, 4, 2, 1. */
+static inline float ref_dot_canonical(const void *a, int64_t ao,
+    const void *b, int64_t bo, int dtype, int64_t n)
+{
+	float v[32];
+	int64_t j;
+	int l, s;
+
+	for (l = 0; l < 32; l++)
+		v[l] = 0.0f;
+	for (j = 0; j < n; j++)
+		v[j % 32] = fmaf(ref_load(a, dtype, ao + j),
+		    ref_load(b, dtype, bo + j), v[j % 32]);
+	for (s = 16; s >= 1; s /= 2)
+		for (l = 0; l < s; l++)
+			v[l] = v[l] + v[l + s];
+	return v[0];
+}
+
+/* y[m][n] = sum_k x[m][k] W[n][k], canonical order, one rounding. */
+static inline void ref_gemm(const void *x, const void *w, void *y, int dtype,
+    int64_t M, int64_t N, int64_t K)
+{
+	int64_t m, n;
+
+	for (m = 0; m < M; m++)
+		for (n = 0; n < N; n++)
+			ref_store(y, dtype, m * N + n,
+			    ref_dot_canonical(x, m * K, w, n * K, dtype, K));
+}
+
+/* Double-precision gemm for sanity checks of the canonical one. */
+static inline void ref_gemm_f64(const void *x, const void *w, double *y,
+    int dtype, int64_t M, int64_t N, int64_t K)
+{
+	int64_t m, n, k;
+
+	for (m = 0; m < M; m++)
+		for (n = 0; n < N; n++) {
+			double s = 0;
+
+			for (k = 0; k < K; k++)
+				s += (double)ref_load(x, dtype, m * K + k) *
+				    ref_load(w, dtype, n * K + k);
+			y[m * N + n] = s;
+		}
+}
+
+/* Deterministic test data: xorshift64*, values in [-1, 1) stored in the
+ * dtype. */
+static inline uint64_t ref_rand(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545F4914F6CDD1Dull;
+}
+
+static inline void ref_fill(void *buf, int dtype, int64_t n, uint64_t seed)
+{
+	uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+	int64_t i;
+
+	for (i = 0; i < n; i++) {
+		float v = (float)((double)(ref_rand(&s) >> 11) /
+		    (double)(1ull << 53) * 2.0 - 1.0);
+
+		ref_store(buf, dtype, i, v);
+	}
+}
+
+#endif

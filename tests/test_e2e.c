@@ -1,0 +1,522 @@
+/*
+ * End to end: a real kspecd on a temporary socket and store, spoken to with
+ * raw frames; CPU artifacts are loaded and run against tests/ref.h.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include "e2e.h"
+#include "ref.h"
+
+static e2e_daemon_t D;
+
+static void up(void)
+{
+	memset(&D, 0, sizeof D);
+	cr_assert_eq(e2e_start(&D, NULL), 0, "kspecd did not start");
+}
+
+static void down(void)
+{
+	e2e_cleanup(&D);
+}
+
+TestSuite(e2e, .init = up, .fini = down, .timeout = 240);
+
+/* ---- helpers ---- */
+
+static char *get_json(const char *dtype, const char *shape,
+    const char *dynamic, const char *ret)
+{
+	static char buf[1024];
+
+	snprintf(buf, sizeof buf, "{\"op\":\"get\",\"id\":7,\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"%s\",\"shape\":{%s},"
+	    "\"dynamic\":[%s],\"return\":\"%s\"}", dtype, shape, dynamic,
+	    ret);
+	return buf;
+}
+
+static int dtype_code(const char *d)
+{
+	return strcmp(d, "f32") == 0 ? 0 : strcmp(d, "f16") == 0 ? 1 : 2;
+}
+
+/* 0 when equal bit for bit, else the number of differing elements. */
+static int64_t bitwise_diff(const void *a, const void *b, int dtype,
+    int64_t n)
+{
+	size_t es = dtype == 0 ? 4 : 2;
+	int64_t i, bad = 0;
+
+	for (i = 0; i < n; i++)
+		bad += memcmp((const char *)a + i * es, (const char *)b + i * es,
+		    es) != 0;
+	return bad;
+}
+
+/*
+ * Runs a gemm artifact: loads it, runs groups [0, groups) with the
+ * dynamic dims in `dyn` (NULL when none), returns y (malloc'd).
+ */
+static void *run_gemm(const e2e_reply_t *r, const void *x, const void *w,
+    int dtype, int64_t M, int64_t N, int64_t groups, const int64_t *dyn,
+    int ndyn)
+{
+	const cJSON *entry = cJSON_GetObjectItemCaseSensitive(r->h, "entry");
+	size_t es = dtype == 0 ? 4 : 2;
+	void *params[8], *px = (void *)x, *pw = (void *)w, *y;
+	e2e_entry_t fn;
+	void *h;
+	int i, n = 0;
+
+	cr_assert(cJSON_IsString(entry));
+	h = e2e_load(r->payload, r->len, entry->valuestring, &fn);
+	cr_assert_not_null(h, "artifact does not load: %s", dlerror());
+	y = calloc((size_t)(M * N), es);
+	params[n++] = &px;
+	params[n++] = &pw;
+	params[n++] = &y;
+	for (i = 0; i < ndyn; i++)
+		params[n++] = (void *)&dyn[i];
+	fn(params, 0, (uint64_t)groups);
+	dlclose(h);
+	return y;
+}
+
+static int64_t launch_groups(const e2e_reply_t *r)
+{
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(r->h, "launch");
+	const cJSON *g = cJSON_GetObjectItemCaseSensitive(l, "groups");
+
+	return cJSON_IsNumber(g) ? (int64_t)g->valuedouble : -1;
+}
+
+/* Requests gemm at a constant shape, runs it, checks it bit for bit against
+ * the canonical reference.  Returns y for further comparisons. */
+static void *check_gemm(const char *dtype, int64_t M, int64_t N, int64_t K,
+    const char *want_variant)
+{
+	int dt = dtype_code(dtype);
+	size_t es = dt == 0 ? 4 : 2;
+	char shape[128];
+	e2e_reply_t r;
+	void *x, *w, *y, *ref;
+
+	snprintf(shape, sizeof shape, "\"M\":%ld,\"N\":%ld,\"K\":%ld",
+	    (long)M, (long)N, (long)K);
+	cr_assert_eq(e2e_call(D.sock, get_json(dtype, shape, "", "artifact"),
+	    &r), 0);
+	cr_assert(e2e_ok(&r), "get failed: %s", cJSON_PrintUnformatted(r.h));
+	cr_assert_str_eq(e2e_str(&r, "variant"), want_variant);
+	cr_assert_str_eq(e2e_str(&r, "format"), "so");
+	cr_assert_gt(r.len, 0);
+	x = malloc((size_t)(M * K) * es);
+	w = malloc((size_t)(N * K) * es);
+	ref = calloc((size_t)(M * N), es);
+	ref_fill(x, dt, M * K, 1);
+	ref_fill(w, dt, N * K, 2);
+	ref_gemm(x, w, ref, dt, M, N, K);
+	y = run_gemm(&r, x, w, dt, M, N, launch_groups(&r), NULL, 0);
+	cr_assert_eq(bitwise_diff(y, ref, dt, M * N), 0,
+	    "%s gemm M=%ld N=%ld K=%ld differs from the canonical reference",
+	    dtype, (long)M, (long)N, (long)K);
+	free(x);
+	free(w);
+	free(ref);
+	e2e_reply_free(&r);
+	return y;
+}
+
+/* ---- gemm through the daemon ---- */
+
+Test(e2e, gemv_m1_is_bitwise_canonical_for_every_dtype)
+{
+	static const char *const dts[] = { "f32", "f16", "bf16" };
+	int i;
+
+	for (i = 0; i < 3; i++)
+		free(check_gemm(dts[i], 1, 4096, 4096, "gemv_m1"));
+}
+
+Test(e2e, general_at_m1_is_bitwise_equal_to_gemv_m1)
+{
+	static const char *const dts[] = { "f32", "bf16" };
+	int64_t N = 4096, K = 4096, M = 1;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		int dt = dtype_code(dts[i]);
+		size_t es = dt == 0 ? 4 : 2;
+		void *x = malloc((size_t)(M * K) * es);
+		void *w = malloc((size_t)(N * K) * es);
+		void *y1 = check_gemm(dts[i], 1, N, K, "gemv_m1");
+		void *yg;
+		e2e_reply_t r;
+
+		/* M dynamic selects `general`; run it with M = 1. */
+		cr_assert_eq(e2e_call(D.sock, get_json(dts[i],
+		    "\"N\":4096,\"K\":4096", "\"M\"", "artifact"), &r), 0);
+		cr_assert(e2e_ok(&r));
+		cr_assert_str_eq(e2e_str(&r, "variant"), "general");
+		ref_fill(x, dt, M * K, 1);
+		ref_fill(w, dt, N * K, 2);
+		yg = run_gemm(&r, x, w, dt, M, N, M * ((N + 3) / 4), &M, 1);
+		cr_assert_eq(bitwise_diff(y1, yg, dt, M * N), 0);
+		e2e_reply_free(&r);
+		free(x);
+		free(w);
+		free(y1);
+		free(yg);
+	}
+}
+
+Test(e2e, shapes_just_outside_gemv_m1_use_general_and_stay_exact)
+{
+	free(check_gemm("f32", 2, 64, 96, "general"));
+	free(check_gemm("bf16", 17, 33, 64, "general"));
+	free(check_gemm("f32", 1, 37, 4100, "gemv_m1"));  /* K % 32 != 0 */
+	free(check_gemm("f16", 3, 1, 4100, "general"));   /* N = 1 */
+	free(check_gemm("f32", 1, 1, 5, "gemv_m1"));
+}
+
+Test(e2e, all_dynamic_general_matches_reference)
+{
+	int64_t M = 3, N = 10, K = 77;
+	int64_t dyn[3] = { M, N, K };
+	float x[3 * 77], w[10 * 77], ref[30];
+	e2e_reply_t r;
+	void *y;
+
+	cr_assert_eq(e2e_call(D.sock, get_json("f32", "", "\"M\",\"N\",\"K\"",
+	    "artifact"), &r), 0);
+	cr_assert(e2e_ok(&r), "%s", cJSON_PrintUnformatted(r.h));
+	ref_fill(x, 0, M * K, 3);
+	ref_fill(w, 0, N * K, 4);
+	ref_gemm(x, w, ref, 0, M, N, K);
+	y = run_gemm(&r, x, w, 0, M, N, M * ((N + 3) / 4), dyn, 3);
+	cr_assert_eq(bitwise_diff(y, ref, 0, M * N), 0);
+	free(y);
+	e2e_reply_free(&r);
+}
+
+/* The checker used above must catch a wrong reduction order. */
+Test(e2e, bitwise_checker_catches_a_sequential_reduction)
+{
+	int64_t K = 4096, k;
+	float x[4096], w[4096], canon, seq = 0.0f;
+
+	ref_fill(x, 0, K, 5);
+	ref_fill(w, 0, K, 6);
+	canon = ref_dot_canonical(x, 0, w, 0, 0, K);
+	for (k = 0; k < K; k++)
+		seq = fmaf(x[k], w[k], seq);
+	cr_assert_neq(bitwise_diff(&canon, &seq, 0, 1), 0,
+	    "the checker cannot tell the canonical order from a sequential "
+	    "sum on this data");
+}
+
+/* ---- single flight, persistence, corruption ---- */
+
+typedef struct {
+	const char *sock;
+	pthread_barrier_t *go;
+	e2e_reply_t r;
+	int rc;
+} storm_arg_t;
+
+static void *storm_one(void *p)
+{
+	storm_arg_t *a = p;
+	int fd = e2e_connect(a->sock);
+
+	pthread_barrier_wait(a->go);
+	a->rc = fd < 0 || e2e_send(fd, get_json("f32",
+	    "\"M\":1,\"N\":2048,\"K\":2048", "", "artifact")) ||
+	    e2e_recv(fd, &a->r);
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+Test(e2e, concurrent_identical_cold_requests_compile_once)
+{
+	enum { NCLIENT = 32 };
+	storm_arg_t args[NCLIENT];
+	pthread_t th[NCLIENT];
+	pthread_barrier_t go;
+	int i, compiled = 0;
+
+	pthread_barrier_init(&go, NULL, NCLIENT);
+	for (i = 0; i < NCLIENT; i++) {
+		memset(&args[i], 0, sizeof args[i]);
+		args[i].sock = D.sock;
+		args[i].go = &go;
+		pthread_create(&th[i], NULL, storm_one, &args[i]);
+	}
+	for (i = 0; i < NCLIENT; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < NCLIENT; i++) {
+		cr_assert_eq(args[i].rc, 0);
+		cr_assert(e2e_ok(&args[i].r));
+		cr_assert_eq(args[i].r.len, args[0].r.len);
+		cr_assert_eq(memcmp(args[i].r.payload, args[0].r.payload,
+		    args[0].r.len), 0, "client %d got different bytes", i);
+		compiled += strcmp(e2e_str(&args[i].r, "source"),
+		    "compiled") == 0;
+	}
+	cr_assert_eq(compiled, 1);
+	cr_assert_eq(e2e_stat(D.sock, "compiles"), 1);
+	cr_assert_eq(e2e_stat(D.sock, "joins") + e2e_stat(D.sock,
+	    "hits_memory"), NCLIENT - 1);
+	for (i = 0; i < NCLIENT; i++)
+		e2e_reply_free(&args[i].r);
+}
+
+Test(e2e, pipelined_requests_are_answered_by_id)
+{
+	int fd = e2e_connect(D.sock), i, seen = 0;
+	e2e_reply_t r;
+
+	cr_assert_geq(fd, 0);
+	/* A slow compile first, then fast ops behind it on one connection. */
+	cr_assert_eq(e2e_send(fd, "{\"op\":\"get\",\"id\":1,\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1,"
+	    "\"N\":256,\"K\":256},\"return\":\"meta\"}"), 0);
+	cr_assert_eq(e2e_send(fd, "{\"op\":\"ping\",\"id\":2}"), 0);
+	cr_assert_eq(e2e_send(fd, "{\"op\":\"stats\",\"id\":3}"), 0);
+	for (i = 0; i < 3; i++) {
+		int id;
+
+		cr_assert_eq(e2e_recv(fd, &r), 0);
+		cr_assert(e2e_ok(&r));
+		id = (int)e2e_num(r.h, "id");
+		cr_assert(id >= 1 && id <= 3);
+		seen |= 1 << id;
+		if (id == 1)
+			cr_assert_eq(r.len, 0, "return:meta sent a payload");
+		e2e_reply_free(&r);
+	}
+	cr_assert_eq(seen, 0xe);
+	close(fd);
+}
+
+Test(e2e, restart_serves_from_disk_without_compiling)
+{
+	const char *req = get_json("bf16", "\"M\":1,\"N\":512,\"K\":512", "",
+	    "artifact");
+	e2e_reply_t a, b;
+
+	cr_assert_eq(e2e_call(D.sock, req, &a), 0);
+	cr_assert_str_eq(e2e_str(&a, "source"), "compiled");
+	cr_assert_eq(e2e_stop(&D), 0, "kspecd did not stop cleanly");
+	cr_assert_eq(e2e_start(&D, NULL), 0);
+	cr_assert_eq(e2e_call(D.sock, req, &b), 0);
+	cr_assert_str_eq(e2e_str(&b, "source"), "disk");
+	cr_assert_str_eq(e2e_str(&a, "key"), e2e_str(&b, "key"));
+	cr_assert_eq(a.len, b.len);
+	cr_assert_eq(memcmp(a.payload, b.payload, a.len), 0);
+	cr_assert_eq(e2e_stat(D.sock, "compiles"), 0);
+	e2e_reply_free(&b);
+	cr_assert_eq(e2e_call(D.sock, req, &b), 0);
+	cr_assert_str_eq(e2e_str(&b, "source"), "memory");
+	e2e_reply_free(&a);
+	e2e_reply_free(&b);
+}
+
+Test(e2e, corrupted_stored_blob_is_not_served_and_is_recompiled)
+{
+	const char *req = get_json("f32", "\"M\":1,\"N\":128,\"K\":128", "",
+	    "artifact");
+	e2e_reply_t a, b;
+	sqlite3 *db;
+
+	cr_assert_eq(e2e_call(D.sock, req, &a), 0);
+	cr_assert(e2e_ok(&a));
+	cr_assert_eq(e2e_stop(&D), 0);
+	/* Flip one byte in the middle of the stored artifact. */
+	cr_assert_eq(sqlite3_open(D.store, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, "UPDATE artifacts SET bytes = "
+	    "substr(bytes, 1, 100) || x'5a' || substr(bytes, 102)", NULL, NULL,
+	    NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+	cr_assert_eq(sqlite3_changes(db), 1);
+	sqlite3_close(db);
+	cr_assert_eq(e2e_start(&D, NULL), 0);
+	cr_assert_eq(e2e_call(D.sock, req, &b), 0);
+	cr_assert(e2e_ok(&b));
+	cr_assert_str_eq(e2e_str(&b, "source"), "compiled");
+	cr_assert_eq(b.len, a.len);
+	cr_assert_eq(memcmp(a.payload, b.payload, a.len), 0);
+	cr_assert_eq(e2e_stat(D.sock, "corrupt"), 1);
+	cr_assert_eq(e2e_stat(D.sock, "compiles"), 1);
+	e2e_reply_free(&a);
+	e2e_reply_free(&b);
+}
+
+/* ---- bad input ---- */
+
+/* After every bad request the daemon still answers a ping from another
+ * client. */
+static void still_serving(void)
+{
+	e2e_reply_t r;
+
+	cr_assert_eq(e2e_call(D.sock, "{\"op\":\"ping\",\"id\":99}", &r), 0,
+	    "daemon stopped serving");
+	cr_assert(e2e_ok(&r));
+	e2e_reply_free(&r);
+}
+
+static void expect_error(const char *json, const char *code)
+{
+	e2e_reply_t r;
+
+	cr_assert_eq(e2e_call(D.sock, json, &r), 0, "no reply to %s", json);
+	cr_assert(!e2e_ok(&r), "accepted: %s", json);
+	cr_assert_str_eq(e2e_code(&r), code, "for %s: %s", json,
+	    cJSON_PrintUnformatted(r.h));
+	e2e_reply_free(&r);
+	still_serving();
+}
+
+Test(e2e, bad_requests_get_clear_codes_and_the_daemon_keeps_serving)
+{
+	expect_error("{\"op\":\"get\",", "E_BAD_JSON");
+	expect_error("[1,2]", "E_BAD_JSON");
+	expect_error("{\"op\":\"frobnicate\"}", "E_UNKNOWN_OP");
+	expect_error("{\"op\":\"get\",\"kernel\":\"nope\",\"backend\":\"cpu\","
+	    "\"dtype\":\"f32\",\"shape\":{\"M\":1}}", "E_UNKNOWN_KERNEL");
+	expect_error("{\"op\":\"get\",\"kernel\":\"gemm\",\"backend\":\"cpu\","
+	    "\"dtype\":\"f32\",\"shape\":{\"M\":1,\"N\":8,\"K\":8},"
+	    "\"shpae\":{}}", "E_UNKNOWN_FIELD");
+	expect_error("{\"op\":\"get\",\"kernel\":\"gemm\",\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1,"
+	    "\"N\":8,\"K\":8}}", "E_DUPLICATE_KEY");
+	expect_error("{\"op\":\"get\",\"kernel\":\"gemm\",\"backend\":\"cpu\","
+	    "\"dtype\":\"f32\",\"shape\":{\"M\":1,\"M\":2,\"N\":8,\"K\":8}}",
+	    "E_DUPLICATE_KEY");
+	expect_error(get_json("f32", "\"M\":1,\"N\":8", "", "artifact"),
+	    "E_BAD_SHAPE");
+	expect_error(get_json("f32", "\"M\":0,\"N\":8,\"K\":8", "", "artifact"),
+	    "E_BAD_SHAPE");
+	expect_error(get_json("f32", "\"M\":-4,\"N\":8,\"K\":8", "",
+	    "artifact"), "E_BAD_SHAPE");
+	/* One dimension beyond KS_MAX_DIM; N*K beyond 2^63; N*K within
+	 * int64 but beyond KS_MAX_ELEMS; beyond int64 altogether. */
+	expect_error(get_json("f32", "\"M\":1,\"N\":2147483649,\"K\":8",
+	    "", "artifact"), "E_TOO_LARGE");
+	expect_error(get_json("f32", "\"M\":1,\"N\":4294967296,"
+	    "\"K\":4294967296", "", "artifact"), "E_TOO_LARGE");
+	expect_error(get_json("f32", "\"M\":1,\"N\":2000000000,"
+	    "\"K\":2000000000", "", "artifact"), "E_TOO_LARGE");
+	expect_error(get_json("f32", "\"M\":1,\"N\":99999999999999999999,"
+	    "\"K\":8", "", "artifact"), "E_BAD_SHAPE");
+	expect_error(get_json("f32", "\"M\":1,\"N\":1e300,\"K\":8", "",
+	    "artifact"), "E_BAD_SHAPE");
+	expect_error(get_json("f64", "\"M\":1,\"N\":8,\"K\":8", "",
+	    "artifact"), "E_BAD_DTYPE");
+	expect_error("{\"op\":\"get\",\"kernel\":\"gemm\",\"backend\":\"tpu\","
+	    "\"dtype\":\"f32\",\"shape\":{\"M\":1,\"N\":8,\"K\":8}}",
+	    "E_BAD_BACKEND");
+	expect_error("{\"op\":\"get\",\"kernel\":\"gemm\",\"backend\":\"cpu\","
+	    "\"target\":\"pentium2\",\"dtype\":\"f32\",\"shape\":{\"M\":1,"
+	    "\"N\":8,\"K\":8}}", "E_BAD_TARGET");
+	expect_error("{\"op\":\"get\",\"kernel\":\"gemm\",\"backend\":\"cpu\","
+	    "\"dtype\":\"f32\",\"shape\":{\"M\":1,\"N\":8,\"K\":8},"
+	    "\"dynamic\":[\"M\"]}", "E_BAD_SHAPE");
+}
+
+/* A frame that cannot be parsed is answered, then the connection closes;
+ * the daemon goes on serving others. */
+static void expect_frame_error(const void *bytes, size_t n, const char *code)
+{
+	int fd = e2e_connect(D.sock);
+	e2e_reply_t r;
+	char c;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(e2e_write_all(fd, bytes, n), 0);
+	cr_assert_eq(e2e_recv(fd, &r), 0);
+	cr_assert_str_eq(e2e_code(&r), code);
+	e2e_reply_free(&r);
+	cr_assert_eq(read(fd, &c, 1), 0, "connection not closed");
+	close(fd);
+	still_serving();
+}
+
+Test(e2e, unparsable_frames_are_answered_and_closed)
+{
+	static const unsigned char huge[8] = { 0xff, 0xff, 0xff, 0xff, 0, 0,
+	    0, 0 };
+	static const unsigned char zero[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+	static const unsigned char payload[12] = { 0, 0, 0, 2, 0, 0, 0, 2,
+	    '{', '}', 'a', 'b' };
+	char garbage[64];
+
+	memset(garbage, 'G', sizeof garbage);
+	expect_frame_error(huge, sizeof huge, "E_TOO_LARGE");
+	expect_frame_error(garbage, sizeof garbage, "E_TOO_LARGE");
+	expect_frame_error(zero, sizeof zero, "E_BAD_FRAME");
+	expect_frame_error(payload, sizeof payload, "E_BAD_FRAME");
+}
+
+/* ---- socket hygiene ---- */
+
+Test(e2e, socket_is_private_and_a_second_daemon_refuses_it)
+{
+	struct stat st;
+	char dir[300], bin[512];
+	pid_t pid;
+	int status = 0, i;
+
+	cr_assert_eq(stat(D.sock, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0600);
+	snprintf(dir, sizeof dir, "%s/run", D.dir);
+	cr_assert_eq(stat(dir, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0700);
+
+	/* A second daemon on the same socket must exit non-zero at once and
+	 * leave the first one's socket alone. */
+	snprintf(bin, sizeof bin, "%s/kspecd", e2e_build_dir());
+	pid = fork();
+	if (pid == 0) {
+		int nul = open("/dev/null", O_WRONLY);
+
+		dup2(nul, 1);
+		dup2(nul, 2);
+		execl(bin, bin, "--socket", D.sock, "--store", D.store,
+		    (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 1000 && waitpid(pid, &status, WNOHANG) == 0; i++)
+		usleep(10000);
+	if (i == 1000) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		cr_assert_fail("a second daemon kept running on a live socket");
+	}
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0 &&
+	    WEXITSTATUS(status) != 127);
+	cr_assert_eq(stat(D.sock, &st), 0);
+	still_serving();
+}
+
+Test(e2e, stale_socket_is_replaced_after_a_crash)
+{
+	int st;
+
+	kill(D.pid, SIGKILL);
+	waitpid(D.pid, &st, 0);
+	D.pid = 0;
+	cr_assert_eq(access(D.sock, F_OK), 0, "socket file should remain");
+	cr_assert_eq(e2e_start(&D, NULL), 0, "stale socket blocked restart");
+	still_serving();
+}
+
+Test(e2e, sigterm_stops_cleanly_and_removes_the_socket)
+{
+	cr_assert_eq(e2e_stop(&D), 0);
+	cr_assert_neq(access(D.sock, F_OK), 0);
+}

@@ -1,0 +1,1266 @@
+/*
+ * Tests of specialize/: the walker, the text form, the verifier, the
+ * passes, validation, variant selection, fingerprints, and the gemm IR
+ * itself, run by a small IR interpreter against a plain-C reference in the
+ * canonical order.
+ *
+ * Golden files: tests/golden/gemm_<variant>_<dtype>.ir, compared byte for
+ * byte; KSPEC_GOLDEN_UPDATE=1 (`make golden`) rewrites them instead.  They
+ * are found next to this file (from __FILE__, so run from the repository
+ * root as `make test` does) or in $KSPEC_GOLDEN_DIR.
+ */
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../specialize/specialize.h"
+
+static void setup(void)
+{
+	cr_assert_eq(ks_base_init(), KS_OK);
+}
+
+TestSuite(specialize, .init = setup);
+
+/* ---- helpers ---- */
+
+#define DYN 0   /* a dim given as dynamic */
+
+static int gemm_spec(ks_dtype_t dtype, ks_mode_t mode, int64_t m,
+    int64_t n, int64_t k, ks_spec_t *spec, char *err, size_t errlen)
+{
+	ks_dim_t dims[3] = {
+		{ "M", m != DYN, m }, { "N", n != DYN, n },
+		{ "K", k != DYN, k },
+	};
+
+	return ks_kernel_validate(&ks_kernel_gemm, dtype, mode, dims, 3,
+	    spec, err, errlen);
+}
+
+static ks_ir_kernel_t *gemm(ks_dtype_t dtype, int64_t m, int64_t n,
+    int64_t k)
+{
+	ks_spec_t spec;
+	ks_ir_kernel_t *ir = NULL;
+	char err[256];
+
+	cr_assert_eq(gemm_spec(dtype, KS_MODE_EXACT, m, n, k, &spec, err,
+	    sizeof err), KS_OK, "validate: %s", err);
+	cr_assert_eq(ks_specialize(&spec, &ir, err, sizeof err), KS_OK,
+	    "specialize: %s", err);
+	return ir;
+}
+
+/* Printed text of K; caller frees. */
+static char *text(const ks_ir_kernel_t *k)
+{
+	ks_buf_t b;
+
+	ks_buf_init(&b);
+	cr_assert_eq(ks_ir_print(k, &b), KS_OK);
+	return ks_buf_steal(&b, NULL);
+}
+
+static char *c_text(const ks_ir_kernel_t *k, const ks_expr_t *e)
+{
+	ks_buf_t b;
+
+	ks_buf_init(&b);
+	cr_assert_eq(ks_ir_print_c_expr(k, e, &b), KS_OK);
+	return ks_buf_steal(&b, NULL);
+}
+
+static int count(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (; (hay = strstr(hay, needle)) != NULL; hay++)
+		n++;
+	return n;
+}
+
+static ks_expr_t *c64(ks_ir_kernel_t *k, int64_t v)
+{
+	return ks_x_i64(k, v);
+}
+
+/* ---- golden files ---- */
+
+static void golden_path(char *out, size_t n, const char *name)
+{
+	const char *dir = getenv("KSPEC_GOLDEN_DIR");
+	const char *slash = strrchr(__FILE__, '/');
+
+	if (dir != NULL && *dir != '\0')
+		snprintf(out, n, "%s/%s", dir, name);
+	else if (slash != NULL)
+		snprintf(out, n, "%.*s/golden/%s", (int)(slash - __FILE__),
+		    __FILE__, name);
+	else
+		snprintf(out, n, "golden/%s", name);
+}
+
+static char *read_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *p;
+	long n;
+
+	if (f == NULL)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	p = malloc((size_t)n + 1);
+	cr_assert_not_null(p);
+	cr_assert_eq(fread(p, 1, (size_t)n, f), (size_t)n);
+	p[n] = '\0';
+	fclose(f);
+	return p;
+}
+
+static void check_golden(const ks_ir_kernel_t *k, const char *name)
+{
+	const char *update = getenv("KSPEC_GOLDEN_UPDATE");
+	char path[512];
+	char *got = text(k), *want;
+	size_t i, line = 1;
+
+	golden_path(path, sizeof path, name);
+	if (update != NULL && strcmp(update, "1") == 0) {
+		FILE *f = fopen(path, "wb");
+
+		cr_assert_not_null(f, "cannot write %s", path);
+		cr_assert_eq(fwrite(got, 1, strlen(got), f), strlen(got));
+		cr_assert_eq(fclose(f), 0);
+		free(got);
+		return;
+	}
+	want = read_file(path);
+	cr_assert_not_null(want, "missing golden file %s (make golden)", path);
+	for (i = 0; got[i] && got[i] == want[i]; i++)
+		if (got[i] == '\n')
+			line++;
+	cr_assert(got[i] == want[i], "%s differs from the printed IR at "
+	    "line %zu:\n--- printed:\n%s", path, line, got);
+	free(got);
+	free(want);
+}
+
+Test(specialize, golden_gemv_m1_decode_shape_matches_file)
+{
+	ks_dtype_t d;
+
+	for (d = 0; d < KS_DTYPE_COUNT; d++) {
+		ks_ir_kernel_t *k = gemm(d, 1, 4096, 4096);
+		char name[64];
+
+		snprintf(name, sizeof name, "gemm_gemv_m1_%s.ir",
+		    ks_dtype_name(d));
+		check_golden(k, name);
+		ks_ir_free(k);
+	}
+}
+
+Test(specialize, golden_general_all_dynamic_matches_file)
+{
+	ks_dtype_t d;
+
+	for (d = 0; d < KS_DTYPE_COUNT; d++) {
+		ks_ir_kernel_t *k = gemm(d, DYN, DYN, DYN);
+		char name[64];
+
+		snprintf(name, sizeof name, "gemm_general_%s.ir",
+		    ks_dtype_name(d));
+		check_golden(k, name);
+		ks_ir_free(k);
+	}
+}
+
+Test(specialize, specialization_is_deterministic)
+{
+	static const int64_t shapes[][3] = {
+		{ 1, 4096, 4096 }, { DYN, DYN, DYN }, { 17, 100, 4100 },
+		{ 2, DYN, 64 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+		ks_ir_kernel_t *a = gemm(KS_DTYPE_BF16, shapes[i][0],
+		    shapes[i][1], shapes[i][2]);
+		ks_ir_kernel_t *b = gemm(KS_DTYPE_BF16, shapes[i][0],
+		    shapes[i][1], shapes[i][2]);
+		char *ta = text(a), *tb = text(b);
+
+		cr_assert_str_eq(ta, tb);
+		free(ta);
+		free(tb);
+		ks_ir_free(a);
+		ks_ir_free(b);
+	}
+}
+
+Test(specialize, printed_params_show_kind_dtype_access_and_binding)
+{
+	ks_ir_kernel_t *k = gemm(KS_DTYPE_F16, 1, 4096, DYN);
+	char *t = text(k);
+
+	cr_assert(strstr(t, "kernel gemm variant gemv_m1 entry "
+	    "ks_gemm_gemv_m1 nlanes 32\n") == t, "%s", t);
+	cr_assert(strstr(t, "param 0 x buffer f16 read\n"), "%s", t);
+	cr_assert(strstr(t, "param 2 y buffer f16 write\n"), "%s", t);
+	cr_assert(strstr(t, "param 3 M scalar i64 bound 1\n"), "%s", t);
+	cr_assert(strstr(t, "param 5 K scalar i64\n"), "%s", t);
+	cr_assert(strstr(t, "var 0 n0 uniform i64\n"), "%s", t);
+	cr_assert(strstr(t, " acc0 lane f32\n"), "%s", t);
+	free(t);
+	ks_ir_free(k);
+}
+
+/* ---- C launch expressions ---- */
+
+Test(specialize, launch_expression_of_dynamic_general_is_c)
+{
+	ks_ir_kernel_t *k = gemm(KS_DTYPE_F32, DYN, DYN, DYN);
+	char *t = c_text(k, k->grid);
+
+	cr_assert_str_eq(t, "M*((N+3)/4)");
+	free(t);
+	ks_ir_free(k);
+	k = gemm(KS_DTYPE_F32, DYN, 4096, DYN);
+	t = c_text(k, k->grid);
+	cr_assert_str_eq(t, "M*1024");
+	free(t);
+	ks_ir_free(k);
+}
+
+Test(specialize, launch_expression_parenthesises_by_c_precedence)
+{
+	ks_ir_kernel_t *k = ks_ir_new("t", "v", 32);
+	int a = ks_ir_scalar(k, "A", KS_TY_I64);
+	int b = ks_ir_scalar(k, "B", KS_TY_I64);
+	ks_expr_t *e;
+	ks_buf_t buf;
+	char *t;
+
+	/* A-(B-3) keeps its parentheses, (A-B)-3 needs none. */
+	e = ks_x_bin(k, KS_OP_SUB, ks_x_param(k, a), ks_x_bin(k, KS_OP_SUB,
+	    ks_x_param(k, b), c64(k, 3)));
+	t = c_text(k, e);
+	cr_assert_str_eq(t, "A-(B-3)");
+	free(t);
+	e = ks_x_bin(k, KS_OP_SUB, ks_x_bin(k, KS_OP_SUB, ks_x_param(k, a),
+	    ks_x_param(k, b)), c64(k, 3));
+	t = c_text(k, e);
+	cr_assert_str_eq(t, "A-B-3");
+	free(t);
+	e = ks_x_bin(k, KS_OP_ADD, ks_x_bin(k, KS_OP_MUL, ks_x_param(k, a),
+	    c64(k, -2)), ks_x_bin(k, KS_OP_REM, ks_x_param(k, b),
+	    c64(k, 5)));
+	t = c_text(k, e);
+	cr_assert_str_eq(t, "A*(-2)+B%5");
+	free(t);
+	/* Only launch arithmetic prints; anything else is refused. */
+	ks_buf_init(&buf);
+	cr_assert_eq(ks_ir_print_c_expr(k, ks_x_group(k), &buf),
+	    KS_E_UNSUPPORTED);
+	ks_buf_close(&buf);
+	ks_ir_free(k);
+}
+
+/* ---- the walker ---- */
+
+typedef struct {
+	int lane_inside, lane_outside;
+	int reduce_inside, reduce_outside;
+	int lanes_stmts_outside;
+	int m_uses;
+} census_t;
+
+static ks_expr_t *census_expr(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
+    int in_lanes)
+{
+	census_t *c = ctx;
+
+	if (e->kind == KS_X_LANE)
+		(*(in_lanes ? &c->lane_inside : &c->lane_outside))++;
+	if (e->kind == KS_X_REDUCE)
+		(*(in_lanes ? &c->reduce_inside :
+		    &c->reduce_outside))++;
+	if (e->kind == KS_X_PARAM && strcmp(k->params[e->param].name,
+	    "M") == 0)
+		c->m_uses++;
+	return e;
+}
+
+static ks_stmt_t *census_stmt(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
+    int in_lanes)
+{
+	census_t *c = ctx;
+
+	(void)k;
+	if (s->kind == KS_S_LANES && !in_lanes)
+		c->lanes_stmts_outside++;
+	return s;
+}
+
+Test(specialize, walker_reaches_nested_blocks_grid_and_tracks_lanes)
+{
+	ks_ir_kernel_t *k = gemm(KS_DTYPE_F32, DYN, DYN, DYN);
+	census_t c = { 0 };
+	ks_ir_visitor_t v = { &c, census_expr, census_stmt };
+
+	ks_ir_walk(k, &v);
+	/* lane appears in the main loop and in the tail (inside an IF). */
+	cr_assert_eq(c.lane_inside, 2);
+	cr_assert_eq(c.lane_outside, 0);
+	cr_assert_eq(c.reduce_outside, 4);
+	cr_assert_eq(c.reduce_inside, 0);
+	cr_assert_eq(c.lanes_stmts_outside, 2);
+	/* M is used only by the grid in the general variant. */
+	cr_assert_eq(c.m_uses, 1);
+	ks_ir_free(k);
+}
+
+static ks_stmt_t *drop_stores(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
+    int in_lanes)
+{
+	(void)ctx;
+	(void)k;
+	(void)in_lanes;
+	return s->kind == KS_S_STORE ? NULL : s;
+}
+
+static ks_stmt_t *drop_blocks(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
+    int in_lanes)
+{
+	(void)ctx;
+	(void)k;
+	(void)in_lanes;
+	return s->kind == KS_S_BLOCK ? NULL : s;
+}
+
+Test(specialize, walker_deletes_statements_and_keeps_bodies_blocks)
+{
+	ks_ir_kernel_t *k = gemm(KS_DTYPE_F32, DYN, DYN, DYN);
+	ks_ir_visitor_t v = { NULL, NULL, drop_stores };
+	char *t;
+
+	ks_ir_walk(k, &v);
+	t = text(k);
+	cr_assert_eq(count(t, "y["), 0, "%s", t);
+	cr_assert_eq(count(t, "if ((n0"), 3, "%s", t);   /* now empty */
+	cr_assert_eq(ks_ir_verify(k, NULL, 0), KS_OK);
+	free(t);
+	/* Deleting every block leaves every body slot an empty block. */
+	v.stmt = drop_blocks;
+	ks_ir_walk(k, &v);
+	cr_assert_eq(k->body->kind, KS_S_BLOCK);
+	cr_assert_eq(k->body->nitems, 0);
+	ks_ir_free(k);
+}
+
+/* ---- the verifier ---- */
+
+/* A kernel with y (write), x (read), N, and grid N; body empty. */
+static ks_ir_kernel_t *tiny(int *y, int *x, int *n)
+{
+	ks_ir_kernel_t *k = ks_ir_new("tiny", "v", 32);
+
+	*y = ks_ir_buffer(k, "y", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	*x = ks_ir_buffer(k, "x", KS_DTYPE_F32, KS_ACCESS_READ);
+	*n = ks_ir_scalar(k, "N", KS_TY_I64);
+	k->grid = ks_x_param(k, *n);
+	return k;
+}
+
+static void expect_invalid(ks_ir_kernel_t *k, const char *words)
+{
+	char err[256];
+
+	cr_assert_eq(ks_ir_verify(k, err, sizeof err), KS_E_INTERNAL,
+	    "planted error (%s) not caught", words);
+	cr_assert(strstr(err, words) != NULL, "message \"%s\" lacks \"%s\"",
+	    err, words);
+	ks_ir_free(k);
+}
+
+Test(specialize, verifier_accepts_every_gemm_specialization)
+{
+	static const int64_t shapes[][3] = {
+		{ 1, 4096, 4096 }, { DYN, DYN, DYN }, { 17, 5, 4100 },
+		{ 1, 1, 1 }, { 2, 3, 32 }, { 1, DYN, 33 },
+	};
+	size_t i;
+	ks_dtype_t d;
+	char err[256];
+
+	for (d = 0; d < KS_DTYPE_COUNT; d++)
+		for (i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+			ks_ir_kernel_t *k = gemm(d, shapes[i][0],
+			    shapes[i][1], shapes[i][2]);
+
+			cr_assert_eq(ks_ir_verify(k, err, sizeof err), KS_OK,
+			    "%s", err);
+			ks_ir_free(k);
+		}
+}
+
+Test(specialize, verifier_accepts_a_well_formed_tiny_kernel)
+{
+	int y, x, n, acc, u;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	ks_stmt_t *lanes = ks_s_lanes(k);
+	char err[256];
+
+	acc = ks_ir_var(k, "acc", KS_TY_F32, KS_VAR_LANE);
+	u = ks_ir_var(k, "u", KS_TY_I64, KS_VAR_UNIFORM);
+	ks_s_append(k, k->body, ks_s_decl(k, u, ks_x_group(k)));
+	ks_s_append(k, k->body, ks_s_decl(k, acc, ks_x_f32(k, 0.0f)));
+	ks_s_append(k, k->body, lanes);
+	ks_s_append(k, lanes->body, ks_s_assign(k, acc, ks_x_load(k, x,
+	    ks_x_bin(k, KS_OP_ADD, ks_x_var(k, u), ks_x_lane(k)))));
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_var(k, u),
+	    ks_x_reduce(k, KS_RED_SUM, acc)));
+	cr_assert_eq(ks_ir_verify(k, err, sizeof err), KS_OK, "%s", err);
+	ks_ir_free(k);
+}
+
+Test(specialize, verifier_rejects_lane_var_read_outside_lanes)
+{
+	int y, x, n, acc;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+
+	acc = ks_ir_var(k, "acc", KS_TY_F32, KS_VAR_LANE);
+	ks_s_append(k, k->body, ks_s_decl(k, acc, ks_x_f32(k, 0.0f)));
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_var(k, acc)));
+	expect_invalid(k, "lane variable acc read outside LANES");
+}
+
+Test(specialize, verifier_rejects_uniform_assign_inside_lanes)
+{
+	int y, x, n, u;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	ks_stmt_t *lanes = ks_s_lanes(k);
+
+	u = ks_ir_var(k, "u", KS_TY_I64, KS_VAR_UNIFORM);
+	ks_s_append(k, k->body, ks_s_decl(k, u, c64(k, 0)));
+	ks_s_append(k, k->body, lanes);
+	ks_s_append(k, lanes->body, ks_s_assign(k, u, ks_x_lane(k)));
+	expect_invalid(k, "uniform variable u assigned inside LANES");
+}
+
+Test(specialize, verifier_rejects_type_mismatches)
+{
+	int y, x, n, u;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+
+	u = ks_ir_var(k, "u", KS_TY_I64, KS_VAR_UNIFORM);
+	ks_s_append(k, k->body, ks_s_decl(k, u, ks_x_f32(k, 1.0f)));
+	expect_invalid(k, "initializer is f32, variable is i64");
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_bin(k, KS_OP_ADD, ks_x_f32(k, 1.0f), c64(k, 2))));
+	expect_invalid(k, "operand types f32 and i64 differ");
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_f32(k, 0.0f),
+	    ks_x_f32(k, 1.0f)));
+	expect_invalid(k, "store index: type f32, expected i64");
+}
+
+Test(specialize, verifier_rejects_scope_and_nesting_errors)
+{
+	int y, x, n, u, acc;
+	ks_ir_kernel_t *k;
+	ks_stmt_t *lanes, *inner, *cond;
+
+	/* Nested LANES. */
+	k = tiny(&y, &x, &n);
+	lanes = ks_s_lanes(k);
+	inner = ks_s_lanes(k);
+	ks_s_append(k, k->body, lanes);
+	ks_s_append(k, lanes->body, inner);
+	expect_invalid(k, "nested LANES");
+
+	/* The lane index outside LANES. */
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_lane(k),
+	    ks_x_f32(k, 0.0f)));
+	expect_invalid(k, "lane index used outside LANES");
+
+	/* REDUCE inside LANES. */
+	k = tiny(&y, &x, &n);
+	acc = ks_ir_var(k, "acc", KS_TY_F32, KS_VAR_LANE);
+	lanes = ks_s_lanes(k);
+	ks_s_append(k, k->body, ks_s_decl(k, acc, ks_x_f32(k, 0.0f)));
+	ks_s_append(k, k->body, lanes);
+	ks_s_append(k, lanes->body, ks_s_store(k, y, ks_x_lane(k),
+	    ks_x_reduce(k, KS_RED_SUM, acc)));
+	expect_invalid(k, "reduce of acc inside LANES");
+
+	/* Use before declaration. */
+	k = tiny(&y, &x, &n);
+	u = ks_ir_var(k, "u", KS_TY_I64, KS_VAR_UNIFORM);
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_var(k, u),
+	    ks_x_f32(k, 0.0f)));
+	ks_s_append(k, k->body, ks_s_decl(k, u, c64(k, 0)));
+	expect_invalid(k, "before its declaration");
+
+	/* Use after the declaring block ended. */
+	k = tiny(&y, &x, &n);
+	u = ks_ir_var(k, "u", KS_TY_I64, KS_VAR_UNIFORM);
+	cond = ks_s_if(k, ks_x_bool(k, 1));
+	ks_s_append(k, k->body, cond);
+	ks_s_append(k, cond->body, ks_s_decl(k, u, c64(k, 0)));
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_var(k, u),
+	    ks_x_f32(k, 0.0f)));
+	expect_invalid(k, "outside the block that declares it");
+
+	/* Declared twice. */
+	k = tiny(&y, &x, &n);
+	u = ks_ir_var(k, "u", KS_TY_I64, KS_VAR_UNIFORM);
+	ks_s_append(k, k->body, ks_s_decl(k, u, c64(k, 0)));
+	ks_s_append(k, k->body, ks_s_decl(k, u, c64(k, 1)));
+	expect_invalid(k, "declared twice");
+}
+
+Test(specialize, verifier_rejects_bad_buffers_and_grid)
+{
+	int y, x, n;
+	ks_ir_kernel_t *k;
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_store(k, x, c64(k, 0),
+	    ks_x_f32(k, 0.0f)));
+	expect_invalid(k, "store to x, which is not a writable buffer");
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_load(k, y, c64(k, 0))));
+	expect_invalid(k, "load from y, which is not a readable buffer");
+
+	k = tiny(&y, &x, &n);
+	k->grid = ks_x_bin(k, KS_OP_ADD, ks_x_param(k, n), ks_x_group(k));
+	expect_invalid(k, "grid");
+
+	k = tiny(&y, &x, &n);
+	k->grid = ks_x_bin(k, KS_OP_LT, ks_x_param(k, n), c64(k, 3));
+	expect_invalid(k, "grid");
+
+	/* A use of a parameter that was marked bound but not replaced. */
+	k = tiny(&y, &x, &n);
+	k->params[n].bound = 1;
+	expect_invalid(k, "use of bound parameter N left");
+}
+
+/* ---- fold ---- */
+
+Test(specialize, fold_folds_integers_and_applies_identities)
+{
+	int y, x, n;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	char *t;
+
+	/* grid = (N * 1 + 0) * (2 + 3) -> (N * 5) */
+	k->grid = ks_x_bin(k, KS_OP_MUL, ks_x_bin(k, KS_OP_ADD,
+	    ks_x_bin(k, KS_OP_MUL, ks_x_param(k, n), c64(k, 1)), c64(k, 0)),
+	    ks_x_bin(k, KS_OP_ADD, c64(k, 2), c64(k, 3)));
+	/* y[(N / 1) * 0 + (7 % 1)] -> y[0] */
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_bin(k, KS_OP_ADD,
+	    ks_x_bin(k, KS_OP_MUL, ks_x_bin(k, KS_OP_DIV, ks_x_param(k, n),
+	    c64(k, 1)), c64(k, 0)), ks_x_bin(k, KS_OP_REM, c64(k, 7),
+	    c64(k, 1))), ks_x_f32(k, 1.0f)));
+	/* y[select((N < 3) && true, 5, 6)] -> y[select((N < 3), 5, 6)] */
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_select(k,
+	    ks_x_bin(k, KS_OP_AND, ks_x_bin(k, KS_OP_LT, ks_x_param(k, n),
+	    c64(k, 3)), ks_x_bool(k, 1)), c64(k, 5), c64(k, 6)),
+	    ks_x_f32(k, 2.0f)));
+	/* y[select(4 <= 3, 5, 6)] -> y[6] */
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_select(k,
+	    ks_x_bin(k, KS_OP_LE, c64(k, 4), c64(k, 3)), c64(k, 5),
+	    c64(k, 6)), ks_x_f32(k, 3.0f)));
+	ks_pass_fold(k);
+	cr_assert_eq(ks_ir_verify(k, NULL, 0), KS_OK);
+	t = text(k);
+	cr_assert(strstr(t, "grid (N * 5)\n"), "%s", t);
+	cr_assert(strstr(t, "  y[0] = 1.0\n"), "%s", t);
+	cr_assert(strstr(t, "  y[select((N < 3), 5, 6)] = 2.0\n"), "%s", t);
+	cr_assert(strstr(t, "  y[6] = 3.0\n"), "%s", t);
+	free(t);
+	ks_ir_free(k);
+}
+
+Test(specialize, fold_never_folds_overflow_division_by_zero_or_f32)
+{
+	int y, x, n;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	char *t;
+
+	k->grid = ks_x_bin(k, KS_OP_ADD, c64(k, INT64_MAX), c64(k, 1));
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_bin(k, KS_OP_DIV,
+	    c64(k, 7), c64(k, 0)), ks_x_bin(k, KS_OP_ADD, ks_x_f32(k, 1.0f),
+	    ks_x_f32(k, 2.0f))));
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_bin(k, KS_OP_DIV,
+	    c64(k, INT64_MIN), c64(k, -1)), ks_x_bin(k, KS_OP_MUL,
+	    ks_x_load(k, x, c64(k, 0)), ks_x_f32(k, 1.0f))));
+	ks_pass_fold(k);
+	t = text(k);
+	cr_assert(strstr(t, "grid (9223372036854775807 + 1)\n"), "%s", t);
+	cr_assert(strstr(t, "y[(7 / 0)] = (1.0 + 2.0)\n"), "%s", t);
+	cr_assert(strstr(t, "y[(-9223372036854775808 / -1)] = "
+	    "(x[0] * 1.0)\n"), "%s", t);
+	free(t);
+	ks_ir_free(k);
+}
+
+Test(specialize, fold_resolves_if_on_a_constant_condition)
+{
+	int y, x, n;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	ks_stmt_t *taken, *skipped, *other;
+	char *t;
+
+	taken = ks_s_if(k, ks_x_bin(k, KS_OP_LT, c64(k, 1), c64(k, 2)));
+	taken->orelse = ks_s_block(k);
+	ks_s_append(k, taken->body, ks_s_store(k, y, c64(k, 1),
+	    ks_x_f32(k, 1.0f)));
+	ks_s_append(k, taken->orelse, ks_s_store(k, y, c64(k, 2),
+	    ks_x_f32(k, 2.0f)));
+	skipped = ks_s_if(k, ks_x_bin(k, KS_OP_EQ, c64(k, 1), c64(k, 2)));
+	ks_s_append(k, skipped->body, ks_s_store(k, y, c64(k, 3),
+	    ks_x_f32(k, 3.0f)));
+	other = ks_s_if(k, ks_x_bool(k, 0));
+	other->orelse = ks_s_block(k);
+	ks_s_append(k, other->orelse, ks_s_store(k, y, c64(k, 4),
+	    ks_x_f32(k, 4.0f)));
+	ks_s_append(k, k->body, taken);
+	ks_s_append(k, k->body, skipped);
+	ks_s_append(k, k->body, other);
+	ks_pass_fold(k);
+	cr_assert_eq(ks_ir_verify(k, NULL, 0), KS_OK);
+	t = text(k);
+	cr_assert_str_eq(strstr(t, "body "), "body {\n  y[1] = 1.0\n"
+	    "  y[4] = 4.0\n}\n");
+	free(t);
+	ks_ir_free(k);
+}
+
+/* ---- trip1 and specialization effects ---- */
+
+Test(specialize, trip1_removes_a_loop_that_runs_once)
+{
+	/* K = 32: the main loop runs once, the tail folds away. */
+	ks_ir_kernel_t *k = gemm(KS_DTYPE_F32, 1, 64, 32);
+	char *t = text(k);
+
+	cr_assert_eq(count(t, "for "), 0, "%s", t);
+	cr_assert(strstr(t, "decl k = lane\n"), "%s", t);
+	cr_assert_eq(count(t, "k0"), 1, "%s", t);  /* only its var line */
+	free(t);
+	ks_ir_free(k);
+}
+
+Test(specialize, trip1_removes_a_loop_that_runs_zero_times)
+{
+	/* K = 5: no full chunk, only the guarded tail. */
+	ks_ir_kernel_t *k = gemm(KS_DTYPE_F32, 1, 64, 5);
+	char *t = text(k);
+
+	cr_assert_eq(count(t, "for "), 0, "%s", t);
+	cr_assert(strstr(t, "decl kt = lane\n"), "%s", t);
+	cr_assert(strstr(t, "if (kt < 5) {\n"), "%s", t);
+	free(t);
+	ks_ir_free(k);
+}
+
+Test(specialize, constant_k_multiple_of_32_leaves_no_tail)
+{
+	ks_ir_kernel_t *k = gemm(KS_DTYPE_BF16, 1, 4096, 4096);
+	char *t = text(k);
+
+	cr_assert_eq(count(t, "lanes {"), 1, "%s", t);
+	cr_assert_eq(count(t, "kt"), 1, "%s", t);   /* only its var line */
+	cr_assert(strstr(t, "for k0 = 0 to 4096 step 32 {\n"), "%s", t);
+	free(t);
+	ks_ir_free(k);
+}
+
+Test(specialize, constant_k_not_multiple_of_32_keeps_the_tail)
+{
+	ks_ir_kernel_t *k = gemm(KS_DTYPE_BF16, 1, 4096, 4100);
+	char *t = text(k);
+
+	cr_assert_eq(count(t, "lanes {"), 2, "%s", t);
+	cr_assert(strstr(t, "for k0 = 0 to 4096 step 32 {\n"), "%s", t);
+	cr_assert(strstr(t, "decl kt = (4096 + lane)\n"), "%s", t);
+	cr_assert(strstr(t, "if (kt < 4100) {\n"), "%s", t);
+	cr_assert_eq(count(t, "% 32"), 0, "%s", t);
+	free(t);
+	ks_ir_free(k);
+}
+
+Test(specialize, bound_m1_makes_the_general_grid_a_constant)
+{
+	ks_spec_t spec;
+	ks_ir_kernel_t *k;
+	char err[256], *t;
+	int i;
+
+	cr_assert_eq(gemm_spec(KS_DTYPE_F32, KS_MODE_EXACT, 1, 4096, 4096,
+	    &spec, err, sizeof err), KS_OK);
+	k = ks_kernel_gemm.build(&spec, "general");
+	for (i = 0; i < k->nparams; i++)
+		if (k->params[i].kind == KS_PARAM_SCALAR)
+			ks_pass_bind(k, i, spec.dims[i - 3].value);
+	cr_assert_eq(ks_pass_run(k, err, sizeof err), KS_OK, "%s", err);
+	t = text(k);
+	cr_assert(strstr(t, "\ngrid 1024\n"), "%s", t);
+	free(t);
+	t = c_text(k, k->grid);
+	cr_assert_str_eq(t, "1024");
+	free(t);
+	ks_ir_free(k);
+}
+
+/* ---- validation ---- */
+
+static int validate(const ks_dim_t *dims, int n, char *err, size_t errlen)
+{
+	ks_spec_t spec;
+
+	return ks_kernel_validate(&ks_kernel_gemm, KS_DTYPE_F32,
+	    KS_MODE_EXACT, dims, n, &spec, err, errlen);
+}
+
+#define EXPECT_SHAPE_ERROR(code, words, ...) do {                           \
+	ks_dim_t d_[] = { __VA_ARGS__ };                                    \
+	char e_[256];                                                       \
+	int rc_ = validate(d_, (int)(sizeof d_ / sizeof *d_), e_,           \
+	    sizeof e_);                                                     \
+	cr_assert_eq(rc_, (code), "rc %d (%s), expected %d", rc_, e_,       \
+	    (code));                                                        \
+	cr_assert(strstr(e_, (words)) != NULL, "\"%s\" lacks \"%s\"", e_,   \
+	    (words));                                                       \
+} while (0)
+
+Test(specialize, validate_accepts_any_order_and_normalizes_it)
+{
+	ks_dim_t dims[] = { { "K", 1, 4096 }, { "M", 0, 0 },
+	    { "N", 1, 11008 } };
+	ks_spec_t spec;
+	char err[256];
+
+	cr_assert_eq(ks_kernel_validate(&ks_kernel_gemm, KS_DTYPE_BF16,
+	    KS_MODE_FAST, dims, 3, &spec, err, sizeof err), KS_OK, "%s", err);
+	cr_assert_eq(spec.ndims, 3);
+	cr_assert_str_eq(spec.dims[0].name, "M");
+	cr_assert_eq(spec.dims[0].is_const, 0);
+	cr_assert_str_eq(spec.dims[1].name, "N");
+	cr_assert_eq(spec.dims[1].value, 11008);
+	cr_assert_str_eq(spec.dims[2].name, "K");
+	cr_assert_eq(spec.dims[2].value, 4096);
+	cr_assert_eq(spec.def, &ks_kernel_gemm);
+}
+
+Test(specialize, validate_rejects_missing_duplicate_and_unknown_dims)
+{
+	EXPECT_SHAPE_ERROR(KS_E_BAD_SHAPE, "missing shape parameter N",
+	    { "M", 1, 1 }, { "K", 1, 64 });
+	EXPECT_SHAPE_ERROR(KS_E_BAD_SHAPE, "K is given twice",
+	    { "M", 1, 1 }, { "N", 1, 64 }, { "K", 1, 64 }, { "K", 1, 64 });
+	EXPECT_SHAPE_ERROR(KS_E_BAD_SHAPE, "unknown shape parameter Q",
+	    { "M", 1, 1 }, { "N", 1, 64 }, { "K", 1, 64 }, { "Q", 1, 2 });
+	EXPECT_SHAPE_ERROR(KS_E_BAD_SHAPE, "unknown shape parameter m",
+	    { "m", 1, 1 }, { "N", 1, 64 }, { "K", 1, 64 });
+	EXPECT_SHAPE_ERROR(KS_E_BAD_SHAPE,
+	    "N is given both as a constant and as dynamic",
+	    { "M", 1, 1 }, { "N", 1, 64 }, { "K", 1, 64 }, { "N", 0, 0 });
+}
+
+Test(specialize, validate_rejects_out_of_range_and_too_large_sizes)
+{
+	EXPECT_SHAPE_ERROR(KS_E_BAD_SHAPE, "M must be >= 1",
+	    { "M", 1, 0 }, { "N", 1, 64 }, { "K", 1, 64 });
+	EXPECT_SHAPE_ERROR(KS_E_BAD_SHAPE, "K must be >= 1",
+	    { "M", 1, 1 }, { "N", 1, 64 }, { "K", 1, -5 });
+	EXPECT_SHAPE_ERROR(KS_E_TOO_LARGE, "N must be <=",
+	    { "M", 1, 1 }, { "N", 1, INT64_MAX }, { "K", 1, 64 });
+	/* Each dim within KS_MAX_DIM, W = N*K = 2^62 elements is not. */
+	EXPECT_SHAPE_ERROR(KS_E_TOO_LARGE, "buffer W of N*K",
+	    { "M", 1, 1 }, { "N", 1, KS_MAX_DIM }, { "K", 1, KS_MAX_DIM });
+	EXPECT_SHAPE_ERROR(KS_E_TOO_LARGE, "buffer y of M*N",
+	    { "M", 1, 1 << 21 }, { "N", 1, 1 << 21 }, { "K", 0, 0 });
+	/* A dynamic partner leaves the size to the launch. */
+	EXPECT_SHAPE_ERROR(KS_OK, "", { "M", 1, 1 },
+	    { "N", 1, KS_MAX_DIM }, { "K", 0, 0 });
+}
+
+Test(specialize, validate_rejects_bad_dtype_and_mode)
+{
+	ks_dim_t dims[] = { { "M", 1, 1 }, { "N", 1, 64 }, { "K", 1, 64 } };
+	ks_spec_t spec;
+
+	cr_assert_eq(ks_kernel_validate(&ks_kernel_gemm, KS_DTYPE_COUNT,
+	    KS_MODE_EXACT, dims, 3, &spec, NULL, 0), KS_E_BAD_DTYPE);
+	cr_assert_eq(ks_kernel_validate(&ks_kernel_gemm, KS_DTYPE_F32,
+	    (ks_mode_t)7, dims, 3, &spec, NULL, 0), KS_E_BAD_MODE);
+}
+
+/* ---- library and selection ---- */
+
+Test(specialize, library_lists_and_finds_gemm)
+{
+	int n = 0;
+	const ks_kernel_def_t *const *lib = ks_kernels(&n);
+
+	cr_assert_geq(n, 1);
+	cr_assert_eq(lib[0], &ks_kernel_gemm);
+	cr_assert_eq(ks_kernel_find("gemm"), &ks_kernel_gemm);
+	cr_assert_null(ks_kernel_find("gemmx"));
+	cr_assert_null(ks_kernel_find(NULL));
+	cr_assert_str_eq(ks_kernel_gemm.variants[0], "general");
+}
+
+static const char *selected(ks_mode_t mode, int64_t m)
+{
+	ks_spec_t spec;
+	char err[256];
+
+	cr_assert_eq(gemm_spec(KS_DTYPE_F16, mode, m, 4096, 4096, &spec, err,
+	    sizeof err), KS_OK, "%s", err);
+	return ks_kernel_gemm.select(&spec);
+}
+
+Test(specialize, select_picks_gemv_m1_only_for_constant_m1)
+{
+	ks_ir_kernel_t *k;
+
+	cr_assert_str_eq(selected(KS_MODE_EXACT, 1), "gemv_m1");
+	cr_assert_str_eq(selected(KS_MODE_EXACT, 2), "general");
+	cr_assert_str_eq(selected(KS_MODE_EXACT, 17), "general");
+	cr_assert_str_eq(selected(KS_MODE_EXACT, DYN), "general");
+	/* gemm has no fast variant: fast selects what exact selects. */
+	cr_assert_str_eq(selected(KS_MODE_FAST, 1), "gemv_m1");
+	cr_assert_str_eq(selected(KS_MODE_FAST, 2), "general");
+	k = gemm(KS_DTYPE_F32, 1, 8, 8);
+	cr_assert_str_eq(k->variant, "gemv_m1");
+	cr_assert_str_eq(k->entry, "ks_gemm_gemv_m1");
+	ks_ir_free(k);
+	k = gemm(KS_DTYPE_F32, 2, 8, 8);
+	cr_assert_str_eq(k->entry, "ks_gemm_general");
+	ks_ir_free(k);
+}
+
+/* ---- fingerprints ---- */
+
+static ks_ir_kernel_t *build_f32_only(const ks_spec_t *spec,
+    const char *variant)
+{
+	ks_spec_t s = *spec;
+
+	s.dtype = KS_DTYPE_F32;
+	return ks_kernel_gemm.build(&s, variant);
+}
+
+Test(specialize, fingerprint_is_stable_and_follows_the_definition)
+{
+	const ks_hash_t *a = ks_kernel_fingerprint(&ks_kernel_gemm);
+	const ks_hash_t *b = ks_kernel_fingerprint(&ks_kernel_gemm);
+	ks_kernel_def_t other = ks_kernel_gemm;
+	ks_hash_t fresh, changed;
+
+	cr_assert_not_null(a);
+	cr_assert(ks_hash_eq(a, b));
+	cr_assert_eq(ks_kernel_fingerprint_compute(&ks_kernel_gemm, &fresh),
+	    KS_OK);
+	cr_assert(ks_hash_eq(a, &fresh));
+	/* Not in the library: no cached fingerprint. */
+	cr_assert_null(ks_kernel_fingerprint(&other));
+	/* Another kernel name, another version, or a builder whose IR no
+	 * longer follows the dtype: each changes the fingerprint. */
+	other.name = "gemm2";
+	ks_kernel_fingerprint_compute(&other, &changed);
+	cr_assert_not(ks_hash_eq(a, &changed));
+	other = ks_kernel_gemm;
+	other.version++;
+	ks_kernel_fingerprint_compute(&other, &changed);
+	cr_assert_not(ks_hash_eq(a, &changed));
+	other = ks_kernel_gemm;
+	other.build = build_f32_only;
+	ks_kernel_fingerprint_compute(&other, &changed);
+	cr_assert_not(ks_hash_eq(a, &changed));
+}
+
+/* ---- the IR computes gemm in the canonical order ---- */
+
+/*
+ * A reference interpreter of the IR for f32 buffers: enough to run the gemm
+ * variants on small shapes and compare their bits with a plain-C
+ * reference.  Loads and stores are bounds-checked, and every store is
+ * counted, so a clamp or guard mistake shows up.
+ */
+typedef union {
+	int64_t i;
+	float f;
+} val_t;
+
+enum { MAXV = 64, MAXP = 8 };
+
+typedef struct {
+	const ks_ir_kernel_t *k;
+	float *buf[MAXP];
+	int64_t len[MAXP];
+	int *stores;            /* per element of the written buffer */
+	int64_t scalar[MAXP];
+	int64_t group;
+	val_t uni[MAXV];
+	val_t lane[MAXV][32];
+} interp_t;
+
+static val_t ev(interp_t *in, const ks_expr_t *e, int lane);
+
+static val_t bin_i64(ks_binop_t op, int64_t a, int64_t b)
+{
+	val_t r;
+
+	switch (op) {
+	case KS_OP_ADD: r.i = a + b; break;
+	case KS_OP_SUB: r.i = a - b; break;
+	case KS_OP_MUL: r.i = a * b; break;
+	case KS_OP_DIV: r.i = a / b; break;
+	case KS_OP_REM: r.i = a % b; break;
+	case KS_OP_MIN: r.i = a < b ? a : b; break;
+	case KS_OP_MAX: r.i = a > b ? a : b; break;
+	case KS_OP_LT: r.i = a < b; break;
+	case KS_OP_LE: r.i = a <= b; break;
+	case KS_OP_EQ: r.i = a == b; break;
+	case KS_OP_NE: r.i = a != b; break;
+	case KS_OP_AND: r.i = a && b; break;
+	case KS_OP_OR: r.i = a || b; break;
+	default: cr_assert_fail("op %d", op);
+	}
+	return r;
+}
+
+static val_t bin_f32(ks_binop_t op, float a, float b)
+{
+	val_t r;
+
+	switch (op) {
+	case KS_OP_ADD: r.f = a + b; break;
+	case KS_OP_SUB: r.f = a - b; break;
+	case KS_OP_MUL: r.f = a * b; break;
+	case KS_OP_DIV: r.f = a / b; break;
+	case KS_OP_MIN: r.f = fminf(a, b); break;
+	case KS_OP_MAX: r.f = fmaxf(a, b); break;
+	case KS_OP_LT: r.i = a < b; break;
+	case KS_OP_LE: r.i = a <= b; break;
+	case KS_OP_EQ: r.i = a == b; break;
+	case KS_OP_NE: r.i = a != b; break;
+	default: cr_assert_fail("op %d", op);
+	}
+	return r;
+}
+
+static float reduce_tree(const val_t *v, ks_redop_t red)
+{
+	float t[32];
+	int s, l;
+
+	for (l = 0; l < 32; l++)
+		t[l] = v[l].f;
+	for (s = 16; s > 0; s /= 2)
+		for (l = 0; l < s; l++)
+			t[l] = red == KS_RED_SUM ? t[l] + t[l + s] :
+			    fmaxf(t[l], t[l + s]);
+	return t[0];
+}
+
+static val_t ev(interp_t *in, const ks_expr_t *e, int lane)
+{
+	const ks_ir_kernel_t *k = in->k;
+	val_t r = { 0 }, a, b, c;
+
+	switch (e->kind) {
+	case KS_X_CONST:
+		if (e->type == KS_TY_F32)
+			r.f = e->f;
+		else
+			r.i = e->i;
+		return r;
+	case KS_X_PARAM:
+		r.i = in->scalar[e->param];
+		return r;
+	case KS_X_VAR:
+		if (k->vars[e->var].scope == KS_VAR_LANE) {
+			cr_assert_geq(lane, 0);
+			return in->lane[e->var][lane];
+		}
+		return in->uni[e->var];
+	case KS_X_GROUP:
+		r.i = in->group;
+		return r;
+	case KS_X_LANE:
+		r.i = lane;
+		return r;
+	case KS_X_BIN:
+		a = ev(in, e->a, lane);
+		b = ev(in, e->b, lane);
+		return e->a->type == KS_TY_F32 ? bin_f32(e->op, a.f, b.f) :
+		    bin_i64(e->op, a.i, b.i);
+	case KS_X_FMA:
+		a = ev(in, e->a, lane);
+		b = ev(in, e->b, lane);
+		c = ev(in, e->c, lane);
+		r.f = fmaf(a.f, b.f, c.f);
+		return r;
+	case KS_X_CAST:
+		a = ev(in, e->a, lane);
+		if (e->type == KS_TY_F32 && e->a->type != KS_TY_F32)
+			r.f = (float)a.i;
+		else if (e->type == KS_TY_I64 && e->a->type == KS_TY_F32)
+			r.i = (int64_t)a.f;
+		else
+			r = a;
+		return r;
+	case KS_X_LOAD:
+		a = ev(in, e->a, lane);
+		cr_assert(a.i >= 0 && a.i < in->len[e->param],
+		    "load %s[%lld] out of bounds", k->params[e->param].name,
+		    (long long)a.i);
+		r.f = in->buf[e->param][a.i];
+		return r;
+	case KS_X_SELECT:
+		return ev(in, e->a, lane).i ? ev(in, e->b, lane) :
+		    ev(in, e->c, lane);
+	case KS_X_REDUCE:
+		r.f = reduce_tree(in->lane[e->var], e->red);
+		return r;
+	}
+	cr_assert_fail("expr kind %d", e->kind);
+	return r;
+}
+
+static void set_var(interp_t *in, int var, val_t v, int lane)
+{
+	int l;
+
+	if (in->k->vars[var].scope == KS_VAR_UNIFORM)
+		in->uni[var] = v;
+	else if (lane >= 0)
+		in->lane[var][lane] = v;
+	else
+		for (l = 0; l < 32; l++)
+			in->lane[var][l] = v;
+}
+
+static void exec(interp_t *in, const ks_stmt_t *s, int lane)
+{
+	val_t v, idx;
+	int i, l;
+
+	switch (s->kind) {
+	case KS_S_BLOCK:
+		for (i = 0; i < s->nitems; i++)
+			exec(in, s->items[i], lane);
+		break;
+	case KS_S_DECL:
+		if (s->a != NULL)
+			set_var(in, s->var, ev(in, s->a, lane), lane);
+		break;
+	case KS_S_ASSIGN:
+		set_var(in, s->var, ev(in, s->a, lane), lane);
+		break;
+	case KS_S_STORE:
+		idx = ev(in, s->a, lane);
+		v = ev(in, s->b, lane);
+		cr_assert(idx.i >= 0 && idx.i < in->len[s->param],
+		    "store out of bounds: %lld", (long long)idx.i);
+		in->buf[s->param][idx.i] = v.f;
+		in->stores[idx.i]++;
+		break;
+	case KS_S_FOR:
+		for (v = ev(in, s->a, lane); v.i < ev(in, s->b, lane).i;
+		    v.i += s->step) {
+			set_var(in, s->var, v, lane);
+			exec(in, s->body, lane);
+		}
+		break;
+	case KS_S_IF:
+		if (ev(in, s->a, lane).i)
+			exec(in, s->body, lane);
+		else if (s->orelse != NULL)
+			exec(in, s->orelse, lane);
+		break;
+	case KS_S_LANES:
+		for (l = 0; l < in->k->nlanes; l++)
+			exec(in, s->body, l);
+		break;
+	}
+}
+
+/* Runs gemm IR K on x (MxK) and W (NxK) into y (MxN); M, N, K given for
+ * the dynamic ones. */
+static void run_gemm(const ks_ir_kernel_t *k, int64_t m, int64_t n,
+    int64_t kk, float *x, float *w, float *y)
+{
+	interp_t *in = calloc(1, sizeof(*in));
+	int64_t grid, g, i;
+
+	cr_assert_not_null(in);
+	cr_assert_leq(k->nvars, MAXV);
+	in->k = k;
+	in->buf[0] = x;
+	in->len[0] = m * kk;
+	in->buf[1] = w;
+	in->len[1] = n * kk;
+	in->buf[2] = y;
+	in->len[2] = m * n;
+	in->scalar[3] = m;
+	in->scalar[4] = n;
+	in->scalar[5] = kk;
+	in->stores = calloc((size_t)(m * n), sizeof(int));
+	grid = ev(in, k->grid, -1).i;
+	for (g = 0; g < grid; g++) {
+		in->group = g;
+		exec(in, k->body, -1);
+	}
+	for (i = 0; i < m * n; i++)
+		cr_assert_eq(in->stores[i], 1, "y[%lld] stored %d times",
+		    (long long)i, in->stores[i]);
+	free(in->stores);
+	free(in);
+}
+
+/* The canonical order of DESIGN.md section 5, in plain C. */
+static void ref_canonical(int64_t m, int64_t n, int64_t kk, const float *x,
+    const float *w, float *y)
+{
+	int64_t i, j, p;
+
+	for (i = 0; i < m; i++)
+		for (j = 0; j < n; j++) {
+			val_t acc[32];
+
+			for (p = 0; p < 32; p++)
+				acc[p].f = 0.0f;
+			for (p = 0; p < kk; p++)
+				acc[p % 32].f = fmaf(x[i * kk + p],
+				    w[j * kk + p], acc[p % 32].f);
+			y[i * n + j] = reduce_tree(acc, KS_RED_SUM);
+		}
+}
+
+/* A planted bug: the sequential order. */
+static void ref_sequential(int64_t m, int64_t n, int64_t kk,
+    const float *x, const float *w, float *y)
+{
+	int64_t i, j, p;
+
+	for (i = 0; i < m; i++)
+		for (j = 0; j < n; j++) {
+			float acc = 0.0f;
+
+			for (p = 0; p < kk; p++)
+				acc = fmaf(x[i * kk + p], w[j * kk + p], acc);
+			y[i * n + j] = acc;
+		}
+}
+
+static float *random_floats(int64_t n, uint32_t seed)
+{
+	float *p = malloc((size_t)n * sizeof(float));
+	int64_t i;
+
+	cr_assert_not_null(p);
+	for (i = 0; i < n; i++) {
+		seed = seed * 1664525u + 1013904223u;
+		p[i] = (float)((int32_t)(seed >> 8) - (1 << 23)) / 1048576.0f;
+	}
+	return p;
+}
+
+/* Runs the specialization of (m, n, k) given as constants where CONST
+ * says, and compares its bits with the canonical reference. */
+static void check_gemm_bits(int64_t m, int64_t n, int64_t kk, int consts)
+{
+	float *x = random_floats(m * kk, 1), *w = random_floats(n * kk, 2);
+	float *y = calloc((size_t)(m * n), sizeof(float));
+	float *ref = calloc((size_t)(m * n), sizeof(float));
+	ks_ir_kernel_t *k = gemm(KS_DTYPE_F32, consts & 1 ? m : DYN,
+	    consts & 2 ? n : DYN, consts & 4 ? kk : DYN);
+
+	run_gemm(k, m, n, kk, x, w, y);
+	ref_canonical(m, n, kk, x, w, ref);
+	cr_assert(memcmp(y, ref, (size_t)(m * n) * sizeof(float)) == 0,
+	    "gemm %s M=%lld N=%lld K=%lld (consts %d) differs from the "
+	    "canonical reference", k->variant, (long long)m, (long long)n,
+	    (long long)kk, consts);
+	ks_ir_free(k);
+	free(x);
+	free(w);
+	free(y);
+	free(ref);
+}
+
+Test(specialize, gemm_ir_matches_canonical_reference_bitwise)
+{
+	static const int64_t shapes[][3] = {
+		{ 1, 9, 100 }, { 3, 7, 70 }, { 2, 8, 64 }, { 1, 1, 1 },
+		{ 4, 5, 31 }, { 1, 4, 32 }, { 2, 13, 129 },
+	};
+	size_t i;
+	int consts;
+
+	for (i = 0; i < sizeof shapes / sizeof *shapes; i++)
+		for (consts = 0; consts < 8; consts++)
+			check_gemm_bits(shapes[i][0], shapes[i][1],
+			    shapes[i][2], consts);
+}
+
+Test(specialize, gemv_m1_and_general_agree_bitwise)
+{
+	const int64_t n = 11, kk = 97;
+	float *x = random_floats(kk, 3), *w = random_floats(n * kk, 4);
+	float y1[11], yg[11];
+	ks_spec_t spec;
+	ks_ir_kernel_t *m1 = gemm(KS_DTYPE_F32, 1, n, kk), *g;
+	char err[256];
+
+	cr_assert_eq(gemm_spec(KS_DTYPE_F32, KS_MODE_EXACT, DYN, n, kk, &spec,
+	    err, sizeof err), KS_OK);
+	cr_assert_eq(ks_specialize(&spec, &g, err, sizeof err), KS_OK);
+	cr_assert_str_eq(m1->variant, "gemv_m1");
+	cr_assert_str_eq(g->variant, "general");
+	run_gemm(m1, 1, n, kk, x, w, y1);
+	run_gemm(g, 1, n, kk, x, w, yg);
+	cr_assert(memcmp(y1, yg, sizeof y1) == 0);
+	ks_ir_free(m1);
+	ks_ir_free(g);
+	free(x);
+	free(w);
+}
+
+Test(specialize, bitwise_checker_catches_a_sequential_order_reference)
+{
+	const int64_t m = 2, n = 6, kk = 200;
+	float *x = random_floats(m * kk, 5), *w = random_floats(n * kk, 6);
+	float y[12], ref[12];
+	ks_ir_kernel_t *k = gemm(KS_DTYPE_F32, DYN, DYN, DYN);
+
+	run_gemm(k, m, n, kk, x, w, y);
+	ref_sequential(m, n, kk, x, w, ref);
+	cr_assert(memcmp(y, ref, sizeof y) != 0,
+	    "the planted reference went unnoticed");
+	ks_ir_free(k);
+	free(x);
+	free(w);
+}

@@ -1,0 +1,1252 @@
+/*
+ * store/: artifacts, the hot tier and the sqlite store.  Each test gets its
+ * own temporary directory; damage is planted with a separate raw sqlite
+ * connection (or raw file writes) while the store is closed, so the store's
+ * one-writer rule holds for the store itself.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../base/base.h"
+#include "../store/store.h"
+
+static char dir[256];
+static char db[512];
+
+static int rm_entry(const char *p, const struct stat *st, int flag,
+    struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(p);
+}
+
+static void setup(void)
+{
+	cr_assert_eq(ks_base_init(), KS_OK);
+	ks_log_set_level(KS_LOG_ERROR);
+	snprintf(dir, sizeof dir, "/tmp/kspec-store-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(db, sizeof db, "%s/store.db", dir);
+}
+
+static void teardown(void)
+{
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+TestSuite(artifact, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(hot, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(store, .init = setup, .fini = teardown, .timeout = 60);
+
+/* ---- helpers ---- */
+
+static ks_hash_t key_of(int i)
+{
+	char name[32];
+	ks_hash_t k;
+
+	snprintf(name, sizeof name, "key-%d", i);
+	ks_hash(name, strlen(name), &k);
+	return k;
+}
+
+/* Artifact I with LEN bytes of a pattern that depends on I. */
+static ks_artifact_t *make(int i, size_t len)
+{
+	ks_hash_t k = key_of(i);
+	char meta[64];
+	uint8_t *b = malloc(len ? len : 1);
+	ks_artifact_t *a;
+	size_t j;
+
+	cr_assert_not_null(b);
+	for (j = 0; j < len; j++)
+		b[j] = (uint8_t)(i * 31 + j * 7);
+	snprintf(meta, sizeof meta, "\"kernel\":\"k%d\",\"n\":%zu", i, len);
+	a = ks_artifact_new(&k, meta, b, len);
+	free(b);
+	cr_assert_not_null(a);
+	return a;
+}
+
+static ks_store_t *open_store(uint64_t max_bytes)
+{
+	char err[512];
+	ks_store_t *s = NULL;
+	int rc = ks_store_open(db, max_bytes, &s, err, sizeof err);
+
+	cr_assert_eq(rc, KS_OK, "open: %s (%s)", err, ks_err_name(rc));
+	return s;
+}
+
+static void put(ks_store_t *s, int i, size_t len)
+{
+	ks_artifact_t *a = make(i, len);
+
+	cr_assert_eq(ks_store_put(s, a), KS_OK);
+	ks_artifact_unref(a);
+}
+
+static int get_rc(ks_store_t *s, int i)
+{
+	ks_hash_t k = key_of(i);
+	ks_artifact_t *a = NULL;
+	int rc = ks_store_get(s, &k, &a);
+
+	if (rc == KS_OK)
+		ks_artifact_unref(a);
+	else
+		cr_assert_null(a);
+	return rc;
+}
+
+/* Asserts that the store serves artifact I exactly as make(I, LEN). */
+static void expect_same(ks_store_t *s, int i, size_t len)
+{
+	ks_artifact_t *want = make(i, len), *got = NULL;
+
+	cr_assert_eq(ks_store_get(s, &want->key, &got), KS_OK);
+	cr_assert(ks_hash_eq(&got->key, &want->key));
+	cr_assert(ks_hash_eq(&got->sum, &want->sum));
+	cr_assert_eq(got->len, want->len);
+	cr_assert_eq(memcmp(got->bytes, want->bytes, len), 0);
+	cr_assert_eq(got->meta_len, want->meta_len);
+	cr_assert_str_eq(got->meta, want->meta);
+	cr_assert_eq(got->refs, 1);
+	ks_artifact_unref(got);
+	ks_artifact_unref(want);
+}
+
+static sqlite3 *raw_open(void)
+{
+	sqlite3 *r = NULL;
+
+	cr_assert_eq(sqlite3_open(db, &r), SQLITE_OK);
+	sqlite3_busy_timeout(r, 5000);
+	return r;
+}
+
+static void raw_exec(const char *sql)
+{
+	sqlite3 *r = raw_open();
+	char *msg = NULL;
+
+	cr_assert_eq(sqlite3_exec(r, sql, NULL, NULL, &msg), SQLITE_OK,
+	    "%s: %s", sql, msg ? msg : "");
+	sqlite3_close(r);
+}
+
+/* Runs one statement with ?1 bound to key I. */
+static void raw_exec_key(const char *sql, int i)
+{
+	sqlite3 *r = raw_open();
+	sqlite3_stmt *st;
+	ks_hash_t k = key_of(i);
+
+	cr_assert_eq(sqlite3_prepare_v2(r, sql, -1, &st, NULL), SQLITE_OK,
+	    "%s", sqlite3_errmsg(r));
+	sqlite3_bind_blob(st, 1, k.b, KS_HASH_BYTES, SQLITE_STATIC);
+	cr_assert_eq(sqlite3_step(st), SQLITE_DONE, "%s", sqlite3_errmsg(r));
+	cr_assert_eq(sqlite3_changes(r), 1);
+	sqlite3_finalize(st);
+	sqlite3_close(r);
+}
+
+/* The first column of the first row of SQL, with ?1 bound to key I (if
+ * I >= 0); -1 when there is no row. */
+static int64_t raw_int(const char *sql, int i)
+{
+	sqlite3 *r = raw_open();
+	sqlite3_stmt *st;
+	ks_hash_t k = key_of(i);
+	int64_t v = -1;
+
+	cr_assert_eq(sqlite3_prepare_v2(r, sql, -1, &st, NULL), SQLITE_OK,
+	    "%s", sqlite3_errmsg(r));
+	if (i >= 0)
+		sqlite3_bind_blob(st, 1, k.b, KS_HASH_BYTES, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(r);
+	return v;
+}
+
+static void raw_journal_mode(char out[16])
+{
+	sqlite3 *r = raw_open();
+	sqlite3_stmt *st;
+
+	cr_assert_eq(sqlite3_prepare_v2(r, "PRAGMA journal_mode", -1, &st,
+	    NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	snprintf(out, 16, "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	sqlite3_close(r);
+}
+
+static int64_t raw_last_used(int i)
+{
+	return raw_int("SELECT last_used FROM artifacts WHERE key = ?1", i);
+}
+
+static int64_t raw_rows(void)
+{
+	return raw_int("SELECT COUNT(*) FROM artifacts", -1);
+}
+
+/* Flips one byte of column COL of row I, through a raw connection. */
+static void raw_flip(int i, const char *col, size_t at)
+{
+	sqlite3 *r = raw_open();
+	sqlite3_stmt *st;
+	ks_hash_t k = key_of(i);
+	char sql[128];
+	uint8_t *copy;
+	int n;
+
+	snprintf(sql, sizeof sql, "SELECT %s FROM artifacts WHERE key = ?1",
+	    col);
+	cr_assert_eq(sqlite3_prepare_v2(r, sql, -1, &st, NULL), SQLITE_OK);
+	sqlite3_bind_blob(st, 1, k.b, KS_HASH_BYTES, SQLITE_STATIC);
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	n = sqlite3_column_bytes(st, 0);
+	cr_assert_lt(at, (size_t)n);
+	copy = malloc((size_t)n);
+	memcpy(copy, sqlite3_column_blob(st, 0), (size_t)n);
+	sqlite3_finalize(st);
+	copy[at] ^= 0x01;
+
+	snprintf(sql, sizeof sql, "UPDATE artifacts SET %s = ?2 WHERE key = ?1",
+	    col);
+	cr_assert_eq(sqlite3_prepare_v2(r, sql, -1, &st, NULL), SQLITE_OK);
+	sqlite3_bind_blob(st, 1, k.b, KS_HASH_BYTES, SQLITE_STATIC);
+	if (strcmp(col, "meta") == 0)
+		sqlite3_bind_text(st, 2, (char *)copy, n, SQLITE_STATIC);
+	else
+		sqlite3_bind_blob(st, 2, copy, n, SQLITE_STATIC);
+	cr_assert_eq(sqlite3_step(st), SQLITE_DONE);
+	cr_assert_eq(sqlite3_changes(r), 1);
+	sqlite3_finalize(st);
+	sqlite3_close(r);
+	free(copy);
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite(p, 1, n, f), n);
+	fclose(f);
+}
+
+/* A closed store holding artifacts 1 and 2 of 4000 bytes each, ready for
+ * damage to be planted in row 1. */
+static void two_rows(void)
+{
+	ks_store_t *s = open_store(0);
+
+	put(s, 1, 4000);
+	put(s, 2, 4000);
+	ks_store_close(s);
+}
+
+/* Reopens a two_rows store whose row 1 was damaged and checks that it is
+ * not served, is counted and removed, and that row 2 is untouched. */
+static void expect_damage_caught(void)
+{
+	ks_store_t *s = open_store(0);
+	ks_store_stats_t st;
+
+	cr_assert_eq(get_rc(s, 1), KS_E_CORRUPT);
+	ks_store_stats(s, &st);
+	cr_assert_eq(st.corrupt, 1);
+	cr_assert_eq(st.entries, 1);
+	cr_assert_eq(st.bytes, 4000);
+	cr_assert_eq(raw_int("SELECT COUNT(*) FROM artifacts WHERE key = ?1",
+	    1), 0, "the corrupt row was not removed");
+	cr_assert_eq(get_rc(s, 1), KS_E_NOT_FOUND);
+	expect_same(s, 2, 4000);
+	cr_assert_eq(ks_store_corrupt_total(s), 1);
+	ks_store_close(s);
+}
+
+/* ---- artifacts ---- */
+
+Test(artifact, new_copies_inputs_and_sums_the_bytes)
+{
+	ks_hash_t k = key_of(7), sum;
+	uint8_t b[5] = { 1, 2, 3, 4, 5 };
+	ks_artifact_t *a = ks_artifact_new(&k, "\"x\":1", b, sizeof b);
+
+	cr_assert_not_null(a);
+	b[0] = 9;
+	ks_hash((uint8_t[]){ 1, 2, 3, 4, 5 }, 5, &sum);
+	cr_assert(ks_hash_eq(&a->sum, &sum));
+	cr_assert(ks_hash_eq(&a->key, &k));
+	cr_assert_eq(a->bytes[0], 1);
+	cr_assert_str_eq(a->meta, "\"x\":1");
+	cr_assert_eq(a->meta_len, 5);
+	cr_assert_eq(a->refs, 1);
+	ks_artifact_unref(a);
+}
+
+Test(artifact, empty_meta_and_bytes_are_valid)
+{
+	ks_hash_t k = key_of(1), sum;
+	ks_artifact_t *a = ks_artifact_new(&k, NULL, NULL, 0);
+
+	cr_assert_not_null(a);
+	ks_hash("", 0, &sum);
+	cr_assert(ks_hash_eq(&a->sum, &sum));
+	cr_assert_str_eq(a->meta, "");
+	cr_assert_not_null(a->bytes);
+	ks_artifact_unref(a);
+}
+
+static void *ref_unref_loop(void *p)
+{
+	ks_artifact_t *a = p;
+	int i;
+
+	for (i = 0; i < 200000; i++) {
+		ks_artifact_ref(a);
+		ks_artifact_unref(a);
+	}
+	return NULL;
+}
+
+Test(artifact, refcount_is_exact_under_concurrent_ref_and_unref)
+{
+	ks_artifact_t *a = make(1, 16);
+	pthread_t t[4];
+	int i;
+
+	for (i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, ref_unref_loop, a);
+	for (i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(a->refs, 1);
+	ks_artifact_unref(a);
+}
+
+/* ---- hot tier ---- */
+
+/* Cost in the hot tier of make(i, len). */
+static size_t cost_of(int i, size_t len)
+{
+	ks_artifact_t *a = make(i, len);
+	size_t c = a->meta_len + a->len;
+
+	ks_artifact_unref(a);
+	return c;
+}
+
+Test(hot, least_recently_used_entry_is_evicted_first)
+{
+	size_t c = cost_of(1, 100);
+	ks_hot_t *h = ks_hot_new(3 * c);
+	ks_artifact_t *a[4];
+	ks_hash_t k;
+	int i;
+
+	/* Same meta length for keys 1..4: "k1".."k4". */
+	for (i = 0; i < 4; i++)
+		a[i] = make(i + 1, 100);
+	ks_hot_put(h, a[0]);
+	ks_hot_put(h, a[1]);
+	ks_hot_put(h, a[2]);
+	cr_assert_eq(ks_hot_count(h), 3);
+	k = key_of(1);
+	cr_assert_eq(ks_hot_get(h, &k), a[0]);  /* 1 is now most recent */
+	ks_hot_put(h, a[3]);                    /* evicts 2 */
+	cr_assert_eq(ks_hot_count(h), 3);
+	k = key_of(2);
+	cr_assert_null(ks_hot_get(h, &k));
+	for (i = 1; i <= 4; i++) {
+		if (i == 2)
+			continue;
+		k = key_of(i);
+		cr_assert_eq(ks_hot_get(h, &k), a[i - 1], "key %d", i);
+	}
+	cr_assert_eq(a[1]->refs, 1, "evicted entry kept its reference");
+	ks_hot_free(h);
+	for (i = 0; i < 4; i++) {
+		cr_assert_eq(a[i]->refs, 1, "ks_hot_free leaked a reference");
+		ks_artifact_unref(a[i]);
+	}
+}
+
+Test(hot, budget_counts_meta_and_bytes)
+{
+	ks_artifact_t *a = make(1, 1000), *b = make(2, 1000);
+	size_t ca = a->meta_len + a->len;
+	ks_hot_t *h = ks_hot_new(ca + b->meta_len + b->len - 1);
+
+	ks_hot_put(h, a);
+	cr_assert_eq(ks_hot_bytes(h), ca);
+	ks_hot_put(h, b);       /* both do not fit: a goes */
+	cr_assert_eq(ks_hot_count(h), 1);
+	cr_assert_eq(ks_hot_bytes(h), b->meta_len + b->len);
+	cr_assert_null(ks_hot_get(h, &a->key));
+	cr_assert_eq(ks_hot_get(h, &b->key), b);
+	ks_hot_free(h);
+	ks_artifact_unref(a);
+	ks_artifact_unref(b);
+}
+
+Test(hot, artifact_larger_than_the_budget_is_not_kept)
+{
+	ks_artifact_t *small = make(1, 10), *big = make(2, 5000);
+	ks_hot_t *h = ks_hot_new(1000);
+
+	ks_hot_put(h, small);
+	ks_hot_put(h, big);
+	cr_assert_null(ks_hot_get(h, &big->key));
+	cr_assert_eq(big->refs, 1);
+	cr_assert_eq(ks_hot_get(h, &small->key), small,
+	    "an oversize put must not evict what fits");
+	ks_hot_free(h);
+	ks_artifact_unref(small);
+	ks_artifact_unref(big);
+}
+
+Test(hot, evicted_artifact_stays_valid_while_a_reference_is_held)
+{
+	ks_artifact_t *a = make(1, 500), *b = make(2, 500), *held;
+	ks_hot_t *h = ks_hot_new(a->meta_len + a->len);
+	ks_artifact_t *want = make(1, 500);
+
+	ks_hot_put(h, a);
+	ks_artifact_unref(a);           /* the tier holds the only reference */
+	held = ks_hot_get(h, &want->key);
+	cr_assert_not_null(held);
+	cr_assert_eq(held->refs, 1);
+	ks_artifact_ref(held);          /* e.g. a reply being written */
+	ks_hot_put(h, b);               /* evicts the artifact of key 1 */
+	cr_assert_null(ks_hot_get(h, &want->key));
+	cr_assert_eq(held->refs, 1);
+	cr_assert_eq(held->len, 500);
+	cr_assert_eq(memcmp(held->bytes, want->bytes, 500), 0);
+	cr_assert_str_eq(held->meta, want->meta);
+	ks_artifact_unref(held);
+	ks_hot_free(h);
+	ks_artifact_unref(b);
+	ks_artifact_unref(want);
+}
+
+Test(hot, put_of_a_known_key_replaces_the_artifact)
+{
+	ks_artifact_t *a = make(1, 100), *a2 = make(1, 200);
+	ks_hot_t *h = ks_hot_new(1 << 20);
+
+	ks_hot_put(h, a);
+	ks_hot_put(h, a);               /* same artifact again: no change */
+	cr_assert_eq(a->refs, 2);
+	ks_hot_put(h, a2);
+	cr_assert_eq(ks_hot_count(h), 1);
+	cr_assert_eq(ks_hot_bytes(h), a2->meta_len + a2->len);
+	cr_assert_eq(ks_hot_get(h, &a->key), a2);
+	cr_assert_eq(a->refs, 1);
+	ks_hot_free(h);
+	cr_assert_eq(a2->refs, 1);
+	ks_artifact_unref(a);
+	ks_artifact_unref(a2);
+}
+
+Test(hot, remove_drops_the_entry_and_its_reference)
+{
+	ks_artifact_t *a = make(1, 100);
+	ks_hot_t *h = ks_hot_new(1 << 20);
+
+	ks_hot_put(h, a);
+	cr_assert_eq(a->refs, 2);
+	ks_hot_remove(h, &a->key);
+	ks_hot_remove(h, &a->key);      /* absent: no effect */
+	cr_assert_eq(a->refs, 1);
+	cr_assert_eq(ks_hot_count(h), 0);
+	cr_assert_eq(ks_hot_bytes(h), 0);
+	cr_assert_null(ks_hot_get(h, &a->key));
+	ks_hot_free(h);
+	ks_artifact_unref(a);
+}
+
+Test(hot, zero_budget_keeps_nothing)
+{
+	ks_artifact_t *a = make(1, 0);
+	ks_hot_t *h = ks_hot_new(0);
+
+	ks_hot_put(h, a);
+	cr_assert_eq(ks_hot_count(h), 0);
+	cr_assert_eq(a->refs, 1);
+	ks_hot_free(h);
+	ks_artifact_unref(a);
+}
+
+Test(hot, many_entries_stay_consistent_under_churn)
+{
+	size_t c = cost_of(10, 64);
+	ks_hot_t *h = ks_hot_new(50 * c);
+	ks_hash_t k;
+	int i;
+
+	/* Keys 10..99 share meta length, so 50 of them fit exactly. */
+	for (i = 10; i < 100; i++) {
+		ks_artifact_t *a = make(i, 64);
+
+		ks_hot_put(h, a);
+		ks_artifact_unref(a);
+		cr_assert_leq(ks_hot_bytes(h), 50 * c);
+	}
+	cr_assert_eq(ks_hot_count(h), 50);
+	for (i = 10; i < 100; i++) {
+		k = key_of(i);
+		if (i < 50)
+			cr_assert_null(ks_hot_get(h, &k), "key %d", i);
+		else
+			cr_assert_not_null(ks_hot_get(h, &k), "key %d", i);
+	}
+	ks_hot_free(h);
+}
+
+/* ---- store: basics ---- */
+
+Test(store, put_then_get_returns_identical_bytes_and_meta)
+{
+	ks_store_t *s = open_store(0);
+
+	put(s, 1, 12345);
+	expect_same(s, 1, 12345);
+	ks_store_close(s);
+}
+
+Test(store, empty_artifact_round_trips)
+{
+	ks_store_t *s = open_store(0);
+	ks_hash_t k = key_of(3);
+	ks_artifact_t *a = ks_artifact_new(&k, "", NULL, 0), *got = NULL;
+
+	cr_assert_eq(ks_store_put(s, a), KS_OK);
+	cr_assert_eq(ks_store_get(s, &k, &got), KS_OK);
+	cr_assert_eq(got->len, 0);
+	cr_assert_eq(got->meta_len, 0);
+	cr_assert(ks_hash_eq(&got->sum, &a->sum));
+	ks_artifact_unref(got);
+	ks_artifact_unref(a);
+	ks_store_close(s);
+}
+
+Test(store, get_of_an_absent_key_is_not_found)
+{
+	ks_store_t *s = open_store(0);
+
+	cr_assert_eq(get_rc(s, 42), KS_E_NOT_FOUND);
+	put(s, 1, 10);
+	cr_assert_eq(get_rc(s, 42), KS_E_NOT_FOUND);
+	ks_store_close(s);
+}
+
+Test(store, reopened_store_serves_the_same_artifact)
+{
+	ks_store_t *s = open_store(0);
+	ks_store_stats_t st;
+
+	put(s, 1, 5000);
+	put(s, 2, 7000);
+	ks_store_close(s);
+	s = open_store(0);
+	expect_same(s, 1, 5000);
+	expect_same(s, 2, 7000);
+	ks_store_stats(s, &st);
+	cr_assert_eq(st.entries, 2);
+	cr_assert_eq(st.bytes, 12000);
+	ks_store_close(s);
+}
+
+Test(store, put_of_a_known_key_replaces_the_row)
+{
+	ks_store_t *s = open_store(0);
+	ks_store_stats_t st;
+
+	put(s, 1, 5000);
+	put(s, 1, 3000);
+	expect_same(s, 1, 3000);
+	ks_store_stats(s, &st);
+	cr_assert_eq(st.entries, 1);
+	cr_assert_eq(st.bytes, 3000);
+	cr_assert_eq(raw_rows(), 1);
+	ks_store_close(s);
+}
+
+Test(store, remove_deletes_the_row)
+{
+	ks_store_t *s = open_store(0);
+	ks_hash_t k = key_of(1);
+	ks_store_stats_t st;
+
+	put(s, 1, 100);
+	put(s, 2, 200);
+	cr_assert_eq(ks_store_remove(s, &k), KS_OK);
+	cr_assert_eq(ks_store_remove(s, &k), KS_E_NOT_FOUND);
+	cr_assert_eq(get_rc(s, 1), KS_E_NOT_FOUND);
+	ks_store_stats(s, &st);
+	cr_assert_eq(st.entries, 1);
+	cr_assert_eq(st.bytes, 200);
+	ks_store_close(s);
+}
+
+static int collect(void *ctx, const ks_hash_t *key, const char *meta,
+    uint64_t size, int64_t last_used)
+{
+	int *n = ctx;
+	ks_hash_t k = key_of(1);
+
+	(void)last_used;
+	if (ks_hash_eq(key, &k)) {
+		cr_assert_eq(size, 111);
+		cr_assert_str_eq(meta, "\"kernel\":\"k1\",\"n\":111");
+	}
+	(*n)++;
+	return 0;
+}
+
+static int stop_at_first(void *ctx, const ks_hash_t *key, const char *meta,
+    uint64_t size, int64_t last_used)
+{
+	(void)ctx;
+	(void)key;
+	(void)meta;
+	(void)size;
+	(void)last_used;
+	return 7;
+}
+
+Test(store, list_walks_every_row_and_stops_when_asked)
+{
+	ks_store_t *s = open_store(0);
+	int n = 0;
+
+	put(s, 1, 111);
+	put(s, 2, 222);
+	put(s, 3, 333);
+	cr_assert_eq(ks_store_list(s, collect, &n), 0);
+	cr_assert_eq(n, 3);
+	cr_assert_eq(ks_store_list(s, stop_at_first, NULL), 7);
+	ks_store_close(s);
+}
+
+/* ---- store: checksums ---- */
+
+Test(store, corrupt_blob_is_not_served_counted_and_removed)
+{
+	two_rows();
+	raw_flip(1, "bytes", 1234);
+	expect_damage_caught();
+}
+
+Test(store, truncated_blob_is_not_served)
+{
+	two_rows();
+	raw_exec_key("UPDATE artifacts SET bytes = substr(bytes, 1, 3900) "
+	    "WHERE key = ?1", 1);
+	expect_damage_caught();
+}
+
+Test(store, truncated_blob_with_matching_size_is_not_served)
+{
+	/* size rewritten too: only the checksum can catch it. */
+	two_rows();
+	raw_exec_key("UPDATE artifacts SET bytes = substr(bytes, 1, 3000), "
+	    "size = 3000 WHERE key = ?1", 1);
+	expect_damage_caught();
+}
+
+Test(store, size_that_disagrees_with_the_bytes_is_not_served)
+{
+	/* Bytes and sum intact: only the size check can catch it. */
+	two_rows();
+	raw_exec_key("UPDATE artifacts SET size = 4001 WHERE key = ?1", 1);
+	expect_damage_caught();
+}
+
+Test(store, corrupt_sum_is_not_served)
+{
+	two_rows();
+	raw_flip(1, "sum", 0);
+	expect_damage_caught();
+}
+
+Test(store, corrupt_meta_is_not_served)
+{
+	two_rows();
+	raw_flip(1, "meta", 3);
+	expect_damage_caught();
+}
+
+Test(store, corrupt_count_persists_across_reopen)
+{
+	ks_store_t *s = open_store(0);
+	ks_store_stats_t st;
+
+	put(s, 1, 4000);
+	ks_store_close(s);
+	raw_flip(1, "bytes", 0);
+	s = open_store(0);
+	cr_assert_eq(get_rc(s, 1), KS_E_CORRUPT);
+	ks_store_close(s);
+	s = open_store(0);
+	ks_store_stats(s, &st);
+	cr_assert_eq(st.corrupt, 0, "corrupt counts since open");
+	cr_assert_eq(ks_store_corrupt_total(s), 1);
+	ks_store_close(s);
+}
+
+/* ---- store: schema and opening ---- */
+
+Test(store, fresh_store_gets_the_current_schema_version)
+{
+	ks_store_t *s = open_store(0);
+	ks_store_stats_t st;
+
+	ks_store_stats(s, &st);
+	cr_assert_eq(st.schema_version, KS_STORE_SCHEMA_VERSION);
+	ks_store_close(s);
+	cr_assert_eq(raw_int("PRAGMA user_version", -1),
+	    KS_STORE_SCHEMA_VERSION);
+	cr_assert_eq(raw_int("SELECT COUNT(*) FROM sqlite_schema WHERE "
+	    "name = 'artifacts_by_last_used'", -1), 1);
+}
+
+Test(store, store_with_a_newer_schema_is_refused)
+{
+	ks_store_t *s = NULL;
+	char err[512], mode[16];
+	int rc;
+
+	raw_exec("PRAGMA user_version = 99");
+	rc = ks_store_open(db, 0, &s, err, sizeof err);
+	cr_assert_eq(rc, KS_E_STORE);
+	cr_assert_null(s);
+	cr_assert_not_null(strstr(err, "newer"), "%s", err);
+	cr_assert_not_null(strstr(err, db), "%s", err);
+	cr_assert_eq(raw_int("PRAGMA user_version", -1), 99,
+	    "a refused store must not be changed");
+	raw_journal_mode(mode);
+	cr_assert_str_eq(mode, "delete", "the refused store was switched "
+	    "to WAL");
+}
+
+Test(store, empty_file_is_migrated_from_version_0)
+{
+	ks_store_t *s;
+
+	write_file(db, "", 0);
+	s = open_store(0);
+	put(s, 1, 100);
+	expect_same(s, 1, 100);
+	ks_store_close(s);
+	cr_assert_eq(raw_int("PRAGMA user_version", -1),
+	    KS_STORE_SCHEMA_VERSION);
+}
+
+Test(store, version_0_database_with_other_tables_is_migrated)
+{
+	ks_store_t *s;
+
+	raw_exec("CREATE TABLE unrelated(x); INSERT INTO unrelated VALUES(1)");
+	cr_assert_eq(raw_int("PRAGMA user_version", -1), 0);
+	s = open_store(0);
+	put(s, 1, 100);
+	expect_same(s, 1, 100);
+	ks_store_close(s);
+	cr_assert_eq(raw_int("SELECT x FROM unrelated", -1), 1);
+}
+
+Test(store, file_that_is_not_a_database_is_refused_with_the_path)
+{
+	static const char junk[] = "this is not an sqlite database, just text "
+	    "that is long enough to fill a header .........................";
+	ks_store_t *s = NULL;
+	char err[512];
+
+	write_file(db, junk, sizeof junk);
+	cr_assert_eq(ks_store_open(db, 0, &s, err, sizeof err), KS_E_STORE);
+	cr_assert_null(s);
+	cr_assert_not_null(strstr(err, "not a database"), "%s", err);
+	cr_assert_not_null(strstr(err, db), "%s", err);
+}
+
+Test(store, path_that_cannot_be_opened_fails_clearly)
+{
+	char file[600], bad[700], err[1024];
+	ks_store_t *s = NULL;
+	int rc;
+
+	/* A regular file where a parent directory should be. */
+	snprintf(file, sizeof file, "%s/file", dir);
+	write_file(file, "x", 1);
+	snprintf(bad, sizeof bad, "%s/store.db", file);
+	rc = ks_store_open(bad, 0, &s, err, sizeof err);
+	cr_assert_eq(rc, KS_E_IO, "%s", ks_err_name(rc));
+	cr_assert_null(s);
+	cr_assert_not_null(strstr(err, bad), "%s", err);
+	snprintf(bad, sizeof bad, "%s/sub/store.db", file);
+	rc = ks_store_open(bad, 0, &s, err, sizeof err);
+	cr_assert_eq(rc, KS_E_IO, "%s", ks_err_name(rc));
+	cr_assert_not_null(strstr(err, bad), "%s", err);
+
+	/* A directory where the file should be. */
+	rc = ks_store_open(dir, 0, &s, err, sizeof err);
+	cr_assert_eq(rc, KS_E_STORE);
+	cr_assert_not_null(strstr(err, dir), "%s", err);
+}
+
+Test(store, missing_parent_directories_are_created_0700)
+{
+	char deep[700], parent[600], err[1024];
+	ks_store_t *s = NULL;
+	struct stat st;
+
+	snprintf(parent, sizeof parent, "%s/a/b", dir);
+	snprintf(deep, sizeof deep, "%s/store.db", parent);
+	cr_assert_eq(ks_store_open(deep, 0, &s, err, sizeof err), KS_OK,
+	    "%s", err);
+	ks_store_close(s);
+	cr_assert_eq(stat(parent, &st), 0);
+	cr_assert(S_ISDIR(st.st_mode));
+	cr_assert_eq(st.st_mode & 0777, 0700);
+	cr_assert_eq(stat(deep, &st), 0);
+}
+
+/* Opens the store as it stands and exits 0 if it is refused as read-only. */
+static int refused_as_read_only(void)
+{
+	ks_store_t *s = NULL;
+	char err[1024];
+	int rc = ks_store_open(db, 0, &s, err, sizeof err);
+
+	if (rc == KS_OK)
+		ks_store_close(s);
+	return rc == KS_E_STORE && strstr(err, "read-only") != NULL ? 0 : 1;
+}
+
+Test(store, read_only_file_is_refused)
+{
+	ks_store_t *s = open_store(0);
+	pid_t pid;
+	int status;
+
+	ks_store_close(s);
+	cr_assert_eq(chmod(db, 0444), 0);
+	if (geteuid() != 0) {
+		cr_assert_eq(refused_as_read_only(), 0);
+		return;
+	}
+	/* root ignores file modes: try as nobody, in a child. */
+	cr_assert_eq(chmod(dir, 0755), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		if (setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(2);
+		_exit(refused_as_read_only());
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status));
+	cr_assert_eq(WEXITSTATUS(status), 0, "a read-only store was opened "
+	    "(status %d)", WEXITSTATUS(status));
+}
+
+Test(store, store_is_in_wal_mode)
+{
+	ks_store_t *s = open_store(0);
+	char mode[16];
+
+	raw_journal_mode(mode);
+	cr_assert_str_eq(mode, "wal");
+	ks_store_close(s);
+}
+
+/* ---- store: budget, eviction and touches ---- */
+
+Test(store, byte_budget_evicts_the_least_recently_used_row)
+{
+	ks_store_t *s = open_store(3000);
+	ks_store_stats_t st;
+
+	put(s, 1, 1000);
+	put(s, 2, 1000);
+	put(s, 3, 1000);
+	put(s, 4, 1000);
+	cr_assert_eq(get_rc(s, 1), KS_E_NOT_FOUND);
+	cr_assert_eq(get_rc(s, 2), KS_OK);
+	cr_assert_eq(get_rc(s, 3), KS_OK);
+	cr_assert_eq(get_rc(s, 4), KS_OK);
+	ks_store_stats(s, &st);
+	cr_assert_eq(st.evicted, 1);
+	cr_assert_eq(st.entries, 3);
+	cr_assert_eq(st.bytes, 3000);
+	cr_assert_eq(st.max_bytes, 3000);
+	put(s, 5, 2500);                /* needs two rows to go */
+	cr_assert_eq(get_rc(s, 2), KS_E_NOT_FOUND);
+	cr_assert_eq(get_rc(s, 3), KS_E_NOT_FOUND);
+	cr_assert_eq(get_rc(s, 4), KS_E_NOT_FOUND);
+	cr_assert_eq(get_rc(s, 5), KS_OK);
+	ks_store_stats(s, &st);
+	cr_assert_eq(st.evicted, 4);
+	cr_assert_leq(st.bytes, 3000);
+	ks_store_close(s);
+}
+
+Test(store, touch_and_flush_change_which_row_is_evicted)
+{
+	ks_store_t *s = open_store(3000);
+	ks_hash_t k1 = key_of(1);
+
+	put(s, 1, 1000);
+	put(s, 2, 1000);
+	put(s, 3, 1000);
+	ks_store_touch(s, &k1);
+	cr_assert_eq(ks_store_flush(s), KS_OK);
+	put(s, 4, 1000);
+	cr_assert_eq(get_rc(s, 1), KS_OK, "the touched row was evicted");
+	cr_assert_eq(get_rc(s, 2), KS_E_NOT_FOUND);
+	ks_store_close(s);
+}
+
+Test(store, put_that_evicts_writes_pending_touches_first)
+{
+	ks_store_t *s = open_store(3000);
+	ks_hash_t k1 = key_of(1);
+
+	put(s, 1, 1000);
+	put(s, 2, 1000);
+	put(s, 3, 1000);
+	ks_store_touch(s, &k1);         /* no explicit flush */
+	put(s, 4, 1000);
+	cr_assert_eq(get_rc(s, 1), KS_OK);
+	cr_assert_eq(get_rc(s, 2), KS_E_NOT_FOUND);
+	ks_store_close(s);
+}
+
+Test(store, touch_does_not_write_until_flush)
+{
+	ks_store_t *s = open_store(0);
+	ks_hash_t k = key_of(1);
+	int64_t before;
+
+	put(s, 1, 100);
+	before = raw_last_used(1);
+	cr_assert_gt(before, 0);
+	ks_store_touch(s, &k);
+	ks_store_touch(s, &k);
+	cr_assert_eq(raw_last_used(1), before, "touch wrote to disk");
+	cr_assert_eq(ks_store_flush(s), KS_OK);
+	cr_assert_gt(raw_last_used(1), before);
+	ks_store_close(s);
+}
+
+Test(store, close_writes_pending_touches)
+{
+	ks_store_t *s = open_store(0);
+	ks_hash_t k = key_of(1);
+	int64_t before;
+
+	put(s, 1, 100);
+	before = raw_last_used(1);
+	ks_store_touch(s, &k);
+	ks_store_close(s);
+	cr_assert_gt(raw_last_used(1), before);
+}
+
+Test(store, full_pending_set_is_written_without_an_explicit_flush)
+{
+	ks_store_t *s = open_store(0);
+	int64_t before;
+	ks_hash_t k;
+	int i;
+
+	put(s, 0, 10);
+	before = raw_last_used(0);
+	k = key_of(0);
+	ks_store_touch(s, &k);
+	/* Repeated touches of one key take one slot. */
+	for (i = 0; i < 3 * KS_STORE_PENDING_TOUCHES; i++)
+		ks_store_touch(s, &k);
+	cr_assert_eq(raw_last_used(0), before);
+	/* Distinct keys (absent rows are fine) fill the set. */
+	for (i = 1; i < KS_STORE_PENDING_TOUCHES; i++) {
+		k = key_of(1000 + i);
+		ks_store_touch(s, &k);
+	}
+	cr_assert_gt(raw_last_used(0), before, "a full set was not flushed");
+	ks_store_close(s);
+}
+
+Test(store, artifact_alone_over_the_budget_is_kept)
+{
+	ks_store_t *s = open_store(500);
+	ks_store_stats_t st;
+
+	put(s, 1, 100);
+	put(s, 2, 1000);
+	cr_assert_eq(get_rc(s, 1), KS_E_NOT_FOUND);
+	expect_same(s, 2, 1000);
+	put(s, 3, 100);                 /* now 2 is old and goes */
+	cr_assert_eq(get_rc(s, 2), KS_E_NOT_FOUND);
+	cr_assert_eq(get_rc(s, 3), KS_OK);
+	ks_store_stats(s, &st);
+	cr_assert_eq(st.bytes, 100);
+	cr_assert_eq(st.evicted, 2);
+	ks_store_close(s);
+}
+
+Test(store, budget_applies_to_rows_found_at_open)
+{
+	ks_store_t *s = open_store(0);
+
+	put(s, 1, 1000);
+	put(s, 2, 1000);
+	put(s, 3, 1000);
+	ks_store_close(s);
+	s = open_store(2500);
+	put(s, 4, 1000);
+	cr_assert_eq(get_rc(s, 1), KS_E_NOT_FOUND);
+	cr_assert_eq(get_rc(s, 2), KS_E_NOT_FOUND);
+	cr_assert_eq(get_rc(s, 3), KS_OK);
+	cr_assert_eq(get_rc(s, 4), KS_OK);
+	ks_store_close(s);
+}
+
+/* ---- store: concurrency and crashes ---- */
+
+#define PUTTERS 4
+#define PER_PUTTER 60
+
+struct shared {
+	ks_store_t *s;
+	int base;
+	atomic_int putters_left;
+	atomic_int put_errors, get_errors, gets_ok;
+};
+
+struct putter {
+	struct shared *sh;
+	int base;
+};
+
+static void *put_loop(void *p)
+{
+	struct putter *pt = p;
+	int i;
+
+	for (i = 0; i < PER_PUTTER; i++) {
+		ks_artifact_t *a = make(pt->base + i, 1000 + 37 * i);
+
+		if (ks_store_put(pt->sh->s, a) != KS_OK)
+			atomic_fetch_add(&pt->sh->put_errors, 1);
+		ks_artifact_unref(a);
+	}
+	atomic_fetch_sub(&pt->sh->putters_left, 1);
+	return NULL;
+}
+
+static void *get_loop(void *p)
+{
+	struct shared *sh = p;
+	unsigned seed = 1;
+
+	while (atomic_load(&sh->putters_left) > 0) {
+		int i = (int)(rand_r(&seed) % (PUTTERS * 1000));
+		int j = (i / 1000) * 1000 + i % PER_PUTTER;
+		ks_hash_t k = key_of(j);
+		ks_artifact_t *a = NULL;
+		int rc = ks_store_get(sh->s, &k, &a);
+
+		if (rc == KS_OK) {
+			atomic_fetch_add(&sh->gets_ok, 1);
+			ks_store_touch(sh->s, &k);
+			ks_artifact_unref(a);
+		} else if (rc != KS_E_NOT_FOUND) {
+			atomic_fetch_add(&sh->get_errors, 1);
+		}
+	}
+	return NULL;
+}
+
+Test(store, concurrent_puts_and_gets_are_safe)
+{
+	struct shared sh = { .s = open_store(0) };
+	struct putter pt[PUTTERS];
+	pthread_t t[PUTTERS + 1];
+	ks_store_stats_t st;
+	int i, j;
+
+	atomic_store(&sh.putters_left, PUTTERS);
+	pthread_create(&t[PUTTERS], NULL, get_loop, &sh);
+	for (i = 0; i < PUTTERS; i++) {
+		pt[i].sh = &sh;
+		pt[i].base = i * 1000;
+		pthread_create(&t[i], NULL, put_loop, &pt[i]);
+	}
+	for (i = 0; i <= PUTTERS; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(atomic_load(&sh.put_errors), 0);
+	cr_assert_eq(atomic_load(&sh.get_errors), 0);
+	cr_assert_eq(ks_store_flush(sh.s), KS_OK);
+	for (i = 0; i < PUTTERS; i++)
+		for (j = 0; j < PER_PUTTER; j++)
+			expect_same(sh.s, i * 1000 + j, 1000 + 37 * j);
+	ks_store_stats(sh.s, &st);
+	cr_assert_eq(st.entries, PUTTERS * PER_PUTTER);
+	ks_store_close(sh.s);
+}
+
+struct keys {
+	ks_hash_t *k;
+	size_t n, cap;
+};
+
+static int add_key(void *ctx, const ks_hash_t *key, const char *meta,
+    uint64_t size, int64_t last_used)
+{
+	struct keys *ks = ctx;
+
+	(void)meta;
+	(void)size;
+	(void)last_used;
+	if (ks->n == ks->cap) {
+		ks->cap = ks->cap ? 2 * ks->cap : 64;
+		ks->k = realloc(ks->k, ks->cap * sizeof *ks->k);
+		if (ks->k == NULL)
+			return KS_E_NOMEM;
+	}
+	ks->k[ks->n++] = *key;
+	return 0;
+}
+
+/* Child: puts artifacts of varied sizes until killed (bounded loop). */
+static void writer_child(int ready, int round)
+{
+	char err[512];
+	ks_store_t *s;
+	int i;
+
+	if (ks_store_open(db, 0, &s, err, sizeof err) != KS_OK)
+		_exit(2);
+	for (i = 0; i < 100000; i++) {
+		ks_artifact_t *a = make(round * 1000000 + i,
+		    (size_t)(100 + (i * 7919) % 60000));
+
+		if (a == NULL || ks_store_put(s, a) != KS_OK)
+			_exit(3);
+		ks_artifact_unref(a);
+		if (i == 10 && write(ready, "r", 1) != 1)
+			_exit(4);
+	}
+	_exit(0);
+}
+
+Test(store, killed_writer_leaves_a_sound_store)
+{
+	struct keys ks = { 0 };
+	char err[512], c;
+	ks_store_t *s;
+	size_t i;
+	int round, status;
+
+	for (round = 0; round < 4; round++) {
+		int fd[2];
+		pid_t pid;
+
+		cr_assert_eq(pipe(fd), 0);
+		pid = fork();
+		cr_assert_geq(pid, 0);
+		if (pid == 0) {
+			close(fd[0]);
+			writer_child(fd[1], round);
+		}
+		close(fd[1]);
+		cr_assert_eq(read(fd[0], &c, 1), 1, "writer did not start");
+		close(fd[0]);
+		usleep(20000 + 30000 * (useconds_t)round);
+		kill(pid, SIGKILL);
+		cr_assert_eq(waitpid(pid, &status, 0), pid);
+		cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+		    "writer ended before it was killed (status %d)", status);
+	}
+
+	s = open_store(0);
+	cr_assert_eq(ks_store_integrity_check(s, err, sizeof err), KS_OK,
+	    "%s", err);
+	cr_assert_str_eq(err, "ok");
+	cr_assert_eq(ks_store_list(s, add_key, &ks), 0);
+	cr_assert_geq(ks.n, 4 * 11);
+	cr_log_info("%zu rows survived 4 killed writers", ks.n);
+	for (i = 0; i < ks.n; i++) {
+		ks_artifact_t *a = NULL;
+
+		cr_assert_eq(ks_store_get(s, &ks.k[i], &a), KS_OK,
+		    "row %zu of %zu", i, ks.n);
+		ks_artifact_unref(a);
+	}
+	free(ks.k);
+	ks_store_close(s);
+}
+
+Test(store, integrity_check_reports_damaged_pages)
+{
+	ks_store_t *s = open_store(0);
+	char err[512];
+	int64_t page, psize;
+	uint8_t bad[4] = { 0x7f, 0xff, 0xff, 0xff };
+	int fd, rc;
+
+	put(s, 1, 20000);               /* a chain of overflow pages */
+	put(s, 2, 100);
+	cr_assert_eq(ks_store_integrity_check(s, err, sizeof err), KS_OK,
+	    "%s", err);
+	ks_store_close(s);              /* checkpointed into the main file */
+
+	page = raw_int("SELECT pageno FROM dbstat WHERE name = 'artifacts' "
+	    "AND pagetype = 'overflow' ORDER BY pageno LIMIT 1", -1);
+	psize = raw_int("PRAGMA page_size", -1);
+	cr_assert_gt(page, 0);
+	/* An overflow page begins with the number of the next one. */
+	fd = open(db, O_WRONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, bad, sizeof bad, (off_t)((page - 1) * psize)),
+	    (ssize_t)sizeof bad);
+	close(fd);
+
+	rc = ks_store_open(db, 0, &s, err, sizeof err);
+	if (rc != KS_OK) {
+		cr_assert_not_null(strstr(err, db), "%s", err);
+		return;
+	}
+	rc = ks_store_integrity_check(s, err, sizeof err);
+	cr_assert_eq(rc, KS_E_CORRUPT, "damage not reported: %s", err);
+	cr_assert_str_neq(err, "ok");
+	cr_assert_neq(get_rc(s, 1), KS_OK, "a damaged row was served");
+	expect_same(s, 2, 100);
+	ks_store_close(s);
+}
