@@ -252,9 +252,13 @@ static int transact(kspec_client_t *c, const ks_buf_t *req, uint64_t id,
 	if (rc)
 		return broken(c, "malformed reply frame");
 
+	/* Without memory for a frame the stream cannot be kept in step. */
 	r->header = malloc((size_t)hlen + 1);
-	if (!r->header)
-		return lost(c, "out of memory for the reply");
+	if (!r->header) {
+		drop(c);
+		return set_error(c, KSPEC_E_NOMEM,
+		    "out of memory for a reply header of %u bytes", hlen);
+	}
 	r->header_len = hlen;
 	rc = recv_all(c, r->header, hlen);
 	if (rc)
@@ -263,7 +267,9 @@ static int transact(kspec_client_t *c, const ks_buf_t *req, uint64_t id,
 	if (plen && want_payload) {
 		r->payload = malloc(plen);
 		if (!r->payload) {
-			rc = lost(c, "out of memory for the artifact");
+			drop(c);
+			rc = set_error(c, KSPEC_E_NOMEM, "out of memory for "
+			    "an artifact of %u bytes", plen);
 			goto fail;
 		}
 		r->payload_len = plen;
@@ -321,6 +327,10 @@ int kspec_connect(const char *socket_path, kspec_client_t **out)
 		return KSPEC_E_NOMEM;
 	c->fd = -1;
 	c->next_id = 1;
+	/* libsodium for the artifact check; idempotent and thread-safe. */
+	if (ks_base_init())
+		return set_error(c, KSPEC_E_INTERNAL,
+		    "cannot initialize libsodium");
 	if (socket_path) {
 		if (strlen(socket_path) >= sizeof c->path)
 			return set_error(c, KSPEC_E_TOO_LARGE,
@@ -565,6 +575,29 @@ static int fill_artifact(artifact_t *x, const cJSON *json)
 	return KSPEC_OK;
 }
 
+/*
+ * The reply's "artifact" is the BLAKE2b-256 of the bytes (docs/protocol.md):
+ * check it, so that a daemon bug or a torn transfer is never loaded as a
+ * kernel.  A reply without the field is taken as it is.
+ */
+static int check_content(kspec_client_t *c, const cJSON *json,
+    const uint8_t *bytes, size_t len)
+{
+	const char *hex = json_string(json, "artifact");
+	ks_hash_t want, got;
+
+	if (!hex)
+		return KSPEC_OK;
+	if (ks_hash_from_hex(hex, &want))
+		return set_error(c, KSPEC_E_PROTO,
+		    "get reply has a malformed \"artifact\" hash");
+	ks_hash(bytes, len, &got);
+	if (!ks_hash_eq(&want, &got))
+		return set_error(c, KSPEC_E_CORRUPT,
+		    "artifact bytes do not match their hash %.12s", hex);
+	return KSPEC_OK;
+}
+
 int kspec_get(kspec_client_t *c, const kspec_get_spec_t *spec,
     kspec_artifact_t **out)
 {
@@ -600,6 +633,8 @@ int kspec_get(kspec_client_t *c, const kspec_get_spec_t *spec,
 		rc = set_error(c, KSPEC_E_PROTO,
 		    "get reply says %.0f bytes but carries %zu",
 		    bytes->valuedouble, r.payload_len);
+	if (!rc && r.payload_len)
+		rc = check_content(c, r.json, r.payload, r.payload_len);
 	if (rc) {
 		reply_free(&r);
 		return rc;

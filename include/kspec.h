@@ -17,8 +17,11 @@
  * daemon's (its wire name is kspec_err_name(code), e.g. "E_BAD_SHAPE") and
  * kspec_last_error() gives the daemon's code string and message.  Failures
  * of the connection itself are KSPEC_E_CONNECT (the daemon never sends that
- * code); a reply that breaks the protocol is KSPEC_E_PROTO.  After either,
- * the connection is closed and later calls fail with KSPEC_E_CONNECT.
+ * code); a reply that breaks the protocol is KSPEC_E_PROTO.  After
+ * KSPEC_E_CONNECT, or a KSPEC_E_PROTO that leaves the stream out of step (a
+ * malformed or oversized frame, a reply to another id), the connection is
+ * closed and later calls fail with KSPEC_E_CONNECT; after other errors it
+ * stays usable.
  *
  * Memory: strings and artifacts the library returns are owned by the
  * caller, who frees them with the function named beside each one.

@@ -110,8 +110,8 @@ int ks_proto_default_socket(char *out, size_t outlen)
 
 /* ---- request parsing ---- */
 
-/* The largest integer that a double holds exactly with all smaller ones;
- * ids are limited to it so that no two ids share a double. */
+/* Ids go up to 2^53: every integer up to there is exact in the double
+ * cJSON reads, so an id echoes as it was sent. */
 #define ID_MAX 9007199254740992.0               /* 2^53 */
 #define INT64_LIMIT 9223372036854775808.0       /* 2^63 */
 /* How much of a client-supplied name an error message echoes. */
@@ -548,7 +548,8 @@ static int parse_root(const cJSON *root, const char *text, size_t len,
 			op = m;
 	}
 	if (!op)
-		return fail(err, errlen, KS_E_BAD_REQUEST, "missing field 'op'");
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "missing field 'op'");
 	if (!cJSON_IsString(op))
 		return fail(err, errlen, KS_E_BAD_REQUEST,
 		    "field 'op' must be a string");

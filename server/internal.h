@@ -103,6 +103,9 @@ typedef struct {
  * Filled on first use; entries are never removed, so their strings can be
  * borrowed for the daemon's lifetime. */
 typedef struct ks_ident {
+	/* The key's fields that depend only on this entry, absorbed once; a
+	 * request copies the state and adds its own fields. */
+	ks_hasher_t prefix;
 	const ks_backend_t *backend;
 	char requested[KS_MAX_NAME + 1];
 	char target[KS_MAX_NAME + 1];
@@ -128,7 +131,7 @@ struct ks_srv {
 	uint64_t started_ns;
 	ks_counters_t n;
 	ks_ident_t *idents;
-	char fingerprints[16][KS_HASH_HEX];  /* per kernel, library order */
+	ks_hash_t fingerprints[16];  /* per kernel, library order */
 };
 
 /* key.c */

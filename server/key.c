@@ -1,14 +1,26 @@
 /*
  * Request normalization and the request key (DESIGN.md section 7).
  *
- * The key is BLAKE2b-256 over length-prefixed (name, value) fields in one
- * fixed order: the key scheme version, the codegen version, kernel name and
- * definition fingerprint, every shape parameter in the kernel's declared
- * order as a constant or "dyn", dtype, mode, backend, resolved target,
- * format and the backend's compiler identity (compiler version and every
- * option that changes output).  Any input that changes the artifact is in
- * it; nothing else is (not the id, not return:"meta", not the order in
- * which the client wrote its shape).  No IR is built here.
+ * The key is BLAKE2b-256 over a canonical encoding of everything that
+ * changes the artifact, and nothing else (not the id, not return:"meta",
+ * not the order in which the client wrote its shape):
+ *
+ *   prefix  (per backend and target, absorbed once and cached):
+ *           field("scheme", "kspec-key-v1"), field("codegen", version),
+ *           field("backend", name), field("target", resolved target),
+ *           field("compiler", the backend's identity: compiler version and
+ *           every option that changes output)
+ *   request: field("kernel", name), field("fingerprint", 32 raw bytes of
+ *           the definition's fingerprint), per shape parameter in the
+ *           kernel's declared order field(name, 8-byte little-endian value)
+ *           or field(name, "dyn"), field("dtype", name), field("mode",
+ *           name), field("format", name)
+ *
+ * where field(n, v) is u64le(len n) n u64le(len v) v, so no two different
+ * requests encode alike.  The encoding is stable across runs and machines;
+ * changing it means bumping the scheme.  No IR is built here and nothing
+ * is allocated: the request part is encoded into a stack buffer and hashed
+ * in one update after copying the cached prefix state.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -26,6 +38,7 @@ static int ident_lookup(ks_srv_t *srv, const ks_backend_t *be,
 {
 	ks_ident_t *id;
 	ks_buf_t b;
+	char num[16];
 	int rc;
 
 	for (id = srv->idents; id; id = id->next) {
@@ -34,9 +47,10 @@ static int ident_lookup(ks_srv_t *srv, const ks_backend_t *be,
 			return KS_OK;
 		}
 	}
-	id = calloc(1, sizeof *id);
+	id = aligned_alloc(_Alignof(ks_ident_t), sizeof *id);
 	if (!id)
 		return KS_E_NOMEM;
+	memset(id, 0, sizeof *id);
 	rc = be->resolve_target(requested, id->target, sizeof id->target,
 	    err, errlen);
 	if (rc) {
@@ -55,10 +69,36 @@ static int ident_lookup(ks_srv_t *srv, const ks_backend_t *be,
 	id->backend = be;
 	snprintf(id->requested, sizeof id->requested, "%s", requested);
 	id->identity = ks_buf_steal(&b, NULL);
+	snprintf(num, sizeof num, "%d", KS_CODEGEN_VERSION);
+	ks_hasher_init(&id->prefix);
+	ks_hasher_field(&id->prefix, "scheme", KEY_SCHEME);
+	ks_hasher_field(&id->prefix, "codegen", num);
+	ks_hasher_field(&id->prefix, "backend", be->name);
+	ks_hasher_field(&id->prefix, "target", id->target);
+	ks_hasher_field(&id->prefix, "compiler", id->identity);
 	id->next = srv->idents;
 	srv->idents = id;
 	*out = id;
 	return KS_OK;
+}
+
+/* Appends field(name, value) of the canonical encoding to ENC; the caller
+ * sized ENC for the worst case. */
+static size_t put_field(uint8_t *enc, size_t at, const char *name,
+    const void *value, size_t vlen)
+{
+	size_t nlen = strlen(name);
+	uint64_t n;
+	int i;
+
+	for (n = nlen, i = 0; i < 8; i++, n >>= 8)
+		enc[at++] = (uint8_t)n;
+	memcpy(enc + at, name, nlen);
+	at += nlen;
+	for (n = vlen, i = 0; i < 8; i++, n >>= 8)
+		enc[at++] = (uint8_t)n;
+	memcpy(enc + at, value, vlen);
+	return at + vlen;
 }
 
 static int kernel_index(const ks_kernel_def_t *def)
@@ -82,7 +122,11 @@ int ks_srv_normalize(ks_srv_t *srv, const ks_get_req_t *req, ks_get_t *out,
 	ks_mode_t mode;
 	ks_ident_t *ident;
 	ks_hasher_t h;
-	char num[32], beerr[256];
+	/* Worst case: 6 fixed fields and KS_MAX_DIMS dims, each two 8-byte
+	 * lengths, a name of at most KS_MAX_NAME and a value of at most 64. */
+	uint8_t enc[(6 + KS_MAX_DIMS) * (16 + KS_MAX_NAME + 64)];
+	size_t at = 0;
+	char beerr[256];
 	int i, nd = 0, rc, ki;
 
 	def = ks_kernel_find(req->kernel);
@@ -161,27 +205,30 @@ int ks_srv_normalize(ks_srv_t *srv, const ks_get_req_t *req, ks_get_t *out,
 	    sizeof srv->fingerprints[0]))
 		return KS_E_INTERNAL;
 
-	ks_hasher_init(&h);
-	ks_hasher_field(&h, "scheme", KEY_SCHEME);
-	snprintf(num, sizeof num, "%d", KS_CODEGEN_VERSION);
-	ks_hasher_field(&h, "codegen", num);
-	ks_hasher_field(&h, "kernel", def->name);
-	ks_hasher_field(&h, "fingerprint", srv->fingerprints[ki]);
+	at = put_field(enc, at, "kernel", def->name, strlen(def->name));
+	at = put_field(enc, at, "fingerprint", srv->fingerprints[ki].b,
+	    KS_HASH_BYTES);
 	for (i = 0; i < out->spec.ndims; i++) {
 		const ks_dim_t *d = &out->spec.dims[i];
+		uint8_t le[8];
+		uint64_t v = (uint64_t)d->value;
+		int j;
 
-		if (d->is_const)
-			snprintf(num, sizeof num, "%" PRId64, d->value);
-		else
-			snprintf(num, sizeof num, "dyn");
-		ks_hasher_field(&h, d->name, num);
+		if (!d->is_const) {
+			at = put_field(enc, at, d->name, "dyn", 3);
+			continue;
+		}
+		for (j = 0; j < 8; j++, v >>= 8)
+			le[j] = (uint8_t)v;
+		at = put_field(enc, at, d->name, le, sizeof le);
 	}
-	ks_hasher_field(&h, "dtype", ks_dtype_name(dtype));
-	ks_hasher_field(&h, "mode", mode == KS_MODE_FAST ? "fast" : "exact");
-	ks_hasher_field(&h, "backend", out->backend->name);
-	ks_hasher_field(&h, "target", out->target);
-	ks_hasher_field(&h, "format", out->format);
-	ks_hasher_field(&h, "compiler", out->identity);
+	at = put_field(enc, at, "dtype", ks_dtype_name(dtype),
+	    strlen(ks_dtype_name(dtype)));
+	at = put_field(enc, at, "mode", mode == KS_MODE_FAST ? "fast" : "exact",
+	    mode == KS_MODE_FAST ? 4 : 5);
+	at = put_field(enc, at, "format", out->format, strlen(out->format));
+	memcpy(&h, &ident->prefix, sizeof h);
+	ks_hasher_update(&h, enc, at);
 	ks_hasher_final(&h, &out->key);
 	return KS_OK;
 }

@@ -37,6 +37,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "internal.h"
 
 #define READ_CHUNK 65536
@@ -54,6 +56,57 @@ typedef struct {
 static void conn_close(ks_conn_t *c);
 static void conn_resume(ks_conn_t *c);
 static void maybe_finish(ks_srv_t *srv);
+
+/* ---- request parsing arena ---- */
+
+/*
+ * cJSON allocates a node per JSON value.  On the hit path those
+ * allocations come from one arena, reset per request, instead of malloc:
+ * the hooks serve the loop thread while a parse is under way and fall back
+ * to malloc/free everywhere else (other threads, a parse that outgrows the
+ * arena).  free() of an arena pointer is a no-op; the arena is reset
+ * before the next parse.  The daemon owns its process, so installing the
+ * global cJSON hooks is its call (libkspec never does).
+ */
+#define PARSE_ARENA_BYTES (256u << 10)
+
+static struct {
+	_Alignas(16) char mem[PARSE_ARENA_BYTES];
+	size_t used;
+	int active;
+	pthread_t owner;
+} parse_arena;
+
+static void *arena_malloc(size_t n)
+{
+	size_t need = (n + 15) & ~(size_t)15;
+
+	if (parse_arena.active && need >= n && pthread_equal(pthread_self(),
+	    parse_arena.owner) && need <= PARSE_ARENA_BYTES -
+	    parse_arena.used) {
+		void *p = parse_arena.mem + parse_arena.used;
+
+		parse_arena.used += need;
+		return p;
+	}
+	return malloc(n);
+}
+
+static void arena_free(void *p)
+{
+	if ((char *)p >= parse_arena.mem &&
+	    (char *)p < parse_arena.mem + PARSE_ARENA_BYTES)
+		return;
+	free(p);
+}
+
+static void arena_install(void)
+{
+	cJSON_Hooks hooks = { arena_malloc, arena_free };
+
+	parse_arena.owner = pthread_self();
+	cJSON_InitHooks(&hooks);
+}
 
 /* ---- connections ---- */
 
@@ -217,17 +270,26 @@ static void conn_send(ks_conn_t *c, ks_artifact_t *art)
 	}
 }
 
-/* Starts c->out with room for the frame prefix and the reply's id. */
+/* Starts c->out with room for the frame prefix and the reply's id (no
+ * printf on the hit path). */
 static void reply_begin(ks_conn_t *c, int has_id, uint64_t id)
 {
 	static const char zero[KS_FRAME_PREFIX];
+	char digits[24], *p = digits + sizeof digits;
 
 	ks_buf_reset(&c->out);
 	ks_buf_append(&c->out, zero, sizeof zero);
-	if (has_id)
-		ks_buf_printf(&c->out, "{\"id\":%" PRIu64 ",\"ok\":true", id);
-	else
-		ks_buf_puts(&c->out, "{\"ok\":true");
+	if (!has_id) {
+		ks_buf_append(&c->out, "{\"ok\":true", 10);
+		return;
+	}
+	do {
+		*--p = (char)('0' + id % 10);
+		id /= 10;
+	} while (id);
+	ks_buf_append(&c->out, "{\"id\":", 6);
+	ks_buf_append(&c->out, p, (size_t)(digits + sizeof digits - p));
+	ks_buf_append(&c->out, ",\"ok\":true", 10);
 }
 
 /* Closes the JSON object and fills in the prefix. */
@@ -662,7 +724,10 @@ static void handle_request(ks_conn_t *c, const char *hdr, size_t len)
 	c->srv->n.requests++;
 	err[0] = '\0';
 	memset(&req, 0, sizeof req);
+	parse_arena.used = 0;
+	parse_arena.active = 1;
 	rc = ks_request_parse(hdr, len, &req, err, sizeof err);
+	parse_arena.active = 0;
 	if (rc) {
 		reply_error(c, req.has_id, req.id, rc, err);
 		/* A header that is not JSON at all: the client is not
@@ -893,7 +958,7 @@ static int init_fingerprints(ks_srv_t *srv)
 
 		if (!h)
 			return KS_E_INTERNAL;
-		ks_hash_hex(h, srv->fingerprints[i]);
+		srv->fingerprints[i] = *h;
 	}
 	return KS_OK;
 }
@@ -922,6 +987,7 @@ int ks_server_run(const ks_server_config_t *cfg)
 	snprintf(nthreads, sizeof nthreads, "%d", cfg->workers);
 	setenv("UV_THREADPOOL_SIZE", nthreads, 1);
 
+	arena_install();
 	rc = ks_base_init();
 	if (rc == KS_OK)
 		rc = init_fingerprints(&srv);

@@ -1,13 +1,27 @@
 #!/bin/sh
-# Runs each Criterion test binary and sums up.  Exit status is non-zero if
-# any binary failed.  Usage: tests/run.sh BIN...
+# Runs each Criterion test binary, then prints one closing line with the
+# totals ("N passed, N failed, N skipped").  Exit status is non-zero if any
+# binary failed or crashed.  Usage: tests/run.sh BIN...
 set -u
 failed=0
+tmp=$(mktemp)
+trap 'rm -f "$tmp" "$tmp.rc"' EXIT
 for t in "$@"; do
 	echo "== $(basename "$t")"
-	if ! "$t" --jobs=2; then
+	{ "$t" --jobs=2 2>&1; echo $? > "$tmp.rc"; } | tee -a "$tmp"
+	[ "$(cat "$tmp.rc")" = 0 ] || failed=1
+	# A binary that dies before its synthesis line counts as failed.
+	if ! tail -n 1 "$tmp" | grep -q 'Synthesis:'; then
+		echo "FAILED: $t ended without a result"
 		failed=1
-		echo "FAILED: $t"
 	fi
 done
-exit $failed
+sed -n 's/.*Synthesis: Tested: \([0-9]*\) | Passing: \([0-9]*\) | Failing: \([0-9]*\) | Crashing: \([0-9]*\).*/\1 \2 \3 \4/p' \
+    "$tmp" | awk -v f="$failed" '
+	{ tested += $1; pass += $2; fail += $3 + $4 }
+	END {
+		skipped = tested - pass - fail
+		if (skipped < 0) skipped = 0
+		printf "%d passed, %d failed, %d skipped\n", pass, fail, skipped
+		exit (fail > 0 || f != 0)
+	}'

@@ -222,6 +222,7 @@ Test(e2e, bitwise_checker_catches_a_sequential_reduction)
 
 typedef struct {
 	const char *sock;
+	const char *req;
 	pthread_barrier_t *go;
 	e2e_reply_t r;
 	int rc;
@@ -233,9 +234,7 @@ static void *storm_one(void *p)
 	int fd = e2e_connect(a->sock);
 
 	pthread_barrier_wait(a->go);
-	a->rc = fd < 0 || e2e_send(fd, get_json("f32",
-	    "\"M\":1,\"N\":2048,\"K\":2048", "", "artifact")) ||
-	    e2e_recv(fd, &a->r);
+	a->rc = fd < 0 || e2e_send(fd, a->req) || e2e_recv(fd, &a->r);
 	if (fd >= 0)
 		close(fd);
 	return NULL;
@@ -247,12 +246,17 @@ Test(e2e, concurrent_identical_cold_requests_compile_once)
 	storm_arg_t args[NCLIENT];
 	pthread_t th[NCLIENT];
 	pthread_barrier_t go;
+	/* get_json's buffer is static: build the request before the threads
+	 * start. */
+	char *req = strdup(get_json("f32", "\"M\":1,\"N\":2048,\"K\":2048",
+	    "", "artifact"));
 	int i, compiled = 0;
 
 	pthread_barrier_init(&go, NULL, NCLIENT);
 	for (i = 0; i < NCLIENT; i++) {
 		memset(&args[i], 0, sizeof args[i]);
 		args[i].sock = D.sock;
+		args[i].req = req;
 		args[i].go = &go;
 		pthread_create(&th[i], NULL, storm_one, &args[i]);
 	}
@@ -260,7 +264,8 @@ Test(e2e, concurrent_identical_cold_requests_compile_once)
 		pthread_join(th[i], NULL);
 	for (i = 0; i < NCLIENT; i++) {
 		cr_assert_eq(args[i].rc, 0);
-		cr_assert(e2e_ok(&args[i].r));
+		cr_assert(e2e_ok(&args[i].r), "client %d: %s", i,
+		    cJSON_PrintUnformatted(args[i].r.h));
 		cr_assert_eq(args[i].r.len, args[0].r.len);
 		cr_assert_eq(memcmp(args[i].r.payload, args[0].r.payload,
 		    args[0].r.len), 0, "client %d got different bytes", i);
@@ -273,6 +278,7 @@ Test(e2e, concurrent_identical_cold_requests_compile_once)
 	    "hits_memory"), NCLIENT - 1);
 	for (i = 0; i < NCLIENT; i++)
 		e2e_reply_free(&args[i].r);
+	free(req);
 }
 
 Test(e2e, pipelined_requests_are_answered_by_id)

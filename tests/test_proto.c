@@ -189,7 +189,8 @@ Test(parse, nul_escape_is_rejected)
 	    KS_E_BAD_JSON, NULL);
 	reject("{\"op\":\"ping\",\"id\\u0000x\":1}", KS_E_BAD_JSON, NULL);
 	/* An escaped backslash followed by u0000 is not a NUL. */
-	cr_assert_neq(parse(GET_PREFIX "\"shape\":{},\"target\":\"a\\\\u0000\"}"),
+	cr_assert_neq(parse(GET_PREFIX "\"shape\":{},"
+	    "\"target\":\"a\\\\u0000\"}"),
 	    KS_E_BAD_JSON);
 }
 
@@ -610,7 +611,8 @@ Test(parse, dynamic_count_is_limited)
 
 Test(parse, failure_clears_everything_but_the_id)
 {
-	reject("{\"op\":\"get\",\"id\":5,\"kernel\":\"gemm\",\"backend\":\"cpu\","
+	reject("{\"op\":\"get\",\"id\":5,\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\","
 	    "\"dtype\":\"f32\",\"shape\":{\"M\":1},\"bogus\":1}",
 	    KS_E_UNKNOWN_FIELD, "'bogus'");
 	cr_assert_eq(req.id, 5);
@@ -800,10 +802,15 @@ static void fake_stop(fake_t *f)
 
 static const uint8_t artifact_bytes[] = { 0x7f, 'E', 'L', 'F', 0, 1, 2, 0 };
 
-#define GET_OK_HEADER "{\"id\":%llu,\"ok\":true,\"key\":\"00ff\"," \
-	"\"artifact\":\"abcd\",\"source\":\"compiled\",\"kernel\":\"gemm\"," \
-	"\"variant\":\"gemv_m1\",\"format\":\"so\",\"entry\":\"ks_gemm\"," \
-	"\"bytes\":8,\"guard\":{\"M\":1}}"
+/* BLAKE2b-256 of artifact_bytes (b2sum -l 256). */
+#define ARTIFACT_HASH \
+	"5a5e7c2d42d52bd6d5e9358532ce5523a3ec245cb32eb5508bf65c80c6d7f9a0"
+
+#define GET_REPLY(hash) "{\"id\":%llu,\"ok\":true,\"key\":\"00ff\"," \
+	"\"artifact\":\"" hash "\",\"source\":\"compiled\"," \
+	"\"kernel\":\"gemm\",\"variant\":\"gemv_m1\",\"format\":\"so\"," \
+	"\"entry\":\"ks_gemm\",\"bytes\":8,\"guard\":{\"M\":1}}"
+#define GET_OK_HEADER GET_REPLY(ARTIFACT_HASH)
 
 static const kspec_dim_t spec_shape[] = {
 	{ "M", 1 }, { "N", 4096 }, { "K", -3 },
@@ -821,7 +828,7 @@ static kspec_get_spec_t test_spec(void)
 	return s;
 }
 
-Test(client, get_reads_header_and_payload)
+Test(client, get_reads_header_and_payload, .timeout = 10)
 {
 	static const canned_t script[] = {
 		{ "{\"id\":%llu,\"ok\":true,\"pong\":true}", NULL, 0, 0, 0 },
@@ -847,7 +854,7 @@ Test(client, get_reads_header_and_payload)
 	cr_assert_eq(a->len, sizeof artifact_bytes);
 	cr_assert_arr_eq(a->bytes, artifact_bytes, sizeof artifact_bytes);
 	cr_assert_str_eq(a->key, "00ff");
-	cr_assert_str_eq(a->artifact, "abcd");
+	cr_assert_str_eq(a->artifact, ARTIFACT_HASH);
 	cr_assert_str_eq(a->source, "compiled");
 	cr_assert_str_eq(a->kernel, "gemm");
 	cr_assert_str_eq(a->variant, "gemv_m1");
@@ -884,10 +891,11 @@ Test(client, get_reads_header_and_payload)
 	cr_assert_eq(f.seen[2].op, KS_OP_STATS);
 }
 
-Test(client, daemon_error_reaches_last_error)
+Test(client, daemon_error_reaches_last_error, .timeout = 10)
 {
 	static const canned_t script[] = {
-		{ "{\"id\":%llu,\"ok\":false,\"error\":{\"code\":\"E_BAD_SHAPE\","
+		{ "{\"id\":%llu,\"ok\":false,"
+		    "\"error\":{\"code\":\"E_BAD_SHAPE\","
 		    "\"message\":\"shape entry 'M' must be positive\"}}", NULL,
 		    0, 0, 0 },
 		{ "{\"id\":%llu,\"ok\":false,\"error\":{\"code\":\"E_FUTURE\","
@@ -896,7 +904,8 @@ Test(client, daemon_error_reaches_last_error)
 		/* An error reply to a request the daemon could not read has
 		 * no id. */
 		{ "{\"ok\":false,\"error\":{\"code\":\"E_BAD_JSON\","
-		    "\"message\":\"header is not valid JSON\"}}", NULL, 0, 0, 0 },
+		    "\"message\":\"header is not valid JSON\"}}", NULL, 0, 0,
+		    0 },
 		{ "{\"id\":%llu,\"ok\":true,\"pong\":true}", NULL, 0, 0, 0 },
 	};
 	kspec_get_spec_t spec = test_spec();
@@ -926,7 +935,7 @@ Test(client, daemon_error_reaches_last_error)
 	fake_stop(&f);
 }
 
-Test(client, meta_only_get_has_no_payload)
+Test(client, meta_only_get_has_no_payload, .timeout = 10)
 {
 	static const canned_t script[] = {
 		{ GET_OK_HEADER, NULL, 0, 0, 0 },
@@ -951,7 +960,7 @@ Test(client, meta_only_get_has_no_payload)
 	cr_assert_eq(f.seen[0].get.meta_only, 1);
 }
 
-Test(client, payload_size_mismatch_is_a_protocol_error)
+Test(client, payload_size_mismatch_is_a_protocol_error, .timeout = 10)
 {
 	static const canned_t script[] = {
 		{ GET_OK_HEADER, artifact_bytes, 4, 0, 0 },
@@ -975,7 +984,34 @@ Test(client, payload_size_mismatch_is_a_protocol_error)
 	fake_stop(&f);
 }
 
-Test(client, unexpected_payload_is_drained_and_reported)
+Test(client, artifact_not_matching_its_hash_is_refused, .timeout = 10)
+{
+	static const uint8_t flipped[] = { 0x7f, 'E', 'L', 'F', 0, 1, 3, 0 };
+	static const canned_t script[] = {
+		{ GET_OK_HEADER, flipped, sizeof flipped, 0, 0 },
+		{ GET_REPLY("not-a-hash"), artifact_bytes, 8, 0, 0 },
+		{ GET_OK_HEADER, artifact_bytes, 8, 0, 0 },
+	};
+	kspec_get_spec_t spec = test_spec();
+	kspec_artifact_t *a = NULL;
+	kspec_client_t *c = NULL;
+	const char *code = NULL;
+	fake_t f;
+
+	fake_start(&f, script, 3);
+	cr_assert_eq(kspec_connect(f.path, &c), KSPEC_OK);
+	cr_assert_eq(kspec_get(c, &spec, &a), KSPEC_E_CORRUPT);
+	cr_assert_null(a);
+	kspec_last_error(c, &code);
+	cr_assert_str_eq(code, "E_CORRUPT");
+	cr_assert_eq(kspec_get(c, &spec, &a), KSPEC_E_PROTO);
+	cr_assert_eq(kspec_get(c, &spec, &a), KSPEC_OK);
+	kspec_artifact_free(a);
+	kspec_close(c);
+	fake_stop(&f);
+}
+
+Test(client, unexpected_payload_is_drained_and_reported, .timeout = 10)
 {
 	static const canned_t script[] = {
 		{ "{\"id\":%llu,\"ok\":true,\"pong\":true}", artifact_bytes, 8,
@@ -993,7 +1029,7 @@ Test(client, unexpected_payload_is_drained_and_reported)
 	fake_stop(&f);
 }
 
-Test(client, wrong_reply_id_drops_the_connection)
+Test(client, wrong_reply_id_drops_the_connection, .timeout = 10)
 {
 	static const canned_t script[] = {
 		{ "{\"id\":999,\"ok\":true,\"pong\":true}", NULL, 0, 0, 0 },
@@ -1009,7 +1045,7 @@ Test(client, wrong_reply_id_drops_the_connection)
 	fake_stop(&f);
 }
 
-Test(client, daemon_hanging_up_mid_reply_is_a_connection_error)
+Test(client, daemon_hanging_up_mid_reply_is_a_connection_error, .timeout = 10)
 {
 	static const canned_t script[] = {
 		{ GET_OK_HEADER, artifact_bytes, 8, 0, 1 },
@@ -1031,7 +1067,7 @@ Test(client, daemon_hanging_up_mid_reply_is_a_connection_error)
 	fake_stop(&f);
 }
 
-Test(client, oversized_reply_frame_is_refused)
+Test(client, oversized_reply_frame_is_refused, .timeout = 10)
 {
 	static const canned_t script[] = {
 		{ GET_OK_HEADER, NULL, 0, KS_MAX_REPLY_PAYLOAD + 1u, 1 },
@@ -1044,12 +1080,16 @@ Test(client, oversized_reply_frame_is_refused)
 	fake_start(&f, script, 1);
 	cr_assert_eq(kspec_connect(f.path, &c), KSPEC_OK);
 	cr_assert_eq(kspec_get(c, &spec, &a), KSPEC_E_PROTO);
+	cr_assert(strstr(kspec_last_error(c, NULL), "limits"), "%s",
+	    kspec_last_error(c, NULL));
 	cr_assert_eq(kspec_ping(c), KSPEC_E_CONNECT);
+	cr_assert(strstr(kspec_last_error(c, NULL), "not connected"), "%s",
+	    kspec_last_error(c, NULL));
 	kspec_close(c);
 	fake_stop(&f);
 }
 
-Test(client, connect_failure_explains_itself)
+Test(client, connect_failure_explains_itself, .timeout = 10)
 {
 	kspec_client_t *c = NULL;
 	const char *code = NULL, *msg;
@@ -1065,7 +1105,7 @@ Test(client, connect_failure_explains_itself)
 	kspec_close(c);
 }
 
-Test(client, invalid_spec_is_refused_locally)
+Test(client, invalid_spec_is_refused_locally, .timeout = 10)
 {
 	kspec_get_spec_t spec = test_spec();
 	kspec_artifact_t *a = NULL;
@@ -1079,7 +1119,7 @@ Test(client, invalid_spec_is_refused_locally)
 	kspec_close(c);
 }
 
-Test(client, error_names)
+Test(client, error_names, .timeout = 10)
 {
 	cr_assert_str_eq(kspec_err_name(KSPEC_E_BAD_SHAPE), "E_BAD_SHAPE");
 	cr_assert_str_eq(kspec_err_name(KSPEC_OK), "OK");
