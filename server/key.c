@@ -82,6 +82,15 @@ static int ident_lookup(ks_srv_t *srv, const ks_backend_t *be,
 	return KS_OK;
 }
 
+/* strlcpy for the hit path (snprintf costs a format parse per call). */
+static void copy_name(char *dst, size_t cap, const char *src)
+{
+	size_t n = strnlen(src, cap - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
 /* Appends field(name, value) of the canonical encoding to ENC; the caller
  * sized ENC for the worst case. */
 static size_t put_field(uint8_t *enc, size_t at, const char *name,
@@ -127,7 +136,7 @@ int ks_srv_normalize(ks_srv_t *srv, const ks_get_req_t *req, ks_get_t *out,
 	uint8_t enc[(6 + KS_MAX_DIMS) * (16 + KS_MAX_NAME + 64)];
 	size_t at = 0;
 	char beerr[256];
-	int i, nd = 0, rc, ki;
+	int i, nb, nd = 0, rc, ki;
 
 	def = ks_kernel_find(req->kernel);
 	if (!def) {
@@ -137,8 +146,15 @@ int ks_srv_normalize(ks_srv_t *srv, const ks_get_req_t *req, ks_get_t *out,
 	}
 	out->backend = ks_backend_find(req->backend);
 	if (!out->backend) {
-		snprintf(err, errlen, "no backend named '%s' (cpu, cuda, "
-		    "opencl)", req->backend);
+		const ks_backend_t *const *all = ks_backends(&nb);
+		int n = snprintf(err, errlen, "no backend named '%s' (known:",
+		    req->backend);
+
+		for (i = 0; i < nb && n > 0 && (size_t)n < errlen; i++)
+			n += snprintf(err + n, errlen - (size_t)n, " %s",
+			    all[i]->name);
+		if (n > 0 && (size_t)n < errlen)
+			snprintf(err + n, errlen - (size_t)n, ")");
 		return KS_E_BAD_BACKEND;
 	}
 	beerr[0] = '\0';
@@ -168,9 +184,9 @@ int ks_srv_normalize(ks_srv_t *srv, const ks_get_req_t *req, ks_get_t *out,
 			    "format '%s'", out->backend->name, req->format);
 			return KS_E_BAD_FORMAT;
 		}
-		snprintf(out->format, sizeof out->format, "%s", req->format);
+		copy_name(out->format, sizeof out->format, req->format);
 	} else {
-		snprintf(out->format, sizeof out->format, "%s",
+		copy_name(out->format, sizeof out->format,
 		    out->backend->default_format);
 	}
 
