@@ -90,7 +90,9 @@ bench: deps
 # The suite under AddressSanitizer and UndefinedBehaviorSanitizer, in its
 # own build folder.
 asan: deps
-	@$(MAKE) --no-print-directory BUILD=build-asan \
+	@LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    $(MAKE) --no-print-directory BUILD=build-asan \
 	    OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	    LDFLAGS="-fsanitize=address,undefined" test
 

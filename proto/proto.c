@@ -81,6 +81,11 @@ static const char *const op_names[KS_OP_COUNT_] = {
 	[KS_OP_HELLO] = "hello",
 	[KS_OP_GET] = "get",
 	[KS_OP_STATS] = "stats",
+	[KS_OP_KERNELS] = "kernels",
+	[KS_OP_LIST] = "list",
+	[KS_OP_EVICT] = "evict",
+	[KS_OP_EXPLAIN] = "explain",
+	[KS_OP_WARM] = "warm",
 };
 
 const char *ks_op_name(ks_op_t op)
@@ -453,8 +458,8 @@ static int parse_get_member(const cJSON *m, ks_get_req_t *g, unsigned *seen,
 	return 1;       /* not a get field */
 }
 
-static int parse_get(const cJSON *root, ks_get_req_t *g, char *err,
-    size_t errlen)
+static int parse_get(const cJSON *root, const char *opname, ks_get_req_t *g,
+    char *err, size_t errlen)
 {
 	static const struct {
 		unsigned bit;
@@ -478,8 +483,8 @@ static int parse_get(const cJSON *root, ks_get_req_t *g, char *err,
 		rc = parse_get_member(m, g, &seen, err, errlen);
 		if (rc == 1)
 			return fail(err, errlen, KS_E_UNKNOWN_FIELD,
-			    "unknown field '%s' for op 'get'",
-			    echo(e, m->string));
+			    "unknown field '%s' for %s", echo(e, m->string),
+			    opname);
 		if (rc)
 			return rc;
 	}
@@ -497,6 +502,129 @@ static int parse_get(const cJSON *root, ks_get_req_t *g, char *err,
 		}
 	}
 	return KS_OK;
+}
+
+/* A non-negative integer member (exact in a double). */
+static int get_count(const cJSON *m, uint64_t *out, char *err, size_t errlen)
+{
+	double v = cJSON_IsNumber(m) ? m->valuedouble : -1;
+
+	if (!(v >= 0 && v <= ID_MAX && v == (double)(uint64_t)v))
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "field '%s' must be a non-negative integer", m->string);
+	*out = (uint64_t)v;
+	return KS_OK;
+}
+
+/* list: kernel, backend, target, offset, limit.  evict: kernel, backend,
+ * target, key, all; exactly one of key, a filter or all. */
+static int parse_filter(const cJSON *root, ks_op_t op, ks_filter_req_t *f,
+    char *err, size_t errlen)
+{
+	char e[ECHO_MAX + 4];
+	const cJSON *m;
+	int rc, filters = 0;
+
+	f->limit = KS_LIST_DEFAULT_LIMIT;
+	for (m = root->child; m; m = m->next) {
+		const char *k = m->string;
+
+		if (strcmp(k, "op") == 0 || strcmp(k, "id") == 0)
+			continue;
+		if (strcmp(k, "kernel") == 0)
+			rc = get_string(m, f->kernel, err, errlen), filters++;
+		else if (strcmp(k, "backend") == 0)
+			rc = get_string(m, f->backend, err, errlen), filters++;
+		else if (strcmp(k, "target") == 0)
+			rc = get_string(m, f->target, err, errlen), filters++;
+		else if (op == KS_OP_LIST && strcmp(k, "offset") == 0)
+			rc = get_count(m, &f->offset, err, errlen);
+		else if (op == KS_OP_LIST && strcmp(k, "limit") == 0)
+			rc = get_count(m, &f->limit, err, errlen);
+		else if (op == KS_OP_EVICT && strcmp(k, "key") == 0) {
+			if (!cJSON_IsString(m) || strlen(m->valuestring) !=
+			    2 * KS_HASH_BYTES || strspn(m->valuestring,
+			    "0123456789abcdef") != 2 * KS_HASH_BYTES)
+				return fail(err, errlen, KS_E_BAD_REQUEST,
+				    "field 'key' must be 64 lower-case hex "
+				    "digits");
+			memcpy(f->key, m->valuestring, 2 * KS_HASH_BYTES + 1);
+			rc = KS_OK;
+		} else if (op == KS_OP_EVICT && strcmp(k, "all") == 0) {
+			if (!cJSON_IsTrue(m))
+				return fail(err, errlen, KS_E_BAD_REQUEST,
+				    "field 'all' must be true when given");
+			f->all = 1;
+			rc = KS_OK;
+		} else
+			return fail(err, errlen, KS_E_UNKNOWN_FIELD,
+			    "unknown field '%s' for op '%s'", echo(e, k),
+			    op_names[op]);
+		if (rc)
+			return rc;
+	}
+	if (op == KS_OP_LIST && (f->limit == 0 || f->limit >
+	    KS_LIST_MAX_LIMIT))
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "field 'limit' must be 1..%d", KS_LIST_MAX_LIMIT);
+	if (op == KS_OP_EVICT && (!!f->key[0] + !!filters + f->all) != 1)
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "evict needs exactly one of 'key', a filter (kernel, "
+		    "backend, target) or \"all\":true");
+	return KS_OK;
+}
+
+/* warm: "items", an array of get-specs (objects with get's fields). */
+static int parse_warm(const cJSON *root, ks_request_t *out, char *err,
+    size_t errlen)
+{
+	char e[ECHO_MAX + 4], where[32];
+	const cJSON *m, *items = NULL, *it;
+	int n, rc;
+
+	for (m = root->child; m; m = m->next) {
+		if (strcmp(m->string, "op") == 0 ||
+		    strcmp(m->string, "id") == 0)
+			continue;
+		if (strcmp(m->string, "items") != 0)
+			return fail(err, errlen, KS_E_UNKNOWN_FIELD,
+			    "unknown field '%s' for op 'warm'",
+			    echo(e, m->string));
+		items = m;
+	}
+	if (!items)
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "missing field 'items'");
+	if (!cJSON_IsArray(items))
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "field 'items' must be an array of get-specs");
+	n = cJSON_GetArraySize(items);
+	if (n > KS_MAX_WARM_ITEMS)
+		return fail(err, errlen, KS_E_TOO_LARGE,
+		    "warm takes at most %d items per request",
+		    KS_MAX_WARM_ITEMS);
+	out->items = calloc(n ? (size_t)n : 1, sizeof *out->items);
+	if (!out->items)
+		return fail(err, errlen, KS_E_NOMEM, "out of memory");
+	for (it = items->child; it; it = it->next) {
+		if (!cJSON_IsObject(it))
+			return fail(err, errlen, KS_E_BAD_REQUEST,
+			    "items[%d] is not an object", out->nitems);
+		snprintf(where, sizeof where, "items[%d]", out->nitems);
+		rc = parse_get(it, where, &out->items[out->nitems], err,
+		    errlen);
+		if (rc)
+			return rc;
+		out->nitems++;
+	}
+	return KS_OK;
+}
+
+void ks_request_close(ks_request_t *r)
+{
+	free(r->items);
+	r->items = NULL;
+	r->nitems = 0;
 }
 
 /* Reads "id" when it occurs exactly once; see ks_request_parse. */
@@ -562,7 +690,13 @@ static int parse_root(const cJSON *root, const char *text, size_t len,
 		    echo(e, op->valuestring));
 	out->op = (ks_op_t)i;
 	if (out->op == KS_OP_GET)
-		return parse_get(root, &out->get, err, errlen);
+		return parse_get(root, "op 'get'", &out->get, err, errlen);
+	if (out->op == KS_OP_EXPLAIN)
+		return parse_get(root, "op 'explain'", &out->get, err, errlen);
+	if (out->op == KS_OP_LIST || out->op == KS_OP_EVICT)
+		return parse_filter(root, out->op, &out->filter, err, errlen);
+	if (out->op == KS_OP_WARM)
+		return parse_warm(root, out, err, errlen);
 	for (m = root->child; m; m = m->next) {
 		if (strcmp(m->string, "op") && strcmp(m->string, "id"))
 			return fail(err, errlen, KS_E_UNKNOWN_FIELD,
@@ -614,6 +748,7 @@ int ks_request_parse(const char *header, size_t len, ks_request_t *out,
 		int has_id = out->has_id;
 		uint64_t id = out->id;
 
+		ks_request_close(out);
 		memset(out, 0, sizeof *out);
 		out->has_id = has_id;
 		out->id = id;

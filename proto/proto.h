@@ -47,6 +47,11 @@ typedef enum {
 	KS_OP_HELLO,
 	KS_OP_GET,
 	KS_OP_STATS,
+	KS_OP_KERNELS,
+	KS_OP_LIST,
+	KS_OP_EVICT,
+	KS_OP_EXPLAIN,
+	KS_OP_WARM,
 	KS_OP_COUNT_
 } ks_op_t;
 
@@ -74,12 +79,34 @@ typedef struct {
 	int meta_only;                  /* "return":"meta" */
 } ks_get_req_t;
 
+/* Which entries a list or evict addresses.  Empty strings match all. */
+typedef struct {
+	char kernel[KS_MAX_NAME + 1];
+	char backend[KS_MAX_NAME + 1];
+	char target[KS_MAX_NAME + 1];
+	char key[2 * KS_HASH_BYTES + 1]; /* evict: one key (hex), or "" */
+	int all;                        /* evict: "all":true */
+	uint64_t offset;                /* list: paging */
+	uint64_t limit;                 /* list: default 100 */
+} ks_filter_req_t;
+
+#define KS_MAX_WARM_ITEMS 256
+#define KS_LIST_DEFAULT_LIMIT 100
+#define KS_LIST_MAX_LIMIT 1000
+
 typedef struct {
 	ks_op_t op;
 	int has_id;
 	uint64_t id;
-	ks_get_req_t get;               /* op == KS_OP_GET */
+	ks_get_req_t get;               /* KS_OP_GET, KS_OP_EXPLAIN */
+	ks_filter_req_t filter;         /* KS_OP_LIST, KS_OP_EVICT */
+	ks_get_req_t *items;            /* KS_OP_WARM: malloc'd */
+	int nitems;
 } ks_request_t;
+
+/* Frees what ks_request_parse allocated (warm items); safe on a request
+ * that failed to parse or was zeroed. */
+void ks_request_close(ks_request_t *r);
 
 /*
  * Parses one request header (exactly LEN bytes, not NUL-terminated).

@@ -42,15 +42,41 @@ struct ks_conn {
 	ks_conn_t *prev, *next;  /* srv->conns */
 };
 
-/* A client waiting on a flight. */
+/* One item's outcome in a warm reply. */
+typedef struct {
+	int err;                 /* KS_OK or the error */
+	const char *source;      /* "memory" "disk" "compiled" "joined" */
+	char key[KS_HASH_HEX];
+	char variant[KS_MAX_NAME + 1];
+	char *msg;               /* malloc'd error message, or NULL */
+} ks_warm_item_t;
+
+/* A warm request in progress: replied to when its last item is done.
+ * Holds one reference on its connection. */
+typedef struct {
+	ks_conn_t *conn;
+	int has_id;
+	uint64_t id;
+	int nitems;
+	int pending;
+	ks_warm_item_t *items;
+} ks_warm_t;
+
+/* A client waiting on a flight: a get (warm == NULL) or one item of a
+ * warm request. */
 typedef struct ks_waiter {
 	ks_conn_t *conn;
 	int has_id;
 	uint64_t id;
 	int meta_only;
 	int joined;              /* 0 for the request that started it */
+	ks_warm_t *warm;
+	int index;               /* item of warm */
 	struct ks_waiter *next;
 } ks_waiter_t;
+
+/* Compile priorities: a waiting get before bulk warm. */
+enum { KS_PRIO_GET, KS_PRIO_WARM, KS_PRIO_COUNT };
 
 /* The normalized form of a get request, everything its key is made of. */
 typedef struct {
@@ -63,10 +89,13 @@ typedef struct {
 } ks_get_t;
 
 /*
- * Flight states: QUEUED (in the worker queue) -> RUNNING (a worker
- * specializes and compiles) -> DONE (after_work on the loop thread replies
- * to every waiter and frees the flight).  Only the loop thread touches the
- * waiter list; the worker touches only get, artifact and error.
+ * Flight states: QUEUED (in srv->queue[prio], waiting for a compile
+ * slot) -> SUBMITTED (handed to the thread pool; `running` once a worker
+ * starts it) -> DONE (after_compile on the loop thread replies to every
+ * waiter and frees the flight).  A get that joins a queued warm flight
+ * promotes it to the get queue.  Only the loop thread touches the waiter
+ * list and the queue links; the worker touches only get, artifact and
+ * error.
  */
 struct ks_flight {
 	ks_hash_t key;
@@ -77,6 +106,9 @@ struct ks_flight {
 	ks_waiter_t *waiters;
 	int nwaiters;
 	uint64_t started_ns;
+	int prio;
+	int submitted;           /* handed to the thread pool */
+	ks_flight_t *qprev, *qnext;  /* srv->queue[prio] while queued */
 	int running;             /* atomic: set by the worker */
 	/* Results, written by the worker. */
 	ks_artifact_t *artifact;
@@ -95,6 +127,8 @@ typedef struct {
 	uint64_t failures;       /* compiles that failed */
 	uint64_t bad_requests;   /* requests answered with an error */
 	uint64_t corrupt;        /* store rows that failed their checksum */
+	uint64_t warms;          /* warm requests */
+	uint64_t warm_items;
 	uint64_t connections_total;
 	uint64_t compile_ns_total;
 } ks_counters_t;
@@ -124,6 +158,9 @@ struct ks_srv {
 	ks_store_t *store;
 	ks_hot_t *hot;
 	ks_flight_t *flights;    /* uthash by key */
+	ks_flight_t *queue[KS_PRIO_COUNT];      /* FIFO heads */
+	ks_flight_t *queue_tail[KS_PRIO_COUNT];
+	int slots_busy;          /* flights submitted to the pool */
 	ks_conn_t *conns;
 	int nconns;
 	int stopping;
@@ -137,6 +174,34 @@ struct ks_srv {
 /* key.c */
 int ks_srv_normalize(ks_srv_t *srv, const ks_get_req_t *req, ks_get_t *out,
     char *err, size_t errlen);
+/* Appends the key's components as a JSON object (for explain). */
+int ks_srv_key_components(ks_srv_t *srv, const ks_get_t *g, ks_buf_t *out);
+
+/* server.c: replies and flights, shared with ops.c */
+void ks_reply_begin(ks_conn_t *c, int has_id, uint64_t id);
+void ks_reply_end(ks_conn_t *c, size_t payload_len);
+void ks_reply_send(ks_conn_t *c, ks_artifact_t *art);
+void ks_reply_err(ks_conn_t *c, int has_id, uint64_t id, int code,
+    const char *msg);
+void ks_conn_unref(ks_conn_t *c);
+/* Finds the flight of G's key or starts one at PRIO; a get joining a
+ * queued warm flight promotes it.  *joined tells which.  NULL on OOM. */
+ks_flight_t *ks_flight_join(ks_srv_t *srv, const ks_get_t *g, int prio,
+    int *joined);
+/* Hands queued flights to free compile slots, gets first. */
+void ks_srv_dispatch(ks_srv_t *srv);
+/* Adds a waiter (takes a reference on its connection). */
+int ks_flight_wait(ks_flight_t *f, ks_waiter_t *w);
+
+/* ops.c */
+void ks_op_kernels(ks_conn_t *c, const ks_request_t *req);
+void ks_op_list(ks_conn_t *c, const ks_request_t *req);
+void ks_op_evict(ks_conn_t *c, const ks_request_t *req);
+void ks_op_explain(ks_conn_t *c, const ks_request_t *req);
+void ks_op_warm(ks_conn_t *c, const ks_request_t *req);
+/* Records a finished warm item; replies when it was the last. */
+void ks_warm_item_done(ks_warm_t *w, int index, int err, const char *msg,
+    const char *source, const ks_artifact_t *a);
 
 /* socket.c */
 int ks_sock_listen(const char *path, int *fd_out, int *lock_fd_out,

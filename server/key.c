@@ -248,3 +248,32 @@ int ks_srv_normalize(ks_srv_t *srv, const ks_get_req_t *req, ks_get_t *out,
 	ks_hasher_final(&h, &out->key);
 	return KS_OK;
 }
+
+int ks_srv_key_components(ks_srv_t *srv, const ks_get_t *g, ks_buf_t *o)
+{
+	char fp[KS_HASH_HEX];
+	int i, ki = kernel_index(g->spec.def);
+
+	if (ki < 0)
+		return KS_E_INTERNAL;
+	ks_hash_hex(&srv->fingerprints[ki], fp);
+	ks_buf_printf(o, "{\"scheme\":\"%s\",\"codegen\":%d,\"kernel\":\"%s\","
+	    "\"fingerprint\":\"%s\",\"shape\":{", KEY_SCHEME,
+	    KS_CODEGEN_VERSION, g->spec.def->name, fp);
+	for (i = 0; i < g->spec.ndims; i++) {
+		const ks_dim_t *d = &g->spec.dims[i];
+
+		if (d->is_const)
+			ks_buf_printf(o, "%s\"%s\":%lld", i ? "," : "", d->name,
+			    (long long)d->value);
+		else
+			ks_buf_printf(o, "%s\"%s\":\"dyn\"", i ? "," : "",
+			    d->name);
+	}
+	ks_buf_printf(o, "},\"dtype\":\"%s\",\"mode\":\"%s\",\"backend\":"
+	    "\"%s\",\"target\":\"%s\",\"format\":\"%s\",\"compiler\":",
+	    ks_dtype_name(g->spec.dtype), g->spec.mode == KS_MODE_FAST ?
+	    "fast" : "exact", g->backend->name, g->target, g->format);
+	ks_buf_json_str(o, g->identity);
+	return ks_buf_puts(o, "}");
+}

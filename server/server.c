@@ -110,7 +110,7 @@ static void arena_install(void)
 
 /* ---- connections ---- */
 
-static void conn_unref(ks_conn_t *c)
+void ks_conn_unref(ks_conn_t *c)
 {
 	if (--c->refs > 0)
 		return;
@@ -121,7 +121,7 @@ static void conn_unref(ks_conn_t *c)
 
 static void on_close(uv_handle_t *h)
 {
-	conn_unref((ks_conn_t *)h);
+	ks_conn_unref((ks_conn_t *)h);
 }
 
 static void conn_close(ks_conn_t *c)
@@ -209,7 +209,7 @@ static void on_write(uv_write_t *req, int status)
  * the socket does not take is queued with a copy of the header bytes and
  * a reference on the artifact.
  */
-static void conn_send(ks_conn_t *c, ks_artifact_t *art)
+void ks_reply_send(ks_conn_t *c, ks_artifact_t *art)
 {
 	uv_buf_t bufs[2];
 	size_t total, hdr = c->out.len, plen = art ? art->len : 0;
@@ -272,7 +272,7 @@ static void conn_send(ks_conn_t *c, ks_artifact_t *art)
 
 /* Starts c->out with room for the frame prefix and the reply's id (no
  * printf on the hit path). */
-static void reply_begin(ks_conn_t *c, int has_id, uint64_t id)
+void ks_reply_begin(ks_conn_t *c, int has_id, uint64_t id)
 {
 	static const char zero[KS_FRAME_PREFIX];
 	char digits[24], *p = digits + sizeof digits;
@@ -293,14 +293,14 @@ static void reply_begin(ks_conn_t *c, int has_id, uint64_t id)
 }
 
 /* Closes the JSON object and fills in the prefix. */
-static void reply_end(ks_conn_t *c, size_t payload_len)
+void ks_reply_end(ks_conn_t *c, size_t payload_len)
 {
 	ks_buf_puts(&c->out, "}");
 	ks_frame_prefix((uint8_t *)c->out.data,
 	    (uint32_t)(c->out.len - KS_FRAME_PREFIX), (uint32_t)payload_len);
 }
 
-static void reply_error(ks_conn_t *c, int has_id, uint64_t id, int code,
+void ks_reply_err(ks_conn_t *c, int has_id, uint64_t id, int code,
     const char *msg)
 {
 	static const char zero[KS_FRAME_PREFIX];
@@ -311,19 +311,19 @@ static void reply_error(ks_conn_t *c, int has_id, uint64_t id, int code,
 	ks_reply_error(&c->out, has_id, id, code, msg);
 	ks_frame_prefix((uint8_t *)c->out.data,
 	    (uint32_t)(c->out.len - KS_FRAME_PREFIX), 0);
-	conn_send(c, NULL);
+	ks_reply_send(c, NULL);
 }
 
 static void reply_artifact(ks_conn_t *c, int has_id, uint64_t id,
     const char *source, ks_artifact_t *a, int meta_only)
 {
-	reply_begin(c, has_id, id);
+	ks_reply_begin(c, has_id, id);
 	ks_buf_puts(&c->out, ",\"source\":\"");
 	ks_buf_puts(&c->out, source);
 	ks_buf_puts(&c->out, "\",");
 	ks_buf_append(&c->out, a->meta, a->meta_len);
-	reply_end(c, meta_only ? 0 : a->len);
-	conn_send(c, meta_only ? NULL : a);
+	ks_reply_end(c, meta_only ? 0 : a->len);
+	ks_reply_send(c, meta_only ? NULL : a);
 }
 
 /* ---- stats and hello ---- */
@@ -343,7 +343,7 @@ static void handle_stats(ks_conn_t *c, const ks_request_t *req)
 
 	memset(&ss, 0, sizeof ss);
 	ks_store_stats(srv->store, &ss);
-	reply_begin(c, req->has_id, req->id);
+	ks_reply_begin(c, req->has_id, req->id);
 	ks_buf_printf(&c->out, ",\"server\":\"kspecd %s\",\"uptime_s\":%.3f",
 	    KS_SERVER_VERSION, (double)(now - srv->started_ns) / 1e9);
 	json_counter(&c->out, "requests", srv->n.requests);
@@ -355,6 +355,8 @@ static void handle_stats(ks_conn_t *c, const ks_request_t *req)
 	json_counter(&c->out, "failures", srv->n.failures);
 	json_counter(&c->out, "errors", srv->n.bad_requests);
 	json_counter(&c->out, "corrupt", srv->n.corrupt);
+	json_counter(&c->out, "warms", srv->n.warms);
+	json_counter(&c->out, "warm_items", srv->n.warm_items);
 	json_counter(&c->out, "connections", (uint64_t)srv->nconns);
 	json_counter(&c->out, "connections_total", srv->n.connections_total);
 	ks_buf_printf(&c->out, ",\"compile_ms_total\":%.3f",
@@ -377,16 +379,17 @@ static void handle_stats(ks_conn_t *c, const ks_request_t *req)
 		ks_hash_hex(&f->key, hex);
 		ks_buf_printf(&c->out, "%s{\"key\":\"%s\",\"kernel\":\"%s\","
 		    "\"backend\":\"%s\",\"state\":\"%s\",\"waiters\":%d,"
-		    "\"age_ms\":%.1f}", first ? "" : ",", hex,
-		    f->get.spec.def->name, f->get.backend->name,
+		    "\"priority\":\"%s\",\"age_ms\":%.1f}", first ? "" : ",",
+		    hex, f->get.spec.def->name, f->get.backend->name,
 		    __atomic_load_n(&f->running, __ATOMIC_RELAXED) ?
 		    "compiling" : "queued", f->nwaiters,
+		    f->prio == KS_PRIO_GET ? "get" : "warm",
 		    (double)(now - f->started_ns) / 1e6);
 		first = 0;
 	}
 	ks_buf_puts(&c->out, "]");
-	reply_end(c, 0);
-	conn_send(c, NULL);
+	ks_reply_end(c, 0);
+	ks_reply_send(c, NULL);
 }
 
 static void handle_hello(ks_conn_t *c, const ks_request_t *req)
@@ -396,7 +399,7 @@ static void handle_hello(ks_conn_t *c, const ks_request_t *req)
 	char why[256], target[KS_MAX_NAME + 1];
 	int i, nb, nk;
 
-	reply_begin(c, req->has_id, req->id);
+	ks_reply_begin(c, req->has_id, req->id);
 	ks_buf_printf(&c->out, ",\"protocol\":%d,\"server\":\"kspecd %s\","
 	    "\"backends\":[", KS_PROTO_VERSION, KS_SERVER_VERSION);
 	bes = ks_backends(&nb);
@@ -433,8 +436,8 @@ static void handle_hello(ks_conn_t *c, const ks_request_t *req)
 		ks_buf_json_str(&c->out, ks[i]->name);
 	}
 	ks_buf_puts(&c->out, "]");
-	reply_end(c, 0);
-	conn_send(c, NULL);
+	ks_reply_end(c, 0);
+	ks_reply_send(c, NULL);
 }
 
 /* ---- compiles ---- */
@@ -560,19 +563,75 @@ out:
 		ks_ir_free(k);
 }
 
-/* Runs on the loop thread after work_compile, or with UV_ECANCELED. */
-static void after_compile(uv_work_t *w, int status)
+/* ---- the compile queue ---- */
+
+static void after_compile(uv_work_t *w, int status);
+
+static void queue_push(ks_srv_t *srv, ks_flight_t *f)
 {
-	ks_flight_t *f = w->data;
-	ks_srv_t *srv = f->srv;
+	int p = f->prio;
+
+	f->qnext = NULL;
+	f->qprev = srv->queue_tail[p];
+	if (f->qprev)
+		f->qprev->qnext = f;
+	else
+		srv->queue[p] = f;
+	srv->queue_tail[p] = f;
+}
+
+static void queue_remove(ks_srv_t *srv, ks_flight_t *f)
+{
+	int p = f->prio;
+
+	if (f->qprev)
+		f->qprev->qnext = f->qnext;
+	else
+		srv->queue[p] = f->qnext;
+	if (f->qnext)
+		f->qnext->qprev = f->qprev;
+	else
+		srv->queue_tail[p] = f->qprev;
+	f->qprev = f->qnext = NULL;
+}
+
+/*
+ * Hands queued flights to the thread pool while a compile slot is free,
+ * gets before warms.  At most cfg.workers flights are submitted at once,
+ * so a warm holds at most one slot a get could have used: a get waits for
+ * no more than one running compile (DESIGN.md section 12).
+ */
+void ks_srv_dispatch(ks_srv_t *srv)
+{
+	ks_flight_t *f;
+	int p, rc;
+
+	while (srv->slots_busy < srv->cfg.workers) {
+		for (p = 0; p < KS_PRIO_COUNT && !srv->queue[p]; p++)
+			;
+		if (p == KS_PRIO_COUNT)
+			return;
+		f = srv->queue[p];
+		queue_remove(srv, f);
+		f->submitted = 1;
+		srv->slots_busy++;
+		rc = uv_queue_work(srv->loop, &f->work, work_compile,
+		    after_compile);
+		if (rc != 0) {
+			f->err = KS_E_INTERNAL;
+			snprintf(f->errmsg, sizeof f->errmsg, "cannot queue "
+			    "compile: %s", uv_strerror(rc));
+			after_compile(&f->work, 0);
+		}
+	}
+}
+
+/* Replies to every waiter of F and frees it.  Loop thread. */
+static void flight_finish(ks_srv_t *srv, ks_flight_t *f)
+{
 	ks_waiter_t *wt, *next;
 
 	HASH_DEL(srv->flights, f);
-	if (status == UV_ECANCELED) {
-		f->err = KS_E_SHUTTING_DOWN;
-		snprintf(f->errmsg, sizeof f->errmsg, "daemon stopped before "
-		    "this compile started");
-	}
 	srv->n.compile_ns_total += ks_now_ns() - f->started_ns;
 	if (f->err) {
 		srv->n.failures++;
@@ -582,61 +641,114 @@ static void after_compile(uv_work_t *w, int status)
 		ks_hot_put(srv->hot, f->artifact);
 	}
 	for (wt = f->waiters; wt; wt = next) {
+		const char *source = wt->joined ? "joined" : "compiled";
+
 		next = wt->next;
-		if (wt->conn->state == CONN_OPEN ||
-		    wt->conn->state == CONN_DRAINING) {
-			if (f->err)
-				reply_error(wt->conn, wt->has_id, wt->id, f->err,
-				    f->errmsg);
-			else
-				reply_artifact(wt->conn, wt->has_id, wt->id,
-				    wt->joined ? "joined" : "compiled",
-				    f->artifact, wt->meta_only);
+		if (wt->warm) {
+			ks_warm_item_done(wt->warm, wt->index, f->err,
+			    f->errmsg, source, f->artifact);
+		} else {
+			if (wt->conn->state == CONN_OPEN ||
+			    wt->conn->state == CONN_DRAINING) {
+				if (f->err)
+					ks_reply_err(wt->conn, wt->has_id,
+					    wt->id, f->err, f->errmsg);
+				else
+					reply_artifact(wt->conn, wt->has_id,
+					    wt->id, source, f->artifact,
+					    wt->meta_only);
+			}
+			wt->conn->pending--;
+			ks_conn_unref(wt->conn);
 		}
-		wt->conn->pending--;
-		conn_unref(wt->conn);
 		free(wt);
 	}
 	if (f->artifact)
 		ks_artifact_unref(f->artifact);
 	free(f);
+}
+
+/* Runs on the loop thread after work_compile, or with UV_ECANCELED. */
+static void after_compile(uv_work_t *w, int status)
+{
+	ks_flight_t *f = w->data;
+	ks_srv_t *srv = f->srv;
+
+	srv->slots_busy--;
+	if (status == UV_ECANCELED) {
+		f->err = KS_E_SHUTTING_DOWN;
+		snprintf(f->errmsg, sizeof f->errmsg, "daemon stopped before "
+		    "this compile started");
+	}
+	flight_finish(srv, f);
+	if (!srv->stopping)
+		ks_srv_dispatch(srv);
 	maybe_finish(srv);
 }
 
-static int add_waiter(ks_flight_t *f, ks_conn_t *c, const ks_request_t *req,
-    int joined)
+ks_flight_t *ks_flight_join(ks_srv_t *srv, const ks_get_t *g, int prio,
+    int *joined)
 {
-	ks_waiter_t *wt = calloc(1, sizeof *wt);
+	ks_flight_t *f;
 
-	if (!wt)
+	HASH_FIND(hh, srv->flights, &g->key, sizeof g->key, f);
+	if (f) {
+		*joined = 1;
+		if (prio < f->prio && !f->submitted) {
+			queue_remove(srv, f);
+			f->prio = prio;
+			queue_push(srv, f);
+		}
+		return f;
+	}
+	f = calloc(1, sizeof *f);
+	if (!f)
+		return NULL;
+	*joined = 0;
+	f->key = g->key;
+	f->get = *g;
+	f->srv = srv;
+	f->prio = prio;
+	f->started_ns = ks_now_ns();
+	f->work.data = f;
+	HASH_ADD(hh, srv->flights, key, sizeof f->key, f);
+	srv->n.compiles++;
+	queue_push(srv, f);
+	return f;
+}
+
+int ks_flight_wait(ks_flight_t *f, ks_waiter_t *w)
+{
+	ks_waiter_t *copy = malloc(sizeof *copy);
+
+	if (!copy)
 		return KS_E_NOMEM;
-	wt->conn = c;
-	wt->has_id = req->has_id;
-	wt->id = req->id;
-	wt->meta_only = req->get.meta_only;
-	wt->joined = joined;
-	wt->next = f->waiters;
-	f->waiters = wt;
+	*copy = *w;
+	copy->next = f->waiters;
+	f->waiters = copy;
 	f->nwaiters++;
-	c->refs++;
-	c->pending++;
+	if (!copy->warm) {
+		copy->conn->refs++;
+		copy->conn->pending++;
+	}
 	return KS_OK;
 }
 
 static void handle_get(ks_conn_t *c, const ks_request_t *req)
 {
 	ks_srv_t *srv = c->srv;
+	ks_waiter_t wt;
 	ks_artifact_t *a;
 	ks_flight_t *f;
 	ks_get_t g;
 	char err[512];
-	int rc;
+	int rc, joined;
 
 	srv->n.gets++;
 	err[0] = '\0';
 	rc = ks_srv_normalize(srv, &req->get, &g, err, sizeof err);
 	if (rc) {
-		reply_error(c, req->has_id, req->id, rc, err);
+		ks_reply_err(c, req->has_id, req->id, rc, err);
 		return;
 	}
 	a = ks_hot_get(srv->hot, &g.key);
@@ -670,47 +782,36 @@ static void handle_get(ks_conn_t *c, const ks_request_t *req)
 	}
 
 	if (srv->stopping) {
-		reply_error(c, req->has_id, req->id, KS_E_SHUTTING_DOWN,
+		ks_reply_err(c, req->has_id, req->id, KS_E_SHUTTING_DOWN,
 		    "daemon is shutting down");
 		return;
 	}
 	if (c->pending >= KS_MAX_INFLIGHT_PER_CONN) {
 		snprintf(err, sizeof err, "more than %d requests waiting on "
 		    "compiles on this connection", KS_MAX_INFLIGHT_PER_CONN);
-		reply_error(c, req->has_id, req->id, KS_E_BUSY, err);
+		ks_reply_err(c, req->has_id, req->id, KS_E_BUSY, err);
 		return;
 	}
-	HASH_FIND(hh, srv->flights, &g.key, sizeof g.key, f);
-	if (f) {
-		if (add_waiter(f, c, req, 1) != KS_OK) {
-			reply_error(c, req->has_id, req->id, KS_E_NOMEM,
-			    "out of memory");
-			return;
-		}
-		srv->n.joins++;
-		return;
-	}
-	f = calloc(1, sizeof *f);
-	if (!f || add_waiter(f, c, req, 0) != KS_OK) {
-		free(f);
-		reply_error(c, req->has_id, req->id, KS_E_NOMEM,
+	memset(&wt, 0, sizeof wt);
+	wt.conn = c;
+	wt.has_id = req->has_id;
+	wt.id = req->id;
+	wt.meta_only = req->get.meta_only;
+	f = ks_flight_join(srv, &g, KS_PRIO_GET, &joined);
+	wt.joined = joined;
+	if (!f || ks_flight_wait(f, &wt) != KS_OK) {
+		ks_reply_err(c, req->has_id, req->id, KS_E_NOMEM,
 		    "out of memory");
+		if (f && !f->nwaiters && !joined) {
+			queue_remove(srv, f);
+			HASH_DEL(srv->flights, f);
+			free(f);
+		}
 		return;
 	}
-	f->key = g.key;
-	f->get = g;
-	f->srv = srv;
-	f->started_ns = ks_now_ns();
-	f->work.data = f;
-	HASH_ADD(hh, srv->flights, key, sizeof f->key, f);
-	srv->n.compiles++;
-	rc = uv_queue_work(srv->loop, &f->work, work_compile, after_compile);
-	if (rc != 0) {
-		f->err = KS_E_INTERNAL;
-		snprintf(f->errmsg, sizeof f->errmsg, "cannot queue compile: "
-		    "%s", uv_strerror(rc));
-		after_compile(&f->work, 0);
-	}
+	if (joined)
+		srv->n.joins++;
+	ks_srv_dispatch(srv);
 }
 
 /* ---- requests ---- */
@@ -729,7 +830,7 @@ static void handle_request(ks_conn_t *c, const char *hdr, size_t len)
 	rc = ks_request_parse(hdr, len, &req, err, sizeof err);
 	parse_arena.active = 0;
 	if (rc) {
-		reply_error(c, req.has_id, req.id, rc, err);
+		ks_reply_err(c, req.has_id, req.id, rc, err);
 		/* A header that is not JSON at all: the client is not
 		 * speaking the protocol; answer and close. */
 		if (rc == KS_E_BAD_JSON)
@@ -738,10 +839,10 @@ static void handle_request(ks_conn_t *c, const char *hdr, size_t len)
 	}
 	switch (req.op) {
 	case KS_OP_PING:
-		reply_begin(c, req.has_id, req.id);
+		ks_reply_begin(c, req.has_id, req.id);
 		ks_buf_puts(&c->out, ",\"pong\":true");
-		reply_end(c, 0);
-		conn_send(c, NULL);
+		ks_reply_end(c, 0);
+		ks_reply_send(c, NULL);
 		break;
 	case KS_OP_HELLO:
 		handle_hello(c, &req);
@@ -752,10 +853,26 @@ static void handle_request(ks_conn_t *c, const char *hdr, size_t len)
 	case KS_OP_GET:
 		handle_get(c, &req);
 		break;
+	case KS_OP_KERNELS:
+		ks_op_kernels(c, &req);
+		break;
+	case KS_OP_LIST:
+		ks_op_list(c, &req);
+		break;
+	case KS_OP_EVICT:
+		ks_op_evict(c, &req);
+		break;
+	case KS_OP_EXPLAIN:
+		ks_op_explain(c, &req);
+		break;
+	case KS_OP_WARM:
+		ks_op_warm(c, &req);
+		break;
 	default:
-		reply_error(c, req.has_id, req.id, KS_E_UNKNOWN_OP,
+		ks_reply_err(c, req.has_id, req.id, KS_E_UNKNOWN_OP,
 		    "unknown op");
 	}
+	ks_request_close(&req);
 }
 
 static void process_input(ks_conn_t *c)
@@ -776,7 +893,7 @@ static void process_input(ks_conn_t *c)
 			snprintf(msg, sizeof msg, "bad frame: a request's header "
 			    "length must be 1..%u and its payload length 0",
 			    KS_MAX_HEADER);
-			reply_error(c, 0, 0, rc, msg);
+			ks_reply_err(c, 0, 0, rc, msg);
 			conn_drain(c);
 			return;
 		}
@@ -866,7 +983,7 @@ static void on_connection(uv_stream_t *l, int status)
 		return;
 	}
 	if (srv->nconns > KS_MAX_CONNECTIONS || srv->stopping) {
-		reply_error(c, 0, 0, srv->stopping ? KS_E_SHUTTING_DOWN :
+		ks_reply_err(c, 0, 0, srv->stopping ? KS_E_SHUTTING_DOWN :
 		    KS_E_BUSY, srv->stopping ? "daemon is shutting down" :
 		    "too many connections");
 		conn_drain(c);
@@ -920,10 +1037,20 @@ static void on_stop(uv_async_t *a)
 			c->reading = 0;
 		}
 	}
-	/* Queued compiles are cancelled (their after_compile runs with
-	 * UV_ECANCELED); running ones finish and are answered. */
-	HASH_ITER(hh, srv->flights, f, tmp)
-		uv_cancel((uv_req_t *)&f->work);
+	/* Compiles not yet started are failed with E_SHUTTING_DOWN (those
+	 * in the thread pool's queue through UV_ECANCELED); running ones
+	 * finish and are answered. */
+	HASH_ITER(hh, srv->flights, f, tmp) {
+		if (f->submitted) {
+			uv_cancel((uv_req_t *)&f->work);
+			continue;
+		}
+		queue_remove(srv, f);
+		f->err = KS_E_SHUTTING_DOWN;
+		snprintf(f->errmsg, sizeof f->errmsg, "daemon stopped before "
+		    "this compile started");
+		flight_finish(srv, f);
+	}
 	maybe_finish(srv);
 }
 

@@ -94,6 +94,14 @@ void ks_hot_free(ks_hot_t *h)
 	free(h);
 }
 
+int ks_hot_has(const ks_hot_t *h, const ks_hash_t *key)
+{
+	struct hot_entry *e;
+
+	HASH_FIND(hh, h->table, key->b, KS_HASH_BYTES, e);
+	return e != NULL;
+}
+
 ks_artifact_t *ks_hot_get(ks_hot_t *h, const ks_hash_t *key)
 {
 	struct hot_entry *e;

@@ -49,6 +49,8 @@ ks_artifact_t *ks_hot_get(ks_hot_t *h, const ks_hash_t *key);
  * An artifact larger than the whole budget is not kept. */
 void ks_hot_put(ks_hot_t *h, ks_artifact_t *a);
 void ks_hot_remove(ks_hot_t *h, const ks_hash_t *key);
+/* 1 when KEY is in the tier; does not change the LRU order. */
+int ks_hot_has(const ks_hot_t *h, const ks_hash_t *key);
 size_t ks_hot_bytes(const ks_hot_t *h);
 size_t ks_hot_count(const ks_hot_t *h);
 

@@ -526,3 +526,184 @@ Test(e2e, sigterm_stops_cleanly_and_removes_the_socket)
 	cr_assert_eq(e2e_stop(&D), 0);
 	cr_assert_neq(access(D.sock, F_OK), 0);
 }
+
+/* ---- kernels, explain, warm, list, evict ---- */
+
+static const char *const GEMM_SPEC = "\"kernel\":\"gemm\",\"backend\":\"cpu\","
+    "\"dtype\":\"f32\",\"shape\":{\"M\":1,\"N\":64,\"K\":64}";
+
+static e2e_reply_t call_ok(const char *json)
+{
+	e2e_reply_t r;
+
+	cr_assert_eq(e2e_call(D.sock, json, &r), 0, "no reply to %s", json);
+	cr_assert(e2e_ok(&r), "%s -> %s", json, cJSON_PrintUnformatted(r.h));
+	return r;
+}
+
+Test(e2e, kernels_lists_gemm_with_variants_and_guards)
+{
+	e2e_reply_t r = call_ok("{\"op\":\"kernels\"}");
+	const cJSON *ks = cJSON_GetObjectItemCaseSensitive(r.h, "kernels");
+	const cJSON *k, *v;
+	int found = 0, gemv = 0;
+
+	cJSON_ArrayForEach(k, ks) {
+		if (strcmp(cJSON_GetObjectItem(k, "name")->valuestring, "gemm"))
+			continue;
+		found = 1;
+		cJSON_ArrayForEach(v, cJSON_GetObjectItem(k, "variants"))
+			gemv |= strcmp(cJSON_GetObjectItem(v, "name")->valuestring,
+			    "gemv_m1") == 0 && strlen(cJSON_GetObjectItem(v,
+			    "guard")->valuestring) > 0;
+	}
+	cr_assert(found && gemv);
+	e2e_reply_free(&r);
+}
+
+Test(e2e, explain_names_the_component_that_differs)
+{
+	char req[512];
+	e2e_reply_t r;
+	const cJSON *near, *d;
+
+	snprintf(req, sizeof req, "{\"op\":\"get\",\"return\":\"meta\",%s}",
+	    GEMM_SPEC);
+	r = call_ok(req);
+	e2e_reply_free(&r);
+	snprintf(req, sizeof req, "{\"op\":\"explain\",%s}", GEMM_SPEC);
+	r = call_ok(req);
+	cr_assert_str_eq(e2e_str(&r, "variant"), "gemv_m1");
+	cr_assert_str_eq(e2e_str(&r, "cached"), "memory");
+	e2e_reply_free(&r);
+
+	/* The same spec in bf16 is a miss whose nearest entry differs in
+	 * dtype only; the request compiles nothing. */
+	r = call_ok("{\"op\":\"explain\",\"kernel\":\"gemm\",\"backend\":"
+	    "\"cpu\",\"dtype\":\"bf16\",\"shape\":{\"M\":1,\"N\":64,"
+	    "\"K\":64}}");
+	cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(r.h, "cached")));
+	near = cJSON_GetObjectItem(r.h, "nearest");
+	d = cJSON_GetObjectItem(near, "differs");
+	cr_assert_eq(cJSON_GetArraySize(d), 1, "%s",
+	    cJSON_PrintUnformatted(near));
+	cr_assert_str_eq(cJSON_GetArrayItem(d, 0)->valuestring, "dtype");
+	cr_assert(cJSON_IsObject(cJSON_GetObjectItem(r.h, "components")));
+	cr_assert_eq(e2e_stat(D.sock, "compiles"), 1);
+	e2e_reply_free(&r);
+}
+
+Test(e2e, warm_reports_each_item_and_is_idempotent)
+{
+	char req[1024];
+	e2e_reply_t r;
+	const cJSON *items, *sum;
+
+	snprintf(req, sizeof req, "{\"op\":\"warm\",\"id\":5,\"items\":["
+	    "{%s},{%s,\"return\":\"meta\"},{\"kernel\":\"gemm\",\"backend\":"
+	    "\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":0,\"N\":1,\"K\":1}},"
+	    "{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"bf16\","
+	    "\"shape\":{\"M\":2,\"N\":8,\"K\":8}}]}", GEMM_SPEC, GEMM_SPEC);
+	r = call_ok(req);
+	items = cJSON_GetObjectItem(r.h, "items");
+	cr_assert_eq(cJSON_GetArraySize(items), 4);
+	cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(items,
+	    0), "ok")));
+	cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(items, 1),
+	    "source")->valuestring, "joined");
+	cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(
+	    cJSON_GetArrayItem(items, 2), "error"), "code")->valuestring,
+	    "E_BAD_SHAPE");
+	sum = cJSON_GetObjectItem(r.h, "summary");
+	cr_assert_eq(e2e_num(sum, "compiled"), 2);
+	cr_assert_eq(e2e_num(sum, "failed"), 1);
+	e2e_reply_free(&r);
+	/* Again: everything that succeeded is cached now. */
+	r = call_ok(req);
+	sum = cJSON_GetObjectItem(r.h, "summary");
+	cr_assert_eq(e2e_num(sum, "cached"), 3);
+	cr_assert_eq(e2e_num(sum, "compiled"), 0);
+	e2e_reply_free(&r);
+	cr_assert_eq(e2e_stat(D.sock, "compiles"), 2);
+}
+
+Test(e2e, list_filters_and_pages_and_evict_removes)
+{
+	char req[1024];
+	e2e_reply_t r;
+	const cJSON *e;
+
+	snprintf(req, sizeof req, "{\"op\":\"warm\",\"items\":[{%s},"
+	    "{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"bf16\","
+	    "\"shape\":{\"M\":1,\"N\":64,\"K\":64}},{\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f16\",\"shape\":{\"M\":1,"
+	    "\"N\":64,\"K\":64}}]}", GEMM_SPEC);
+	r = call_ok(req);
+	e2e_reply_free(&r);
+	r = call_ok("{\"op\":\"list\",\"kernel\":\"gemm\",\"limit\":2}");
+	cr_assert_eq(e2e_num(r.h, "total"), 3);
+	cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(r.h, "entries")),
+	    2);
+	e2e_reply_free(&r);
+	r = call_ok("{\"op\":\"list\",\"kernel\":\"gemm\",\"offset\":2}");
+	e = cJSON_GetArrayItem(cJSON_GetObjectItem(r.h, "entries"), 0);
+	cr_assert_not_null(e);
+	snprintf(req, sizeof req, "{\"op\":\"evict\",\"key\":\"%s\"}",
+	    cJSON_GetObjectItem(e, "key")->valuestring);
+	e2e_reply_free(&r);
+	r = call_ok(req);
+	cr_assert_eq(e2e_num(r.h, "evicted"), 1);
+	e2e_reply_free(&r);
+	r = call_ok("{\"op\":\"list\",\"backend\":\"nope\"}");
+	cr_assert_eq(e2e_num(r.h, "total"), 0);
+	e2e_reply_free(&r);
+	r = call_ok("{\"op\":\"evict\",\"all\":true}");
+	cr_assert_eq(e2e_num(r.h, "evicted"), 2);
+	e2e_reply_free(&r);
+	r = call_ok("{\"op\":\"list\"}");
+	cr_assert_eq(e2e_num(r.h, "total"), 0);
+	e2e_reply_free(&r);
+	expect_error("{\"op\":\"evict\"}", "E_BAD_REQUEST");
+	expect_error("{\"op\":\"evict\",\"key\":\"xyz\"}", "E_BAD_REQUEST");
+}
+
+/*
+ * With one compile slot and a bulk warm queued, a get issued after the
+ * warm is answered before the warm finishes: it waits for at most the one
+ * warm compile already running.
+ */
+Test(e2e, get_compiles_before_a_queued_bulk_warm)
+{
+	static const char *const extra[] = { "--workers", "1", NULL };
+	char req[4096];
+	int fd, n, i, order = 0, get_at = -1, warm_at = -1;
+	e2e_reply_t r;
+
+	e2e_cleanup(&D);
+	memset(&D, 0, sizeof D);
+	cr_assert_eq(e2e_start(&D, extra), 0);
+	n = snprintf(req, sizeof req, "{\"op\":\"warm\",\"id\":1,\"items\":[");
+	for (i = 0; i < 8; i++)
+		n += snprintf(req + n, sizeof req - (size_t)n, "%s{\"kernel\":"
+		    "\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":"
+		    "{\"M\":1,\"N\":%d,\"K\":512}}", i ? "," : "", 64 + 8 * i);
+	snprintf(req + n, sizeof req - (size_t)n, "]}");
+	fd = e2e_connect(D.sock);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(e2e_send(fd, req), 0);
+	usleep(20000);
+	cr_assert_eq(e2e_send(fd, "{\"op\":\"get\",\"id\":2,\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"bf16\",\"shape\":{\"M\":1,"
+	    "\"N\":32,\"K\":32},\"return\":\"meta\"}"), 0);
+	for (i = 0; i < 2; i++) {
+		cr_assert_eq(e2e_recv(fd, &r), 0);
+		cr_assert(e2e_ok(&r), "%s", cJSON_PrintUnformatted(r.h));
+		if (e2e_num(r.h, "id") == 2)
+			get_at = order++;
+		else
+			warm_at = order++;
+		e2e_reply_free(&r);
+	}
+	close(fd);
+	cr_assert_lt(get_at, warm_at, "the get waited for the whole warm");
+}

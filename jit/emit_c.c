@@ -1,0 +1,815 @@
+/*
+ * emit_c: IR -> CUDA C or OpenCL C text, one emitter for both dialects.
+ * The model and the guarantees are in emit_c.h; the dialects live with
+ * their backends (cuda.c, opencl.c).
+ *
+ * Layout of the text, in this order: a banner naming kernel, variant and
+ * dialect; the dialect's prelude; the helpers the body uses, in a fixed
+ * order; the reduction helpers the body uses, in a fixed order; the entry.
+ * The body is written first into its own buffer, which tells which helpers
+ * are used, then everything is assembled; the set of helpers depends only
+ * on the IR, so the text is deterministic.
+ *
+ * Names: parameters are p_<name>, variables v_<name>, emitter temporaries
+ * ks_t<N>, helpers ksh_<what>, and the thread's position ks_lane and
+ * ks_group.  The prefixes keep IR names (unique C identifiers, DESIGN and
+ * docs/ir.md) clear of C++, CUDA and OpenCL keywords and builtins.
+ *
+ * Every binary operation is parenthesized, so C precedence never decides
+ * the IR's tree; C's conversions never do either: i64 literals carry the
+ * dialect's 64-bit suffix, and every mixed-type operation is an explicit
+ * IR cast.
+ */
+#include "emit_c.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+enum {
+	H_F16_LOAD, H_BF16_LOAD, H_F16_STORE, H_BF16_STORE,
+	H_FMIN, H_FMAX, H_IMIN, H_IMAX,
+	H_COUNT
+};
+
+typedef struct {
+	const ks_ir_kernel_t *k;
+	const ks_c_dialect_t *d;
+	ks_buf_t *out;          /* where put() writes */
+	int depth;              /* indentation of the next line, in tabs */
+	int in_lanes;
+	unsigned used;          /* helpers, 1 << H_* */
+	unsigned reduces;       /* reductions, 1 << KS_C_RED_* */
+	int serial;             /* temporaries */
+	int lanes_wrote_rw;     /* the current LANES stored to a buffer that
+	                           the kernel also reads */
+	int rc;
+	char *err;
+	size_t errlen;
+} emit_t;
+
+static void put(emit_t *E, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void put(emit_t *E, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	if (E->rc != KS_OK)
+		return;
+	va_start(ap, fmt);
+	rc = ks_buf_vprintf(E->out, fmt, ap);
+	va_end(ap);
+	if (rc != KS_OK) {
+		E->rc = rc;
+		if (E->err != NULL && E->errlen > 0)
+			snprintf(E->err, E->errlen, "out of memory");
+	}
+}
+
+static void fail(emit_t *E, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void fail(emit_t *E, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (E->rc != KS_OK)
+		return;                 /* keep the first error */
+	E->rc = KS_E_COMPILE;
+	if (E->err != NULL && E->errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(E->err, E->errlen, fmt, ap);
+		va_end(ap);
+	}
+}
+
+/* Starts a new line at the current indentation. */
+static void line(emit_t *E)
+{
+	int i;
+
+	for (i = 0; i < E->depth; i++)
+		put(E, "\t");
+}
+
+static const char *cty(ks_ty_t t)
+{
+	switch (t) {
+	case KS_TY_BOOL: return "bool";
+	case KS_TY_I64: return "ks_i64";
+	case KS_TY_F32: return "float";
+	}
+	return "?";
+}
+
+static const char *elem_cty(ks_dtype_t d)
+{
+	return d == KS_DTYPE_F32 ? "float" : "ks_u16";
+}
+
+/* ---- reductions ---- */
+
+static void combine_add(ks_buf_t *out, const char *a, const char *b)
+{
+	ks_buf_printf(out, "%s + %s", a, b);
+}
+
+static void combine_fmax(ks_buf_t *out, const char *a, const char *b)
+{
+	ks_buf_printf(out, "ksh_fmaxf(%s, %s)", a, b);
+}
+
+static void combine_imax(ks_buf_t *out, const char *a, const char *b)
+{
+	ks_buf_printf(out, "ksh_imax(%s, %s)", a, b);
+}
+
+const ks_c_reduce_t ks_c_reduces[KS_C_RED_COUNT] = {
+	[KS_C_RED_SUM_F32] = { .name = "ksh_reduce_sum_f32", .type = "float",
+		.scratch = "ks_red_f32", .combine = combine_add },
+	[KS_C_RED_MAX_F32] = { .name = "ksh_reduce_max_f32", .type = "float",
+		.scratch = "ks_red_f32", .combine = combine_fmax },
+	[KS_C_RED_SUM_I64] = { .name = "ksh_reduce_sum_i64", .type = "ks_i64",
+		.scratch = "ks_red_i64", .combine = combine_add },
+	[KS_C_RED_MAX_I64] = { .name = "ksh_reduce_max_i64", .type = "ks_i64",
+		.scratch = "ks_red_i64", .combine = combine_imax },
+};
+
+/* ---- helpers: the algorithms of cpu.c, as C ---- */
+
+/*
+ * Each helper is the same sequence of integer and f32 operations as its
+ * namesake in cpu.c (read the comments there for why each is exact); the
+ * branch-free selects of cpu.c are written as if/else or ?:, which choose
+ * the same value.  F2U and U2F stand for the dialect's bit casts.
+ */
+static void helper(emit_t *E, int h)
+{
+	const ks_c_dialect_t *d = E->d;
+	const char *fn = d->fn, *f2u = d->f32_bits, *u2f = d->bits_f32;
+
+	switch (h) {
+	case H_F16_LOAD:
+		put(E, "/* f16 -> f32, exact for every pattern. */\n"
+		    "%s float ksh_f16_to_f32(ks_u16 a)\n"
+		    "{\n"
+		    "\tks_u32 h = (ks_u32)a;\n"
+		    "\tks_u32 o = (h & 0x7fffu) << 13;\n"
+		    "\tks_u32 e = o & 0x0f800000u;\n"
+		    "\tks_u32 r;\n"
+		    "\n"
+		    "\to = o + 0x38000000u;\n"
+		    "\tif (e == 0u)            /* zero, subnormal: exact */\n"
+		    "\t\tr = %s(%s(o + 0x00800000u) - %s(0x38800000u));\n"
+		    "\telse if (e == 0x0f800000u)   /* Inf, NaN */\n"
+		    "\t\tr = o + 0x38000000u;\n"
+		    "\telse\n"
+		    "\t\tr = o;\n"
+		    "\treturn %s(r | ((h & 0x8000u) << 16));\n"
+		    "}\n\n", fn, f2u, u2f, u2f, u2f);
+		break;
+	case H_BF16_LOAD:
+		put(E, "/* bf16 -> f32: the upper half of the f32 pattern. */\n"
+		    "%s float ksh_bf16_to_f32(ks_u16 a)\n"
+		    "{\n"
+		    "\treturn %s((ks_u32)a << 16);\n"
+		    "}\n\n", fn, u2f);
+		break;
+	case H_F16_STORE:
+		put(E, "/* f32 -> f16, round to nearest even; NaN stays a quiet "
+		    "NaN. */\n"
+		    "%s ks_u16 ksh_f32_to_f16(float a)\n"
+		    "{\n"
+		    "\tks_u32 x = %s(a);\n"
+		    "\tks_u32 sign = x & 0x80000000u;\n"
+		    "\tks_u32 m = x ^ sign;\n"
+		    "\tks_u32 r;\n"
+		    "\n"
+		    "\tif (m >= 0x47800000u)   /* Inf, NaN, overflow */\n"
+		    "\t\tr = m > 0x7f800000u ? "
+		    "(0x7e00u | ((m >> 13) & 0x3ffu)) : 0x7c00u;\n"
+		    "\telse if (m < 0x38800000u)  /* f16 subnormal, zero */\n"
+		    "\t\tr = %s(%s(m) + 0.5f) - 0x3f000000u;\n"
+		    "\telse\n"
+		    "\t\tr = (m + 0xc8000fffu + ((m >> 13) & 1u)) >> 13;\n"
+		    "\treturn (ks_u16)(r | (sign >> 16));\n"
+		    "}\n\n", fn, f2u, f2u, u2f);
+		break;
+	case H_BF16_STORE:
+		put(E, "/* f32 -> bf16, round to nearest even; NaN stays a quiet "
+		    "NaN. */\n"
+		    "%s ks_u16 ksh_f32_to_bf16(float a)\n"
+		    "{\n"
+		    "\tks_u32 x = %s(a);\n"
+		    "\n"
+		    "\tif ((x & 0x7fffffffu) > 0x7f800000u)\n"
+		    "\t\treturn (ks_u16)((x >> 16) | 0x40u);\n"
+		    "\treturn (ks_u16)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"
+		    "}\n\n", fn, f2u);
+		break;
+	case H_FMIN:
+	case H_FMAX:
+		put(E, "/* %s: a NaN operand is ignored; %s. */\n"
+		    "%s float ksh_f%sf(float a, float b)\n"
+		    "{\n"
+		    "\tks_u32 ai = %s(a), bi = %s(b);\n"
+		    "\tks_u32 r = (b %s a || a != a) ? bi : ai;\n"
+		    "\n"
+		    "\tif (a == b)             /* at most the sign of zero "
+		    "differs */\n"
+		    "\t\tr = ai %s bi;\n"
+		    "\treturn %s(r);\n"
+		    "}\n\n", h == H_FMAX ? "fmaxf" : "fminf",
+		    h == H_FMAX ? "max(-0, +0) = +0" : "min(-0, +0) = -0", fn,
+		    h == H_FMAX ? "max" : "min", f2u, f2u,
+		    h == H_FMAX ? ">" : "<", h == H_FMAX ? "&" : "|", u2f);
+		break;
+	case H_IMIN:
+	case H_IMAX:
+		put(E, "%s ks_i64 ksh_i%s(ks_i64 a, ks_i64 b)\n"
+		    "{\n"
+		    "\treturn a %s b ? a : b;\n"
+		    "}\n\n", fn, h == H_IMAX ? "max" : "min",
+		    h == H_IMAX ? ">" : "<");
+		break;
+	}
+}
+
+static void use(emit_t *E, int h)
+{
+	E->used |= 1u << h;
+}
+
+/* ---- expressions ---- */
+
+static void expr(emit_t *E, const ks_expr_t *e);
+
+static void f32_const(emit_t *E, float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	/* Integral values print as themselves; every other value (fractions,
+	 * subnormals, Inf, NaN with its payload) as its exact bit pattern. */
+	if (f == f && fabsf(f) <= 16777216.0f && f == truncf(f))
+		put(E, "%s%.1ff%s", u >> 31 ? "(" : "", f, u >> 31 ? ")" : "");
+	else
+		put(E, "%s(0x%08" PRIx32 "u)", E->d->bits_f32, u);
+}
+
+static void i64_const(emit_t *E, int64_t v)
+{
+	const char *s = E->d->i64_suffix;
+
+	if (v == INT64_MIN)
+		put(E, "(-9223372036854775807%s - 1%s)", s, s);
+	else if (v < 0)
+		put(E, "(%" PRId64 "%s)", v, s);
+	else
+		put(E, "%" PRId64 "%s", v, s);
+}
+
+static void var_ref(emit_t *E, int var)
+{
+	const ks_ir_var_t *v = &E->k->vars[var];
+
+	if (v->scope == KS_VAR_LANE && !E->in_lanes)
+		fail(E, "lane variable '%s' used outside LANES", v->name);
+	put(E, "v_%s", v->name);
+}
+
+static void bin(emit_t *E, const ks_expr_t *e)
+{
+	static const char *const ops[KS_OP_COUNT] = {
+		[KS_OP_ADD] = "+", [KS_OP_SUB] = "-", [KS_OP_MUL] = "*",
+		[KS_OP_DIV] = "/", [KS_OP_REM] = "%",
+		[KS_OP_LT] = "<", [KS_OP_LE] = "<=", [KS_OP_EQ] = "==",
+		[KS_OP_NE] = "!=", [KS_OP_AND] = "&&", [KS_OP_OR] = "||",
+	};
+	ks_ty_t t = e->a->type;
+	int h;
+
+	if (e->a->type != e->b->type) {
+		fail(E, "binary op on %s and %s", ks_ty_name(e->a->type),
+		    ks_ty_name(e->b->type));
+		return;
+	}
+	switch (e->op) {
+	case KS_OP_ADD: case KS_OP_SUB: case KS_OP_MUL: case KS_OP_DIV:
+	case KS_OP_REM:
+		/* i64 / and % are C's: truncating toward zero. */
+		if (t == KS_TY_BOOL || (t == KS_TY_F32 && e->op == KS_OP_REM))
+			break;
+		goto infix;
+	case KS_OP_MIN: case KS_OP_MAX:
+		if (t == KS_TY_BOOL)
+			break;
+		h = t == KS_TY_F32 ? (e->op == KS_OP_MIN ? H_FMIN : H_FMAX) :
+		    (e->op == KS_OP_MIN ? H_IMIN : H_IMAX);
+		use(E, h);
+		put(E, "ksh_%s%s(", t == KS_TY_F32 ? "f" : "i",
+		    e->op == KS_OP_MIN ? (t == KS_TY_F32 ? "minf" : "min") :
+		    (t == KS_TY_F32 ? "maxf" : "max"));
+		expr(E, e->a);
+		put(E, ", ");
+		expr(E, e->b);
+		put(E, ")");
+		return;
+	case KS_OP_LT: case KS_OP_LE: case KS_OP_EQ: case KS_OP_NE:
+		goto infix;
+	case KS_OP_AND: case KS_OP_OR:
+		/* Both operands are pure, so short-circuiting changes no
+		 * value (cpu.c evaluates both). */
+		if (t != KS_TY_BOOL)
+			break;
+		goto infix;
+	case KS_OP_COUNT:
+		break;
+	}
+	fail(E, "binary op %d on %s is not supported", (int)e->op,
+	    ks_ty_name(t));
+	return;
+infix:
+	put(E, "(");
+	expr(E, e->a);
+	put(E, " %s ", ops[e->op]);
+	expr(E, e->b);
+	put(E, ")");
+}
+
+static void cast(emit_t *E, const ks_expr_t *e)
+{
+	ks_ty_t from = e->a->type, to = e->type;
+
+	if (from == to) {
+		expr(E, e->a);
+		return;
+	}
+	if (to == KS_TY_BOOL) {
+		put(E, "(");
+		expr(E, e->a);
+		if (from == KS_TY_F32)
+			put(E, " != 0.0f)");
+		else
+			put(E, " != 0%s)", E->d->i64_suffix);
+		return;
+	}
+	if (to == KS_TY_I64) {
+		/* From f32: toward zero, as C; from bool: 0 or 1. */
+		put(E, "%s(", from == KS_TY_F32 ? E->d->f32_to_i64 :
+		    "(ks_i64)");
+		expr(E, e->a);
+		put(E, ")");
+		return;
+	}
+	/* To f32, round to nearest even; bool goes through i64 as in cpu.c. */
+	put(E, "%s(%s", E->d->i64_to_f32, from == KS_TY_BOOL ? "(ks_i64)(" :
+	    "");
+	expr(E, e->a);
+	put(E, "%s)", from == KS_TY_BOOL ? ")" : "");
+}
+
+static void load(emit_t *E, const ks_expr_t *e)
+{
+	const ks_ir_param_t *p = &E->k->params[e->param];
+
+	if (p->kind != KS_PARAM_BUFFER) {
+		fail(E, "load from '%s', which is not a buffer", p->name);
+		return;
+	}
+	switch (p->dtype) {
+	case KS_DTYPE_F16:
+		use(E, H_F16_LOAD);
+		put(E, "ksh_f16_to_f32(");
+		break;
+	case KS_DTYPE_BF16:
+		use(E, H_BF16_LOAD);
+		put(E, "ksh_bf16_to_f32(");
+		break;
+	default:
+		put(E, "(");
+		break;
+	}
+	put(E, "p_%s[", p->name);
+	expr(E, e->a);
+	put(E, "])");
+}
+
+static void reduce(emit_t *E, const ks_expr_t *e)
+{
+	const ks_ir_var_t *v = &E->k->vars[e->var];
+	const ks_c_reduce_t *r;
+	int which;
+
+	if (v->scope != KS_VAR_LANE || E->in_lanes) {
+		fail(E, "REDUCE of '%s' %s", v->name, E->in_lanes ?
+		    "inside LANES" : "of a uniform variable");
+		return;
+	}
+	if (v->type == KS_TY_BOOL) {
+		fail(E, "REDUCE of bool variable '%s'", v->name);
+		return;
+	}
+	which = v->type == KS_TY_F32 ?
+	    (e->red == KS_RED_MAX ? KS_C_RED_MAX_F32 : KS_C_RED_SUM_F32) :
+	    (e->red == KS_RED_MAX ? KS_C_RED_MAX_I64 : KS_C_RED_SUM_I64);
+	if (which == KS_C_RED_MAX_F32)
+		use(E, H_FMAX);
+	if (which == KS_C_RED_MAX_I64)
+		use(E, H_IMAX);
+	E->reduces |= 1u << which;
+	r = &ks_c_reduces[which];
+	put(E, "%s(v_%s", r->name, v->name);
+	if (E->rc == KS_OK && E->d->reduce_args != NULL)
+		E->d->reduce_args(E->out, r);
+	put(E, ")");
+}
+
+static void expr(emit_t *E, const ks_expr_t *e)
+{
+	const ks_ir_param_t *p;
+
+	if (E->rc != KS_OK)
+		return;
+	switch (e->kind) {
+	case KS_X_CONST:
+		if (e->type == KS_TY_F32)
+			f32_const(E, e->f);
+		else if (e->type == KS_TY_BOOL)
+			put(E, "%s", e->i ? "true" : "false");
+		else
+			i64_const(E, e->i);
+		return;
+	case KS_X_PARAM:
+		p = &E->k->params[e->param];
+		if (p->kind != KS_PARAM_SCALAR)
+			break;
+		if (p->bound) {
+			if (p->type != KS_TY_I64)
+				break;
+			i64_const(E, p->value);
+			return;
+		}
+		put(E, "p_%s", p->name);
+		return;
+	case KS_X_VAR:
+		var_ref(E, e->var);
+		return;
+	case KS_X_GROUP:
+		put(E, "ks_group");
+		return;
+	case KS_X_LANE:
+		if (!E->in_lanes)
+			break;
+		put(E, "ks_lane");
+		return;
+	case KS_X_BIN:
+		bin(E, e);
+		return;
+	case KS_X_FMA:
+		put(E, "%s(", E->d->fma);
+		expr(E, e->a);
+		put(E, ", ");
+		expr(E, e->b);
+		put(E, ", ");
+		expr(E, e->c);
+		put(E, ")");
+		return;
+	case KS_X_CAST:
+		cast(E, e);
+		return;
+	case KS_X_LOAD:
+		load(E, e);
+		return;
+	case KS_X_SELECT:
+		/* ?: evaluates only the chosen operand, as cpu.c does (an
+		 * operand may be a load that is out of bounds when not
+		 * chosen). */
+		put(E, "(");
+		expr(E, e->a);
+		put(E, " ? ");
+		expr(E, e->b);
+		put(E, " : ");
+		expr(E, e->c);
+		put(E, ")");
+		return;
+	case KS_X_REDUCE:
+		reduce(E, e);
+		return;
+	}
+	fail(E, "expression kind %d is not valid here", (int)e->kind);
+}
+
+/* ---- statements ---- */
+
+static void stmt(emit_t *E, const ks_stmt_t *s);
+
+static void block_items(emit_t *E, const ks_stmt_t *b)
+{
+	int i;
+
+	if (b == NULL)
+		return;
+	for (i = 0; i < b->nitems && E->rc == KS_OK; i++)
+		stmt(E, b->items[i]);
+}
+
+/* "{", the items one level deeper, "}" at the current level; the caller
+ * has written what precedes the brace. */
+static void braced(emit_t *E, const ks_stmt_t *b)
+{
+	put(E, "{\n");
+	E->depth++;
+	block_items(E, b);
+	E->depth--;
+	line(E);
+	put(E, "}");
+}
+
+/* The CPU runs uniform code once, so a uniform variable written per lane
+ * would keep the last lane's value there and a thread's own here: refused
+ * (the verifier rejects it too). */
+static int uniform_write_in_lanes(emit_t *E, int var)
+{
+	if (E->k->vars[var].scope != KS_VAR_UNIFORM || !E->in_lanes)
+		return 0;
+	fail(E, "uniform '%s' written inside LANES", E->k->vars[var].name);
+	return 1;
+}
+
+static int reads_buffer(const ks_ir_param_t *p)
+{
+	return (p->access & KS_ACCESS_READ) != 0;
+}
+
+static void store(emit_t *E, const ks_stmt_t *s)
+{
+	const ks_ir_param_t *p = &E->k->params[s->param];
+	const char *conv = "";
+	int t;
+
+	if (p->kind != KS_PARAM_BUFFER) {
+		fail(E, "store to '%s', which is not a buffer", p->name);
+		return;
+	}
+	if (p->dtype == KS_DTYPE_F16) {
+		use(E, H_F16_STORE);
+		conv = "ksh_f32_to_f16";
+	} else if (p->dtype == KS_DTYPE_BF16) {
+		use(E, H_BF16_STORE);
+		conv = "ksh_f32_to_bf16";
+	}
+	if (E->in_lanes) {
+		line(E);
+		put(E, "p_%s[", p->name);
+		expr(E, s->a);
+		put(E, "] = %s(", conv);
+		expr(E, s->b);
+		put(E, ");\n");
+		if (reads_buffer(p))
+			E->lanes_wrote_rw = 1;
+		return;
+	}
+	/* Uniform: every thread evaluates (a REDUCE needs them all), lane 0
+	 * stores. */
+	t = E->serial;
+	E->serial += 2;
+	line(E);
+	put(E, "{\n");
+	E->depth++;
+	line(E);
+	put(E, "const ks_i64 ks_t%d = ", t);
+	expr(E, s->a);
+	put(E, ";\n");
+	line(E);
+	put(E, "const float ks_t%d = ", t + 1);
+	expr(E, s->b);
+	put(E, ";\n\n");
+	line(E);
+	put(E, "if (ks_lane == 0)\n");
+	line(E);
+	put(E, "\tp_%s[ks_t%d] = %s(ks_t%d);\n", p->name, t, conv, t + 1);
+	E->depth--;
+	line(E);
+	put(E, "}\n");
+	if (reads_buffer(p)) {
+		line(E);
+		put(E, "%s\n", E->d->phase_sync);
+	}
+}
+
+static void decl(emit_t *E, const ks_stmt_t *s)
+{
+	const ks_ir_var_t *v = &E->k->vars[s->var];
+
+	if (s->a != NULL && uniform_write_in_lanes(E, s->var))
+		return;
+	/* A lane variable declared in uniform code with a uniform
+	 * initializer: every thread sets its own register, so every lane
+	 * receives the value. */
+	line(E);
+	put(E, "%s v_%s", cty(v->type), v->name);
+	if (s->a != NULL) {
+		put(E, " = ");
+		expr(E, s->a);
+	}
+	put(E, ";\n");
+}
+
+static void loop(emit_t *E, const ks_stmt_t *s)
+{
+	const ks_ir_var_t *v = &E->k->vars[s->var];
+
+	if (v->type != KS_TY_I64 || s->step <= 0) {
+		fail(E, "FOR over '%s' needs an i64 variable and a positive "
+		    "step", v->name);
+		return;
+	}
+	if (uniform_write_in_lanes(E, s->var))
+		return;
+	if (v->scope == KS_VAR_LANE && !E->in_lanes) {
+		fail(E, "FOR over lane variable '%s' outside LANES", v->name);
+		return;
+	}
+	line(E);
+	put(E, "for (ks_i64 v_%s = ", v->name);
+	expr(E, s->a);
+	put(E, "; v_%s < ", v->name);
+	expr(E, s->b);
+	put(E, "; v_%s += ", v->name);
+	i64_const(E, s->step);
+	put(E, ") ");
+	braced(E, s->body);
+	put(E, "\n");
+}
+
+static void lanes(emit_t *E, const ks_stmt_t *s)
+{
+	if (E->in_lanes) {
+		fail(E, "nested LANES");
+		return;
+	}
+	E->in_lanes = 1;
+	E->lanes_wrote_rw = 0;
+	line(E);
+	put(E, "/* lanes: this thread is lane ks_lane */\n");
+	line(E);
+	braced(E, s->body);
+	put(E, "\n");
+	E->in_lanes = 0;
+	if (E->lanes_wrote_rw) {
+		line(E);
+		put(E, "%s\n", E->d->phase_sync);
+	}
+}
+
+static void stmt(emit_t *E, const ks_stmt_t *s)
+{
+	switch (s->kind) {
+	case KS_S_BLOCK:
+		line(E);
+		braced(E, s);
+		put(E, "\n");
+		return;
+	case KS_S_DECL:
+		decl(E, s);
+		return;
+	case KS_S_ASSIGN:
+		if (uniform_write_in_lanes(E, s->var))
+			return;
+		line(E);
+		var_ref(E, s->var);
+		put(E, " = ");
+		expr(E, s->a);
+		put(E, ";\n");
+		return;
+	case KS_S_STORE:
+		store(E, s);
+		return;
+	case KS_S_FOR:
+		loop(E, s);
+		return;
+	case KS_S_IF:
+		line(E);
+		put(E, "if (");
+		expr(E, s->a);
+		put(E, ") ");
+		braced(E, s->body);
+		if (s->orelse != NULL) {
+			put(E, " else ");
+			braced(E, s->orelse);
+		}
+		put(E, "\n");
+		return;
+	case KS_S_LANES:
+		lanes(E, s);
+		return;
+	}
+	fail(E, "statement kind %d is not valid", (int)s->kind);
+}
+
+/* ---- the entry ---- */
+
+static void signature(emit_t *E)
+{
+	const ks_ir_kernel_t *k = E->k;
+	int i, first = 1;
+
+	E->d->entry_head(E->out, k->nlanes);
+	put(E, "%s(", k->entry);
+	for (i = 0; i < k->nparams; i++) {
+		const ks_ir_param_t *p = &k->params[i];
+
+		if (p->kind == KS_PARAM_SCALAR && p->bound)
+			continue;
+		put(E, "%s\n\t", first ? "" : ",");
+		first = 0;
+		if (p->kind == KS_PARAM_SCALAR) {
+			if (p->type != KS_TY_I64 && p->type != KS_TY_F32)
+				fail(E, "scalar parameter '%s' of type %s",
+				    p->name, ks_ty_name(p->type));
+			put(E, "%s p_%s", cty(p->type), p->name);
+		} else if (p->access == KS_ACCESS_READ) {
+			/* Read-only: const and restrict (not written through
+			 * any pointer during the launch), so loads may take
+			 * the read-only path. */
+			put(E, "%sconst %s *%s p_%s", E->d->global,
+			    elem_cty(p->dtype), E->d->restrict_kw, p->name);
+		} else {
+			put(E, "%s%s *p_%s", E->d->global, elem_cty(p->dtype),
+			    p->name);
+		}
+	}
+	put(E, ")\n");
+}
+
+static int is_pow2(int n)
+{
+	return n > 0 && (n & (n - 1)) == 0;
+}
+
+int ks_jit_emit_c(const ks_ir_kernel_t *k, const ks_c_dialect_t *d,
+    ks_buf_t *out, char *err, size_t errlen)
+{
+	emit_t E;
+	ks_buf_t body;
+	int h, r;
+
+	if (!is_pow2(k->nlanes) || k->nlanes > d->max_lanes) {
+		if (err != NULL && errlen > 0)
+			snprintf(err, errlen, "nlanes %d: %s needs a power of "
+			    "two up to %d", k->nlanes, d->name, d->max_lanes);
+		return KS_E_UNSUPPORTED;
+	}
+	memset(&E, 0, sizeof(E));
+	E.k = k;
+	E.d = d;
+	E.err = err;
+	E.errlen = errlen;
+
+	/* The body first: it tells which helpers are needed. */
+	ks_buf_init(&body);
+	E.out = &body;
+	E.depth = 1;
+	block_items(&E, k->body);
+
+	E.out = out;
+	E.depth = 0;
+	put(&E, "/*\n * kspec %s.%s, %s, %d lanes per work-group.\n"
+	    " * Generated from the kernel's IR; do not edit.\n */\n",
+	    k->name, k->variant, d->name, k->nlanes);
+	put(&E, "%s\n", d->prelude);
+	for (h = 0; h < H_COUNT; h++)
+		if (E.used & (1u << h))
+			helper(&E, h);
+	for (r = 0; r < KS_C_RED_COUNT; r++) {
+		if (!(E.reduces & (1u << r)) || E.rc != KS_OK)
+			continue;
+		d->reduce_helper(out, d, &ks_c_reduces[r], k->nlanes);
+		put(&E, "\n");
+	}
+	signature(&E);
+	put(&E, "{\n\tconst ks_i64 ks_lane = %s;\n\tconst ks_i64 ks_group = "
+	    "%s;\n", d->lane, d->group);
+	for (r = 0; r < KS_C_RED_COUNT && d->reduce_locals != NULL; r++) {
+		/* One scratch per element type: the sum and the max share. */
+		if (!(E.reduces & (1u << r)) ||
+		    ((r == KS_C_RED_MAX_F32 &&
+		    (E.reduces & (1u << KS_C_RED_SUM_F32))) ||
+		    (r == KS_C_RED_MAX_I64 &&
+		    (E.reduces & (1u << KS_C_RED_SUM_I64)))))
+			continue;
+		d->reduce_locals(out, &ks_c_reduces[r], k->nlanes);
+	}
+	put(&E, "\n");
+	if (E.rc == KS_OK && ks_buf_append(out, body.data ? body.data : "",
+	    body.len) != KS_OK)
+		E.rc = KS_E_NOMEM;
+	put(&E, "}\n");
+	ks_buf_close(&body);
+	return E.rc;
+}
