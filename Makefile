@@ -13,7 +13,7 @@ WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 OPT      ?= -O2 -g
 CFLAGS   += $(CSTD) $(WARN) $(OPT) -MMD -MP -fPIC -fno-strict-aliasing \
 	    $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lgccjit -ldl -lpthread -lm
+LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lgccjit -lOpenCL -ldl -lpthread -lm
 TEST_LIBS := $(shell pkg-config --libs criterion 2>/dev/null)
 
 src_of    = $(sort $(wildcard $(1)/*.c))

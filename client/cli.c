@@ -38,6 +38,11 @@ static const char usage_main[] =
 "  ping             check that kspecd answers\n"
 "  get KERNEL ...   fetch a compiled kernel artifact (see kspec get --help)\n"
 "  stats [--json]   the daemon's counters\n"
+"  kernels [--json] the kernel library: parameters, variants, guards\n"
+"  explain KERNEL . which variant and key a get would use, cached or not\n"
+"  warm MANIFEST    compile every spec of a manifest (docs/cli.md)\n"
+"  ls [--json]      the stored artifacts (filters, paging)\n"
+"  evict ...        remove stored artifacts by key, filter or all\n"
 "  hello            the daemon's version and backends, as JSON\n"
 "  help [COMMAND]   this text, or a command's\n"
 "\n"
@@ -534,6 +539,619 @@ static int cmd_ping(const char *socket_path, int argc, char **argv)
 	return EXIT_OK;
 }
 
+static const char usage_kernels[] =
+"usage: kspec [--socket PATH] kernels [--json]\n"
+"\n"
+"Lists the kernel library: each kernel's shape parameters, dtypes and\n"
+"variants with their guards.\n";
+
+static const char usage_explain[] =
+"usage: kspec [--socket PATH] explain KERNEL --backend B --dtype D\n"
+"           --shape M=1,N=4096,K=4096 [--dynamic M,...] [--target T]\n"
+"           [--format F] [--mode exact|fast] [--json]\n"
+"\n"
+"Shows, without compiling, the variant and guard a get would use, every\n"
+"component of its key, whether it is cached, and for a miss the nearest\n"
+"stored entry and the components that differ.\n";
+
+static const char usage_warm[] =
+"usage: kspec [--socket PATH] warm MANIFEST [--json]\n"
+"\n"
+"Compiles every spec of MANIFEST that is not cached yet, at lower priority\n"
+"than live gets.  A progress bar on a terminal, one line per item\n"
+"otherwise, then a summary.  Exit status 1 if any item failed.\n"
+"Manifest (JSON, docs/cli.md):\n"
+"  {\"version\":1, \"targets\":{\"cpu\":[\"x86-64-v3\",\"x86-64-v4\"]},\n"
+"   \"specs\":[{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"bf16\",\n"
+"              \"shape\":{\"M\":1,\"N\":4096,\"K\":4096}}]}\n";
+
+static const char usage_ls[] =
+"usage: kspec [--socket PATH] ls [--kernel K] [--backend B] [--target T]\n"
+"           [--offset N] [--limit N] [--json]\n"
+"\n"
+"Lists stored artifacts, ordered by key, one page at a time.\n";
+
+static const char usage_evict[] =
+"usage: kspec [--socket PATH] evict (--key KEY | --all |\n"
+"           [--kernel K] [--backend B] [--target T]) [--json]\n"
+"\n"
+"Removes stored artifacts from the store and the memory tier.\n";
+
+/* ---- generic ops ---- */
+
+/* Runs OP with FIELDS; prints the reply verbatim with --json, else hands
+ * the parsed reply to PRINT.  Returns an exit status. */
+static int run_op(const char *socket_path, const char *op, const char *fields,
+    int as_json, int (*print)(const cJSON *reply))
+{
+	kspec_client_t *c = NULL;
+	char *text = NULL;
+	cJSON *json;
+	int rc;
+
+	rc = open_client(socket_path, &c);
+	if (rc)
+		return rc;
+	rc = kspec_call(c, op, fields, &text);
+	if (rc) {
+		rc = fail(c, rc);
+		kspec_close(c);
+		return rc;
+	}
+	kspec_close(c);
+	if (as_json) {
+		printf("%s\n", text);
+		kspec_free(text);
+		return EXIT_OK;
+	}
+	json = cJSON_Parse(text);
+	kspec_free(text);
+	rc = print(json);
+	cJSON_Delete(json);
+	return rc;
+}
+
+static const char *jstr(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static double jnum(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static int print_kernels(const cJSON *r)
+{
+	const cJSON *k, *v;
+
+	cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(r, "kernels")) {
+		printf("%s (v%d): %s\n  parameters:", jstr(k, "name"),
+		    (int)jnum(k, "version"), jstr(k, "summary"));
+		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(k,
+		    "dims"))
+			printf(" %s", cJSON_IsString(v) ? v->valuestring : "?");
+		printf("\n  dtypes:");
+		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(k,
+		    "dtypes"))
+			printf(" %s", cJSON_IsString(v) ? v->valuestring : "?");
+		printf("\n");
+		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(k,
+		    "variants"))
+			printf("  %-12s %s\n", jstr(v, "name"),
+			    jstr(v, "guard"));
+	}
+	return EXIT_OK;
+}
+
+static int print_ls(const cJSON *r)
+{
+	const cJSON *e;
+
+	printf("%-14s %-8s %-10s %-6s %-12s %-6s %-5s %8s %s\n", "key",
+	    "kernel", "variant", "backend", "target", "dtype", "fmt", "bytes",
+	    "mem");
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(r, "entries"))
+		printf("%-14.12s %-8s %-10s %-6s %-12s %-6s %-5s %8.0f %s\n",
+		    jstr(e, "key"), jstr(e, "kernel"), jstr(e, "variant"),
+		    jstr(e, "backend"), jstr(e, "target"), jstr(e, "dtype"),
+		    jstr(e, "format"), jnum(e, "bytes"),
+		    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e,
+		    "in_memory")) ? "yes" : "no");
+	printf("%.0f of %.0f entries (offset %.0f)\n",
+	    (double)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r,
+	    "entries")), jnum(r, "total"), jnum(r, "offset"));
+	return EXIT_OK;
+}
+
+static int print_evict(const cJSON *r)
+{
+	printf("evicted %.0f entries\n", jnum(r, "evicted"));
+	return EXIT_OK;
+}
+
+/* Appends ,"NAME":VALUE-as-JSON-string to B (size CAP). */
+static int add_field(char *b, size_t cap, const char *name, const char *v)
+{
+	cJSON *s = cJSON_CreateString(v);
+	char *t = s ? cJSON_PrintUnformatted(s) : NULL;
+	size_t n = strlen(b);
+	int w;
+
+	cJSON_Delete(s);
+	if (!t)
+		return -1;
+	w = snprintf(b + n, cap - n, "%s\"%s\":%s", n ? "," : "", name, t);
+	free(t);
+	return w < 0 || (size_t)w >= cap - n ? -1 : 0;
+}
+
+/* kernels, ls and evict: options that become request fields. */
+static int cmd_simple(const char *socket_path, const char *cmd, int argc,
+    char **argv)
+{
+	enum { O_KERNEL = 256, O_BACKEND, O_TARGET, O_OFFSET, O_LIMIT, O_KEY,
+	    O_ALL, O_JSON };
+	static const struct option opts[] = {
+		{ "kernel", required_argument, NULL, O_KERNEL },
+		{ "backend", required_argument, NULL, O_BACKEND },
+		{ "target", required_argument, NULL, O_TARGET },
+		{ "offset", required_argument, NULL, O_OFFSET },
+		{ "limit", required_argument, NULL, O_LIMIT },
+		{ "key", required_argument, NULL, O_KEY },
+		{ "all", no_argument, NULL, O_ALL },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int is_ls = strcmp(cmd, "ls") == 0, is_evict = strcmp(cmd, "evict") ==
+	    0;
+	char fields[1024] = "";
+	int ch, as_json = 0, rc = 0;
+	char *end;
+
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "-:h", opts, NULL)) != -1) {
+		const char *name = NULL;
+
+		switch (ch) {
+		case 'h':
+			fputs(is_ls ? usage_ls : is_evict ? usage_evict :
+			    usage_kernels, stdout);
+			return EXIT_OK;
+		case O_JSON:
+			as_json = 1;
+			continue;
+		case O_KERNEL: name = "kernel"; break;
+		case O_BACKEND: name = "backend"; break;
+		case O_TARGET: name = "target"; break;
+		case O_KEY: name = is_evict ? "key" : NULL; break;
+		case O_OFFSET:
+		case O_LIMIT:
+			if (!is_ls)
+				return bad_option(cmd, optopt,
+				    argv[optind - 1]);
+			errno = 0;
+			(void)strtoull(optarg, &end, 10);
+			if (errno || *end || !*optarg)
+				return usage_error(cmd, "--%s needs a number",
+				    ch == O_OFFSET ? "offset" : "limit");
+			snprintf(fields + strlen(fields), sizeof fields -
+			    strlen(fields), "%s\"%s\":%s", fields[0] ? "," : "",
+			    ch == O_OFFSET ? "offset" : "limit", optarg);
+			continue;
+		case O_ALL:
+			if (!is_evict)
+				return bad_option(cmd, optopt,
+				    argv[optind - 1]);
+			snprintf(fields + strlen(fields), sizeof fields -
+			    strlen(fields), "%s\"all\":true", fields[0] ? "," :
+			    "");
+			continue;
+		case 1:
+			return usage_error(cmd, "unexpected argument '%s'",
+			    optarg);
+		case ':':
+			return usage_error(cmd, "%s needs a value",
+			    argv[optind - 1]);
+		default:
+			return bad_option(cmd, optopt, argv[optind - 1]);
+		}
+		if (!name || strcmp(cmd, "kernels") == 0)
+			return bad_option(cmd, optopt, argv[optind - 1]);
+		rc = add_field(fields, sizeof fields, name, optarg);
+		if (rc)
+			return usage_error(cmd, "option values too long");
+	}
+	if (is_evict && !fields[0])
+		return usage_error(cmd, "give --key KEY, a filter, or --all");
+	return run_op(socket_path, is_ls ? "list" : cmd, fields, as_json,
+	    is_ls ? print_ls : is_evict ? print_evict : print_kernels);
+}
+
+/* ---- explain ---- */
+
+static int cmd_explain(const char *socket_path, int argc, char **argv)
+{
+	enum { O_BACKEND = 256, O_TARGET, O_FORMAT, O_MODE, O_DTYPE, O_SHAPE,
+	    O_DYNAMIC, O_JSON };
+	static const struct option opts[] = {
+		{ "backend", required_argument, NULL, O_BACKEND },
+		{ "target", required_argument, NULL, O_TARGET },
+		{ "format", required_argument, NULL, O_FORMAT },
+		{ "mode", required_argument, NULL, O_MODE },
+		{ "dtype", required_argument, NULL, O_DTYPE },
+		{ "shape", required_argument, NULL, O_SHAPE },
+		{ "dynamic", required_argument, NULL, O_DYNAMIC },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	kspec_get_spec_t spec = { 0 };
+	kspec_client_t *c = NULL;
+	dims_t d = { .nshape = 0 };
+	const cJSON *comp, *v, *near;
+	char *text = NULL;
+	cJSON *json;
+	int ch, rc, as_json = 0;
+
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "-:h", opts, NULL)) != -1) {
+		rc = 0;
+		switch (ch) {
+		case 1:
+			if (spec.kernel)
+				return usage_error("explain", "unexpected "
+				    "argument '%s'", optarg);
+			spec.kernel = optarg;
+			break;
+		case 'h':
+			fputs(usage_explain, stdout);
+			return EXIT_OK;
+		case O_JSON: as_json = 1; break;
+		case O_BACKEND: spec.backend = optarg; break;
+		case O_TARGET: spec.target = optarg; break;
+		case O_FORMAT: spec.format = optarg; break;
+		case O_MODE: spec.mode = optarg; break;
+		case O_DTYPE: spec.dtype = optarg; break;
+		case O_SHAPE: rc = parse_shape(optarg, &d); break;
+		case O_DYNAMIC: rc = parse_dynamic(optarg, &d); break;
+		case ':':
+			return usage_error("explain", "%s needs a value",
+			    argv[optind - 1]);
+		default:
+			return bad_option("explain", optopt, argv[optind - 1]);
+		}
+		if (rc)
+			return rc;
+	}
+	if (!spec.kernel || !spec.backend || !spec.dtype)
+		return usage_error("explain", "missing %s", !spec.kernel ?
+		    "KERNEL" : !spec.backend ? "--backend" : "--dtype");
+	spec.shape = d.shape;
+	spec.nshape = d.nshape;
+	spec.dynamic = d.dynamic;
+	spec.ndynamic = d.ndynamic;
+	rc = open_client(socket_path, &c);
+	if (rc)
+		return rc;
+	rc = kspec_explain(c, &spec, &text);
+	if (rc) {
+		rc = fail(c, rc);
+		kspec_close(c);
+		return rc;
+	}
+	kspec_close(c);
+	if (as_json) {
+		printf("%s\n", text);
+		kspec_free(text);
+		return EXIT_OK;
+	}
+	json = cJSON_Parse(text);
+	kspec_free(text);
+	printf("kernel     %s\nvariant    %s\nkey        %s\ncached     %s\n",
+	    jstr(json, "kernel"), jstr(json, "variant"), jstr(json, "key"),
+	    cJSON_IsString(cJSON_GetObjectItemCaseSensitive(json, "cached")) ?
+	    jstr(json, "cached") : "no");
+	comp = cJSON_GetObjectItemCaseSensitive(json, "components");
+	printf("components:\n");
+	cJSON_ArrayForEach(v, comp) {
+		char *t = cJSON_IsString(v) ? NULL : cJSON_PrintUnformatted(v);
+
+		printf("  %-12s %s\n", v->string, t ? t : v->valuestring);
+		free(t);
+	}
+	near = cJSON_GetObjectItemCaseSensitive(json, "nearest");
+	if (cJSON_IsObject(near)) {
+		char *t = cJSON_PrintUnformatted(
+		    cJSON_GetObjectItemCaseSensitive(near, "differs"));
+
+		printf("nearest    %.12s, differs in %s\n", jstr(near, "key"),
+		    t ? t : "?");
+		free(t);
+	} else if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(json,
+	    "cached"))) {
+		printf("nearest    none stored for this kernel\n");
+	}
+	cJSON_Delete(json);
+	return EXIT_OK;
+}
+
+/* ---- warm ---- */
+
+#define WARM_BATCH 16
+
+/* Reads FILE whole; NULL with a message on failure. */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
+	    n < (64L << 20) && fseek(f, 0, SEEK_SET) == 0) {
+		buf = malloc((size_t)n + 1);
+		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+			free(buf);
+			buf = NULL;
+		} else if (buf) {
+			buf[n] = '\0';
+		}
+	}
+	fclose(f);
+	return buf;
+}
+
+/*
+ * Expands the manifest into a flat array of get-specs (cJSON objects):
+ * each spec without a "target" is repeated for every target the manifest
+ * lists for its backend (or sent once, with the daemon's default, when it
+ * lists none).
+ */
+static int expand_manifest(const cJSON *m, cJSON *out, char *why,
+    size_t whylen)
+{
+	const cJSON *specs, *targets, *s, *t, *list;
+	const cJSON *ver = cJSON_GetObjectItemCaseSensitive(m, "version");
+
+	if (!cJSON_IsObject(m)) {
+		snprintf(why, whylen, "the manifest is not a JSON object");
+		return -1;
+	}
+	if (!cJSON_IsNumber(ver) || ver->valuedouble != 1) {
+		snprintf(why, whylen, "unsupported manifest \"version\" "
+		    "(this kspec reads version 1)");
+		return -1;
+	}
+	specs = cJSON_GetObjectItemCaseSensitive(m, "specs");
+	targets = cJSON_GetObjectItemCaseSensitive(m, "targets");
+	if (!cJSON_IsArray(specs)) {
+		snprintf(why, whylen, "\"specs\" must be an array");
+		return -1;
+	}
+	if (targets && !cJSON_IsObject(targets)) {
+		snprintf(why, whylen, "\"targets\" must map backends to "
+		    "arrays of targets");
+		return -1;
+	}
+	cJSON_ArrayForEach(s, specs) {
+		const char *be = jstr(s, "backend");
+
+		if (!cJSON_IsObject(s)) {
+			snprintf(why, whylen, "every spec must be an object");
+			return -1;
+		}
+		list = cJSON_GetObjectItemCaseSensitive(targets, be);
+		if (cJSON_GetObjectItemCaseSensitive(s, "target") ||
+		    !cJSON_IsArray(list) || !list->child) {
+			cJSON_AddItemToArray(out, cJSON_Duplicate(s, 1));
+			continue;
+		}
+		cJSON_ArrayForEach(t, list) {
+			cJSON *dup = cJSON_Duplicate(s, 1);
+
+			if (!cJSON_IsString(t)) {
+				cJSON_Delete(dup);
+				snprintf(why, whylen, "targets must be "
+				    "strings");
+				return -1;
+			}
+			cJSON_AddStringToObject(dup, "target", t->valuestring);
+			cJSON_AddItemToArray(out, dup);
+		}
+	}
+	return 0;
+}
+
+static void describe_spec(const cJSON *s, char *buf, size_t len)
+{
+	const cJSON *d;
+	size_t n;
+
+	n = (size_t)snprintf(buf, len, "%s %s %s", jstr(s, "kernel"),
+	    jstr(s, "backend"), jstr(s, "dtype"));
+	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(s, "shape")) {
+		if (n >= len)
+			break;
+		n += (size_t)snprintf(buf + n, len - n, " %s=%.0f", d->string,
+		    d->valuedouble);
+	}
+	if (n < len && cJSON_GetObjectItemCaseSensitive(s, "target"))
+		snprintf(buf + n, len - n, " @%s", jstr(s, "target"));
+}
+
+static void progress(int done, int total, int failed)
+{
+	int i, w = 30, fill = total ? done * w / total : w;
+
+	fprintf(stderr, "\r[");
+	for (i = 0; i < w; i++)
+		fputc(i < fill ? '#' : ' ', stderr);
+	fprintf(stderr, "] %d/%d%s", done, total, failed ? " (failures)" :
+	    "");
+	fflush(stderr);
+}
+
+static int cmd_warm(const char *socket_path, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int counts[4] = { 0 };  /* cached, compiled, joined, failed */
+	const char *path = NULL;
+	kspec_client_t *c = NULL;
+	cJSON *manifest, *specs, *results = NULL;
+	char why[256], *text;
+	int ch, rc, as_json = 0, tty, n, i, done = 0;
+
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "-:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'h':
+			fputs(usage_warm, stdout);
+			return EXIT_OK;
+		case 'j':
+			as_json = 1;
+			break;
+		case 1:
+			if (path)
+				return usage_error("warm", "unexpected "
+				    "argument '%s'", optarg);
+			path = optarg;
+			break;
+		default:
+			return bad_option("warm", optopt, argv[optind - 1]);
+		}
+	}
+	if (!path)
+		return usage_error("warm", "missing MANIFEST");
+	text = slurp(path);
+	if (!text) {
+		fprintf(stderr, "kspec: cannot read %s: %s\n", path,
+		    strerror(errno ? errno : EIO));
+		return EXIT_FAIL;
+	}
+	manifest = cJSON_Parse(text);
+	free(text);
+	specs = cJSON_CreateArray();
+	if (!manifest || expand_manifest(manifest, specs, why, sizeof why)) {
+		fprintf(stderr, "kspec: %s: %s\n", path, manifest ? why :
+		    "not valid JSON");
+		cJSON_Delete(manifest);
+		cJSON_Delete(specs);
+		return EXIT_FAIL;
+	}
+	cJSON_Delete(manifest);
+	rc = open_client(socket_path, &c);
+	if (rc) {
+		cJSON_Delete(specs);
+		return rc;
+	}
+	n = cJSON_GetArraySize(specs);
+	tty = !as_json && isatty(2);
+	if (as_json)
+		results = cJSON_CreateArray();
+	for (i = 0; i < n && !rc; i += WARM_BATCH) {
+		cJSON *batch = cJSON_CreateArray(), *reply;
+		const cJSON *it;
+		char *fields, *items, *out = NULL;
+		int j;
+
+		for (j = i; j < n && j < i + WARM_BATCH; j++)
+			cJSON_AddItemToArray(batch, cJSON_Duplicate(
+			    cJSON_GetArrayItem(specs, j), 1));
+		items = cJSON_PrintUnformatted(batch);
+		cJSON_Delete(batch);
+		fields = malloc(strlen(items) + 16);
+		sprintf(fields, "\"items\":%s", items);
+		free(items);
+		rc = kspec_call(c, "warm", fields, &out);
+		free(fields);
+		if (rc) {
+			if (tty)
+				fputc('\n', stderr);
+			rc = fail(c, rc);
+			break;
+		}
+		reply = cJSON_Parse(out);
+		kspec_free(out);
+		cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(reply,
+		    "items")) {
+			const cJSON *spec = cJSON_GetArrayItem(specs, i +
+			    (int)jnum(it, "index"));
+			const char *src = jstr(it, "source");
+			char desc[256];
+			int ok = cJSON_IsTrue(
+			    cJSON_GetObjectItemCaseSensitive(it, "ok"));
+
+			describe_spec(spec, desc, sizeof desc);
+			counts[!ok ? 3 : strcmp(src, "compiled") == 0 ? 1 :
+			    strcmp(src, "joined") == 0 ? 2 : 0]++;
+			if (as_json) {
+				cJSON *r = cJSON_Duplicate(it, 1);
+
+				cJSON_ReplaceItemInObject(r, "index",
+				    cJSON_CreateNumber(done));
+				cJSON_AddItemToArray(results, r);
+			} else if (!ok) {
+				const cJSON *e =
+				    cJSON_GetObjectItemCaseSensitive(it,
+				    "error");
+
+				fprintf(tty ? stderr : stdout, "%sFAIL  %s: "
+				    "%s: %s\n", tty ? "\r" : "", desc,
+				    jstr(e, "code"), jstr(e, "message"));
+			} else if (!tty) {
+				printf("ok    %s: %s %s, key %.12s\n", desc,
+				    jstr(it, "variant"), src, jstr(it, "key"));
+			}
+			done++;
+		}
+		cJSON_Delete(reply);
+		if (tty)
+			progress(done, n, counts[3]);
+	}
+	kspec_close(c);
+	cJSON_Delete(specs);
+	if (tty)
+		fputc('\n', stderr);
+	if (rc) {
+		cJSON_Delete(results);
+		return rc;
+	}
+	if (as_json) {
+		cJSON *o = cJSON_CreateObject();
+		char *t;
+
+		cJSON_AddItemToObject(o, "items", results);
+		cJSON_AddNumberToObject(o, "total", n);
+		cJSON_AddNumberToObject(o, "cached", counts[0]);
+		cJSON_AddNumberToObject(o, "compiled", counts[1]);
+		cJSON_AddNumberToObject(o, "joined", counts[2]);
+		cJSON_AddNumberToObject(o, "failed", counts[3]);
+		t = cJSON_PrintUnformatted(o);
+		printf("%s\n", t);
+		free(t);
+		cJSON_Delete(o);
+	} else {
+		printf("warm %s: %d specs: %d cached, %d compiled, %d joined, "
+		    "%d failed\n", path, n, counts[0], counts[1], counts[2],
+		    counts[3]);
+	}
+	return counts[3] ? EXIT_FAIL : EXIT_OK;
+}
+
 /* ---- main ---- */
 
 static const struct {
@@ -544,6 +1162,11 @@ static const struct {
 	{ "get", usage_get },
 	{ "stats", usage_stats },
 	{ "hello", usage_hello },
+	{ "kernels", usage_kernels },
+	{ "explain", usage_explain },
+	{ "warm", usage_warm },
+	{ "ls", usage_ls },
+	{ "evict", usage_evict },
 };
 
 static const char *usage_of(const char *cmd)
@@ -607,5 +1230,12 @@ int main(int argc, char **argv)
 		return cmd_json(socket_path, argc, argv, 1);
 	if (strcmp(cmd, "hello") == 0)
 		return cmd_json(socket_path, argc, argv, 0);
+	if (strcmp(cmd, "kernels") == 0 || strcmp(cmd, "ls") == 0 ||
+	    strcmp(cmd, "evict") == 0)
+		return cmd_simple(socket_path, cmd, argc, argv);
+	if (strcmp(cmd, "explain") == 0)
+		return cmd_explain(socket_path, argc, argv);
+	if (strcmp(cmd, "warm") == 0)
+		return cmd_warm(socket_path, argc, argv);
 	return usage_error(NULL, "unknown command '%s'", cmd);
 }

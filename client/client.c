@@ -472,12 +472,13 @@ static int put_field(ks_buf_t *b, const char *name, const char *value)
 	return rc ? rc : ks_buf_json_str(b, value);
 }
 
-static int build_get(ks_buf_t *b, uint64_t id, const kspec_get_spec_t *s)
+static int build_op(ks_buf_t *b, const char *op, uint64_t id,
+    const kspec_get_spec_t *s)
 {
 	size_t i;
 	int rc;
 
-	rc = ks_buf_printf(b, "{\"op\":\"get\",\"id\":%" PRIu64, id);
+	rc = ks_buf_printf(b, "{\"op\":\"%s\",\"id\":%" PRIu64, op, id);
 	if (!rc)
 		rc = put_field(b, "kernel", s->kernel);
 	if (!rc)
@@ -505,10 +506,17 @@ static int build_get(ks_buf_t *b, uint64_t id, const kspec_get_spec_t *s)
 		if (!rc && i + 1 < s->ndynamic)
 			rc = ks_buf_puts(b, ",");
 	}
-	if (!rc)
+	if (!rc && strcmp(op, "get") == 0)
 		rc = ks_buf_printf(b, "],\"return\":\"%s\"}",
 		    s->meta_only ? "meta" : "artifact");
+	else if (!rc)
+		rc = ks_buf_puts(b, "]}");
 	return rc;
+}
+
+static int build_get(ks_buf_t *b, uint64_t id, const kspec_get_spec_t *s)
+{
+	return build_op(b, "get", id, s);
 }
 
 static int check_spec(kspec_client_t *c, const kspec_get_spec_t *s)
@@ -657,5 +665,68 @@ int kspec_get(kspec_client_t *c, const kspec_get_spec_t *spec,
 	r.header = NULL;
 	reply_free(&r);
 	*out = &x->pub;
+	return KSPEC_OK;
+}
+
+int kspec_call(kspec_client_t *c, const char *op, const char *fields,
+    char **json_out)
+{
+	ks_buf_t req;
+	reply_t r;
+	uint64_t id = c->next_id++;
+	int rc;
+
+	*json_out = NULL;
+	clear_error(c);
+	if (!op)
+		return set_error(c, KSPEC_E_INVAL, "no op");
+	ks_buf_init(&req);
+	rc = ks_buf_puts(&req, "{\"op\":");
+	if (!rc)
+		rc = ks_buf_json_str(&req, op);
+	if (!rc)
+		rc = ks_buf_printf(&req, ",\"id\":%" PRIu64 "%s%s}", id,
+		    fields && *fields ? "," : "", fields ? fields : "");
+	if (rc) {
+		ks_buf_close(&req);
+		return set_error(c, rc, "out of memory");
+	}
+	rc = transact(c, &req, id, 0, &r);
+	ks_buf_close(&req);
+	if (rc)
+		return rc;
+	*json_out = r.header;
+	r.header = NULL;
+	reply_free(&r);
+	return KSPEC_OK;
+}
+
+int kspec_explain(kspec_client_t *c, const kspec_get_spec_t *spec,
+    char **json_out)
+{
+	ks_buf_t req;
+	reply_t r;
+	uint64_t id;
+	int rc;
+
+	*json_out = NULL;
+	clear_error(c);
+	rc = check_spec(c, spec);
+	if (rc)
+		return rc;
+	id = c->next_id++;
+	ks_buf_init(&req);
+	rc = build_op(&req, "explain", id, spec);
+	if (rc) {
+		ks_buf_close(&req);
+		return set_error(c, rc, "out of memory");
+	}
+	rc = transact(c, &req, id, 0, &r);
+	ks_buf_close(&req);
+	if (rc)
+		return rc;
+	*json_out = r.header;
+	r.header = NULL;
+	reply_free(&r);
 	return KSPEC_OK;
 }

@@ -183,7 +183,22 @@ int kspec_get(kspec_client_t *client, const kspec_get_spec_t *spec,
 /* Frees an artifact returned by kspec_get.  NULL is allowed. */
 void kspec_artifact_free(kspec_artifact_t *artifact);
 
-/* Frees a string returned by kspec_hello or kspec_stats. */
+/*
+ * Sends op OP with the extra members FIELDS (JSON object members without
+ * braces, e.g. "\"kernel\":\"gemm\"", or NULL) and returns the reply
+ * header's JSON text in *json_out (free with kspec_free).  For the ops
+ * without a dedicated call: kernels, list, evict, warm (docs/protocol.md).
+ */
+int kspec_call(kspec_client_t *client, const char *op, const char *fields,
+    char **json_out);
+
+/* explain for a get spec (meta_only is ignored): the reply header's JSON
+ * text in *json_out (free with kspec_free).  Compiles nothing. */
+int kspec_explain(kspec_client_t *client, const kspec_get_spec_t *spec,
+    char **json_out);
+
+/* Frees a string returned by kspec_hello, kspec_stats, kspec_call or
+ * kspec_explain. */
 void kspec_free(void *p);
 
 #ifdef __cplusplus

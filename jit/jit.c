@@ -9,6 +9,8 @@
 /* Fixed order: it is the order of the hello reply. */
 static const ks_backend_t *const backends[] = {
 	&ks_backend_cpu,
+	&ks_backend_cuda,
+	&ks_backend_opencl,
 };
 
 const ks_backend_t *const *ks_backends(int *count)

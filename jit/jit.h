@@ -1,10 +1,12 @@
 /*
  * jit: backends that turn a specialized kernel into an artifact.
  *
- * One table of function pointers per backend (jit/cpu.c, later
- * jit/cuda.c, jit/opencl.c); nothing outside the backend's file switches on
- * the backend.  All functions are safe to call from any thread; compile may
- * run concurrently on several threads (libgccjit serializes internally).
+ * One table of function pointers per backend (jit/cpu.c, jit/cuda.c,
+ * jit/opencl.c; the GPU ones share the C emitter of jit/emit_c.c); nothing
+ * outside the backend's file switches on the backend.  All functions are
+ * safe to call from any thread; compile may run concurrently on several
+ * threads (libgccjit serializes internally).  docs/backends.md describes
+ * each backend: targets, formats, options, identity, launch, numerics.
  */
 #ifndef KS_JIT_H
 #define KS_JIT_H
@@ -44,9 +46,16 @@ typedef struct ks_backend {
 	int (*compile)(const ks_ir_kernel_t *k, const char *target,
 	    const char *format, ks_jit_artifact_t *out, char *err,
 	    size_t errlen);
+	/* Appends the source text compile would hand to the backend's
+	 * compiler for K (CUDA C, OpenCL C): byte-deterministic, independent
+	 * of target and format, needs no compiler.  NULL where the backend
+	 * has no source form (cpu builds gccjit calls). */
+	int (*source)(const ks_ir_kernel_t *k, ks_buf_t *out, char *err,
+	    size_t errlen);
 } ks_backend_t;
 
-extern const ks_backend_t ks_backend_cpu;
+extern const ks_backend_t ks_backend_cpu, ks_backend_cuda,
+    ks_backend_opencl;
 
 /* The backends, in a fixed order; NULL-safe lookup by name. */
 const ks_backend_t *const *ks_backends(int *count);
@@ -70,6 +79,17 @@ int ks_jit_cpu_load(const void *bytes, size_t len, const char *entry,
     ks_jit_cpu_lib_t **lib, ks_jit_cpu_entry_t *fn, char *err,
     size_t errlen);
 void ks_jit_cpu_unload(ks_jit_cpu_lib_t *lib);
+
+/* ---- opencl devices in this process (tests, benchmarks) ---- */
+
+/*
+ * The OpenCL platform and device (a cl_platform_id and a cl_device_id) that
+ * TARGET names: "auto", a resolved name ("pocl:cpu-0") or "<platform
+ * index>:<device index>", as the opencl backend resolves it.  Errors:
+ * KS_E_BACKEND_UNAVAILABLE, KS_E_BAD_TARGET, with a message in err.
+ */
+int ks_jit_opencl_device(const char *target, void **platform,
+    void **device, char *err, size_t errlen);
 
 /* Appends the assembly the cpu backend generates for K at the resolved
  * TARGET, with the options of compile; for checking vectorization. */

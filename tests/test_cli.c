@@ -1,0 +1,148 @@
+/*
+ * The kspec command line against a real kspecd: exit statuses, files
+ * written, warm manifests, ls/evict/kernels/explain.
+ */
+#include <criterion/criterion.h>
+
+#include "e2e.h"
+
+static e2e_daemon_t D;
+static char out[65536];
+
+static void up(void)
+{
+	memset(&D, 0, sizeof D);
+	cr_assert_eq(e2e_start(&D, NULL), 0, "kspecd did not start");
+}
+
+static void down(void)
+{
+	e2e_cleanup(&D);
+}
+
+TestSuite(cli, .init = up, .fini = down, .timeout = 120);
+
+/* Runs `kspec --socket SOCK ARGS` with stderr merged; returns the exit
+ * status, output in `out`. */
+static int kspec(const char *fmt, ...)
+{
+	char args[2048], cmd[4096];
+	va_list ap;
+	FILE *p;
+	size_t n;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof args, fmt, ap);
+	va_end(ap);
+	snprintf(cmd, sizeof cmd, "%s/kspec --socket %s %s 2>&1",
+	    e2e_build_dir(), D.sock, args);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	n = fread(out, 1, sizeof out - 1, p);
+	out[n] = '\0';
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert_not_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+Test(cli, get_writes_a_loadable_artifact_and_its_metadata)
+{
+	char so[400], meta[400];
+	unsigned char *bytes;
+	e2e_entry_t fn;
+	cJSON *m;
+	void *h;
+	FILE *f;
+	long n;
+
+	snprintf(so, sizeof so, "%s/gemv.so", D.dir);
+	snprintf(meta, sizeof meta, "%s/gemv.json", D.dir);
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=64,K=64 -o %s --meta %s", so, meta), 0, "%s", out);
+	cr_assert(strstr(out, "variant gemv_m1"), "%s", out);
+	f = fopen(meta, "r");
+	cr_assert_not_null(f);
+	bytes = malloc(1 << 20);
+	n = (long)fread(bytes, 1, 1 << 20, f);
+	fclose(f);
+	bytes[n] = '\0';
+	m = cJSON_Parse((char *)bytes);
+	cr_assert_not_null(m);
+	f = fopen(so, "rb");
+	cr_assert_not_null(f);
+	n = (long)fread(bytes, 1, 1 << 20, f);
+	fclose(f);
+	h = e2e_load(bytes, (size_t)n, cJSON_GetObjectItem(m,
+	    "entry")->valuestring, &fn);
+	cr_assert_not_null(h, "the written .so does not load");
+	dlclose(h);
+	cJSON_Delete(m);
+	free(bytes);
+}
+
+Test(cli, errors_map_to_exit_statuses_with_one_line)
+{
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=0,N=8,K=8 --meta /dev/null"), 1);
+	cr_assert(strncmp(out, "kspec: E_BAD_SHAPE: ", 20) == 0, "%s", out);
+	cr_assert_eq(strchr(out, '\n'), out + strlen(out) - 1, "%s", out);
+	cr_assert_eq(kspec("get gemm --dtype f32"), 2);
+	cr_assert_eq(kspec("frobnicate"), 2);
+	cr_assert_eq(e2e_stop(&D), 0);
+	cr_assert_eq(kspec("ping"), 3);
+	cr_assert(strstr(out, "is kspecd running"), "%s", out);
+}
+
+Test(cli, warm_reports_items_and_exit_status)
+{
+	char good[400], bad[400];
+
+	snprintf(good, sizeof good, "%s/good.json", D.dir);
+	snprintf(bad, sizeof bad, "%s/bad.json", D.dir);
+	write_text(good, "{\"version\":1,\"targets\":{\"cpu\":[\"x86-64-v3\","
+	    "\"x86-64-v4\"]},\"specs\":[{\"kernel\":\"gemm\",\"backend\":"
+	    "\"cpu\",\"dtype\":\"bf16\",\"shape\":{\"M\":1,\"N\":64,"
+	    "\"K\":64}},{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":"
+	    "\"f32\",\"target\":\"x86-64-v4\",\"shape\":{\"N\":64,\"K\":64},"
+	    "\"dynamic\":[\"M\"]}]}");
+	write_text(bad, "{\"version\":1,\"specs\":[{\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":0,"
+	    "\"N\":8,\"K\":8}}]}");
+	cr_assert_eq(kspec("warm %s", good), 0, "%s", out);
+	cr_assert(strstr(out, "3 specs: 0 cached, 3 compiled"), "%s", out);
+	cr_assert_eq(kspec("warm %s", good), 0, "%s", out);
+	cr_assert(strstr(out, "3 specs: 3 cached, 0 compiled"), "%s", out);
+	cr_assert_eq(kspec("warm %s", bad), 1, "%s", out);
+	cr_assert(strstr(out, "FAIL") && strstr(out, "E_BAD_SHAPE"), "%s",
+	    out);
+	write_text(bad, "{\"specs\":[]}");
+	cr_assert_eq(kspec("warm %s", bad), 1);
+	cr_assert(strstr(out, "version"), "%s", out);
+}
+
+Test(cli, kernels_ls_explain_and_evict)
+{
+	cr_assert_eq(kspec("kernels"), 0);
+	cr_assert(strstr(out, "gemm") && strstr(out, "gemv_m1"), "%s", out);
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=64,K=64 --meta /dev/null"), 0, "%s", out);
+	cr_assert_eq(kspec("ls --kernel gemm"), 0);
+	cr_assert(strstr(out, "1 of 1 entries"), "%s", out);
+	cr_assert_eq(kspec("explain gemm --backend cpu --dtype bf16 --shape "
+	    "M=1,N=64,K=64"), 0);
+	cr_assert(strstr(out, "differs in [\"dtype\"]"), "%s", out);
+	cr_assert_eq(kspec("evict --all"), 0);
+	cr_assert(strstr(out, "evicted 1"), "%s", out);
+	cr_assert_eq(kspec("ls --json"), 0);
+	cr_assert(strstr(out, "\"total\":0"), "%s", out);
+	cr_assert_eq(kspec("evict"), 2);
+}
