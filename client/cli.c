@@ -43,6 +43,7 @@ static const char usage_main[] =
 "  warm MANIFEST    compile every spec of a manifest (docs/cli.md)\n"
 "  ls [--json]      the stored artifacts (filters, paging)\n"
 "  evict ...        remove stored artifacts by key, filter or all\n"
+"  manifest --from-misses  the daemon's recorded misses as a warm manifest\n"
 "  hello            the daemon's version and backends, as JSON\n"
 "  help [COMMAND]   this text, or a command's\n"
 "\n"
@@ -576,6 +577,14 @@ static const char usage_evict[] =
 "           [--kernel K] [--backend B] [--target T]) [--json]\n"
 "\n"
 "Removes stored artifacts from the store and the memory tier.\n";
+
+static const char usage_manifest[] =
+"usage: kspec [--socket PATH] manifest --from-misses [-o FILE]\n"
+"\n"
+"Writes every distinct get that missed (compiled or joined a compile) on\n"
+"this daemon as a warm manifest (docs/cli.md), oldest first, to FILE or\n"
+"stdout, so what production asked for can be warmed on another machine\n"
+"with `kspec warm FILE`.\n";
 
 /* ---- generic ops ---- */
 
@@ -1152,6 +1161,82 @@ static int cmd_warm(const char *socket_path, int argc, char **argv)
 	return counts[3] ? EXIT_FAIL : EXIT_OK;
 }
 
+/* ---- manifest ---- */
+
+static int cmd_manifest(const char *socket_path, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "from-misses", no_argument, NULL, 'm' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	kspec_client_t *c = NULL;
+	const char *outpath = NULL;
+	cJSON *reply, *man, *specs;
+	const cJSON *m;
+	char *text = NULL;
+	int ch, rc, from_misses = 0;
+
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "-:ho:", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'h':
+			fputs(usage_manifest, stdout);
+			return EXIT_OK;
+		case 'm':
+			from_misses = 1;
+			break;
+		case 'o':
+			outpath = optarg;
+			break;
+		case 1:
+			return usage_error("manifest", "unexpected argument "
+			    "'%s'", optarg);
+		case ':':
+			return usage_error("manifest", "%s needs a value",
+			    argv[optind - 1]);
+		default:
+			return bad_option("manifest", optopt,
+			    argv[optind - 1]);
+		}
+	}
+	if (!from_misses)
+		return usage_error("manifest", "give --from-misses");
+	rc = open_client(socket_path, &c);
+	if (rc)
+		return rc;
+	rc = kspec_call(c, "misses", NULL, &text);
+	if (rc) {
+		rc = fail(c, rc);
+		kspec_close(c);
+		return rc;
+	}
+	kspec_close(c);
+	reply = cJSON_Parse(text);
+	kspec_free(text);
+	man = cJSON_CreateObject();
+	cJSON_AddNumberToObject(man, "version", 1);
+	specs = cJSON_AddArrayToObject(man, "specs");
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(reply, "misses"))
+		cJSON_AddItemToArray(specs, cJSON_Duplicate(
+		    cJSON_GetObjectItemCaseSensitive(m, "spec"), 1));
+	text = cJSON_Print(man);
+	rc = EXIT_OK;
+	if (outpath)
+		rc = write_file(outpath, text, strlen(text), 1) ? EXIT_FAIL :
+		    EXIT_OK;
+	else
+		printf("%s\n", text);
+	if (outpath && !rc)
+		printf("%d specs -> %s\n", cJSON_GetArraySize(specs), outpath);
+	free(text);
+	cJSON_Delete(man);
+	cJSON_Delete(reply);
+	return rc;
+}
+
 /* ---- main ---- */
 
 static const struct {
@@ -1167,6 +1252,7 @@ static const struct {
 	{ "warm", usage_warm },
 	{ "ls", usage_ls },
 	{ "evict", usage_evict },
+	{ "manifest", usage_manifest },
 };
 
 static const char *usage_of(const char *cmd)
@@ -1237,5 +1323,7 @@ int main(int argc, char **argv)
 		return cmd_explain(socket_path, argc, argv);
 	if (strcmp(cmd, "warm") == 0)
 		return cmd_warm(socket_path, argc, argv);
+	if (strcmp(cmd, "manifest") == 0)
+		return cmd_manifest(socket_path, argc, argv);
 	return usage_error(NULL, "unknown command '%s'", cmd);
 }

@@ -58,7 +58,7 @@ static void cuda_reduce_helper(ks_buf_t *out, const ks_c_dialect_t *d,
 
 	ks_buf_printf(out, "/* The canonical tree over %d lanes: t[l] = t[l] "
 	    "op t[l + s], s = %d .. 1. */\n"
-	    "%s %s %s(%s v)\n{\n", nlanes, nlanes / 2, d->fn, r->type, r->name,
+	    "%s%s %s(%s v)\n{\n", nlanes, nlanes / 2, d->fn, r->type, r->name,
 	    r->type);
 	for (s = nlanes / 2; s >= 1; s /= 2) {
 		char other[64];
@@ -80,7 +80,7 @@ static const ks_c_dialect_t cuda_dialect = {
 	    "typedef long long ks_i64;\n"
 	    "typedef unsigned int ks_u32;\n"
 	    "typedef unsigned short ks_u16;\n",
-	.fn = "static __device__ __forceinline__",
+	.fn = "static __device__ __forceinline__ ",
 	.entry_head = cuda_entry_head,
 	.global = "",
 	.restrict_kw = "__restrict__",

@@ -155,7 +155,7 @@ static void helper(emit_t *E, int h)
 	switch (h) {
 	case H_F16_LOAD:
 		put(E, "/* f16 -> f32, exact for every pattern. */\n"
-		    "%s float ksh_f16_to_f32(ks_u16 a)\n"
+		    "%sfloat ksh_f16_to_f32(ks_u16 a)\n"
 		    "{\n"
 		    "\tks_u32 h = (ks_u32)a;\n"
 		    "\tks_u32 o = (h & 0x7fffu) << 13;\n"
@@ -174,7 +174,7 @@ static void helper(emit_t *E, int h)
 		break;
 	case H_BF16_LOAD:
 		put(E, "/* bf16 -> f32: the upper half of the f32 pattern. */\n"
-		    "%s float ksh_bf16_to_f32(ks_u16 a)\n"
+		    "%sfloat ksh_bf16_to_f32(ks_u16 a)\n"
 		    "{\n"
 		    "\treturn %s((ks_u32)a << 16);\n"
 		    "}\n\n", fn, u2f);
@@ -182,7 +182,7 @@ static void helper(emit_t *E, int h)
 	case H_F16_STORE:
 		put(E, "/* f32 -> f16, round to nearest even; NaN stays a quiet "
 		    "NaN. */\n"
-		    "%s ks_u16 ksh_f32_to_f16(float a)\n"
+		    "%sks_u16 ksh_f32_to_f16(float a)\n"
 		    "{\n"
 		    "\tks_u32 x = %s(a);\n"
 		    "\tks_u32 sign = x & 0x80000000u;\n"
@@ -202,7 +202,7 @@ static void helper(emit_t *E, int h)
 	case H_BF16_STORE:
 		put(E, "/* f32 -> bf16, round to nearest even; NaN stays a quiet "
 		    "NaN. */\n"
-		    "%s ks_u16 ksh_f32_to_bf16(float a)\n"
+		    "%sks_u16 ksh_f32_to_bf16(float a)\n"
 		    "{\n"
 		    "\tks_u32 x = %s(a);\n"
 		    "\n"
@@ -214,7 +214,7 @@ static void helper(emit_t *E, int h)
 	case H_FMIN:
 	case H_FMAX:
 		put(E, "/* %s: a NaN operand is ignored; %s. */\n"
-		    "%s float ksh_f%sf(float a, float b)\n"
+		    "%sfloat ksh_f%sf(float a, float b)\n"
 		    "{\n"
 		    "\tks_u32 ai = %s(a), bi = %s(b);\n"
 		    "\tks_u32 r = (b %s a || a != a) ? bi : ai;\n"
@@ -230,7 +230,7 @@ static void helper(emit_t *E, int h)
 		break;
 	case H_IMIN:
 	case H_IMAX:
-		put(E, "%s ks_i64 ksh_i%s(ks_i64 a, ks_i64 b)\n"
+		put(E, "%sks_i64 ksh_i%s(ks_i64 a, ks_i64 b)\n"
 		    "{\n"
 		    "\treturn a %s b ? a : b;\n"
 		    "}\n\n", fn, h == H_IMAX ? "max" : "min",

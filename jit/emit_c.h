@@ -50,7 +50,8 @@ struct ks_c_dialect {
 	const char *name;       /* "CUDA C", "OpenCL C": for the banner */
 	const char *prelude;    /* pragmas and the typedefs ks_i64, ks_u32,
 	                           ks_u16 */
-	const char *fn;         /* storage and qualifiers of helpers */
+	const char *fn;         /* storage and qualifiers of helpers, with
+	                           a trailing space, or "" */
 	/* Appends everything before the entry's name in its definition,
 	 * given the block size. */
 	void (*entry_head)(ks_buf_t *out, int nlanes);

@@ -61,34 +61,47 @@ static void cl_entry_head(ks_buf_t *out, int nlanes)
 }
 
 /*
- * The canonical tree in local memory, not sub-groups (which OpenCL 1.2
- * does not have and whose size a device chooses): every work-item stores
- * its value, then at stride s the items l < s compute t[l] op t[l + s]
- * (they read only slots [s, 2s), which nobody writes at that stride).  The
- * last barrier keeps the next reduction from overwriting t[0] before every
- * item has read it.
+ * The canonical tree through local memory, not sub-groups (which OpenCL
+ * 1.2 does not have and whose size a device chooses): every work-item
+ * stores its value, and after one barrier every work-item computes the
+ * whole tree from the stored values, in private registers, straight-line:
+ * u[l] = t[l] op t[l + s] at the first stride, then u[l] = u[l] op u[l + s].
+ * All work-items compute the same bits (the same operations in the same
+ * order), so no broadcast is needed.  Two barriers per reduction instead
+ * of one per stride: a CPU device such as PoCL pays for every barrier in
+ * compile time (8 s for a gemm with a barrier per stride, against well
+ * under a second), and 31 redundant adds are nothing beside the loads.
+ * The second barrier keeps the next reduction from overwriting t before
+ * every work-item has read it.
  */
 static void cl_reduce_helper(ks_buf_t *out, const ks_c_dialect_t *d,
     const ks_c_reduce_t *r, int nlanes)
 {
-	int s;
+	int s, l;
 
 	ks_buf_printf(out, "/* The canonical tree over %d lanes: t[l] = t[l] "
-	    "op t[l + s], s = %d .. 1. */\n"
-	    "%s %s %s(%s v, ks_i64 lane, __local %s *t)\n{\n\t%s r;\n\n"
-	    "\tt[lane] = v;\n\tbarrier(CLK_LOCAL_MEM_FENCE);\n", nlanes,
-	    nlanes / 2, d->fn, r->type, r->name, r->type, r->type, r->type);
+	    "op t[l + s], s = %d .. 1,\n * computed by every work-item. */\n"
+	    "%s%s %s(%s v, ks_i64 lane, __local %s *t)\n{\n",
+	    nlanes, nlanes / 2, d->fn, r->type, r->name, r->type, r->type);
+	if (nlanes > 1)
+		ks_buf_printf(out, "\t%s u[%d];\n\n", r->type, nlanes / 2);
+	ks_buf_puts(out, "\tt[lane] = v;\n\tbarrier(CLK_LOCAL_MEM_FENCE);\n");
 	for (s = nlanes / 2; s >= 1; s /= 2) {
-		char a[32], b[32];
+		for (l = 0; l < s; l++) {
+			char a[32], b[32];
 
-		snprintf(a, sizeof(a), "t[lane]");
-		snprintf(b, sizeof(b), "t[lane + %d]", s);
-		ks_buf_printf(out, "\tif (lane < %d)\n\t\tt[lane] = ", s);
-		r->combine(out, a, b);
-		ks_buf_puts(out, ";\n\tbarrier(CLK_LOCAL_MEM_FENCE);\n");
+			snprintf(a, sizeof(a), "%s[%d]", s == nlanes / 2 ? "t" :
+			    "u", l);
+			snprintf(b, sizeof(b), "%s[%d]", s == nlanes / 2 ? "t" :
+			    "u", l + s);
+			ks_buf_printf(out, "\tu[%d] = ", l);
+			r->combine(out, a, b);
+			ks_buf_puts(out, ";\n");
+		}
 	}
-	ks_buf_puts(out, "\tr = t[0];\n\tbarrier(CLK_LOCAL_MEM_FENCE);\n"
-	    "\treturn r;\n}\n");
+	ks_buf_printf(out, "\tconst %s r = %s;\n\n"
+	    "\tbarrier(CLK_LOCAL_MEM_FENCE);\n\treturn r;\n}\n", r->type,
+	    nlanes > 1 ? "u[0]" : "t[0]");
 }
 
 static void cl_reduce_args(ks_buf_t *out, const ks_c_reduce_t *r)
@@ -112,7 +125,11 @@ static const ks_c_dialect_t cl_dialect = {
 	    "typedef long ks_i64;\n"
 	    "typedef uint ks_u32;\n"
 	    "typedef ushort ks_u16;\n",
-	.fn = "static",
+	/* Not static: PoCL 3.1 (LLVM 15) crashes in its inliner when it
+	 * builds the work-group functions of a kernel that calls static
+	 * helpers containing barriers.  External linkage is harmless: the
+	 * helper names (ksh_*) are kspec's own. */
+	.fn = "",
 	.entry_head = cl_entry_head,
 	.global = "__global ",
 	.restrict_kw = "restrict",

@@ -86,6 +86,7 @@ static const char *const op_names[KS_OP_COUNT_] = {
 	[KS_OP_EVICT] = "evict",
 	[KS_OP_EXPLAIN] = "explain",
 	[KS_OP_WARM] = "warm",
+	[KS_OP_MISSES] = "misses",
 };
 
 const char *ks_op_name(ks_op_t op)

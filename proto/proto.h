@@ -52,6 +52,7 @@ typedef enum {
 	KS_OP_EVICT,
 	KS_OP_EXPLAIN,
 	KS_OP_WARM,
+	KS_OP_MISSES,
 	KS_OP_COUNT_
 } ks_op_t;
 

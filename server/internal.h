@@ -83,6 +83,7 @@ typedef struct {
 	ks_spec_t spec;
 	const ks_backend_t *backend;
 	const char *target;      /* resolved; owned by the identity cache */
+	const char *requested;   /* target as the client wrote it; likewise */
 	const char *identity;    /* compiler identity; identity cache */
 	char format[KS_MAX_NAME + 1];
 	ks_hash_t key;
@@ -199,6 +200,9 @@ void ks_op_list(ks_conn_t *c, const ks_request_t *req);
 void ks_op_evict(ks_conn_t *c, const ks_request_t *req);
 void ks_op_explain(ks_conn_t *c, const ks_request_t *req);
 void ks_op_warm(ks_conn_t *c, const ks_request_t *req);
+void ks_op_misses(ks_conn_t *c, const ks_request_t *req);
+/* Writes the canonical get-spec of G (target as requested) as JSON. */
+int ks_spec_json(const ks_get_t *g, ks_buf_t *out);
 /* Records a finished warm item; replies when it was the last. */
 void ks_warm_item_done(ks_warm_t *w, int index, int err, const char *msg,
     const char *source, const ks_artifact_t *a);

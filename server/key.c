@@ -214,6 +214,7 @@ int ks_srv_normalize(ks_srv_t *srv, const ks_get_req_t *req, ks_get_t *out,
 		return rc;
 	}
 	out->target = ident->target;
+	out->requested = ident->requested;
 	out->identity = ident->identity;
 
 	ki = kernel_index(def);

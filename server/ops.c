@@ -531,3 +531,66 @@ void ks_op_warm(ks_conn_t *c, const ks_request_t *req)
 	ks_warm_item_done(w, -1, KS_OK, NULL, NULL, NULL);
 	ks_srv_dispatch(srv);
 }
+
+/* ---- misses ---- */
+
+int ks_spec_json(const ks_get_t *g, ks_buf_t *o)
+{
+	int i, first;
+
+	ks_buf_printf(o, "{\"kernel\":\"%s\",\"backend\":\"%s\",\"target\":",
+	    g->spec.def->name, g->backend->name);
+	ks_buf_json_str(o, g->requested);
+	ks_buf_printf(o, ",\"dtype\":\"%s\",\"mode\":\"%s\",\"format\":",
+	    ks_dtype_name(g->spec.dtype), g->spec.mode == KS_MODE_FAST ?
+	    "fast" : "exact");
+	ks_buf_json_str(o, g->format);
+	ks_buf_puts(o, ",\"shape\":{");
+	for (i = 0, first = 1; i < g->spec.ndims; i++) {
+		if (!g->spec.dims[i].is_const)
+			continue;
+		ks_buf_printf(o, "%s\"%s\":%" PRId64, first ? "" : ",",
+		    g->spec.dims[i].name, g->spec.dims[i].value);
+		first = 0;
+	}
+	ks_buf_puts(o, "},\"dynamic\":[");
+	for (i = 0, first = 1; i < g->spec.ndims; i++) {
+		if (g->spec.dims[i].is_const)
+			continue;
+		ks_buf_printf(o, "%s\"%s\"", first ? "" : ",",
+		    g->spec.dims[i].name);
+		first = 0;
+	}
+	return ks_buf_puts(o, "]}");
+}
+
+static int miss_one(void *ctx, const char *spec, int64_t first, int64_t last,
+    uint64_t count)
+{
+	ks_conn_t *c = ctx;
+	size_t before = c->out.len;
+
+	/* Each spec was written by ks_spec_json: valid JSON, inserted as is. */
+	ks_buf_printf(&c->out, "%s{\"spec\":%s,\"first_ms\":%" PRId64
+	    ",\"last_ms\":%" PRId64 ",\"count\":%" PRIu64 "}",
+	    c->out.data[before - 1] == '[' ? "" : ",", spec, first, last,
+	    count);
+	return 0;
+}
+
+void ks_op_misses(ks_conn_t *c, const ks_request_t *req)
+{
+	int rc;
+
+	ks_reply_begin(c, req->has_id, req->id);
+	ks_buf_puts(&c->out, ",\"misses\":[");
+	rc = ks_store_misses(c->srv->store, miss_one, c);
+	if (rc) {
+		ks_reply_err(c, req->has_id, req->id, rc, "cannot read the "
+		    "recorded misses");
+		return;
+	}
+	ks_buf_puts(&c->out, "]");
+	ks_reply_end(c, 0);
+	ks_reply_send(c, NULL);
+}

@@ -630,6 +630,7 @@ void ks_srv_dispatch(ks_srv_t *srv)
 static void flight_finish(ks_srv_t *srv, ks_flight_t *f)
 {
 	ks_waiter_t *wt, *next;
+	uint64_t gets;
 
 	HASH_DEL(srv->flights, f);
 	srv->n.compile_ns_total += ks_now_ns() - f->started_ns;
@@ -639,6 +640,19 @@ static void flight_finish(ks_srv_t *srv, ks_flight_t *f)
 		    f->get.spec.def->name, ks_err_name(f->err), f->errmsg);
 	} else {
 		ks_hot_put(srv->hot, f->artifact);
+	}
+	/* Every get that missed is recorded, so production's misses can be
+	 * exported as a warm manifest (warm items are replays, not asks). */
+	for (wt = f->waiters, gets = 0; wt; wt = wt->next)
+		gets += wt->warm == NULL;
+	if (gets) {
+		ks_buf_t spec;
+
+		ks_buf_init(&spec);
+		if (ks_spec_json(&f->get, &spec) == KS_OK &&
+		    ks_store_record_miss(srv->store, spec.data, gets) != KS_OK)
+			ks_log(KS_LOG_WARN, "store: could not record a miss");
+		ks_buf_close(&spec);
 	}
 	for (wt = f->waiters; wt; wt = next) {
 		const char *source = wt->joined ? "joined" : "compiled";
@@ -867,6 +881,9 @@ static void handle_request(ks_conn_t *c, const char *hdr, size_t len)
 		break;
 	case KS_OP_WARM:
 		ks_op_warm(c, &req);
+		break;
+	case KS_OP_MISSES:
+		ks_op_misses(c, &req);
 		break;
 	default:
 		ks_reply_err(c, req.has_id, req.id, KS_E_UNKNOWN_OP,

@@ -110,6 +110,16 @@ static const char *const migrations[] = {
 	"  name TEXT PRIMARY KEY NOT NULL,"
 	"  value INTEGER NOT NULL) WITHOUT ROWID;"
 	"INSERT INTO counters(name, value) VALUES ('corrupt', 0);",
+	/* v1 -> v2: every distinct miss, for `kspec manifest --from-misses`.
+	 *   spec   the get-spec as requested (canonical JSON, target as the
+	 *          client wrote it), so a replay on another machine resolves
+	 *          "auto" there
+	 *   first, last  Unix milliseconds; count  requests that missed */
+	"CREATE TABLE misses ("
+	"  spec TEXT PRIMARY KEY NOT NULL,"
+	"  first INTEGER NOT NULL,"
+	"  last INTEGER NOT NULL,"
+	"  count INTEGER NOT NULL) WITHOUT ROWID;",
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] ==
@@ -1199,4 +1209,53 @@ int ks_store_list(ks_store_t *s, int (*cb)(void *ctx, const ks_hash_t *key,
 	sqlite3_reset(s->r_list);
 	pthread_mutex_unlock(&s->rlock);
 	return stop;
+}
+
+int ks_store_record_miss(ks_store_t *s, const char *spec, uint64_t count)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t now = ks_wall_s() * 1000;
+	int rc;
+
+	pthread_mutex_lock(&s->wlock);
+	rc = sqlite3_prepare_v2(s->w, "INSERT INTO misses(spec, first, last, "
+	    "count) VALUES (?1, ?2, ?2, ?3) ON CONFLICT(spec) DO UPDATE SET "
+	    "last = excluded.last, count = count + excluded.count", -1, &st,
+	    NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, spec, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, now);
+		sqlite3_bind_int64(st, 3, (int64_t)count);
+		rc = sqlite3_step(st);
+	}
+	rc = rc == SQLITE_DONE ? KS_OK : failed(s, s->w, rc, "record miss");
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->wlock);
+	return rc;
+}
+
+int ks_store_misses(ks_store_t *s, int (*cb)(void *ctx, const char *spec,
+    int64_t first, int64_t last, uint64_t count), void *ctx)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, stop = 0;
+
+	pthread_mutex_lock(&s->rlock);
+	rc = sqlite3_prepare_v2(s->r, "SELECT spec, first, last, count FROM "
+	    "misses ORDER BY first, spec", -1, &st, NULL);
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *spec = (const char *)sqlite3_column_text(st, 0);
+
+		rc = SQLITE_OK;
+		stop = cb(ctx, spec ? spec : "", sqlite3_column_int64(st, 1),
+		    sqlite3_column_int64(st, 2),
+		    (uint64_t)sqlite3_column_int64(st, 3));
+		if (stop)
+			break;
+	}
+	rc = !stop && rc != SQLITE_DONE ? failed(s, s->r, rc, "misses") :
+	    KS_OK;
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->rlock);
+	return rc;
 }

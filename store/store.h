@@ -60,7 +60,7 @@ typedef struct ks_store ks_store_t;
 
 /* Schema version (PRAGMA user_version) this build creates and migrates to;
  * a store with a newer version is refused. */
-#define KS_STORE_SCHEMA_VERSION 1
+#define KS_STORE_SCHEMA_VERSION 2
 /* Distinct keys whose touches are held in memory; a full set is flushed. */
 #define KS_STORE_PENDING_TOUCHES 256
 
@@ -101,6 +101,14 @@ void ks_store_touch(ks_store_t *s, const ks_hash_t *key);
 int ks_store_flush(ks_store_t *s);
 int ks_store_remove(ks_store_t *s, const ks_hash_t *key);
 int ks_store_stats(ks_store_t *s, ks_store_stats_t *out);
+
+/* Records COUNT requests that missed for SPEC (a canonical get-spec JSON
+ * text): inserted with first = last = now, or last and count updated. */
+int ks_store_record_miss(ks_store_t *s, const char *spec, uint64_t count);
+/* Calls CB for every recorded miss, oldest first; CB returns non-zero to
+ * stop.  CB runs under the reader lock and must not call the store. */
+int ks_store_misses(ks_store_t *s, int (*cb)(void *ctx, const char *spec,
+    int64_t first, int64_t last, uint64_t count), void *ctx);
 
 /*
  * Notes on the calls above, added with the implementation:

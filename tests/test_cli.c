@@ -146,3 +146,41 @@ Test(cli, kernels_ls_explain_and_evict)
 	cr_assert(strstr(out, "\"total\":0"), "%s", out);
 	cr_assert_eq(kspec("evict"), 2);
 }
+
+/*
+ * Misses recorded on one daemon, exported as a manifest, warm a fresh
+ * store on another: the same requests then hit without compiling.
+ */
+Test(cli, exported_misses_warm_a_fresh_store)
+{
+	static const char *const gets[] = {
+		"get gemm --backend cpu --dtype bf16 --shape M=1,N=64,K=64 "
+		    "--meta /dev/null",
+		"get gemm --backend cpu --dtype f32 --shape N=32,K=32 "
+		    "--dynamic M --meta /dev/null",
+	};
+	char man[400];
+	int i;
+
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(kspec("%s", gets[i]), 0, "%s", out);
+	/* A hit is not a miss. */
+	cr_assert_eq(kspec("%s", gets[0]), 0, "%s", out);
+	/* Outside D.dir, which goes with the first daemon. */
+	snprintf(man, sizeof man, "/tmp/kspec-cli-misses-%ld.json",
+	    (long)getpid());
+	cr_assert_eq(kspec("manifest --from-misses -o %s", man), 0, "%s", out);
+	cr_assert(strstr(out, "2 specs"), "%s", out);
+
+	e2e_cleanup(&D);
+	memset(&D, 0, sizeof D);
+	cr_assert_eq(e2e_start(&D, NULL), 0);
+	cr_assert_eq(kspec("warm %s", man), 0, "%s", out);
+	cr_assert(strstr(out, "2 specs: 0 cached, 2 compiled"), "%s", out);
+	for (i = 0; i < 2; i++) {
+		cr_assert_eq(kspec("%s", gets[i]), 0, "%s", out);
+		cr_assert(strstr(out, "source memory"), "%s", out);
+	}
+	cr_assert_eq(e2e_stat(D.sock, "compiles"), 2);
+	unlink(man);
+}

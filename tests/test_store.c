@@ -1250,3 +1250,43 @@ Test(store, integrity_check_reports_damaged_pages)
 	expect_same(s, 2, 100);
 	ks_store_close(s);
 }
+
+typedef struct {
+	char specs[4][64];
+	uint64_t counts[4];
+	int n;
+} misses_t;
+
+static int collect_miss(void *ctx, const char *spec, int64_t first,
+    int64_t last, uint64_t count)
+{
+	misses_t *m = ctx;
+
+	cr_assert_leq(first, last);
+	if (m->n < 4) {
+		snprintf(m->specs[m->n], sizeof m->specs[0], "%s", spec);
+		m->counts[m->n] = count;
+	}
+	m->n++;
+	return 0;
+}
+
+Test(store, misses_are_counted_per_distinct_spec_and_survive_reopen)
+{
+	ks_store_t *s = open_store(0);
+	misses_t m;
+
+	cr_assert_eq(ks_store_record_miss(s, "{\"a\":1}", 1), KS_OK);
+	cr_assert_eq(ks_store_record_miss(s, "{\"b\":2}", 3), KS_OK);
+	cr_assert_eq(ks_store_record_miss(s, "{\"a\":1}", 2), KS_OK);
+	ks_store_close(s);
+	s = open_store(0);
+	memset(&m, 0, sizeof m);
+	cr_assert_eq(ks_store_misses(s, collect_miss, &m), KS_OK);
+	cr_assert_eq(m.n, 2);
+	cr_assert_str_eq(m.specs[0], "{\"a\":1}");
+	cr_assert_eq(m.counts[0], 3);
+	cr_assert_str_eq(m.specs[1], "{\"b\":2}");
+	cr_assert_eq(m.counts[1], 3);
+	ks_store_close(s);
+}

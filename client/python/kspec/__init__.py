@@ -1,0 +1,24 @@
+"""kspec: the Python client of kspecd (standard library only).
+
+    import kspec
+    with kspec.Client() as c:                       # default socket
+        art = c.get("gemm", backend="cpu", dtype="f32",
+                    shape={"M": 1, "N": 4096, "K": 4096})
+        gemv = kspec.load_cpu(art)                  # memfd + dlopen
+        gemv(x, W, y)                               # buffers, in params order
+
+See docs/python.md.
+"""
+
+from .errors import KspecError, ERROR_CODES
+from .client import (Client, Artifact, Reply, default_socket_path,
+                     get_request, PROTOCOL_VERSION)
+from .loader import load_cpu, CpuKernel, eval_expr
+
+__version__ = "0.1.0"
+
+__all__ = ["Client", "Artifact", "Reply", "KspecError", "ERROR_CODES",
+           "default_socket_path", "get_request", "load_cpu", "CpuKernel",
+           "eval_expr", "PROTOCOL_VERSION", "numeric"]
+
+from . import numeric  # noqa: E402  (helpers; imported for kspec.numeric)
