@@ -221,16 +221,11 @@ static int daemon_error(kspec_client_t *c, const cJSON *json)
  * otherwise.  Returns KSPEC_OK for an ok:true reply, the daemon's error
  * for ok:false, or a local one.  R is empty unless KSPEC_OK.
  */
-static int transact(kspec_client_t *c, const ks_buf_t *req, uint64_t id,
-    int want_payload, reply_t *r)
+static int send_request(kspec_client_t *c, const ks_buf_t *req)
 {
 	uint8_t prefix[KS_FRAME_PREFIX];
-	uint32_t hlen, plen;
-	const cJSON *rid, *ok;
-	const char *end = NULL;
 	int rc;
 
-	memset(r, 0, sizeof *r);
 	if (c->fd < 0)
 		return set_error(c, KSPEC_E_CONNECT, "not connected to %s",
 		    c->path);
@@ -239,10 +234,27 @@ static int transact(kspec_client_t *c, const ks_buf_t *req, uint64_t id,
 		    "request header is longer than %u bytes", KS_MAX_HEADER);
 	ks_frame_prefix(prefix, (uint32_t)req->len, 0);
 	rc = send_all(c, prefix, sizeof prefix);
-	if (!rc)
-		rc = send_all(c, req->data, req->len);
-	if (!rc)
-		rc = recv_all(c, prefix, sizeof prefix);
+	return rc ? rc : send_all(c, req->data, req->len);
+}
+
+/*
+ * Reads one reply whose id lies in [lo, hi] into R (*id_out is its id).
+ * WANT_PAYLOAD(ctx, id) tells whether that request asked for a payload.
+ * A daemon error reply returns its code with R freed but *id_out set.
+ */
+static int recv_reply(kspec_client_t *c, uint64_t lo, uint64_t hi,
+    int (*want_payload)(void *ctx, uint64_t id), void *ctx, reply_t *r,
+    uint64_t *id_out)
+{
+	uint8_t prefix[KS_FRAME_PREFIX];
+	uint32_t hlen, plen;
+	const cJSON *rid, *ok;
+	const char *end = NULL;
+	int rc, want;
+
+	memset(r, 0, sizeof *r);
+	*id_out = UINT64_MAX;
+	rc = recv_all(c, prefix, sizeof prefix);
 	if (rc)
 		return rc;
 	rc = ks_frame_peek(prefix, sizeof prefix, KS_MAX_REPLY_HEADER,
@@ -264,7 +276,29 @@ static int transact(kspec_client_t *c, const ks_buf_t *req, uint64_t id,
 	if (rc)
 		goto fail;
 	r->header[hlen] = '\0';
-	if (plen && want_payload) {
+	r->json = cJSON_ParseWithLengthOpts(r->header, (size_t)hlen + 1, &end,
+	    1);
+	if (!cJSON_IsObject(r->json)) {
+		/* The frame's length keeps the stream in step. */
+		rc = plen ? discard(c, plen) : KSPEC_OK;
+		if (!rc)
+			rc = set_error(c, KSPEC_E_PROTO,
+			    "reply header is not a JSON object");
+		goto fail;
+	}
+	/* An error reply may lack the id when the daemon could not read
+	 * ours; any other id means replies and requests are out of step. */
+	rid = cJSON_GetObjectItemCaseSensitive(r->json, "id");
+	ok = cJSON_GetObjectItemCaseSensitive(r->json, "ok");
+	if (rid && !(cJSON_IsNumber(rid) && rid->valuedouble >= (double)lo &&
+	    rid->valuedouble <= (double)hi)) {
+		rc = broken(c, "reply id does not match the request");
+		goto fail;
+	}
+	if (rid)
+		*id_out = (uint64_t)rid->valuedouble;
+	want = rid && want_payload ? want_payload(ctx, *id_out) : 0;
+	if (plen && want) {
 		r->payload = malloc(plen);
 		if (!r->payload) {
 			drop(c);
@@ -279,22 +313,6 @@ static int transact(kspec_client_t *c, const ks_buf_t *req, uint64_t id,
 	}
 	if (rc)
 		goto fail;
-
-	r->json = cJSON_ParseWithLengthOpts(r->header, (size_t)hlen + 1, &end,
-	    1);
-	if (!cJSON_IsObject(r->json)) {
-		rc = set_error(c, KSPEC_E_PROTO,
-		    "reply header is not a JSON object");
-		goto fail;
-	}
-	/* An error reply may lack the id when the daemon could not read
-	 * ours; any other id means replies and requests are out of step. */
-	rid = cJSON_GetObjectItemCaseSensitive(r->json, "id");
-	ok = cJSON_GetObjectItemCaseSensitive(r->json, "ok");
-	if (rid && !(cJSON_IsNumber(rid) && rid->valuedouble == (double)id)) {
-		rc = broken(c, "reply id does not match the request");
-		goto fail;
-	}
 	if (cJSON_IsFalse(ok)) {
 		rc = daemon_error(c, r->json);
 		goto fail;
@@ -304,7 +322,7 @@ static int transact(kspec_client_t *c, const ks_buf_t *req, uint64_t id,
 		    "reply lacks \"ok\":true or its id");
 		goto fail;
 	}
-	if (plen && !want_payload) {
+	if (plen && !want) {
 		rc = set_error(c, KSPEC_E_PROTO, "unexpected reply payload");
 		goto fail;
 	}
@@ -312,6 +330,30 @@ static int transact(kspec_client_t *c, const ks_buf_t *req, uint64_t id,
 fail:
 	reply_free(r);
 	return rc;
+}
+
+static int want_yes(void *ctx, uint64_t id)
+{
+	return 1;
+}
+
+static int want_no(void *ctx, uint64_t id)
+{
+	return 0;
+}
+
+static int transact(kspec_client_t *c, const ks_buf_t *req, uint64_t id,
+    int want_payload, reply_t *r)
+{
+	uint64_t got;
+	int rc;
+
+	memset(r, 0, sizeof *r);
+	rc = send_request(c, req);
+	if (rc)
+		return rc;
+	return recv_reply(c, id, id, want_payload ? want_yes : want_no, NULL,
+	    r, &got);
 }
 
 int kspec_connect(const char *socket_path, kspec_client_t **out)
@@ -606,11 +648,52 @@ static int check_content(kspec_client_t *c, const cJSON *json,
 	return KSPEC_OK;
 }
 
-int kspec_get(kspec_client_t *c, const kspec_get_spec_t *spec,
+/* Checks a get reply and turns it into *out (takes R's buffers). */
+static int finish_get(kspec_client_t *c, reply_t *r, int meta_only,
     kspec_artifact_t **out)
 {
 	const cJSON *bytes;
 	artifact_t *x;
+	int rc = KSPEC_OK;
+
+	*out = NULL;
+	bytes = cJSON_GetObjectItemCaseSensitive(r->json, "bytes");
+	if (!meta_only && r->payload_len == 0)
+		rc = set_error(c, KSPEC_E_PROTO, "get reply has no artifact");
+	else if (!meta_only && cJSON_IsNumber(bytes) &&
+	    bytes->valuedouble != (double)r->payload_len)
+		rc = set_error(c, KSPEC_E_PROTO,
+		    "get reply says %.0f bytes but carries %zu",
+		    bytes->valuedouble, r->payload_len);
+	if (!rc && r->payload_len)
+		rc = check_content(c, r->json, r->payload, r->payload_len);
+	if (rc) {
+		reply_free(r);
+		return rc;
+	}
+	x = calloc(1, sizeof *x);
+	if (!x || fill_artifact(x, r->json)) {
+		kspec_artifact_free(x ? &x->pub : NULL);
+		reply_free(r);
+		return set_error(c, KSPEC_E_NOMEM, "out of memory");
+	}
+	x->pub.bytes = r->payload;
+	x->pub.len = r->payload_len;
+	x->pub.meta = r->header;
+	x->pub.meta_len = r->header_len;
+	if (cJSON_IsNumber(bytes) && bytes->valuedouble >= 0 &&
+	    bytes->valuedouble <= 9007199254740992.0)
+		x->pub.size = (uint64_t)bytes->valuedouble;
+	r->payload = NULL;
+	r->header = NULL;
+	reply_free(r);
+	*out = &x->pub;
+	return KSPEC_OK;
+}
+
+int kspec_get(kspec_client_t *c, const kspec_get_spec_t *spec,
+    kspec_artifact_t **out)
+{
 	ks_buf_t req;
 	reply_t r;
 	uint64_t id;
@@ -632,40 +715,81 @@ int kspec_get(kspec_client_t *c, const kspec_get_spec_t *spec,
 	ks_buf_close(&req);
 	if (rc)
 		return rc;
+	return finish_get(c, &r, spec->meta_only, out);
+}
 
-	bytes = cJSON_GetObjectItemCaseSensitive(r.json, "bytes");
-	if (!spec->meta_only && r.payload_len == 0)
-		rc = set_error(c, KSPEC_E_PROTO, "get reply has no artifact");
-	else if (!spec->meta_only && cJSON_IsNumber(bytes) &&
-	    bytes->valuedouble != (double)r.payload_len)
-		rc = set_error(c, KSPEC_E_PROTO,
-		    "get reply says %.0f bytes but carries %zu",
-		    bytes->valuedouble, r.payload_len);
-	if (!rc && r.payload_len)
-		rc = check_content(c, r.json, r.payload, r.payload_len);
-	if (rc) {
-		reply_free(&r);
+typedef struct {
+	const kspec_get_spec_t *specs;
+	uint64_t base;
+} many_t;
+
+static int want_many(void *ctx, uint64_t id)
+{
+	many_t *m = ctx;
+
+	return !m->specs[id - m->base].meta_only;
+}
+
+int kspec_get_many(kspec_client_t *c, const kspec_get_spec_t *specs,
+    size_t n, kspec_artifact_t **out, int *errors)
+{
+	ks_buf_t req;
+	many_t m;
+	size_t i, got;
+	int rc, first = KSPEC_OK;
+
+	clear_error(c);
+	for (i = 0; i < n; i++) {
+		out[i] = NULL;
+		if (errors)
+			errors[i] = KSPEC_OK;
+	}
+	for (i = 0; i < n; i++) {
+		rc = check_spec(c, &specs[i]);
+		if (rc)
+			return rc;
+	}
+	m.specs = specs;
+	m.base = c->next_id;
+	c->next_id += n;
+	/* All requests first: the daemon answers them in completion order
+	 * while it reads the rest. */
+	ks_buf_init(&req);
+	for (i = 0, rc = KSPEC_OK; i < n && !rc; i++) {
+		ks_buf_reset(&req);
+		rc = build_get(&req, m.base + i, &specs[i]);
+		if (rc)
+			rc = set_error(c, rc, "out of memory");
+		else
+			rc = send_request(c, &req);
+	}
+	ks_buf_close(&req);
+	if (rc)
 		return rc;
-	}
+	for (got = 0; got < n; got++) {
+		reply_t r;
+		uint64_t id;
+		size_t k;
 
-	x = calloc(1, sizeof *x);
-	if (!x || fill_artifact(x, r.json)) {
-		kspec_artifact_free(x ? &x->pub : NULL);
-		reply_free(&r);
-		return set_error(c, KSPEC_E_NOMEM, "out of memory");
+		rc = recv_reply(c, m.base, m.base + n - 1, want_many, &m, &r,
+		    &id);
+		if (rc && (c->fd < 0 || id == UINT64_MAX))
+			return rc;      /* the stream is lost */
+		k = (size_t)(id - m.base);
+		if (!rc && out[k]) {
+			reply_free(&r);
+			return broken(c, "two replies carry one id");
+		}
+		if (!rc)
+			rc = finish_get(c, &r, specs[k].meta_only, &out[k]);
+		if (rc) {
+			if (errors)
+				errors[k] = rc;
+			if (!first)
+				first = rc;
+		}
 	}
-	x->pub.bytes = r.payload;
-	x->pub.len = r.payload_len;
-	x->pub.meta = r.header;
-	x->pub.meta_len = r.header_len;
-	if (cJSON_IsNumber(bytes) && bytes->valuedouble >= 0 &&
-	    bytes->valuedouble <= 9007199254740992.0)
-		x->pub.size = (uint64_t)bytes->valuedouble;
-	r.payload = NULL;
-	r.header = NULL;
-	reply_free(&r);
-	*out = &x->pub;
-	return KSPEC_OK;
+	return first;
 }
 
 int kspec_call(kspec_client_t *c, const char *op, const char *fields,

@@ -184,6 +184,18 @@ int kspec_get(kspec_client_t *client, const kspec_get_spec_t *spec,
 void kspec_artifact_free(kspec_artifact_t *artifact);
 
 /*
+ * Pipelined gets: sends all N requests on the connection, then reads the
+ * replies in the daemon's completion order, matched by id.  out[i] gets the
+ * artifact of specs[i] (free each with kspec_artifact_free) or NULL;
+ * errors (may be NULL) gets each item's code.  Returns 0 when every item
+ * succeeded, else the first item error in completion order (the message of
+ * the last error is in kspec_last_error); a lost connection returns
+ * KSPEC_E_CONNECT with the items not yet read left NULL.
+ */
+int kspec_get_many(kspec_client_t *client, const kspec_get_spec_t *specs,
+    size_t n, kspec_artifact_t **out, int *errors);
+
+/*
  * Sends op OP with the extra members FIELDS (JSON object members without
  * braces, e.g. "\"kernel\":\"gemm\"", or NULL) and returns the reply
  * header's JSON text in *json_out (free with kspec_free).  For the ops

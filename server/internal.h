@@ -22,12 +22,17 @@ typedef struct ks_flight ks_flight_t;
 /*
  * Connection states:
  *   OPEN     reading and answering requests;
- *   DRAINING an unrecoverable frame error was answered: reading stopped,
- *            uv_shutdown waits for queued replies, then CLOSED;
+ *   DRAINING not reading any more (the peer half-closed, a frame could not
+ *            be parsed, or the daemon is stopping) but still answering the
+ *            requests it has: once none is pending, uv_shutdown flushes
+ *            the queued replies -> SHUTTING;
+ *   SHUTTING uv_shutdown issued; its callback closes -> CLOSED;
  *   CLOSED   uv_close called; the struct is freed when the close callback
  *            has run and no flight holds a waiter on it (refs == 0).
+ * A read error or reset goes straight to CLOSED; the replies of its
+ * pending requests are dropped.
  */
-enum { CONN_OPEN, CONN_DRAINING, CONN_CLOSED };
+enum { CONN_OPEN, CONN_DRAINING, CONN_SHUTTING, CONN_CLOSED };
 
 struct ks_conn {
 	uv_pipe_t pipe;          /* first: handle->data is not needed */
@@ -129,6 +134,7 @@ typedef struct {
 	uint64_t bad_requests;   /* requests answered with an error */
 	uint64_t corrupt;        /* store rows that failed their checksum */
 	uint64_t warms;          /* warm requests */
+	uint64_t abandoned;      /* compiles skipped: nobody waited any more */
 	uint64_t warm_items;
 	uint64_t connections_total;
 	uint64_t compile_ns_total;
@@ -155,6 +161,7 @@ struct ks_srv {
 	pthread_t signal_thread;
 	int stop_signal;
 	uv_timer_t flush_timer;
+	uv_timer_t drain_timer;  /* bounds the drain at shutdown */
 	ks_server_config_t cfg;
 	ks_store_t *store;
 	ks_hot_t *hot;
@@ -164,8 +171,10 @@ struct ks_srv {
 	int slots_busy;          /* flights submitted to the pool */
 	ks_conn_t *conns;
 	int nconns;
+	int max_conns;           /* KS_MAX_CONNECTIONS within RLIMIT_NOFILE */
 	int stopping;
 	int lock_fd;
+	int store_lock_fd;
 	uint64_t started_ns;
 	ks_counters_t n;
 	ks_ident_t *idents;
@@ -185,6 +194,11 @@ void ks_reply_send(ks_conn_t *c, ks_artifact_t *art);
 void ks_reply_err(ks_conn_t *c, int has_id, uint64_t id, int code,
     const char *msg);
 void ks_conn_unref(ks_conn_t *c);
+/* Called after a connection's pending count dropped: a draining
+ * connection with nothing pending is shut down. */
+void ks_conn_settle(ks_conn_t *c);
+/* 1 when replies can still be sent on C. */
+int ks_conn_live(const ks_conn_t *c);
 /* Finds the flight of G's key or starts one at PRIO; a get joining a
  * queued warm flight promotes it.  *joined tells which.  NULL on OOM. */
 ks_flight_t *ks_flight_join(ks_srv_t *srv, const ks_get_t *g, int prio,
@@ -207,7 +221,14 @@ int ks_spec_json(const ks_get_t *g, ks_buf_t *out);
 void ks_warm_item_done(ks_warm_t *w, int index, int err, const char *msg,
     const char *source, const ks_artifact_t *a);
 
+/* Fills the identity cache for BACKEND's "auto" target. */
+int ks_srv_ident_warm(ks_srv_t *srv, const ks_backend_t *backend);
+
 /* socket.c */
+/* Creates the parent directories of PATH (mode 0700) when missing. */
+int ks_make_parent(const char *path, char *err, size_t errlen);
+/* Holds an exclusive flock on PATH.lock (created 0600, no symlinks). */
+int ks_lock_beside(const char *path, int *fd_out, char *err, size_t errlen);
 int ks_sock_listen(const char *path, int *fd_out, int *lock_fd_out,
     char *err, size_t errlen);
 void ks_sock_unlink(const char *path);

@@ -278,3 +278,11 @@ int ks_srv_key_components(ks_srv_t *srv, const ks_get_t *g, ks_buf_t *o)
 	ks_buf_json_str(o, g->identity);
 	return ks_buf_puts(o, "}");
 }
+
+int ks_srv_ident_warm(ks_srv_t *srv, const ks_backend_t *backend)
+{
+	ks_ident_t *id;
+	char err[256];
+
+	return ident_lookup(srv, backend, "auto", &id, err, sizeof err);
+}

@@ -450,6 +450,7 @@ void ks_warm_item_done(ks_warm_t *w, int index, int err, const char *msg,
 	free(w->items);
 	free(w);
 	c->pending--;
+	ks_conn_settle(c);
 	ks_conn_unref(c);
 }
 

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -149,17 +150,18 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 	conn_close(c);
 }
 
-/* After an unrecoverable frame error: stop reading, let the queued replies
- * (the error among them) go out, then close. */
-static void conn_drain(ks_conn_t *c)
+int ks_conn_live(const ks_conn_t *c)
+{
+	return c->state == CONN_OPEN || c->state == CONN_DRAINING;
+}
+
+void ks_conn_settle(ks_conn_t *c)
 {
 	uv_shutdown_t *req;
 
-	if (c->state != CONN_OPEN)
+	if (c->state != CONN_DRAINING || c->pending > 0)
 		return;
-	c->state = CONN_DRAINING;
-	uv_read_stop((uv_stream_t *)&c->pipe);
-	c->reading = 0;
+	c->state = CONN_SHUTTING;
 	req = malloc(sizeof *req);
 	if (!req) {
 		conn_close(c);
@@ -170,6 +172,20 @@ static void conn_drain(ks_conn_t *c)
 		free(req);
 		conn_close(c);
 	}
+}
+
+/* Stops reading; the requests already read are still answered, then the
+ * queued replies are flushed and the connection closes (see the states in
+ * internal.h). */
+static void conn_drain(ks_conn_t *c)
+{
+	if (c->state != CONN_OPEN)
+		return;
+	c->state = CONN_DRAINING;
+	if (c->reading)
+		uv_read_stop((uv_stream_t *)&c->pipe);
+	c->reading = 0;
+	ks_conn_settle(c);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -218,7 +234,7 @@ void ks_reply_send(ks_conn_t *c, ks_artifact_t *art)
 	size_t hdr_left, art_off;
 	int nb = 1;
 
-	if (c->state != CONN_OPEN && c->state != CONN_DRAINING)
+	if (!ks_conn_live(c))
 		return;
 	bufs[0] = uv_buf_init(c->out.data, (unsigned)hdr);
 	if (plen) {
@@ -305,13 +321,21 @@ void ks_reply_err(ks_conn_t *c, int has_id, uint64_t id, int code,
 {
 	static const char zero[KS_FRAME_PREFIX];
 
-	c->srv->n.bad_requests++;
 	ks_buf_reset(&c->out);
 	ks_buf_append(&c->out, zero, sizeof zero);
 	ks_reply_error(&c->out, has_id, id, code, msg);
 	ks_frame_prefix((uint8_t *)c->out.data,
 	    (uint32_t)(c->out.len - KS_FRAME_PREFIX), 0);
 	ks_reply_send(c, NULL);
+}
+
+/* An error answer to a request that was refused (bad input, limits),
+ * counted in stats as `errors`; compile failures count as `failures`. */
+static void reject(ks_conn_t *c, int has_id, uint64_t id, int code,
+    const char *msg)
+{
+	c->srv->n.bad_requests++;
+	ks_reply_err(c, has_id, id, code, msg);
 }
 
 static void reply_artifact(ks_conn_t *c, int has_id, uint64_t id,
@@ -355,6 +379,7 @@ static void handle_stats(ks_conn_t *c, const ks_request_t *req)
 	json_counter(&c->out, "failures", srv->n.failures);
 	json_counter(&c->out, "errors", srv->n.bad_requests);
 	json_counter(&c->out, "corrupt", srv->n.corrupt);
+	json_counter(&c->out, "abandoned", srv->n.abandoned);
 	json_counter(&c->out, "warms", srv->n.warms);
 	json_counter(&c->out, "warm_items", srv->n.warm_items);
 	json_counter(&c->out, "connections", (uint64_t)srv->nconns);
@@ -595,6 +620,19 @@ static void queue_remove(ks_srv_t *srv, ks_flight_t *f)
 	f->qprev = f->qnext = NULL;
 }
 
+static void flight_finish(ks_srv_t *srv, ks_flight_t *f);
+
+/* 1 while some waiter of F can still receive its reply. */
+static int flight_wanted(const ks_flight_t *f)
+{
+	const ks_waiter_t *wt;
+
+	for (wt = f->waiters; wt; wt = wt->next)
+		if (ks_conn_live(wt->warm ? wt->warm->conn : wt->conn))
+			return 1;
+	return 0;
+}
+
 /*
  * Hands queued flights to the thread pool while a compile slot is free,
  * gets before warms.  At most cfg.workers flights are submitted at once,
@@ -613,6 +651,15 @@ void ks_srv_dispatch(ks_srv_t *srv)
 			return;
 		f = srv->queue[p];
 		queue_remove(srv, f);
+		if (!flight_wanted(f)) {
+			/* Every client of it went away: compile nothing. */
+			f->err = KS_E_SHUTTING_DOWN;
+			snprintf(f->errmsg, sizeof f->errmsg, "no client waits "
+			    "for this compile any more");
+			srv->n.abandoned++;
+			flight_finish(srv, f);
+			continue;
+		}
 		f->submitted = 1;
 		srv->slots_busy++;
 		rc = uv_queue_work(srv->loop, &f->work, work_compile,
@@ -634,12 +681,12 @@ static void flight_finish(ks_srv_t *srv, ks_flight_t *f)
 
 	HASH_DEL(srv->flights, f);
 	srv->n.compile_ns_total += ks_now_ns() - f->started_ns;
-	if (f->err) {
+	if (!f->err) {
+		ks_hot_put(srv->hot, f->artifact);
+	} else if (f->err != KS_E_SHUTTING_DOWN) {     /* not a cancel */
 		srv->n.failures++;
 		ks_log(KS_LOG_WARN, "compile of %s failed: %s: %s",
 		    f->get.spec.def->name, ks_err_name(f->err), f->errmsg);
-	} else {
-		ks_hot_put(srv->hot, f->artifact);
 	}
 	/* Every get that missed is recorded, so production's misses can be
 	 * exported as a warm manifest (warm items are replays, not asks). */
@@ -662,8 +709,7 @@ static void flight_finish(ks_srv_t *srv, ks_flight_t *f)
 			ks_warm_item_done(wt->warm, wt->index, f->err,
 			    f->errmsg, source, f->artifact);
 		} else {
-			if (wt->conn->state == CONN_OPEN ||
-			    wt->conn->state == CONN_DRAINING) {
+			if (ks_conn_live(wt->conn)) {
 				if (f->err)
 					ks_reply_err(wt->conn, wt->has_id,
 					    wt->id, f->err, f->errmsg);
@@ -673,6 +719,7 @@ static void flight_finish(ks_srv_t *srv, ks_flight_t *f)
 					    wt->meta_only);
 			}
 			wt->conn->pending--;
+			ks_conn_settle(wt->conn);
 			ks_conn_unref(wt->conn);
 		}
 		free(wt);
@@ -715,6 +762,8 @@ ks_flight_t *ks_flight_join(ks_srv_t *srv, const ks_get_t *g, int prio,
 		}
 		return f;
 	}
+	if (HASH_COUNT(srv->flights) >= KS_MAX_FLIGHTS)
+		return NULL;
 	f = calloc(1, sizeof *f);
 	if (!f)
 		return NULL;
@@ -762,7 +811,7 @@ static void handle_get(ks_conn_t *c, const ks_request_t *req)
 	err[0] = '\0';
 	rc = ks_srv_normalize(srv, &req->get, &g, err, sizeof err);
 	if (rc) {
-		ks_reply_err(c, req->has_id, req->id, rc, err);
+		reject(c, req->has_id, req->id, rc, err);
 		return;
 	}
 	a = ks_hot_get(srv->hot, &g.key);
@@ -796,14 +845,14 @@ static void handle_get(ks_conn_t *c, const ks_request_t *req)
 	}
 
 	if (srv->stopping) {
-		ks_reply_err(c, req->has_id, req->id, KS_E_SHUTTING_DOWN,
+		reject(c, req->has_id, req->id, KS_E_SHUTTING_DOWN,
 		    "daemon is shutting down");
 		return;
 	}
 	if (c->pending >= KS_MAX_INFLIGHT_PER_CONN) {
 		snprintf(err, sizeof err, "more than %d requests waiting on "
 		    "compiles on this connection", KS_MAX_INFLIGHT_PER_CONN);
-		ks_reply_err(c, req->has_id, req->id, KS_E_BUSY, err);
+		reject(c, req->has_id, req->id, KS_E_BUSY, err);
 		return;
 	}
 	memset(&wt, 0, sizeof wt);
@@ -813,6 +862,12 @@ static void handle_get(ks_conn_t *c, const ks_request_t *req)
 	wt.meta_only = req->get.meta_only;
 	f = ks_flight_join(srv, &g, KS_PRIO_GET, &joined);
 	wt.joined = joined;
+	if (!f && HASH_COUNT(srv->flights) >= KS_MAX_FLIGHTS) {
+		snprintf(err, sizeof err, "%d distinct compiles are queued; "
+		    "try again later", KS_MAX_FLIGHTS);
+		reject(c, req->has_id, req->id, KS_E_BUSY, err);
+		return;
+	}
 	if (!f || ks_flight_wait(f, &wt) != KS_OK) {
 		ks_reply_err(c, req->has_id, req->id, KS_E_NOMEM,
 		    "out of memory");
@@ -844,7 +899,7 @@ static void handle_request(ks_conn_t *c, const char *hdr, size_t len)
 	rc = ks_request_parse(hdr, len, &req, err, sizeof err);
 	parse_arena.active = 0;
 	if (rc) {
-		ks_reply_err(c, req.has_id, req.id, rc, err);
+		reject(c, req.has_id, req.id, rc, err);
 		/* A header that is not JSON at all: the client is not
 		 * speaking the protocol; answer and close. */
 		if (rc == KS_E_BAD_JSON)
@@ -886,7 +941,7 @@ static void handle_request(ks_conn_t *c, const char *hdr, size_t len)
 		ks_op_misses(c, &req);
 		break;
 	default:
-		ks_reply_err(c, req.has_id, req.id, KS_E_UNKNOWN_OP,
+		reject(c, req.has_id, req.id, KS_E_UNKNOWN_OP,
 		    "unknown op");
 	}
 	ks_request_close(&req);
@@ -910,7 +965,7 @@ static void process_input(ks_conn_t *c)
 			snprintf(msg, sizeof msg, "bad frame: a request's header "
 			    "length must be 1..%u and its payload length 0",
 			    KS_MAX_HEADER);
-			ks_reply_err(c, 0, 0, rc, msg);
+			reject(c, 0, 0, rc, msg);
 			conn_drain(c);
 			return;
 		}
@@ -935,6 +990,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	ks_conn_t *c = (ks_conn_t *)s;
 
+	if (nread == UV_EOF) {
+		/* Half-close: the peer sends no more, but may still read the
+		 * replies to what it sent. */
+		conn_drain(c);
+		return;
+	}
 	if (nread < 0) {
 		conn_close(c);
 		return;
@@ -950,6 +1011,8 @@ static void conn_resume(ks_conn_t *c)
 {
 	if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) == 0)
 		c->reading = 1;
+	else
+		conn_close(c);
 }
 
 /* Only our own uid (and root) may talk to the daemon. */
@@ -999,7 +1062,7 @@ static void on_connection(uv_stream_t *l, int status)
 		conn_close(c);
 		return;
 	}
-	if (srv->nconns > KS_MAX_CONNECTIONS || srv->stopping) {
+	if (srv->nconns > srv->max_conns || srv->stopping) {
 		ks_reply_err(c, 0, 0, srv->stopping ? KS_E_SHUTTING_DOWN :
 		    KS_E_BUSY, srv->stopping ? "daemon is shutting down" :
 		    "too many connections");
@@ -1018,6 +1081,19 @@ static void on_flush(uv_timer_t *t)
 	ks_store_flush(srv->store);
 }
 
+static void on_drain_deadline(uv_timer_t *t)
+{
+	ks_srv_t *srv = t->data;
+	ks_conn_t *c, *next;
+
+	for (c = srv->conns; c; c = next) {
+		next = c->next;
+		conn_close(c);
+	}
+}
+
+/* Once no compile is left at shutdown: every connection drains (its
+ * queued replies go out) within a deadline, then the loop ends. */
 static void maybe_finish(ks_srv_t *srv)
 {
 	ks_conn_t *c, *next;
@@ -1026,12 +1102,16 @@ static void maybe_finish(ks_srv_t *srv)
 		return;
 	for (c = srv->conns; c; c = next) {
 		next = c->next;
-		conn_close(c);
+		conn_drain(c);
 	}
 	if (!uv_is_closing((uv_handle_t *)&srv->flush_timer))
 		uv_close((uv_handle_t *)&srv->flush_timer, NULL);
 	if (!uv_is_closing((uv_handle_t *)&srv->stop_async))
 		uv_close((uv_handle_t *)&srv->stop_async, NULL);
+	if (srv->conns && !uv_is_active((uv_handle_t *)&srv->drain_timer)) {
+		uv_timer_start(&srv->drain_timer, on_drain_deadline, 5000, 0);
+		uv_unref((uv_handle_t *)&srv->drain_timer);
+	}
 }
 
 static void on_stop(uv_async_t *a)
@@ -1086,7 +1166,57 @@ static void *signal_main(void *p)
 		;
 	__atomic_store_n(&srv->stop_signal, sig, __ATOMIC_RELEASE);
 	uv_async_send(&srv->stop_async);
-	return NULL;
+	/* A second signal while the daemon finishes its work (a compile can
+	 * take long) stops it at once.  The store stays consistent: sqlite
+	 * survives a killed writer. */
+	while (sigwait(&set, &sig) != 0)
+		;
+	ks_log(KS_LOG_WARN, "signal %d again: exiting without finishing", sig);
+	_exit(1);
+}
+
+/* Raises the soft RLIMIT_NOFILE to the hard one and sizes the connection
+ * limit below it: running out of descriptors inside a compile makes GCC's
+ * driver exit the process. */
+static void raise_fd_limit(ks_srv_t *srv)
+{
+	struct rlimit rl;
+	long room;
+
+	srv->max_conns = KS_MAX_CONNECTIONS;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	room = rl.rlim_cur == RLIM_INFINITY ? KS_MAX_CONNECTIONS :
+	    (long)rl.rlim_cur - KS_FD_RESERVE;
+	if (room < srv->max_conns)
+		srv->max_conns = room < 1 ? 1 : (int)room;
+}
+
+/* Resolves "auto" and reads the compiler identity of every available
+ * backend now, so the first request does not pay for it on the loop
+ * thread (the cpu identity runs an empty libgccjit compile). */
+static int warm_identities(ks_srv_t *srv, char *err, size_t errlen)
+{
+	const ks_backend_t *const *all;
+	char why[256];
+	int i, n;
+
+	all = ks_backends(&n);
+	for (i = 0; i < n; i++) {
+		if (all[i]->available(why, sizeof why) != KS_OK)
+			continue;
+		if (ks_srv_ident_warm(srv, all[i]) != KS_OK)
+			ks_log(KS_LOG_DEBUG, "backend %s: no default target",
+			    all[i]->name);
+	}
+	(void)err;
+	(void)errlen;
+	return KS_OK;
 }
 
 static int init_fingerprints(ks_srv_t *srv)
@@ -1124,6 +1254,7 @@ int ks_server_run(const ks_server_config_t *cfg)
 	sigaddset(&sigs, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	srv.lock_fd = -1;
+	srv.store_lock_fd = -1;
 	srv.started_ns = ks_now_ns();
 	signal(SIGPIPE, SIG_IGN);
 
@@ -1139,23 +1270,36 @@ int ks_server_run(const ks_server_config_t *cfg)
 		ks_log(KS_LOG_ERROR, "cannot initialize: %s", ks_strerror(rc));
 		return rc;
 	}
-	rc = ks_store_open(cfg->store_path, cfg->max_bytes, &srv.store, err,
-	    sizeof err);
-	if (rc) {
-		ks_log(KS_LOG_ERROR, "store %s: %s", cfg->store_path, err);
-		return rc;
-	}
-	srv.hot = ks_hot_new(cfg->hot_bytes);
-	if (!srv.hot) {
-		ks_store_close(srv.store);
-		return KS_E_NOMEM;
-	}
+	raise_fd_limit(&srv);
+	/* The socket lock first: a second instance must fail before it
+	 * touches the store.  The store's own lock then keeps a daemon on
+	 * another socket off the same store (one writer, DESIGN.md 11). */
 	rc = ks_sock_listen(cfg->socket_path, &fd, &srv.lock_fd, err,
 	    sizeof err);
 	if (rc) {
 		ks_log(KS_LOG_ERROR, "%s", err);
-		ks_hot_free(srv.hot);
-		ks_store_close(srv.store);
+		return rc;
+	}
+	rc = ks_make_parent(cfg->store_path, err, sizeof err);
+	if (rc == KS_OK)
+		rc = ks_lock_beside(cfg->store_path, &srv.store_lock_fd, err,
+		    sizeof err);
+	if (rc == KS_OK)
+		rc = ks_store_open(cfg->store_path, cfg->max_bytes, &srv.store,
+		    err, sizeof err);
+	if (rc == KS_OK && !(srv.hot = ks_hot_new(cfg->hot_bytes)))
+		rc = KS_E_NOMEM;
+	if (rc == KS_OK)
+		rc = warm_identities(&srv, err, sizeof err);
+	if (rc) {
+		ks_log(KS_LOG_ERROR, "store %s: %s", cfg->store_path, err);
+		if (srv.store)
+			ks_store_close(srv.store);
+		close(fd);
+		ks_sock_unlink(cfg->socket_path);
+		close(srv.lock_fd);
+		if (srv.store_lock_fd >= 0)
+			close(srv.store_lock_fd);
 		return rc;
 	}
 
@@ -1177,6 +1321,8 @@ int ks_server_run(const ks_server_config_t *cfg)
 	pthread_detach(srv.signal_thread);
 	uv_timer_init(srv.loop, &srv.flush_timer);
 	srv.flush_timer.data = &srv;
+	uv_timer_init(srv.loop, &srv.drain_timer);
+	srv.drain_timer.data = &srv;
 	uv_timer_start(&srv.flush_timer, on_flush, FLUSH_INTERVAL_MS,
 	    FLUSH_INTERVAL_MS);
 	uv_unref((uv_handle_t *)&srv.flush_timer);
@@ -1184,6 +1330,8 @@ int ks_server_run(const ks_server_config_t *cfg)
 	ks_log(KS_LOG_INFO, "kspecd %s listening on %s, store %s, %d workers",
 	    KS_SERVER_VERSION, cfg->socket_path, cfg->store_path,
 	    cfg->workers);
+	uv_run(srv.loop, UV_RUN_DEFAULT);
+	uv_close((uv_handle_t *)&srv.drain_timer, NULL);
 	uv_run(srv.loop, UV_RUN_DEFAULT);
 
 	ks_store_close(srv.store);
@@ -1195,6 +1343,7 @@ int ks_server_run(const ks_server_config_t *cfg)
 	}
 	uv_loop_close(srv.loop);
 	close(srv.lock_fd);
+	close(srv.store_lock_fd);
 	ks_log(KS_LOG_INFO, "kspecd stopped");
 	return KS_OK;
 }

@@ -43,6 +43,72 @@ static int mkdirs(char *path, mode_t mode)
 	return 0;
 }
 
+/*
+ * The socket's directory must be ours and writable by nobody else, or
+ * another user could replace the socket with their own and serve its
+ * clients forged kernels.  (A relative path's directory is the working
+ * directory, checked the same way.)
+ */
+static int check_dir(const char *dir, int has_dir, char *err, size_t errlen)
+{
+	struct stat st;
+	const char *d = has_dir ? dir : ".";
+
+	if (lstat(d, &st) != 0) {
+		snprintf(err, errlen, "cannot inspect %s: %s", d,
+		    strerror(errno));
+		return KS_E_IO;
+	}
+	if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+	    (st.st_mode & 022)) {
+		snprintf(err, errlen, "refusing to put the socket in %s: it "
+		    "must be a directory owned by uid %ld and writable by "
+		    "nobody else (mode 0700 is what kspecd creates)", d,
+		    (long)getuid());
+		return KS_E_BAD_REQUEST;
+	}
+	return KS_OK;
+}
+
+int ks_make_parent(const char *path, char *err, size_t errlen)
+{
+	char dir[4096];
+	char *slash;
+
+	snprintf(dir, sizeof dir, "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return KS_OK;
+	*slash = '\0';
+	if (mkdirs(dir, 0700) != 0) {
+		snprintf(err, errlen, "cannot create %s: %s", dir,
+		    strerror(errno));
+		return ks_err_from_errno(errno);
+	}
+	return KS_OK;
+}
+
+int ks_lock_beside(const char *path, int *fd_out, char *err, size_t errlen)
+{
+	char lock[4200];
+	int fd;
+
+	snprintf(lock, sizeof lock, "%s.lock", path);
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open %s: %s", lock,
+		    strerror(errno));
+		return ks_err_from_errno(errno);
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		snprintf(err, errlen, "another kspecd holds %s", lock);
+		close(fd);
+		return KS_E_BUSY;
+	}
+	*fd_out = fd;
+	return KS_OK;
+}
+
 static int fill_addr(const char *path, struct sockaddr_un *sa)
 {
 	memset(sa, 0, sizeof *sa);
@@ -74,7 +140,7 @@ int ks_sock_listen(const char *path, int *fd_out, int *lock_fd_out,
     char *err, size_t errlen)
 {
 	struct sockaddr_un sa;
-	char dir[4096], lock[4200];
+	char dir[4096];
 	struct stat st;
 	mode_t old;
 	char *slash;
@@ -96,18 +162,10 @@ int ks_sock_listen(const char *path, int *fd_out, int *lock_fd_out,
 		}
 	}
 
-	snprintf(lock, sizeof lock, "%s.lock", path);
-	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (lfd < 0) {
-		snprintf(err, errlen, "cannot open %s: %s", lock,
-		    strerror(errno));
-		return ks_err_from_errno(errno);
-	}
-	if (flock(lfd, LOCK_EX | LOCK_NB) != 0) {
-		snprintf(err, errlen, "another kspecd holds %s", lock);
-		close(lfd);
+	if (check_dir(dir, slash && slash != dir, err, errlen) != KS_OK)
+		return KS_E_BAD_REQUEST;
+	if (ks_lock_beside(path, &lfd, err, errlen) != KS_OK)
 		return KS_E_BUSY;
-	}
 
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {

@@ -21,9 +21,14 @@
  * Variants: `general` (any M, N, K, constant or dynamic), grid
  * M * ((N + 3) / 4), m = group / ((N + 3) / 4), n0 = group % ((N + 3) / 4)
  * * 4; `gemv_m1` (guard: M is the constant 1), grid (N + 3) / 4, n0 =
- * group * 4, no m.  Both do the same arithmetic per output, so they agree
- * bit for bit.  gemm has no non-exact variant: mode "fast" selects exactly
- * what "exact" selects.
+ * group * 4, no m; `small_m` (guard: M is a constant in 2..16, the width
+ * of a speculative-decoding verify step), grid (N + 3) / 4, n0 = group *
+ * 4, and the work-group computes the RB outputs for all M rows: per lane
+ * and chunk, each W element is loaded once and used for the M rows, each x
+ * element once and used for the RB rows of W (M * RB lane accumulators).
+ * All three do the same arithmetic per output, so they agree bit for bit.
+ * gemm has no non-exact variant: mode "fast" selects exactly what "exact"
+ * selects.
  */
 #include "specialize.h"
 
@@ -33,22 +38,33 @@
 enum {
 	NLANES = 32,
 	RB = 4,         /* output rows per work-group */
+	SMALL_M_MAX = 16,
 };
 
 static const char *const gemm_dims[] = { "M", "N", "K" };
 enum { DIM_M, DIM_N, DIM_K };
 
-static const char *const gemm_variants[] = { "general", "gemv_m1" };
+static const char *const gemm_variants[] = {
+	"general", "gemv_m1", "small_m" };
 static const char *const gemm_guards[] = {
 	"any M, N, K, constant or dynamic",
 	"M is the constant 1",
+	"M is a constant in 2..16",
 };
+
+/* Whether M is a constant that small_m serves. */
+static int is_small_m(const ks_dim_t *m)
+{
+	return m->is_const && m->value >= 2 && m->value <= SMALL_M_MAX;
+}
 
 static const char *gemm_select(const ks_spec_t *spec)
 {
 	const ks_dim_t *m = &spec->dims[DIM_M];
 
-	return m->is_const && m->value == 1 ? "gemv_m1" : "general";
+	if (m->is_const && m->value == 1)
+		return "gemv_m1";
+	return "general";
 }
 
 /* Elements of a ROWS x COLS buffer when both dims are constant. */
@@ -145,6 +161,104 @@ static void accumulate(gemm_t *g, ks_stmt_t *block, const char *xname,
 	}
 }
 
+/*
+ * Appends to BLOCK, inside LANES, the accumulation of element K_VAR (a lane
+ * variable) for M rows of x and the RB rows of W (small_m): wv[r] =
+ * W[wo[r] + k] once, then per row m xv = x[m * K + k] and acc[m][r] =
+ * fma(xv, wv[r], acc[m][r]), the operands in the order of accumulate().
+ * PFX names the lane variables ("v" in the main loop, "t" in the tail).
+ */
+static void accumulate_rows(gemm_t *g, ks_stmt_t *block, char pfx,
+    int k_var, int64_t M, const int *wo, const int *acc)
+{
+	char name[16];
+	int r, wv[RB], xv;
+	int64_t m;
+
+	for (r = 0; r < RB; r++) {
+		snprintf(name, sizeof name, "w%c%d", pfx, r);
+		wv[r] = decl(g, block, name, KS_TY_F32, KS_VAR_LANE,
+		    ks_x_load(g->k, g->W, bin(g, KS_OP_ADD, var(g, wo[r]),
+		    var(g, k_var))));
+	}
+	for (m = 0; m < M; m++) {
+		snprintf(name, sizeof name, "x%c%d", pfx, (int)m);
+		xv = decl(g, block, name, KS_TY_F32, KS_VAR_LANE,
+		    ks_x_load(g->k, g->x, bin(g, KS_OP_ADD, bin(g, KS_OP_MUL,
+		    c64(g, m), par(g, g->K)), var(g, k_var))));
+		for (r = 0; r < RB; r++)
+			ks_s_append(g->k, block, ks_s_assign(g->k,
+			    acc[m * RB + r], ks_x_fma(g->k, var(g, xv),
+			    var(g, wv[r]), var(g, acc[m * RB + r]))));
+	}
+}
+
+/*
+ * small_m: the body after the parameters, for the constant M (2..16).
+ * The same chunking, clamping and tail as the other variants (see the
+ * header), with the M rows of x in one work-group.
+ */
+static void build_small_m(gemm_t *g, int64_t M)
+{
+	static const char *const wo_names[RB] = { "wo0", "wo1", "wo2", "wo3" };
+	ks_ir_kernel_t *k = g->k;
+	ks_stmt_t *body = k->body, *loop, *lanes, *tail, *guard;
+	int n0, wo[RB], acc[RB * SMALL_M_MAX], k0, kv, kt, r;
+	int64_t m;
+	char name[16];
+
+	k->grid = bin(g, KS_OP_DIV, bin(g, KS_OP_ADD, par(g, g->N),
+	    c64(g, RB - 1)), c64(g, RB));
+	n0 = decl(g, body, "n0", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(g, KS_OP_MUL, ks_x_group(k), c64(g, RB)));
+	for (r = 0; r < RB; r++)
+		wo[r] = decl(g, body, wo_names[r], KS_TY_I64, KS_VAR_UNIFORM,
+		    bin(g, KS_OP_MUL, bin(g, KS_OP_MIN, bin(g, KS_OP_ADD,
+		    var(g, n0), c64(g, r)), bin(g, KS_OP_SUB, par(g, g->N),
+		    c64(g, 1))), par(g, g->K)));
+	for (m = 0; m < M; m++)
+		for (r = 0; r < RB; r++) {
+			snprintf(name, sizeof name, "acc%d_%d", (int)m, r);
+			acc[m * RB + r] = decl(g, body, name, KS_TY_F32,
+			    KS_VAR_LANE, ks_x_f32(k, 0.0f));
+		}
+
+	/* Full chunks: k = k0 + lane < K - K % 32, no guard. */
+	k0 = ks_ir_var(k, "k0", KS_TY_I64, KS_VAR_UNIFORM);
+	loop = ks_s_for(k, k0, c64(g, 0), k_main(g), NLANES);
+	ks_s_append(k, body, loop);
+	lanes = ks_s_lanes(k);
+	ks_s_append(k, loop->body, lanes);
+	kv = decl(g, lanes->body, "k", KS_TY_I64, KS_VAR_LANE,
+	    bin(g, KS_OP_ADD, var(g, k0), ks_x_lane(k)));
+	accumulate_rows(g, lanes->body, 'v', kv, M, wo, acc);
+
+	/* Tail chunk: k = K - K % 32 + lane, guarded by k < K. */
+	tail = ks_s_if(k, bin(g, KS_OP_NE, bin(g, KS_OP_REM, par(g, g->K),
+	    c64(g, NLANES)), c64(g, 0)));
+	ks_s_append(k, body, tail);
+	lanes = ks_s_lanes(k);
+	ks_s_append(k, tail->body, lanes);
+	kt = decl(g, lanes->body, "kt", KS_TY_I64, KS_VAR_LANE,
+	    bin(g, KS_OP_ADD, k_main(g), ks_x_lane(k)));
+	guard = ks_s_if(k, bin(g, KS_OP_LT, var(g, kt), par(g, g->K)));
+	ks_s_append(k, lanes->body, guard);
+	accumulate_rows(g, guard->body, 't', kt, M, wo, acc);
+
+	/* One store per output: y[m * N + n0 + r], for n0 + r < N. */
+	for (r = 0; r < RB; r++) {
+		guard = ks_s_if(k, bin(g, KS_OP_LT, bin(g, KS_OP_ADD,
+		    var(g, n0), c64(g, r)), par(g, g->N)));
+		ks_s_append(k, body, guard);
+		for (m = 0; m < M; m++)
+			ks_s_append(k, guard->body, ks_s_store(k, g->y,
+			    bin(g, KS_OP_ADD, bin(g, KS_OP_ADD,
+			    bin(g, KS_OP_MUL, c64(g, m), par(g, g->N)),
+			    var(g, n0)), c64(g, r)),
+			    ks_x_reduce(k, KS_RED_SUM, acc[m * RB + r])));
+	}
+}
+
 static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 {
 	static const char *const wo_names[RB] = { "wo0", "wo1", "wo2", "wo3" };
@@ -161,6 +275,9 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 		m1 = 1;
 	else if (strcmp(variant, "general") == 0)
 		m1 = 0;
+	else if (strcmp(variant, "small_m") == 0 &&
+	    is_small_m(&spec->dims[DIM_M]))
+		m1 = -1;
 	else
 		return NULL;
 	k = ks_ir_new("gemm", variant, NLANES);
@@ -172,6 +289,10 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	g.N = ks_ir_scalar(k, "N", KS_TY_I64);
 	g.K = ks_ir_scalar(k, "K", KS_TY_I64);
 	body = k->body;
+	if (m1 < 0) {
+		build_small_m(&g, spec->dims[DIM_M].value);
+		return k;
+	}
 
 	/* ceil(N / RB) row blocks per row of y. */
 	nblocks = bin(&g, KS_OP_DIV, bin(&g, KS_OP_ADD, par(&g, g.N),
@@ -246,11 +367,11 @@ const ks_kernel_def_t ks_kernel_gemm = {
 	.name = "gemm",
 	.summary = "y[m][n] = sum_k x[m][k] * W[n][k]; x MxK, W NxK, y MxN, "
 	    "row-major",
-	.version = 1,
+	.version = 2,
 	.dims = gemm_dims,
 	.ndims = 3,
 	.variants = gemm_variants,
-	.nvariants = 2,
+	.nvariants = 3,
 	.select = gemm_select,
 	.guards = gemm_guards,
 	.check = gemm_check,

@@ -707,3 +707,156 @@ Test(e2e, get_compiles_before_a_queued_bulk_warm)
 	close(fd);
 	cr_assert_lt(get_at, warm_at, "the get waited for the whole warm");
 }
+
+/* ---- connection lifecycle ---- */
+
+Test(e2e, half_closed_client_still_gets_its_replies)
+{
+	int fd = e2e_connect(D.sock);
+	e2e_reply_t r;
+	char c;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(e2e_send(fd, get_json("f32", "\"M\":1,\"N\":96,"
+	    "\"K\":96", "", "meta")), 0);
+	cr_assert_eq(shutdown(fd, SHUT_WR), 0);
+	cr_assert_eq(e2e_recv(fd, &r), 0, "reply lost after half-close");
+	cr_assert(e2e_ok(&r));
+	e2e_reply_free(&r);
+	cr_assert_eq(read(fd, &c, 1), 0, "connection not closed after");
+	close(fd);
+}
+
+Test(e2e, frame_error_still_answers_requests_read_before_it)
+{
+	int fd = e2e_connect(D.sock), i, seen = 0;
+	e2e_reply_t r;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(e2e_send(fd, get_json("f32", "\"M\":1,\"N\":80,"
+	    "\"K\":80", "", "meta")), 0);
+	cr_assert_eq(e2e_send(fd, "nope!"), 0);
+	for (i = 0; i < 2; i++) {
+		cr_assert_eq(e2e_recv(fd, &r), 0, "a reply was dropped");
+		seen |= e2e_ok(&r) ? 1 : strcmp(e2e_code(&r), "E_BAD_JSON") ==
+		    0 ? 2 : 4;
+		e2e_reply_free(&r);
+	}
+	cr_assert_eq(seen, 3);
+	close(fd);
+}
+
+Test(e2e, sigterm_answers_the_compile_in_flight)
+{
+	int fd = e2e_connect(D.sock), st;
+	e2e_reply_t r;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(e2e_send(fd, get_json("bf16", "\"M\":1,\"N\":1024,"
+	    "\"K\":1024", "", "artifact")), 0);
+	/* Stop only once the daemon has read the request: a request still in
+	 * the socket at the stop is not in flight and gets no reply. */
+	for (st = 0; st < 500 && e2e_stat(D.sock, "compiles") < 1; st++)
+		usleep(2000);
+	kill(D.pid, SIGTERM);
+	cr_assert_eq(e2e_recv(fd, &r), 0, "the compile's reply was lost");
+	cr_assert(e2e_ok(&r) || strcmp(e2e_code(&r), "E_SHUTTING_DOWN") == 0,
+	    "%s", cJSON_PrintUnformatted(r.h));
+	e2e_reply_free(&r);
+	close(fd);
+	cr_assert_eq(waitpid(D.pid, &st, 0), D.pid);
+	D.pid = 0;
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* Starts kspecd with ARGV (after the binary) and returns its exit status,
+ * or -1 if it is still running after 10 s (then killed). */
+static int run_kspecd(const char *const *args)
+{
+	char bin[512];
+	const char *argv[16];
+	pid_t pid;
+	int st, i, n = 0;
+
+	snprintf(bin, sizeof bin, "%s/kspecd", e2e_build_dir());
+	argv[n++] = bin;
+	for (i = 0; args[i] && n < 15; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	pid = fork();
+	if (pid == 0) {
+		int nul = open("/dev/null", O_WRONLY);
+
+		dup2(nul, 1);
+		dup2(nul, 2);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	for (i = 0; i < 1000; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+		usleep(10000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+Test(e2e, refuses_a_socket_directory_others_can_write)
+{
+	char dir[300], sock[320], store[320];
+	int rc;
+
+	snprintf(dir, sizeof dir, "%s/open", D.dir);
+	snprintf(sock, sizeof sock, "%s/k.sock", dir);
+	snprintf(store, sizeof store, "%s/other.db", D.dir);
+	cr_assert_eq(mkdir(dir, 0777), 0);
+	cr_assert_eq(chmod(dir, 0777), 0);
+	rc = run_kspecd((const char *const[]){ "--socket", sock, "--store",
+	    store, NULL });
+	cr_assert(rc > 0 && rc != 127, "kspecd accepted a world-writable "
+	    "socket directory (status %d)", rc);
+	cr_assert_neq(access(sock, F_OK), 0);
+}
+
+Test(e2e, a_second_daemon_on_the_same_store_refuses_to_start)
+{
+	char sock[320];
+	int rc;
+
+	snprintf(sock, sizeof sock, "%s/run/second.sock", D.dir);
+	rc = run_kspecd((const char *const[]){ "--socket", sock, "--store",
+	    D.store, NULL });
+	cr_assert(rc > 0 && rc != 127, "two daemons share one store "
+	    "(status %d)", rc);
+	still_serving();
+}
+
+/* Compiles whose clients all went away before they started are skipped. */
+Test(e2e, abandoned_queued_compiles_are_not_run)
+{
+	static const char *const extra[] = { "--workers", "1", NULL };
+	int fd, i;
+	char req[512];
+
+	e2e_cleanup(&D);
+	memset(&D, 0, sizeof D);
+	cr_assert_eq(e2e_start(&D, extra), 0);
+	fd = e2e_connect(D.sock);
+	cr_assert_geq(fd, 0);
+	for (i = 0; i < 6; i++) {
+		snprintf(req, sizeof req, "{\"op\":\"get\",\"id\":%d,\"kernel\":"
+		    "\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":"
+		    "{\"M\":1,\"N\":%d,\"K\":2048},\"return\":\"meta\"}", i,
+		    512 + 32 * i);
+		cr_assert_eq(e2e_send(fd, req), 0);
+	}
+	usleep(50000);
+	close(fd);
+	for (i = 0; i < 500 && e2e_stat(D.sock, "queue_depth") > 0; i++)
+		usleep(20000);
+	cr_assert_eq(e2e_stat(D.sock, "queue_depth"), 0);
+	cr_assert_geq(e2e_stat(D.sock, "abandoned"), 1);
+	cr_assert_leq(e2e_stat(D.sock, "compiles") - e2e_stat(D.sock,
+	    "abandoned"), 3, "compiles ran for a client that left");
+}

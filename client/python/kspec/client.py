@@ -41,6 +41,9 @@ MAX_ID = 1 << 53                    # ids are exact in a double
 # buffer, so sending never blocks on a daemon that waits for us to read.
 DEFAULT_WINDOW = 128
 
+# Items of one warm request (the daemon's limit).
+WARM_BATCH = 256
+
 _PREFIX = struct.Struct(">II")
 
 # The fields of a get-spec, in the order they are sent.
@@ -553,34 +556,85 @@ class Client:
     def _fields(fields):
         return {k: v for k, v in fields.items() if v is not None}
 
-    def kernels(self, **fields):
-        """The kernel library: kernels, parameters, dtypes, variants and
-        their guards.  Returns the reply."""
-        return self.request(dict(self._fields(fields), op="kernels"))
+    def kernels(self):
+        """The kernel library: ``kernels``, an array of ``{name, summary,
+        version, dims, dtypes, variants[{name, guard}]}``.  Returns the
+        reply."""
+        return self.request({"op": "kernels"})
 
-    def list(self, **filters):
-        """Entries of the cache (``op: list``); FILTERS (kernel, backend,
-        target, paging fields) are sent as given, None ones left out."""
-        return self.request(dict(self._fields(filters), op="list"))
+    def list(self, kernel=None, backend=None, target=None, offset=None,
+             limit=None):
+        """One page of the store's entries (``op: list``), filtered by exact
+        KERNEL, BACKEND, TARGET; OFFSET (default 0) and LIMIT (1..1000,
+        default 100).  Returns the reply: ``entries``, ``total``,
+        ``offset``, ``limit``.  ``entries()`` walks every page."""
+        return self.request(dict(self._fields(dict(
+            kernel=kernel, backend=backend, target=target, offset=offset,
+            limit=limit)), op="list"))
 
-    def evict(self, key=None, **filters):
-        """Evicts by KEY, or by the FILTERS the daemon defines
-        (``op: evict``).  Returns the reply."""
-        req = self._fields(filters)
-        if key is not None:
-            req["key"] = key
+    def entries(self, kernel=None, backend=None, target=None, page=1000):
+        """Every entry of the store matching the filters, page by page (a
+        generator of the ``entries`` items of ``list``)."""
+        offset = 0
+        while True:
+            r = self.list(kernel=kernel, backend=backend, target=target,
+                          offset=offset, limit=page)
+            got = r.get("entries") or []
+            yield from got
+            offset += len(got)
+            if not got or offset >= r.get("total", 0):
+                return
+
+    def evict(self, key=None, all=False, kernel=None, backend=None,
+              target=None):
+        """Removes entries from the store and the memory tier: by KEY, by a
+        filter (KERNEL, BACKEND, TARGET, combined with and), or ALL.  The
+        daemon wants exactly one of the three.  Returns the reply
+        (``evicted``: how many were removed)."""
+        req = self._fields(dict(key=key, kernel=kernel, backend=backend,
+                                target=target))
+        if all:
+            req["all"] = True
         return self.request(dict(req, op="evict"))
 
     def explain(self, spec=None, **fields):
         """For a get-spec (a mapping, or the keyword arguments of ``get``):
-        the variant, guard, key components, cached or not, and for a miss
-        the nearest cached key.  Nothing is compiled."""
+        the key, variant, guard, every key component, ``cached`` and, for a
+        miss, the ``nearest`` stored entry and the components that differ.
+        Nothing is compiled.  Returns the reply."""
         req = get_request(spec, with_return=False, **fields)
         return self.request(dict(req, op="explain"))
 
-    def warm(self, specs, **fields):
-        """Compiles what is missing of SPECS (get-specs) at lower priority
-        than gets; returns the reply with its per-item report."""
+    def misses(self):
+        """Every distinct get that missed on the daemon's store: ``misses``,
+        ``[{spec, first_ms, last_ms, count}]``.  Returns the reply."""
+        return self.request({"op": "misses"})
+
+    def warm(self, specs, batch=WARM_BATCH):
+        """Compiles what is missing of SPECS (get-specs, as for
+        ``get_many``) at lower priority than any get, and waits until every
+        item is done.  Returns ``{"ok": true, "items": [{index, ok, key,
+        variant, source} or {index, ok: false, error}], "summary": {total,
+        cached, compiled, joined, failed}}``: the reply of the daemon's
+        ``warm`` op, with SPECS sent in requests of at most BATCH items (the
+        daemon takes 256) and their reports merged, indexes counting from
+        the first spec.  Items that fail do not raise; check ``ok`` per
+        item or ``summary["failed"]``."""
         items = [get_request(s, with_return=False) for s in specs]
-        req = dict(self._fields(fields), specs=items)
-        return self.request(dict(req, op="warm"))
+        if not 1 <= batch <= WARM_BATCH:
+            raise ValueError("batch must be 1..%d" % WARM_BATCH)
+        out = {"ok": True, "items": [],
+               "summary": {"total": 0, "cached": 0, "compiled": 0,
+                           "joined": 0, "failed": 0}}
+        for start in range(0, len(items), batch):
+            r = self.request({"op": "warm",
+                              "items": items[start:start + batch]})
+            for it in r.get("items") or []:
+                it = dict(it)
+                if isinstance(it.get("index"), int):
+                    it["index"] += start
+                out["items"].append(it)
+            for k, v in (r.get("summary") or {}).items():
+                if isinstance(v, (int, float)):
+                    out["summary"][k] = out["summary"].get(k, 0) + v
+        return out

@@ -1,0 +1,436 @@
+/*
+ * Shared by tests/test_cuda.c and tests/test_opencl.c: golden files of the
+ * emitted source, gemm IR with a chosen variant, small hand-built kernels,
+ * and running a kernel on the cpu backend (the reference backend the GPU
+ * dialects must match bit for bit).
+ *
+ * Golden files: tests/golden/gemm_<variant>_<dtype>.cu and .cl, compared
+ * byte for byte; KSPEC_GOLDEN_UPDATE=1 (`make golden`) rewrites them.  They
+ * are found next to this file (from __FILE__, so run from the repository
+ * root as `make test` does) or in $KSPEC_GOLDEN_DIR.
+ */
+#ifndef KS_TEST_GPU_H
+#define KS_TEST_GPU_H
+
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../jit/jit.h"
+
+/* ---- golden files ---- */
+
+/* The shapes of the golden sources, one per gemm variant (0 = dynamic). */
+static const struct {
+	const char *variant;
+	int64_t M, N, K;
+} golden_shapes[] = {
+	{ "general", 0, 0, 0 },
+	{ "gemv_m1", 1, 4096, 4096 },
+	{ "small_m", 4, 4096, 4096 },
+};
+
+static void gpu_golden_path(char *out, size_t n, const char *name)
+{
+	const char *dir = getenv("KSPEC_GOLDEN_DIR");
+	const char *slash = strrchr(__FILE__, '/');
+
+	if (dir != NULL && *dir != '\0')
+		snprintf(out, n, "%s/%s", dir, name);
+	else if (slash != NULL)
+		snprintf(out, n, "%.*s/golden/%s", (int)(slash - __FILE__),
+		    __FILE__, name);
+	else
+		snprintf(out, n, "golden/%s", name);
+}
+
+/* The file's text (caller frees), or NULL. */
+static char *gpu_read_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *p;
+	long n;
+
+	if (f == NULL)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	p = malloc((size_t)n + 1);
+	cr_assert_not_null(p);
+	cr_assert_eq(fread(p, 1, (size_t)n, f), (size_t)n);
+	p[n] = '\0';
+	fclose(f);
+	return p;
+}
+
+/* 0 when GOT equals golden file NAME, else the 1-based line of the first
+ * difference (-1 when the file is missing). */
+static long gpu_golden_diff(const char *got, const char *name)
+{
+	char path[512], *want;
+	long line = 1;
+	size_t i;
+
+	gpu_golden_path(path, sizeof path, name);
+	want = gpu_read_file(path);
+	if (want == NULL)
+		return -1;
+	for (i = 0; got[i] && got[i] == want[i]; i++)
+		if (got[i] == '\n')
+			line++;
+	if (got[i] == want[i])
+		line = 0;
+	free(want);
+	return line;
+}
+
+/* Asserts GOT equals golden file NAME, or rewrites the file under
+ * KSPEC_GOLDEN_UPDATE=1. */
+static void gpu_check_golden(const char *got, const char *name)
+{
+	const char *update = getenv("KSPEC_GOLDEN_UPDATE");
+	char path[512];
+	long line;
+
+	gpu_golden_path(path, sizeof path, name);
+	if (update != NULL && strcmp(update, "1") == 0) {
+		FILE *f = fopen(path, "wb");
+
+		cr_assert_not_null(f, "cannot write %s", path);
+		cr_assert_eq(fwrite(got, 1, strlen(got), f), strlen(got));
+		cr_assert_eq(fclose(f), 0);
+		return;
+	}
+	line = gpu_golden_diff(got, name);
+	cr_assert_neq(line, -1, "missing golden file %s (make golden)", path);
+	cr_assert_eq(line, 0, "%s differs from the emitted source at line "
+	    "%ld:\n--- emitted:\n%s", path, line, got);
+}
+
+/* ---- gemm IR with a chosen variant ---- */
+
+static const char *gpu_forced_variant;
+
+static const char *gpu_select_forced(const ks_spec_t *spec)
+{
+	(void)spec;
+	return gpu_forced_variant;
+}
+
+/*
+ * The specialized gemm IR of VARIANT (NULL: the library's own choice) for
+ * dtype DT, each dim a constant or dynamic (0).  Forcing a variant lets a
+ * test run `general` at the shape of a specialization, and a
+ * specialization whatever the selection policy says.
+ */
+static ks_ir_kernel_t *gpu_gemm_ir(const char *variant, ks_dtype_t dt,
+    int64_t M, int64_t N, int64_t K)
+{
+	static ks_kernel_def_t forced;
+	ks_dim_t dims[3] = {
+		{ "M", M != 0, M }, { "N", N != 0, N }, { "K", K != 0, K },
+	};
+	const ks_kernel_def_t *def = &ks_kernel_gemm;
+	ks_spec_t spec;
+	ks_ir_kernel_t *k = NULL;
+	char err[512];
+
+	if (variant != NULL) {
+		forced = ks_kernel_gemm;
+		forced.select = gpu_select_forced;
+		gpu_forced_variant = variant;
+		def = &forced;
+	}
+	cr_assert_eq(ks_kernel_validate(def, dt, KS_MODE_EXACT, dims, 3, &spec,
+	    err, sizeof err), KS_OK, "validate: %s", err);
+	cr_assert_eq(ks_specialize(&spec, &k, err, sizeof err), KS_OK,
+	    "specialize %s: %s", variant ? variant : "(selected)", err);
+	if (variant != NULL)
+		cr_assert_str_eq(k->variant, variant);
+	return k;
+}
+
+/* The emitted source of K by backend B; caller frees. */
+static char *gpu_source(const ks_backend_t *b, const ks_ir_kernel_t *k)
+{
+	ks_buf_t s;
+	char err[512];
+
+	ks_buf_init(&s);
+	cr_assert_eq(b->source(k, &s, err, sizeof err), KS_OK, "%s source: %s",
+	    b->name, err);
+	return ks_buf_steal(&s, NULL);
+}
+
+/* ---- hand-built kernels ---- */
+
+#define GI(v) ks_x_i64(k, (v))
+#define GV(v) ks_x_var(k, (v))
+#define GP(p) ks_x_param(k, (p))
+#define GBIN(op, a, b) ks_x_bin(k, KS_OP_##op, (a), (b))
+
+/* i = group * nlanes + lane */
+static ks_expr_t *gpu_gidx(ks_ir_kernel_t *k)
+{
+	return GBIN(ADD, GBIN(MUL, ks_x_group(k), GI(k->nlanes)),
+	    ks_x_lane(k));
+}
+
+/* dst[i] = src[i] through f32, grid n / 32. */
+static ks_ir_kernel_t *gpu_copy_kernel(ks_dtype_t from, ks_dtype_t to)
+{
+	ks_ir_kernel_t *k = ks_ir_new("copy", "t", 32);
+	int src = ks_ir_buffer(k, "src", from, KS_ACCESS_READ);
+	int dst = ks_ir_buffer(k, "dst", to, KS_ACCESS_WRITE);
+	int n = ks_ir_scalar(k, "n", KS_TY_I64);
+	ks_stmt_t *lanes = ks_s_lanes(k);
+
+	k->grid = GBIN(DIV, GP(n), GI(32));
+	ks_s_append(k, lanes->body, ks_s_store(k, dst, gpu_gidx(k),
+	    ks_x_load(k, src, gpu_gidx(k))));
+	ks_s_append(k, k->body, lanes);
+	return k;
+}
+
+/* y[g] = reduce(op, v), v[lane] = x[g * nlanes + lane], of type T (an i64
+ * reduction loads f32 values and casts them), grid `groups`. */
+static ks_ir_kernel_t *gpu_reduce_kernel(int nlanes, ks_redop_t op,
+    ks_ty_t t)
+{
+	ks_ir_kernel_t *k = ks_ir_new("red", "t", nlanes);
+	int x = ks_ir_buffer(k, "x", KS_DTYPE_F32, KS_ACCESS_READ);
+	int y = ks_ir_buffer(k, "y", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	int g = ks_ir_scalar(k, "groups", KS_TY_I64);
+	int v = ks_ir_var(k, "v", t, KS_VAR_LANE);
+	ks_stmt_t *lanes = ks_s_lanes(k);
+	ks_expr_t *ld;
+
+	k->grid = GP(g);
+	ld = ks_x_load(k, x, gpu_gidx(k));
+	if (t != KS_TY_F32)
+		ld = ks_x_cast(k, t, ld);
+	ks_s_append(k, lanes->body, ks_s_assign(k, v, ld));
+	ks_s_append(k, k->body, ks_s_decl(k, v, NULL));
+	ks_s_append(k, k->body, lanes);
+	ld = ks_x_reduce(k, op, v);
+	if (t != KS_TY_F32)
+		ld = ks_x_cast(k, KS_TY_F32, ld);
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_group(k), ld));
+	return k;
+}
+
+/*
+ * Element-wise f32 arithmetic, one output buffer per operation, grid n /
+ * 32: mn = min(a, b), mx = max(a, b), fm = fma(a, b, c), ma = a * b + c,
+ * dv = a / b, ci = f32(i64(a)) (toward zero, then RNE), cl = f32(i64 a*2^20
+ * cast), sl = select(a < b, a + c, b - c).
+ */
+enum { GPU_EW_IN = 3, GPU_EW_OUT = 8 };
+
+static ks_ir_kernel_t *gpu_elementwise_kernel(void)
+{
+	static const char *const outs[GPU_EW_OUT] = {
+		"mn", "mx", "fm", "ma", "dv", "ci", "cl", "sl" };
+	ks_ir_kernel_t *k = ks_ir_new("ew", "t", 32);
+	int a = ks_ir_buffer(k, "a", KS_DTYPE_F32, KS_ACCESS_READ);
+	int b = ks_ir_buffer(k, "b", KS_DTYPE_F32, KS_ACCESS_READ);
+	int c = ks_ir_buffer(k, "c", KS_DTYPE_F32, KS_ACCESS_READ);
+	int o[GPU_EW_OUT], n, i, va, vb, vc;
+	ks_stmt_t *lanes = ks_s_lanes(k), *blk = lanes->body;
+
+	for (i = 0; i < GPU_EW_OUT; i++)
+		o[i] = ks_ir_buffer(k, outs[i], KS_DTYPE_F32, KS_ACCESS_WRITE);
+	n = ks_ir_scalar(k, "n", KS_TY_I64);
+	k->grid = GBIN(DIV, GP(n), GI(32));
+	va = ks_ir_var(k, "va", KS_TY_F32, KS_VAR_LANE);
+	vb = ks_ir_var(k, "vb", KS_TY_F32, KS_VAR_LANE);
+	vc = ks_ir_var(k, "vc", KS_TY_F32, KS_VAR_LANE);
+	ks_s_append(k, blk, ks_s_decl(k, va, ks_x_load(k, a, gpu_gidx(k))));
+	ks_s_append(k, blk, ks_s_decl(k, vb, ks_x_load(k, b, gpu_gidx(k))));
+	ks_s_append(k, blk, ks_s_decl(k, vc, ks_x_load(k, c, gpu_gidx(k))));
+	ks_s_append(k, blk, ks_s_store(k, o[0], gpu_gidx(k),
+	    GBIN(MIN, GV(va), GV(vb))));
+	ks_s_append(k, blk, ks_s_store(k, o[1], gpu_gidx(k),
+	    GBIN(MAX, GV(va), GV(vb))));
+	ks_s_append(k, blk, ks_s_store(k, o[2], gpu_gidx(k),
+	    ks_x_fma(k, GV(va), GV(vb), GV(vc))));
+	ks_s_append(k, blk, ks_s_store(k, o[3], gpu_gidx(k),
+	    GBIN(ADD, GBIN(MUL, GV(va), GV(vb)), GV(vc))));
+	ks_s_append(k, blk, ks_s_store(k, o[4], gpu_gidx(k),
+	    GBIN(DIV, GV(va), GV(vb))));
+	ks_s_append(k, blk, ks_s_store(k, o[5], gpu_gidx(k),
+	    ks_x_cast(k, KS_TY_F32, ks_x_cast(k, KS_TY_I64,
+	    GBIN(MUL, GV(va), ks_x_f32(k, 1048576.0f))))));
+	ks_s_append(k, blk, ks_s_store(k, o[6], gpu_gidx(k),
+	    ks_x_cast(k, KS_TY_F32, GBIN(MUL, ks_x_cast(k, KS_TY_I64,
+	    GBIN(MUL, GV(va), ks_x_f32(k, 1048576.0f))), GI(1 << 20)))));
+	ks_s_append(k, blk, ks_s_store(k, o[7], gpu_gidx(k),
+	    ks_x_select(k, GBIN(LT, GV(va), GV(vb)), GBIN(ADD, GV(va), GV(vc)),
+	    GBIN(SUB, GV(vb), GV(vc)))));
+	ks_s_append(k, k->body, lanes);
+	return k;
+}
+
+/*
+ * Uniform integer code, bools and constants, one group: y[0..11] as in
+ * test_jit's integer test, plus exact f32 constants of every kind.
+ */
+enum { GPU_INT_OUT = 22 };
+
+static ks_ir_kernel_t *gpu_int_kernel(void)
+{
+	static const uint32_t pats[] = {
+		0x80000000, 0x7f800000, 0xff800000, 0x7fc12345, 0xffa00001,
+		0x00000001, 0x807fffff, 0x7f7fffff, 0x3f800001, 0x4b800000,
+	};
+	ks_ir_kernel_t *k = ks_ir_new("ints", "t", 32);
+	int y = ks_ir_buffer(k, "y", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	int a = ks_ir_scalar(k, "a", KS_TY_I64);
+	int b = ks_ir_scalar(k, "b", KS_TY_I64);
+	int f = ks_ir_scalar(k, "f", KS_TY_F32);
+	int big = ks_ir_scalar(k, "big", KS_TY_I64);
+	ks_stmt_t *blk = k->body;
+	int i = 0;
+	size_t j;
+
+	k->grid = GI(1);
+#define GOUT(e) ks_s_append(k, blk, ks_s_store(k, y, GI(i++), (e)))
+	GOUT(ks_x_cast(k, KS_TY_F32, GBIN(DIV, GP(a), GP(b))));
+	GOUT(ks_x_cast(k, KS_TY_F32, GBIN(REM, GP(a), GP(b))));
+	GOUT(ks_x_cast(k, KS_TY_F32, GBIN(MIN, GP(a), GP(b))));
+	GOUT(ks_x_cast(k, KS_TY_F32, GBIN(MAX, GP(a), GP(b))));
+	GOUT(ks_x_cast(k, KS_TY_F32, ks_x_cast(k, KS_TY_I64, GP(f))));
+	GOUT(ks_x_cast(k, KS_TY_F32, GP(big)));
+	GOUT(ks_x_cast(k, KS_TY_F32, GBIN(ADD, GP(big), GI(2))));
+	GOUT(ks_x_select(k, GBIN(LT, GP(a), GP(b)), ks_x_f32(k, 10.0f),
+	    ks_x_f32(k, 20.0f)));
+	GOUT(ks_x_select(k, GBIN(AND, GBIN(LT, GP(b), GP(a)),
+	    ks_x_bool(k, 1)), ks_x_f32(k, 10.0f), ks_x_f32(k, 20.0f)));
+	GOUT(ks_x_cast(k, KS_TY_F32, ks_x_cast(k, KS_TY_BOOL, GP(a))));
+	GOUT(ks_x_cast(k, KS_TY_F32, GBIN(OR, GBIN(EQ, GP(a), GI(0)),
+	    GBIN(LE, GP(b), GI(2)))));
+	GOUT(ks_x_cast(k, KS_TY_F32, GBIN(NE, GP(a), GP(a))));
+	for (j = 0; j < sizeof pats / sizeof pats[0]; j++) {
+		float v;
+
+		memcpy(&v, &pats[j], 4);
+		GOUT(ks_x_f32(k, v));
+	}
+#undef GOUT
+	cr_assert_eq(i, GPU_INT_OUT);
+	return k;
+}
+
+/* ---- arguments and the cpu reference run ---- */
+
+/* One per declared parameter of a kernel (bound ones are skipped): for a
+ * buffer its host memory and size, for a scalar a pointer to its value. */
+typedef struct {
+	void *data;
+	size_t bytes;
+} gpu_arg_t;
+
+/* Value of an i64 expression over constants and scalar params (the grid). */
+static int64_t gpu_eval(const ks_ir_kernel_t *k, const ks_expr_t *e,
+    const gpu_arg_t *args)
+{
+	int64_t a, b;
+
+	switch (e->kind) {
+	case KS_X_CONST:
+		return e->i;
+	case KS_X_PARAM:
+		if (k->params[e->param].bound)
+			return k->params[e->param].value;
+		return *(const int64_t *)args[e->param].data;
+	case KS_X_BIN:
+		a = gpu_eval(k, e->a, args);
+		b = gpu_eval(k, e->b, args);
+		switch (e->op) {
+		case KS_OP_ADD: return a + b;
+		case KS_OP_SUB: return a - b;
+		case KS_OP_MUL: return a * b;
+		case KS_OP_DIV: return a / b;
+		case KS_OP_REM: return a % b;
+		default: break;
+		}
+		break;
+	default:
+		break;
+	}
+	cr_assert_fail("grid expression kind %d not evaluable", (int)e->kind);
+	return 0;
+}
+
+/* Compiles K on the cpu backend and runs the whole grid on ARGS (buffers
+ * updated in place). */
+static void gpu_run_cpu(const ks_ir_kernel_t *k, gpu_arg_t *args)
+{
+	char target[KS_MAX_NAME], err[2048];
+	void *params[32], *ptrs[32];
+	ks_jit_artifact_t a;
+	ks_jit_cpu_lib_t *lib;
+	ks_jit_cpu_entry_t fn;
+	int i, np = 0;
+
+	cr_assert_eq(ks_backend_cpu.resolve_target("auto", target,
+	    sizeof target, err, sizeof err), KS_OK, "%s", err);
+	cr_assert_eq(ks_backend_cpu.compile(k, target, "so", &a, err,
+	    sizeof err), KS_OK, "cpu: %s", err);
+	cr_assert_eq(ks_jit_cpu_load(a.bytes, a.len, k->entry, &lib, &fn, err,
+	    sizeof err), KS_OK, "%s", err);
+	for (i = 0; i < k->nparams && np < 32; i++) {
+		const ks_ir_param_t *p = &k->params[i];
+
+		if (p->kind == KS_PARAM_SCALAR && p->bound)
+			continue;
+		if (p->kind == KS_PARAM_BUFFER) {
+			ptrs[i] = args[i].data;
+			params[np++] = &ptrs[i];
+		} else {
+			params[np++] = args[i].data;
+		}
+	}
+	fn(params, 0, (uint64_t)gpu_eval(k, k->grid, args));
+	ks_jit_cpu_unload(lib);
+	ks_jit_artifact_close(&a);
+}
+
+/* ---- data ---- */
+
+static uint64_t gpu_rng(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545F4914F6CDD1Dull;
+}
+
+/* Values over 60 binades with random signs: every summation order rounds
+ * differently somewhere. */
+static void gpu_adversarial(float *x, size_t n, uint64_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t r = gpu_rng(&seed);
+
+		x[i] = ldexpf(1.0f + (float)(r & 0xffffff) / 16777216.0f,
+		    (int)((r >> 24) % 60) - 30) * ((r >> 40) & 1 ? -1 : 1);
+	}
+}
+
+static uint32_t gpu_bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+#endif
