@@ -15,6 +15,8 @@ CFLAGS   += $(CSTD) $(WARN) $(OPT) -MMD -MP -fPIC -fno-strict-aliasing \
 	    $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lgccjit -lOpenCL -ldl -lpthread -lm
 TEST_LIBS := $(shell pkg-config --libs criterion 2>/dev/null)
+# The client library and CLI need only these (no compiler, loop or sqlite).
+CLIENT_LDLIBS := $(shell pkg-config --libs libcjson libsodium 2>/dev/null) -ldl
 
 src_of    = $(sort $(wildcard $(1)/*.c))
 obj_of    = $(patsubst %.c,$(BUILD)/obj/%.o,$(call src_of,$(1)))
@@ -32,14 +34,17 @@ DAEMON_OBJ := $(BASE_OBJ) $(PROTO_OBJ) $(SPECIALIZE_OBJ) $(JIT_OBJ) \
 	      $(STORE_OBJ) $(SERVER_OBJ)
 LIB_OBJ    := $(BASE_OBJ) $(PROTO_OBJ) $(CLIENT_LIB_OBJ)
 
-PROGRAMS := $(BUILD)/kspecd $(BUILD)/kspec $(BUILD)/libkspec.so $(BUILD)/libkspec.a
+PROGRAMS := $(BUILD)/kspecd $(BUILD)/kspec $(BUILD)/libkspec.so \
+	    $(BUILD)/libkspec.a $(BUILD)/kspec.pc
+PREFIX   ?= /usr/local
+VERSION  := 0.1.0
 
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_SRC := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all test run bench asan clean deps golden
+.PHONY: all test run bench asan clean deps golden install FORCE
 
 all: $(PROGRAMS)
 
@@ -54,14 +59,33 @@ $(BUILD)/kspecd: $(BUILD)/obj/server/main.o $(DAEMON_OBJ)
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 
 $(BUILD)/kspec: $(BUILD)/obj/client/cli.o $(BUILD)/libkspec.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LDLIBS)
 
 $(BUILD)/libkspec.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# Rewritten on every make, so it always names the PREFIX of this run.
+$(BUILD)/kspec.pc: FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' \
+	    'includedir=$${prefix}/include' '' 'Name: kspec' \
+	    'Description: client library of the kspec kernel server' \
+	    'Version: $(VERSION)' 'Requires.private: libcjson libsodium' \
+	    'Libs: -L$${libdir} -lkspec' 'Libs.private: -ldl' \
+	    'Cflags: -I$${includedir}' > $@
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	    $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(BUILD)/kspecd $(BUILD)/kspec $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(BUILD)/libkspec.a $(DESTDIR)$(PREFIX)/lib
+	install -m 755 $(BUILD)/libkspec.so $(DESTDIR)$(PREFIX)/lib
+	install -m 644 include/kspec.h $(DESTDIR)$(PREFIX)/include
+	install -m 644 $(BUILD)/kspec.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig
+
 $(BUILD)/libkspec.so: $(LIB_OBJ)
-	$(CC) $(LDFLAGS) -shared -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -shared -o $@ $^ $(CLIENT_LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(DAEMON_OBJ) $(BUILD)/libkspec.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)

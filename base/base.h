@@ -146,6 +146,18 @@ void ks_log_set_level(int level);
 void ks_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/*
+ * Loads a shared object from memory (memfd + dlopen, no temporary file)
+ * and finds ENTRY.  On success *lib (unload with ks_so_unload) and *sym
+ * are set.  The memfd stays open while the object is loaded, so no other
+ * live object gets the same /proc/self/fd/N name (glibc would return the
+ * old one).  Errors: KS_E_IO (dlopen), KS_E_NOT_FOUND (no ENTRY), errno's.
+ */
+typedef struct ks_so ks_so_t;
+int ks_so_load(const void *bytes, size_t len, const char *entry,
+    ks_so_t **lib, void **sym, char *err, size_t errlen);
+void ks_so_unload(ks_so_t *lib);
+
 /* Monotonic clock in nanoseconds and wall clock in Unix seconds. */
 uint64_t ks_now_ns(void);
 int64_t ks_wall_s(void);

@@ -209,6 +209,24 @@ int kspec_call(kspec_client_t *client, const char *op, const char *fields,
 int kspec_explain(kspec_client_t *client, const kspec_get_spec_t *spec,
     char **json_out);
 
+/*
+ * Running cpu artifacts.  The entry has the CPU ABI of docs/protocol.md:
+ * params[i] points to the i-th argument of the reply's "params" (for a
+ * buffer, to its data pointer); it runs work-groups [group_begin,
+ * group_end) of launch.groups, so a host may split them across threads.
+ * kspec_cpu_load loads A's bytes from memory (memfd + dlopen, no
+ * temporary file); the kernel stays loaded until kspec_cpu_unload, and A
+ * may be freed before that.  Errors: KSPEC_E_INVAL (not a cpu artifact
+ * with bytes), KSPEC_E_IO (dlopen failed), KSPEC_E_NOT_FOUND (no entry);
+ * a message in err.  Thread-safe.
+ */
+typedef struct kspec_cpu_kernel kspec_cpu_kernel_t;
+typedef void (*kspec_cpu_entry_t)(void **params, uint64_t group_begin,
+    uint64_t group_end);
+int kspec_cpu_load(const kspec_artifact_t *a, kspec_cpu_kernel_t **out,
+    kspec_cpu_entry_t *fn, char *err, size_t errlen);
+void kspec_cpu_unload(kspec_cpu_kernel_t *k);
+
 /* Frees a string returned by kspec_hello, kspec_stats, kspec_call or
  * kspec_explain. */
 void kspec_free(void *p);

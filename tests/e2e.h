@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../base/base.h"
+
 typedef struct {
 	char dir[256];
 	char sock[300];
@@ -297,33 +299,23 @@ static inline double e2e_stat(const char *sock, const char *name)
 	return v;
 }
 
-/* Loads a CPU artifact from memory (memfd + dlopen, no temporary file). */
+/* Loads a CPU artifact from memory (base's loader: memfd + dlopen, no
+ * temporary file); unload with ks_so_unload. */
 typedef void (*e2e_entry_t)(void **params, uint64_t gb, uint64_t ge);
 
-static inline void *e2e_load(const void *bytes, size_t len,
+static inline ks_so_t *e2e_load(const void *bytes, size_t len,
     const char *entry, e2e_entry_t *fn)
 {
-	char path[64];
-	void *h;
-	int fd = memfd_create("kspec-artifact", MFD_CLOEXEC);
+	ks_so_t *lib;
+	void *sym;
+	char err[256];
 
-	if (fd < 0)
-		return NULL;
-	if (e2e_write_all(fd, bytes, len)) {
-		close(fd);
+	if (ks_so_load(bytes, len, entry, &lib, &sym, err, sizeof err)) {
+		fprintf(stderr, "e2e_load: %s\n", err);
 		return NULL;
 	}
-	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	close(fd);
-	if (!h)
-		return NULL;
-	*fn = (e2e_entry_t)dlsym(h, entry);
-	if (!*fn) {
-		dlclose(h);
-		return NULL;
-	}
-	return h;
+	memcpy(fn, &sym, sizeof *fn);
+	return lib;
 }
 
 #endif

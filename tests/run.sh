@@ -1,11 +1,12 @@
 #!/bin/sh
-# Runs each Criterion test binary, then prints one closing line with the
-# totals ("N passed, N failed, N skipped").  Exit status is non-zero if any
-# binary failed or crashed.  Usage: tests/run.sh BIN...
+# Runs each Criterion test binary, then the Python client's tests, and
+# prints one closing line with the totals ("N passed, N failed, N
+# skipped").  Exit status is non-zero if anything failed or crashed.
+# Usage: tests/run.sh BIN...
 set -u
 failed=0
 tmp=$(mktemp)
-trap 'rm -f "$tmp" "$tmp.rc"' EXIT
+trap 'rm -f "$tmp" "$tmp.rc" "$tmp.py"' EXIT
 for t in "$@"; do
 	echo "== $(basename "$t")"
 	{ "$t" --jobs=2 2>&1; echo $? > "$tmp.rc"; } | tee -a "$tmp"
@@ -16,12 +17,24 @@ for t in "$@"; do
 		failed=1
 	fi
 done
+
+# The Python client (standard library only) against a real daemon.
+echo "== python client"
+{ /usr/bin/python3 "$(dirname "$0")/python/run.py" -q 2>&1; \
+    echo $? > "$tmp.rc"; } | tee "$tmp.py"
+[ "$(cat "$tmp.rc")" = 0 ] || failed=1
+py=$(sed -n 's/^python: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p' "$tmp.py")
+[ -n "$py" ] || { echo "FAILED: python tests ended without a result"; \
+    failed=1; py="0 1 0"; }
+
 sed -n 's/.*Synthesis: Tested: \([0-9]*\) | Passing: \([0-9]*\) | Failing: \([0-9]*\) | Crashing: \([0-9]*\).*/\1 \2 \3 \4/p' \
-    "$tmp" | awk -v f="$failed" '
+    "$tmp" | awk -v f="$failed" -v py="$py" '
 	{ tested += $1; pass += $2; fail += $3 + $4 }
 	END {
 		skipped = tested - pass - fail
 		if (skipped < 0) skipped = 0
+		split(py, p, " ")
+		pass += p[1]; fail += p[2]; skipped += p[3]
 		printf "%d passed, %d failed, %d skipped\n", pass, fail, skipped
 		exit (fail > 0 || f != 0)
 	}'

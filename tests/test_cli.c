@@ -60,7 +60,7 @@ Test(cli, get_writes_a_loadable_artifact_and_its_metadata)
 	unsigned char *bytes;
 	e2e_entry_t fn;
 	cJSON *m;
-	void *h;
+	ks_so_t *h;
 	FILE *f;
 	long n;
 
@@ -84,7 +84,7 @@ Test(cli, get_writes_a_loadable_artifact_and_its_metadata)
 	h = e2e_load(bytes, (size_t)n, cJSON_GetObjectItem(m,
 	    "entry")->valuestring, &fn);
 	cr_assert_not_null(h, "the written .so does not load");
-	dlclose(h);
+	ks_so_unload(h);
 	cJSON_Delete(m);
 	free(bytes);
 }

@@ -69,12 +69,12 @@ static void *run_gemm(const e2e_reply_t *r, const void *x, const void *w,
 	size_t es = dtype == 0 ? 4 : 2;
 	void *params[8], *px = (void *)x, *pw = (void *)w, *y;
 	e2e_entry_t fn;
-	void *h;
+	ks_so_t *h;
 	int i, n = 0;
 
 	cr_assert(cJSON_IsString(entry));
 	h = e2e_load(r->payload, r->len, entry->valuestring, &fn);
-	cr_assert_not_null(h, "artifact does not load: %s", dlerror());
+	cr_assert_not_null(h, "artifact does not load");
 	y = calloc((size_t)(M * N), es);
 	params[n++] = &px;
 	params[n++] = &pw;
@@ -82,7 +82,7 @@ static void *run_gemm(const e2e_reply_t *r, const void *x, const void *w,
 	for (i = 0; i < ndyn; i++)
 		params[n++] = (void *)&dyn[i];
 	fn(params, 0, (uint64_t)groups);
-	dlclose(h);
+	ks_so_unload(h);
 	return y;
 }
 

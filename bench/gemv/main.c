@@ -65,7 +65,8 @@ int main(void)
 		char req[512];
 		e2e_reply_t r;
 		e2e_entry_t fn;
-		void *h, *x, *w, *y, *params[3];
+		void *x, *w, *y, *params[3];
+		ks_so_t *h;
 		double g[3][TRIALS], med[3];
 		int t, s, nref = di == 0 ? 3 : 2;
 		const cJSON *l;
@@ -123,7 +124,7 @@ int main(void)
 			    g[s][TRIALS - 1], 100 * med[s] / med[1]);
 		}
 		printf("\n");
-		dlclose(h);
+		ks_so_unload(h);
 		free(x);
 		free(w);
 		free(y);

@@ -45,6 +45,7 @@ DEFAULT_WINDOW = 128
 WARM_BATCH = 256
 
 _PREFIX = struct.Struct(">II")
+_READ_CHUNK = 256 << 10
 
 # The fields of a get-spec, in the order they are sent.
 _SPEC_FIELDS = ("kernel", "backend", "target", "format", "dtype", "mode",
@@ -251,6 +252,9 @@ class Client:
         self.path = path if path is not None else default_socket_path()
         self.timeout = timeout
         self._sock = None
+        self._rbuf = bytearray()
+        self._rpos = 0
+        self._scratch = memoryview(bytearray(_READ_CHUNK))
         self._next_id = 1
         self._outstanding = set()
         self._early = collections.OrderedDict()
@@ -290,6 +294,8 @@ class Client:
                 self._sock.close()
             finally:
                 self._sock = None
+        self._rbuf = bytearray()
+        self._rpos = 0
         self._outstanding.clear()
         self._early.clear()
         self._ops.clear()
@@ -329,30 +335,57 @@ class Client:
     def send_frame(self, header, payload=b""):
         """Sends one frame as given: HEADER (bytes) and PAYLOAD.  No checks;
         for tests of the daemon's frame handling."""
-        self._need_open()
-        try:
-            self._sock.sendall(_PREFIX.pack(len(header), len(payload)) +
-                               bytes(header) + bytes(payload))
-        except OSError as e:
-            self._lost(e)
+        self._send_frames((), (_PREFIX.pack(len(header), len(payload)) +
+                               bytes(header) + bytes(payload),))
 
     def _recv_exact(self, n):
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            try:
-                r = self._sock.recv_into(view[got:])
-            except OSError as e:
-                self._lost(e)
-            if r == 0:
-                self._fail("E_CONNECT", "lost connection to %s: the daemon "
-                           "closed the connection" % self.path)
-            got += r
-        return buf
+        """N bytes from the socket, through a read buffer (one recv() often
+        brings several replies of a pipeline); a large payload is read
+        straight into its own buffer."""
+        buf = self._rbuf
+        avail = len(buf) - self._rpos
+        if avail < n and n > _READ_CHUNK:
+            out = bytearray(n)
+            out[:avail] = buf[self._rpos:]
+            self._rbuf = bytearray()
+            self._rpos = 0
+            view = memoryview(out)
+            got = avail
+            while got < n:
+                got += self._recv_some(view[got:])
+            return out
+        while len(buf) - self._rpos < n:
+            if self._rpos:
+                del buf[:self._rpos]
+                self._rpos = 0
+            buf += self._scratch[:self._recv_some(self._scratch)]
+        out = buf[self._rpos:self._rpos + n]
+        self._rpos += n
+        return out
+
+    def _recv_some(self, view):
+        try:
+            r = self._sock.recv_into(view)
+        except OSError as e:
+            self._lost(e)
+        if r == 0:
+            self._fail("E_CONNECT", "lost connection to %s: the daemon "
+                       "closed the connection" % self.path)
+        return r
 
     def _read_frame(self):
         self._need_open()
+        try:
+            return self._read_frame_unguarded()
+        except KspecError:
+            raise
+        except BaseException:
+            # Interrupted inside a frame (KeyboardInterrupt, MemoryError):
+            # the stream is out of step, so the connection cannot be used.
+            self.close()
+            raise
+
+    def _read_frame_unguarded(self):
         hlen, plen = _PREFIX.unpack(self._recv_exact(8))
         if not 1 <= hlen <= MAX_REPLY_HEADER:
             self._fail("E_PROTO", "reply header length %d out of range"
@@ -377,10 +410,9 @@ class Client:
         self._next_id = 1 if i >= MAX_ID else i + 1
         return i
 
-    def send(self, msg):
-        """Sends request MSG (a dict with ``op``).  An ``id`` is added when
-        MSG has none; returns the id.  The reply is read with ``recv()``
-        (or ``request()`` does both)."""
+    def _encode(self, msg):
+        """(id, frame bytes) of request MSG; an id is added when it has
+        none."""
         if not isinstance(msg, collections.abc.Mapping):
             raise TypeError("a request is a mapping (dict)")
         out = {}
@@ -396,9 +428,27 @@ class Client:
         if len(data) > MAX_HEADER:
             raise KspecError("E_TOO_LARGE", "request header of %d bytes "
                              "exceeds %d" % (len(data), MAX_HEADER))
-        self.send_frame(data)
-        if isinstance(rid, int) and not isinstance(rid, bool):
-            self._outstanding.add(rid)
+        return rid, _PREFIX.pack(len(data), 0) + data
+
+    def _send_frames(self, rids, frames):
+        self._need_open()
+        try:
+            self._sock.sendall(b"".join(frames))
+        except OSError as e:
+            self._lost(e)
+        except BaseException:
+            self.close()                # a frame may be half written
+            raise
+        for rid in rids:
+            if isinstance(rid, int) and not isinstance(rid, bool):
+                self._outstanding.add(rid)
+
+    def send(self, msg):
+        """Sends request MSG (a dict with ``op``).  An ``id`` is added when
+        MSG has none; returns the id.  The reply is read with ``recv()``
+        (or ``request()`` does both)."""
+        rid, frame = self._encode(msg)
+        self._send_frames((rid,), (frame,))
         return rid
 
     def recv(self):
@@ -515,9 +565,15 @@ class Client:
         inflight = {}
         nxt = 0
         while nxt < len(reqs) or inflight:
+            rids, frames = [], []
             while nxt < len(reqs) and len(inflight) < window:
-                inflight[self.send(reqs[nxt])] = nxt
+                rid, frame = self._encode(reqs[nxt])
+                inflight[rid] = nxt
+                rids.append(rid)
+                frames.append(frame)
                 nxt += 1
+            if frames:                  # one write for the whole batch
+                self._send_frames(rids, frames)
             rid, r = self._recv_for(set(inflight))
             i = inflight.pop(rid)
             order.append(i)
