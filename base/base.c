@@ -63,6 +63,17 @@ int ks_err_from_errno(int e)
 	}
 }
 
+void ks_set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
 /* ---- buffers ---- */
 
 void ks_buf_init(ks_buf_t *b)

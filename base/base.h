@@ -62,6 +62,11 @@ int ks_err_from_name(const char *name);
 /* Converts an errno value to the nearest ks error (ENOMEM -> KS_E_NOMEM...). */
 int ks_err_from_errno(int e);
 
+/* Formats a message into ERR (size ERRLEN); a NULL or empty ERR is left
+ * alone, so callers need not check. */
+void ks_set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* Overflow-checked int64 product/sum; return 1 on overflow, else 0. */
 static inline int ks_mul_overflow(int64_t a, int64_t b, int64_t *out)
 {

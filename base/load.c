@@ -24,20 +24,6 @@ struct ks_so {
 	int fd;
 };
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static int write_all(int fd, const uint8_t *p, size_t len)
 {
 	while (len > 0) {
@@ -69,25 +55,25 @@ int ks_so_load(const void *bytes, size_t len, const char *entry,
 	l->fd = memfd_create("kspec-artifact", MFD_CLOEXEC);
 	if (l->fd < 0) {
 		rc = ks_err_from_errno(errno);
-		seterr(err, errlen, "memfd_create: %s", strerror(errno));
+		ks_set_err(err, errlen, "memfd_create: %s", strerror(errno));
 		free(l);
 		return rc;
 	}
 	if (write_all(l->fd, bytes, len) != 0) {
 		rc = ks_err_from_errno(errno);
-		seterr(err, errlen, "writing the memfd: %s", strerror(errno));
+		ks_set_err(err, errlen, "writing the memfd: %s", strerror(errno));
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", l->fd);
 	l->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (l->dl == NULL) {
-		seterr(err, errlen, "dlopen: %s", dlerror());
+		ks_set_err(err, errlen, "dlopen: %s", dlerror());
 		rc = KS_E_IO;
 		goto fail;
 	}
 	sym = dlsym(l->dl, entry);
 	if (sym == NULL) {
-		seterr(err, errlen, "symbol '%s' not found", entry);
+		ks_set_err(err, errlen, "symbol '%s' not found", entry);
 		rc = KS_E_NOT_FOUND;
 		goto fail;
 	}

@@ -231,6 +231,52 @@ static int write_file(const char *path, const void *data, size_t len,
 
 /* ---- get ---- */
 
+static const char usage_kernels[] =
+"usage: kspec [--socket PATH] kernels [--json]\n"
+"\n"
+"Lists the kernel library: each kernel's shape parameters, dtypes and\n"
+"variants with their guards.\n";
+
+static const char usage_explain[] =
+"usage: kspec [--socket PATH] explain KERNEL --backend B --dtype D\n"
+"           --shape M=1,N=4096,K=4096 [--dynamic M,...] [--target T]\n"
+"           [--format F] [--mode exact|fast] [--json]\n"
+"\n"
+"Shows, without compiling, the variant and guard a get would use, every\n"
+"component of its key, whether it is cached, and for a miss the nearest\n"
+"stored entry and the components that differ.\n";
+
+static const char usage_warm[] =
+"usage: kspec [--socket PATH] warm MANIFEST [--json]\n"
+"\n"
+"Compiles every spec of MANIFEST that is not cached yet, at lower priority\n"
+"than live gets.  A progress bar on a terminal, one line per item\n"
+"otherwise, then a summary.  Exit status 1 if any item failed.\n"
+"Manifest (JSON, docs/cli.md):\n"
+"  {\"version\":1, \"targets\":{\"cpu\":[\"x86-64-v3\",\"x86-64-v4\"]},\n"
+"   \"specs\":[{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"bf16\",\n"
+"              \"shape\":{\"M\":1,\"N\":4096,\"K\":4096}}]}\n";
+
+static const char usage_ls[] =
+"usage: kspec [--socket PATH] ls [--kernel K] [--backend B] [--target T]\n"
+"           [--offset N] [--limit N] [--json]\n"
+"\n"
+"Lists stored artifacts, ordered by key, one page at a time.\n";
+
+static const char usage_evict[] =
+"usage: kspec [--socket PATH] evict (--key KEY | --all |\n"
+"           [--kernel K] [--backend B] [--target T]) [--json]\n"
+"\n"
+"Removes stored artifacts from the store and the memory tier.\n";
+
+static const char usage_manifest[] =
+"usage: kspec [--socket PATH] manifest --from-misses [-o FILE]\n"
+"\n"
+"Writes every distinct get that missed (compiled or joined a compile) on\n"
+"this daemon as a warm manifest (docs/cli.md), oldest first, to FILE or\n"
+"stdout, so what production asked for can be warmed on another machine\n"
+"with `kspec warm FILE`.\n";
+
 typedef struct {
 	kspec_dim_t shape[CLI_MAX_DIMS];
 	size_t nshape;
@@ -286,10 +332,25 @@ static int parse_dynamic(char *list, dims_t *d)
 	return 0;
 }
 
-static int cmd_get(const char *socket_path, int argc, char **argv)
+/* What get and explain read from their command line. */
+typedef struct {
+	kspec_get_spec_t spec;
+	dims_t d;
+	const char *out;        /* get: -o FILE */
+	const char *meta;       /* get: --meta FILE */
+	int json;               /* explain: --json */
+} spec_args_t;
+
+/*
+ * Parses KERNEL and the get-spec options shared by get and explain, plus
+ * -o/--meta (get) or --json (explain).  Returns -1 to go on, or the exit
+ * status (help printed, usage error).
+ */
+static int parse_spec_args(const char *cmd, int argc, char **argv,
+    spec_args_t *a)
 {
 	enum { O_BACKEND = 256, O_TARGET, O_FORMAT, O_MODE, O_DTYPE, O_SHAPE,
-	    O_DYNAMIC, O_META };
+	    O_DYNAMIC, O_META, O_JSON };
 	static const struct option opts[] = {
 		{ "backend", required_argument, NULL, O_BACKEND },
 		{ "target", required_argument, NULL, O_TARGET },
@@ -300,14 +361,11 @@ static int cmd_get(const char *socket_path, int argc, char **argv)
 		{ "dynamic", required_argument, NULL, O_DYNAMIC },
 		{ "output", required_argument, NULL, 'o' },
 		{ "meta", required_argument, NULL, O_META },
+		{ "json", no_argument, NULL, O_JSON },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	kspec_get_spec_t spec = { 0 };
-	kspec_artifact_t *a = NULL;
-	kspec_client_t *c = NULL;
-	const char *out = NULL, *meta = NULL;
-	dims_t d = { .nshape = 0 };
+	int is_get = strcmp(cmd, "get") == 0;
 	int ch, rc;
 
 	optind = 1;
@@ -316,47 +374,70 @@ static int cmd_get(const char *socket_path, int argc, char **argv)
 	 * POSIXLY_CORRECT says; ":" reports a missing argument as ':'. */
 	while ((ch = getopt_long(argc, argv, "-:ho:", opts, NULL)) != -1) {
 		rc = 0;
+		if ((ch == 'o' || ch == O_META) && !is_get)
+			return bad_option(cmd, optopt, argv[optind - 1]);
+		if (ch == O_JSON && is_get)
+			return bad_option(cmd, optopt, argv[optind - 1]);
 		switch (ch) {
 		case 1:
-			if (spec.kernel)
-				return usage_error("get", "unexpected "
+			if (a->spec.kernel)
+				return usage_error(cmd, "unexpected "
 				    "argument '%s'", optarg);
-			spec.kernel = optarg;
+			a->spec.kernel = optarg;
 			break;
 		case 'h':
-			fputs(usage_get, stdout);
+			fputs(is_get ? usage_get : usage_explain, stdout);
 			return EXIT_OK;
-		case 'o': out = optarg; break;
-		case O_META: meta = optarg; break;
-		case O_BACKEND: spec.backend = optarg; break;
-		case O_TARGET: spec.target = optarg; break;
-		case O_FORMAT: spec.format = optarg; break;
-		case O_MODE: spec.mode = optarg; break;
-		case O_DTYPE: spec.dtype = optarg; break;
-		case O_SHAPE: rc = parse_shape(optarg, &d); break;
-		case O_DYNAMIC: rc = parse_dynamic(optarg, &d); break;
+		case 'o': a->out = optarg; break;
+		case O_META: a->meta = optarg; break;
+		case O_JSON: a->json = 1; break;
+		case O_BACKEND: a->spec.backend = optarg; break;
+		case O_TARGET: a->spec.target = optarg; break;
+		case O_FORMAT: a->spec.format = optarg; break;
+		case O_MODE: a->spec.mode = optarg; break;
+		case O_DTYPE: a->spec.dtype = optarg; break;
+		case O_SHAPE: rc = parse_shape(optarg, &a->d); break;
+		case O_DYNAMIC: rc = parse_dynamic(optarg, &a->d); break;
 		case ':':
-			return usage_error("get", "%s needs a value",
+			return usage_error(cmd, "%s needs a value",
 			    argv[optind - 1]);
 		default:
-			return bad_option("get", optopt, argv[optind - 1]);
+			return bad_option(cmd, optopt, argv[optind - 1]);
 		}
 		if (rc)
 			return rc;
 	}
-	if (!spec.kernel)
-		return usage_error("get", "missing KERNEL");
-	if (!spec.backend)
-		return usage_error("get", "missing --backend");
-	if (!spec.dtype)
-		return usage_error("get", "missing --dtype");
-	if (!out && !meta)
-		return usage_error("get", "missing -o FILE (or --meta FILE)");
-	spec.shape = d.shape;
-	spec.nshape = d.nshape;
-	spec.dynamic = d.dynamic;
-	spec.ndynamic = d.ndynamic;
-	spec.meta_only = !out;
+	if (!a->spec.kernel)
+		return usage_error(cmd, "missing KERNEL");
+	if (!a->spec.backend)
+		return usage_error(cmd, "missing --backend");
+	if (!a->spec.dtype)
+		return usage_error(cmd, "missing --dtype");
+	if (is_get && !a->out && !a->meta)
+		return usage_error(cmd, "missing -o FILE (or --meta FILE)");
+	a->spec.shape = a->d.shape;
+	a->spec.nshape = a->d.nshape;
+	a->spec.dynamic = a->d.dynamic;
+	a->spec.ndynamic = a->d.ndynamic;
+	a->spec.meta_only = !a->out;
+	return -1;
+}
+
+static int cmd_get(const char *socket_path, int argc, char **argv)
+{
+	static spec_args_t args;
+	kspec_get_spec_t spec;
+	kspec_artifact_t *a = NULL;
+	kspec_client_t *c = NULL;
+	const char *out, *meta;
+	int rc;
+
+	rc = parse_spec_args("get", argc, argv, &args);
+	if (rc >= 0)
+		return rc;
+	spec = args.spec;
+	out = args.out;
+	meta = args.meta;
 
 	rc = open_client(socket_path, &c);
 	if (rc)
@@ -539,52 +620,6 @@ static int cmd_ping(const char *socket_path, int argc, char **argv)
 	kspec_close(c);
 	return EXIT_OK;
 }
-
-static const char usage_kernels[] =
-"usage: kspec [--socket PATH] kernels [--json]\n"
-"\n"
-"Lists the kernel library: each kernel's shape parameters, dtypes and\n"
-"variants with their guards.\n";
-
-static const char usage_explain[] =
-"usage: kspec [--socket PATH] explain KERNEL --backend B --dtype D\n"
-"           --shape M=1,N=4096,K=4096 [--dynamic M,...] [--target T]\n"
-"           [--format F] [--mode exact|fast] [--json]\n"
-"\n"
-"Shows, without compiling, the variant and guard a get would use, every\n"
-"component of its key, whether it is cached, and for a miss the nearest\n"
-"stored entry and the components that differ.\n";
-
-static const char usage_warm[] =
-"usage: kspec [--socket PATH] warm MANIFEST [--json]\n"
-"\n"
-"Compiles every spec of MANIFEST that is not cached yet, at lower priority\n"
-"than live gets.  A progress bar on a terminal, one line per item\n"
-"otherwise, then a summary.  Exit status 1 if any item failed.\n"
-"Manifest (JSON, docs/cli.md):\n"
-"  {\"version\":1, \"targets\":{\"cpu\":[\"x86-64-v3\",\"x86-64-v4\"]},\n"
-"   \"specs\":[{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"bf16\",\n"
-"              \"shape\":{\"M\":1,\"N\":4096,\"K\":4096}}]}\n";
-
-static const char usage_ls[] =
-"usage: kspec [--socket PATH] ls [--kernel K] [--backend B] [--target T]\n"
-"           [--offset N] [--limit N] [--json]\n"
-"\n"
-"Lists stored artifacts, ordered by key, one page at a time.\n";
-
-static const char usage_evict[] =
-"usage: kspec [--socket PATH] evict (--key KEY | --all |\n"
-"           [--kernel K] [--backend B] [--target T]) [--json]\n"
-"\n"
-"Removes stored artifacts from the store and the memory tier.\n";
-
-static const char usage_manifest[] =
-"usage: kspec [--socket PATH] manifest --from-misses [-o FILE]\n"
-"\n"
-"Writes every distinct get that missed (compiled or joined a compile) on\n"
-"this daemon as a warm manifest (docs/cli.md), oldest first, to FILE or\n"
-"stdout, so what production asked for can be warmed on another machine\n"
-"with `kspec warm FILE`.\n";
 
 /* ---- generic ops ---- */
 
@@ -787,70 +822,21 @@ static int cmd_simple(const char *socket_path, const char *cmd, int argc,
 
 static int cmd_explain(const char *socket_path, int argc, char **argv)
 {
-	enum { O_BACKEND = 256, O_TARGET, O_FORMAT, O_MODE, O_DTYPE, O_SHAPE,
-	    O_DYNAMIC, O_JSON };
-	static const struct option opts[] = {
-		{ "backend", required_argument, NULL, O_BACKEND },
-		{ "target", required_argument, NULL, O_TARGET },
-		{ "format", required_argument, NULL, O_FORMAT },
-		{ "mode", required_argument, NULL, O_MODE },
-		{ "dtype", required_argument, NULL, O_DTYPE },
-		{ "shape", required_argument, NULL, O_SHAPE },
-		{ "dynamic", required_argument, NULL, O_DYNAMIC },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	kspec_get_spec_t spec = { 0 };
+	static spec_args_t args;
 	kspec_client_t *c = NULL;
-	dims_t d = { .nshape = 0 };
 	const cJSON *comp, *v, *near;
 	char *text = NULL;
 	cJSON *json;
-	int ch, rc, as_json = 0;
+	int rc, as_json;
 
-	optind = 1;
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "-:h", opts, NULL)) != -1) {
-		rc = 0;
-		switch (ch) {
-		case 1:
-			if (spec.kernel)
-				return usage_error("explain", "unexpected "
-				    "argument '%s'", optarg);
-			spec.kernel = optarg;
-			break;
-		case 'h':
-			fputs(usage_explain, stdout);
-			return EXIT_OK;
-		case O_JSON: as_json = 1; break;
-		case O_BACKEND: spec.backend = optarg; break;
-		case O_TARGET: spec.target = optarg; break;
-		case O_FORMAT: spec.format = optarg; break;
-		case O_MODE: spec.mode = optarg; break;
-		case O_DTYPE: spec.dtype = optarg; break;
-		case O_SHAPE: rc = parse_shape(optarg, &d); break;
-		case O_DYNAMIC: rc = parse_dynamic(optarg, &d); break;
-		case ':':
-			return usage_error("explain", "%s needs a value",
-			    argv[optind - 1]);
-		default:
-			return bad_option("explain", optopt, argv[optind - 1]);
-		}
-		if (rc)
-			return rc;
-	}
-	if (!spec.kernel || !spec.backend || !spec.dtype)
-		return usage_error("explain", "missing %s", !spec.kernel ?
-		    "KERNEL" : !spec.backend ? "--backend" : "--dtype");
-	spec.shape = d.shape;
-	spec.nshape = d.nshape;
-	spec.dynamic = d.dynamic;
-	spec.ndynamic = d.ndynamic;
+	rc = parse_spec_args("explain", argc, argv, &args);
+	if (rc >= 0)
+		return rc;
+	as_json = args.json;
 	rc = open_client(socket_path, &c);
 	if (rc)
 		return rc;
-	rc = kspec_explain(c, &spec, &text);
+	rc = kspec_explain(c, &args.spec, &text);
 	if (rc) {
 		rc = fail(c, rc);
 		kspec_close(c);

@@ -792,11 +792,28 @@ int kspec_get_many(kspec_client_t *c, const kspec_get_spec_t *specs,
 	return first;
 }
 
+/* Sends REQ (request id ID) and hands the reply header's text to the
+ * caller; takes REQ. */
+static int text_call(kspec_client_t *c, ks_buf_t *req, uint64_t id,
+    char **json_out)
+{
+	reply_t r;
+	int rc;
+
+	rc = transact(c, req, id, 0, &r);
+	ks_buf_close(req);
+	if (rc)
+		return rc;
+	*json_out = r.header;
+	r.header = NULL;
+	reply_free(&r);
+	return KSPEC_OK;
+}
+
 int kspec_call(kspec_client_t *c, const char *op, const char *fields,
     char **json_out)
 {
 	ks_buf_t req;
-	reply_t r;
 	uint64_t id = c->next_id++;
 	int rc;
 
@@ -815,21 +832,13 @@ int kspec_call(kspec_client_t *c, const char *op, const char *fields,
 		ks_buf_close(&req);
 		return set_error(c, rc, "out of memory");
 	}
-	rc = transact(c, &req, id, 0, &r);
-	ks_buf_close(&req);
-	if (rc)
-		return rc;
-	*json_out = r.header;
-	r.header = NULL;
-	reply_free(&r);
-	return KSPEC_OK;
+	return text_call(c, &req, id, json_out);
 }
 
 int kspec_explain(kspec_client_t *c, const kspec_get_spec_t *spec,
     char **json_out)
 {
 	ks_buf_t req;
-	reply_t r;
 	uint64_t id;
 	int rc;
 
@@ -845,12 +854,5 @@ int kspec_explain(kspec_client_t *c, const kspec_get_spec_t *spec,
 		ks_buf_close(&req);
 		return set_error(c, rc, "out of memory");
 	}
-	rc = transact(c, &req, id, 0, &r);
-	ks_buf_close(&req);
-	if (rc)
-		return rc;
-	*json_out = r.header;
-	r.header = NULL;
-	reply_free(&r);
-	return KSPEC_OK;
+	return text_call(c, &req, id, json_out);
 }

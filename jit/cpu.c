@@ -146,20 +146,6 @@ static const char *cpu_level(void)
 	return "x86-64-v4";
 }
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static int cpu_available(char *err, size_t errlen)
 {
 	(void)err;
@@ -178,7 +164,7 @@ static int cpu_resolve_target(const char *requested, char *out,
 		t = cpu_level();
 	if (target_known(t)) {
 		if (strlen(t) >= outlen) {
-			seterr(err, errlen, "target name too long");
+			ks_set_err(err, errlen, "target name too long");
 			return KS_E_INVAL;
 		}
 		memcpy(out, t, strlen(t) + 1);
@@ -187,7 +173,7 @@ static int cpu_resolve_target(const char *requested, char *out,
 	ks_buf_init(&list);
 	for (i = 0; i < NELEM(cpu_targets); i++)
 		ks_buf_printf(&list, "%s%s", i ? ", " : "", cpu_targets[i]);
-	seterr(err, errlen, "cpu target '%.*s' is not accepted; use auto or "
+	ks_set_err(err, errlen, "cpu target '%.*s' is not accepted; use auto or "
 	    "one of: %s", KS_MAX_NAME, requested,
 	    list.data ? list.data : "");
 	ks_buf_close(&list);
@@ -1210,7 +1196,7 @@ static int build(gcc_jit_context *ctx, const ks_ir_kernel_t *k,
 	if (L.var == NULL || L.param == NULL) {
 		free(L.var);
 		free(L.param);
-		seterr(err, errlen, "out of memory");
+		ks_set_err(err, errlen, "out of memory");
 		return KS_E_NOMEM;
 	}
 
@@ -1252,19 +1238,19 @@ static int emit(gcc_jit_context *ctx, enum gcc_jit_output_kind kind,
 	snprintf(dir, sizeof(dir), "%s/kspec-jit-XXXXXX", tmp);
 	if (mkdtemp(dir) == NULL) {
 		rc = ks_err_from_errno(errno);
-		seterr(err, errlen, "mkdtemp %s: %s", dir, strerror(errno));
+		ks_set_err(err, errlen, "mkdtemp %s: %s", dir, strerror(errno));
 		return rc;
 	}
 	snprintf(path, sizeof(path), "%s/artifact", dir);
 	gcc_jit_context_compile_to_file(ctx, kind, path);
 	gerr = gcc_jit_context_get_first_error(ctx);
 	if (gerr != NULL) {
-		seterr(err, errlen, "libgccjit: %s", gerr);
+		ks_set_err(err, errlen, "libgccjit: %s", gerr);
 		rc = KS_E_COMPILE;
 	} else {
 		rc = read_file(path, bytes, len);
 		if (rc != KS_OK)
-			seterr(err, errlen, "reading the compiled artifact: %s",
+			ks_set_err(err, errlen, "reading the compiled artifact: %s",
 			    ks_strerror(rc));
 	}
 	unlink(path);
@@ -1281,23 +1267,23 @@ static int compile_kind(const ks_ir_kernel_t *k, const char *target,
 	int rc;
 
 	if (!target_known(target)) {
-		seterr(err, errlen, "cpu target '%.*s' is not resolved",
+		ks_set_err(err, errlen, "cpu target '%.*s' is not resolved",
 		    KS_MAX_NAME, target);
 		return KS_E_BAD_TARGET;
 	}
 	if (!is_pow2(k->nlanes)) {
-		seterr(err, errlen, "nlanes %d is not a power of two",
+		ks_set_err(err, errlen, "nlanes %d is not a power of two",
 		    k->nlanes);
 		return KS_E_UNSUPPORTED;
 	}
 	ctx = gcc_jit_context_acquire();
 	if (ctx == NULL) {
-		seterr(err, errlen, "gcc_jit_context_acquire failed");
+		ks_set_err(err, errlen, "gcc_jit_context_acquire failed");
 		return KS_E_NOMEM;
 	}
 	rc = build(ctx, k, target, err, errlen);
 	if (rc == KS_OK && (gerr = gcc_jit_context_get_first_error(ctx))) {
-		seterr(err, errlen, "libgccjit: %s", gerr);
+		ks_set_err(err, errlen, "libgccjit: %s", gerr);
 		rc = KS_E_COMPILE;
 	}
 	if (rc == KS_OK)
@@ -1314,7 +1300,7 @@ static int cpu_compile(const ks_ir_kernel_t *k, const char *target,
 
 	memset(out, 0, sizeof(*out));
 	if (cpu_check_format(format) != KS_OK) {
-		seterr(err, errlen, "cpu backend produces format 'so' only");
+		ks_set_err(err, errlen, "cpu backend produces format 'so' only");
 		return KS_E_BAD_FORMAT;
 	}
 	rc = compile_kind(k, target, GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY,

@@ -198,20 +198,6 @@ static int64_t stamp(ks_store_t *s)
 	return next;
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* The ks error for a failed sqlite call with result code RC. */
 static int from_sqlite(int rc)
 {
@@ -541,13 +527,13 @@ static int make_parents(const char *path, char *err, size_t errlen)
 			/* Not ks_err_from_errno: its ENOENT means "cannot
 			 * connect", and this is a file system failure. */
 			rc = e == ENOMEM ? KS_E_NOMEM : KS_E_IO;
-			set_err(err, errlen, "store %s: cannot create "
+			ks_set_err(err, errlen, "store %s: cannot create "
 			    "directory %s: %s", path, dir, strerror(e));
 			break;
 		}
 		if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
 			rc = KS_E_IO;
-			set_err(err, errlen, "store %s: %s is not a directory",
+			ks_set_err(err, errlen, "store %s: %s is not a directory",
 			    path, dir);
 			break;
 		}
@@ -565,7 +551,7 @@ static int exec_open(ks_store_t *s, sqlite3 *db, const char *sql,
 	int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
 
 	if (rc != SQLITE_OK) {
-		set_err(err, errlen, "store %s: %s", s->path,
+		ks_set_err(err, errlen, "store %s: %s", s->path,
 		    msg ? msg : sqlite3_errstr(rc));
 		sqlite3_free(msg);
 		return KS_E_STORE;
@@ -588,7 +574,7 @@ static int query_int(ks_store_t *s, sqlite3 *db, const char *sql,
 		}
 	}
 	if (rc != SQLITE_OK) {
-		set_err(err, errlen, "store %s: %s", s->path,
+		ks_set_err(err, errlen, "store %s: %s", s->path,
 		    sqlite3_errmsg(db));
 		sqlite3_finalize(st);
 		return KS_E_STORE;
@@ -602,7 +588,7 @@ static int prepare(ks_store_t *s, sqlite3 *db, const char *sql,
 {
 	if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
 	    NULL) != SQLITE_OK) {
-		set_err(err, errlen, "store %s: preparing \"%s\": %s", s->path,
+		ks_set_err(err, errlen, "store %s: preparing \"%s\": %s", s->path,
 		    sql, sqlite3_errmsg(db));
 		return KS_E_STORE;
 	}
@@ -617,7 +603,7 @@ static int open_conn(ks_store_t *s, int flags, sqlite3 **db, char *err,
 	    NULL);
 
 	if (rc != SQLITE_OK) {
-		set_err(err, errlen, "store %s: cannot open: %s", s->path,
+		ks_set_err(err, errlen, "store %s: cannot open: %s", s->path,
 		    *db ? sqlite3_errmsg(*db) : sqlite3_errstr(rc));
 		sqlite3_close(*db);
 		*db = NULL;
@@ -630,7 +616,7 @@ static int open_conn(ks_store_t *s, int flags, sqlite3 **db, char *err,
 
 static int too_new(ks_store_t *s, int64_t v, char *err, size_t errlen)
 {
-	set_err(err, errlen, "store %s: schema version %" PRId64 " is newer "
+	ks_set_err(err, errlen, "store %s: schema version %" PRId64 " is newer "
 	    "than this build supports (%d); refusing to open it", s->path, v,
 	    KS_STORE_SCHEMA_VERSION);
 	return KS_E_STORE;
@@ -650,7 +636,7 @@ static int open_writer(ks_store_t *s, char *err, size_t errlen)
 		return rc;
 	/* sqlite silently opens a file it may not write read-only. */
 	if (sqlite3_db_readonly(s->w, "main") == 1) {
-		set_err(err, errlen, "store %s: file is read-only", s->path);
+		ks_set_err(err, errlen, "store %s: file is read-only", s->path);
 		return KS_E_STORE;
 	}
 	/* The first read of the file: "file is not a database" shows up
@@ -666,14 +652,14 @@ static int open_writer(ks_store_t *s, char *err, size_t errlen)
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW) {
-		set_err(err, errlen, "store %s: %s", s->path,
+		ks_set_err(err, errlen, "store %s: %s", s->path,
 		    sqlite3_errmsg(s->w));
 		sqlite3_finalize(st);
 		return KS_E_STORE;
 	}
 	mode = (const char *)sqlite3_column_text(st, 0);
 	if (mode == NULL || strcmp(mode, "wal") != 0) {
-		set_err(err, errlen, "store %s: cannot enable WAL mode "
+		ks_set_err(err, errlen, "store %s: cannot enable WAL mode "
 		    "(journal_mode is %s)", s->path, mode ? mode : "?");
 		sqlite3_finalize(st);
 		return KS_E_STORE;
@@ -710,7 +696,7 @@ static int migrate(ks_store_t *s, char *err, size_t errlen)
 		if (rc == KS_OK && v > KS_STORE_SCHEMA_VERSION) {
 			rc = too_new(s, v, err, errlen);
 		} else if (rc == KS_OK && v < 0) {
-			set_err(err, errlen, "store %s: invalid schema version "
+			ks_set_err(err, errlen, "store %s: invalid schema version "
 			    "%" PRId64, s->path, v);
 			rc = KS_E_STORE;
 		}
@@ -874,15 +860,15 @@ int ks_store_open(const char *path, uint64_t max_bytes, ks_store_t **out,
 	int rc;
 
 	*out = NULL;
-	set_err(err, errlen, "%s", "");
+	ks_set_err(err, errlen, "%s", "");
 	if (path == NULL || *path == '\0') {
-		set_err(err, errlen, "store: empty path");
+		ks_set_err(err, errlen, "store: empty path");
 		return KS_E_INVAL;
 	}
 	s = calloc(1, sizeof *s);
 	if (s == NULL || (s->path = strdup(path)) == NULL) {
 		free(s);
-		set_err(err, errlen, "store %s: out of memory", path);
+		ks_set_err(err, errlen, "store %s: out of memory", path);
 		return KS_E_NOMEM;
 	}
 	s->max_bytes = max_bytes;
@@ -1155,7 +1141,7 @@ int ks_store_integrity_check(ks_store_t *s, char *err, size_t errlen)
 	size_t used = 0;
 	int rc, ok = 0, rows = 0;
 
-	set_err(err, errlen, "%s", "");
+	ks_set_err(err, errlen, "%s", "");
 	pthread_mutex_lock(&s->rlock);
 	rc = sqlite3_prepare_v2(s->r, "PRAGMA integrity_check(20)", -1, &st,
 	    NULL);
@@ -1175,7 +1161,7 @@ int ks_store_integrity_check(ks_store_t *s, char *err, size_t errlen)
 		}
 	}
 	if (rc != SQLITE_DONE) {
-		set_err(err, errlen, "store %s: integrity check failed: %s",
+		ks_set_err(err, errlen, "store %s: integrity check failed: %s",
 		    s->path, sqlite3_errmsg(s->r));
 		rc = from_sqlite(rc);
 	} else {
