@@ -275,6 +275,10 @@ static int has_nul_escape(const char *s, size_t len)
 	size_t i;
 	int in_str = 0;
 
+	/* The common case, no such text at all, without a byte loop. */
+	if (!memmem(s, len, "\\u0000", 6))
+		return 0;
+
 	for (i = 0; i < len; i++) {
 		if (!in_str) {
 			in_str = s[i] == '"';
@@ -711,7 +715,7 @@ int ks_request_parse(const char *header, size_t len, ks_request_t *out,
     char *err, size_t errlen)
 {
 	const char *end = NULL;
-	char *copy;
+	char small[1024], *copy;
 	cJSON *root;
 	int rc;
 
@@ -726,7 +730,8 @@ int ks_request_parse(const char *header, size_t len, ks_request_t *out,
 	if (memchr(header, '\0', len))
 		return fail(err, errlen, KS_E_BAD_JSON,
 		    "header contains a NUL byte");
-	copy = malloc(len + 1);
+	/* Most headers are small: copy them to the stack, not the heap. */
+	copy = len < sizeof small ? small : malloc(len + 1);
 	if (!copy)
 		return fail(err, errlen, KS_E_NOMEM, "out of memory");
 	memcpy(copy, header, len);
@@ -743,7 +748,8 @@ int ks_request_parse(const char *header, size_t len, ks_request_t *out,
 		rc = parse_root(root, copy, len, out, err, errlen);
 		cJSON_Delete(root);
 	}
-	free(copy);
+	if (copy != small)
+		free(copy);
 	if (rc) {
 		/* Only the id survives a failure; the rest is unspecified. */
 		int has_id = out->has_id;
