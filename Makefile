@@ -122,7 +122,7 @@ asan: deps
 
 # Regenerates the golden files of tests/golden/ from the current code.
 golden: all $(TEST_BINS)
-	KSPEC_GOLDEN_UPDATE=1 ./$(BUILD)/tests/test_specialize
+	KSPEC_GOLDEN_UPDATE=1 ./$(BUILD)/tests/test_specialize && for s in cuda opencl; do KSPEC_GOLDEN_UPDATE=1 ./$(BUILD)/tests/test_$$s --filter "$$s/emitted_source_matches_golden_files" || exit 1; done
 
 clean:
 	rm -rf build build-asan

@@ -39,8 +39,8 @@
 
 static void cuda_entry_head(ks_buf_t *out, int nlanes)
 {
-	ks_buf_printf(out, "extern \"C\" __global__ void __launch_bounds__(%d)\n",
-	    nlanes);
+	ks_buf_printf(out, "extern \"C\" __global__ void "
+	    "__launch_bounds__(%d)\n", nlanes);
 }
 
 /*
@@ -63,8 +63,8 @@ static void cuda_reduce_helper(ks_buf_t *out, const ks_c_dialect_t *d,
 	for (s = nlanes / 2; s >= 1; s /= 2) {
 		char other[64];
 
-		snprintf(other, sizeof(other), "__shfl_down_sync(0x%08xu, v, %d)",
-		    mask, s);
+		snprintf(other, sizeof(other),
+		    "__shfl_down_sync(0x%08xu, v, %d)", mask, s);
 		ks_buf_puts(out, "\tv = ");
 		r->combine(out, "v", other);
 		ks_buf_puts(out, ";\n");
@@ -304,7 +304,7 @@ static int parse_sm(const char *t)
 {
 	int v = 0, n = 0;
 
-	if (t == NULL || strncmp(t, "sm_", 3) != 0)
+	if (t == NULL || strncmp(t, "sm_", 3) != 0 || t[3] == '0')
 		return -1;
 	for (t += 3; *t >= '0' && *t <= '9'; t++, n++)
 		v = v * 10 + (*t - '0');
@@ -410,7 +410,8 @@ static void copy_field(const char *ptx, const char *tag, char *out,
 
 static void build_name_init(void)
 {
-	static const char src[] = "extern \"C\" __global__ void ks_probe() {}\n";
+	static const char src[] =
+	    "extern \"C\" __global__ void ks_probe() {}\n";
 	nvrtcProgram prog = NULL;
 	size_t n = 0;
 	char *ptx = NULL, rel[48], id[48];

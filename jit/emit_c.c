@@ -26,6 +26,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -45,6 +46,9 @@ typedef struct {
 	int serial;             /* temporaries */
 	int lanes_wrote_rw;     /* the current LANES stored to a buffer that
 	                           the kernel also reads */
+	const ks_expr_t **hoisted;  /* REDUCEs evaluated before their IF */
+	int *hoisted_tmp;           /* ... into ks_t<this> */
+	int nhoisted, hoisted_cap;
 	int rc;
 	char *err;
 	size_t errlen;
@@ -180,8 +184,8 @@ static void helper(emit_t *E, int h)
 		    "}\n\n", fn, u2f);
 		break;
 	case H_F16_STORE:
-		put(E, "/* f32 -> f16, round to nearest even; NaN stays a quiet "
-		    "NaN. */\n"
+		put(E, "/* f32 -> f16, round to nearest even; NaN stays a "
+		    "quiet NaN. */\n"
 		    "%sks_u16 ksh_f32_to_f16(float a)\n"
 		    "{\n"
 		    "\tks_u32 x = %s(a);\n"
@@ -200,15 +204,16 @@ static void helper(emit_t *E, int h)
 		    "}\n\n", fn, f2u, f2u, u2f);
 		break;
 	case H_BF16_STORE:
-		put(E, "/* f32 -> bf16, round to nearest even; NaN stays a quiet "
-		    "NaN. */\n"
+		put(E, "/* f32 -> bf16, round to nearest even; NaN stays a "
+		    "quiet NaN. */\n"
 		    "%sks_u16 ksh_f32_to_bf16(float a)\n"
 		    "{\n"
 		    "\tks_u32 x = %s(a);\n"
 		    "\n"
 		    "\tif ((x & 0x7fffffffu) > 0x7f800000u)\n"
 		    "\t\treturn (ks_u16)((x >> 16) | 0x40u);\n"
-		    "\treturn (ks_u16)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"
+		    "\treturn (ks_u16)((x + 0x7fffu + ((x >> 16) & 1u)) >> "
+		    "16);\n"
 		    "}\n\n", fn, f2u);
 		break;
 	case H_FMIN:
@@ -403,8 +408,13 @@ static void reduce(emit_t *E, const ks_expr_t *e)
 {
 	const ks_ir_var_t *v = &E->k->vars[e->var];
 	const ks_c_reduce_t *r;
-	int which;
+	int which, i;
 
+	for (i = 0; i < E->nhoisted; i++)
+		if (E->hoisted[i] == e) {
+			put(E, "ks_t%d", E->hoisted_tmp[i]);
+			return;
+		}
 	if (v->scope != KS_VAR_LANE || E->in_lanes) {
 		fail(E, "REDUCE of '%s' %s", v->name, E->in_lanes ?
 		    "inside LANES" : "of a uniform variable");
@@ -507,6 +517,135 @@ static void expr(emit_t *E, const ks_expr_t *e)
 /* ---- statements ---- */
 
 static void stmt(emit_t *E, const ks_stmt_t *s);
+
+/*
+ * Hoisting of reductions out of uniform IFs.  A REDUCE under a uniform IF
+ * is evaluated just before the IF, into a temporary, when its lane
+ * variable is not assigned anywhere inside the IF (then the value is the
+ * same; REDUCE has no side effect, so evaluating it when the condition is
+ * false changes nothing).  Barriers and shuffles then stand in straight-
+ * line code: PoCL 3.1 hangs when barriers stand in two uniform IFs with
+ * different conditions (reproduced with a 20-line kernel; gemm's guarded
+ * stores are exactly that), and a warp stays converged by construction.
+ * A REDUCE whose variable the IF assigns, or inside a FOR, stays where it
+ * is: correct OpenCL and CUDA, which PoCL may still mishandle.
+ */
+static void mark_assigned(const ks_stmt_t *s, unsigned char *assigned)
+{
+	int i;
+
+	if (s == NULL)
+		return;
+	switch (s->kind) {
+	case KS_S_DECL: case KS_S_ASSIGN: case KS_S_FOR:
+		assigned[s->var] = 1;
+		break;
+	default:
+		break;
+	}
+	for (i = 0; s->kind == KS_S_BLOCK && i < s->nitems; i++)
+		mark_assigned(s->items[i], assigned);
+	mark_assigned(s->body, assigned);
+	mark_assigned(s->orelse, assigned);
+}
+
+static int is_hoisted(emit_t *E, const ks_expr_t *e)
+{
+	int i;
+
+	for (i = 0; i < E->nhoisted; i++)
+		if (E->hoisted[i] == e)
+			return 1;
+	return 0;
+}
+
+/* Emits "const T ks_tN = reduce(v);" for each hoistable REDUCE in E. */
+static void hoist_expr(emit_t *E, const ks_expr_t *e,
+    const unsigned char *assigned)
+{
+	const ks_ir_var_t *v;
+	int t;
+
+	if (e == NULL || E->rc != KS_OK)
+		return;
+	hoist_expr(E, e->a, assigned);
+	hoist_expr(E, e->b, assigned);
+	hoist_expr(E, e->c, assigned);
+	if (e->kind != KS_X_REDUCE || assigned[e->var] || is_hoisted(E, e))
+		return;
+	v = &E->k->vars[e->var];
+	if (v->scope != KS_VAR_LANE || v->type == KS_TY_BOOL)
+		return;                 /* reduce() reports it in place */
+	if (E->nhoisted == E->hoisted_cap) {
+		int cap = E->hoisted_cap ? 2 * E->hoisted_cap : 16;
+		const ks_expr_t **h = realloc(E->hoisted, (size_t)cap *
+		    sizeof(*h));
+		int *tmp = h ? realloc(E->hoisted_tmp, (size_t)cap *
+		    sizeof(*tmp)) : NULL;
+
+		if (h != NULL)
+			E->hoisted = h;
+		if (tmp == NULL) {
+			E->rc = KS_E_NOMEM;
+			return;
+		}
+		E->hoisted_tmp = tmp;
+		E->hoisted_cap = cap;
+	}
+	t = E->serial++;
+	line(E);
+	put(E, "const %s ks_t%d = ", cty(v->type), t);
+	reduce(E, e);
+	put(E, ";\n");
+	E->hoisted[E->nhoisted] = e;
+	E->hoisted_tmp[E->nhoisted++] = t;
+}
+
+/* Hoists from the uniform statements of S (not from FOR bodies, whose
+ * REDUCEs may change per trip, nor from LANES, which has none). */
+static void hoist_stmt(emit_t *E, const ks_stmt_t *s,
+    const unsigned char *assigned)
+{
+	int i;
+
+	if (s == NULL)
+		return;
+	switch (s->kind) {
+	case KS_S_BLOCK:
+		for (i = 0; i < s->nitems; i++)
+			hoist_stmt(E, s->items[i], assigned);
+		return;
+	case KS_S_DECL: case KS_S_ASSIGN: case KS_S_STORE:
+		hoist_expr(E, s->a, assigned);
+		hoist_expr(E, s->b, assigned);
+		return;
+	case KS_S_IF:
+		hoist_expr(E, s->a, assigned);
+		hoist_stmt(E, s->body, assigned);
+		hoist_stmt(E, s->orelse, assigned);
+		return;
+	case KS_S_FOR: case KS_S_LANES:
+		return;
+	}
+}
+
+static void hoist_reduces(emit_t *E, const ks_stmt_t *s)
+{
+	unsigned char *assigned;
+
+	if (E->in_lanes)
+		return;
+	assigned = calloc((size_t)E->k->nvars + 1, 1);
+	if (assigned == NULL) {
+		E->rc = KS_E_NOMEM;
+		return;
+	}
+	mark_assigned(s->body, assigned);
+	mark_assigned(s->orelse, assigned);
+	hoist_stmt(E, s->body, assigned);
+	hoist_stmt(E, s->orelse, assigned);
+	free(assigned);
+}
 
 static void block_items(emit_t *E, const ks_stmt_t *b)
 {
@@ -694,6 +833,7 @@ static void stmt(emit_t *E, const ks_stmt_t *s)
 		loop(E, s);
 		return;
 	case KS_S_IF:
+		hoist_reduces(E, s);
 		line(E);
 		put(E, "if (");
 		expr(E, s->a);
@@ -793,10 +933,11 @@ int ks_jit_emit_c(const ks_ir_kernel_t *k, const ks_c_dialect_t *d,
 		put(&E, "\n");
 	}
 	signature(&E);
-	put(&E, "{\n\tconst ks_i64 ks_lane = %s;\n\tconst ks_i64 ks_group = "
-	    "%s;\n", d->lane, d->group);
+	put(&E, "{\n");
 	for (r = 0; r < KS_C_RED_COUNT && d->reduce_locals != NULL; r++) {
-		/* One scratch per element type: the sum and the max share. */
+		/* One scratch per element type: the sum and the max share.
+		 * First in the entry, as OpenCL wants its __local variables
+		 * at kernel scope. */
 		if (!(E.reduces & (1u << r)) ||
 		    ((r == KS_C_RED_MAX_F32 &&
 		    (E.reduces & (1u << KS_C_RED_SUM_F32))) ||
@@ -805,11 +946,14 @@ int ks_jit_emit_c(const ks_ir_kernel_t *k, const ks_c_dialect_t *d,
 			continue;
 		d->reduce_locals(out, &ks_c_reduces[r], k->nlanes);
 	}
-	put(&E, "\n");
+	put(&E, "\tconst ks_i64 ks_lane = %s;\n"
+	    "\tconst ks_i64 ks_group = %s;\n\n", d->lane, d->group);
 	if (E.rc == KS_OK && ks_buf_append(out, body.data ? body.data : "",
 	    body.len) != KS_OK)
 		E.rc = KS_E_NOMEM;
 	put(&E, "}\n");
 	ks_buf_close(&body);
+	free(E.hoisted);
+	free(E.hoisted_tmp);
 	return E.rc;
 }

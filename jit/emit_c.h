@@ -17,6 +17,9 @@
  *   - KS_X_REDUCE is a helper that every thread calls, following the
  *     canonical tree t[l] = t[l] op t[l + s], s = nlanes/2 .. 1, with the
  *     same operand order as cpu.c, and returns t[0] to every thread;
+ *   - a REDUCE under a uniform IF is evaluated just before the IF when the
+ *     IF does not assign its lane variable, so shuffles and barriers stand
+ *     in straight-line code (see hoist_reduces in emit_c.c);
  *   - after a phase that stores to a buffer the kernel also reads (a
  *     LANES statement, or a uniform store), all threads synchronize, so
  *     the next phase sees the stores as the CPU's sequential order would.
@@ -69,11 +72,11 @@ struct ks_c_dialect {
 	/* Appends the definition of reduction helper R for NLANES lanes. */
 	void (*reduce_helper)(ks_buf_t *out, const ks_c_dialect_t *d,
 	    const ks_c_reduce_t *r, int nlanes);
-	/* Appends the extra arguments of a call of R after the value (", x"),
-	 * or nothing. */
+	/* Appends the extra arguments of a call of R after the value
+	 * (", ks_lane, ks_red_f32"); NULL when there are none. */
 	void (*reduce_args)(ks_buf_t *out, const ks_c_reduce_t *r);
-	/* Appends, at the top of the entry, the declarations R needs (its
-	 * scratch array), or nothing. */
+	/* Appends, first in the entry, the declarations R needs (its scratch
+	 * array); NULL when it needs none. */
 	void (*reduce_locals)(ks_buf_t *out, const ks_c_reduce_t *r,
 	    int nlanes);
 	const char *phase_sync; /* statement: all threads of the block meet

@@ -126,10 +126,10 @@ static const ks_c_dialect_t cl_dialect = {
 	    "typedef long ks_i64;\n"
 	    "typedef uint ks_u32;\n"
 	    "typedef ushort ks_u16;\n",
-	/* Not static: PoCL 3.1 (LLVM 15) crashes in its inliner when it
-	 * builds the work-group functions of a kernel that calls static
-	 * helpers containing barriers.  External linkage is harmless: the
-	 * helper names (ksh_*) are kspec's own. */
+	/* Not static: PoCL 3.1 (LLVM 15) crashed in LLVM's inliner while
+	 * building the binary of a gemm whose helpers were static (the same
+	 * source without `static` builds and runs).  External linkage is
+	 * harmless: the helper names (ksh_*) are kspec's own. */
 	.fn = "",
 	.entry_head = cl_entry_head,
 	.global = "__global ",
@@ -302,8 +302,8 @@ static void devs_init(void)
 	if (np > 16)
 		np = 16;
 	for (i = 0; i < np; i++) {
-		if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) ==
-		    CL_SUCCESS)
+		if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, 0, NULL,
+		    &nd) == CL_SUCCESS)
 			cap += (int)nd;
 	}
 	devs = calloc((size_t)cap + 1, sizeof(*devs));
@@ -319,8 +319,8 @@ static void devs_init(void)
 
 		plat_short(plats[i], (int)i, shorts, pshort, sizeof(pshort));
 		snprintf(shorts[i], sizeof(shorts[i]), "%s", pshort);
-		if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, 64, ids, &nd) !=
-		    CL_SUCCESS)
+		if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, 64, ids,
+		    &nd) != CL_SUCCESS)
 			continue;
 		if (nd > 64)
 			nd = 64;
@@ -374,8 +374,6 @@ static const cl_dev_t *auto_dev(void)
 
 static int cl_available(char *err, size_t errlen)
 {
-	int i;
-
 	pthread_once(&devs_once, devs_init);
 	if (ndevs == 0) {
 		seterr(err, errlen, "%s", devs_why);
@@ -383,9 +381,8 @@ static int cl_available(char *err, size_t errlen)
 	}
 	if (auto_dev() != NULL)
 		return KS_OK;
-	for (i = 0; i < ndevs && i < 1; i++)
-		seterr(err, errlen, "no usable OpenCL device: %s: %s",
-		    devs[i].target, devs[i].unusable);
+	seterr(err, errlen, "no usable OpenCL device (%d found); %s: %s",
+	    ndevs, devs[0].target, devs[0].unusable);
 	return KS_E_BACKEND_UNAVAILABLE;
 }
 

@@ -64,7 +64,7 @@ static const char *gemm_select(const ks_spec_t *spec)
 
 	if (m->is_const && m->value == 1)
 		return "gemv_m1";
-	return "general";
+	return is_small_m(m) ? "small_m" : "general";
 }
 
 /* Elements of a ROWS x COLS buffer when both dims are constant. */
@@ -171,7 +171,7 @@ static void accumulate(gemm_t *g, ks_stmt_t *block, const char *xname,
 static void accumulate_rows(gemm_t *g, ks_stmt_t *block, char pfx,
     int k_var, int64_t M, const int *wo, const int *acc)
 {
-	char name[16];
+	char name[32];
 	int r, wv[RB], xv;
 	int64_t m;
 
@@ -205,7 +205,7 @@ static void build_small_m(gemm_t *g, int64_t M)
 	ks_stmt_t *body = k->body, *loop, *lanes, *tail, *guard;
 	int n0, wo[RB], acc[RB * SMALL_M_MAX], k0, kv, kt, r;
 	int64_t m;
-	char name[16];
+	char name[32];
 
 	k->grid = bin(g, KS_OP_DIV, bin(g, KS_OP_ADD, par(g, g->N),
 	    c64(g, RB - 1)), c64(g, RB));

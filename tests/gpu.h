@@ -34,7 +34,7 @@ static const struct {
 	{ "small_m", 4, 4096, 4096 },
 };
 
-static void gpu_golden_path(char *out, size_t n, const char *name)
+static inline void gpu_golden_path(char *out, size_t n, const char *name)
 {
 	const char *dir = getenv("KSPEC_GOLDEN_DIR");
 	const char *slash = strrchr(__FILE__, '/');
@@ -49,7 +49,7 @@ static void gpu_golden_path(char *out, size_t n, const char *name)
 }
 
 /* The file's text (caller frees), or NULL. */
-static char *gpu_read_file(const char *path)
+static inline char *gpu_read_file(const char *path)
 {
 	FILE *f = fopen(path, "rb");
 	char *p;
@@ -70,7 +70,7 @@ static char *gpu_read_file(const char *path)
 
 /* 0 when GOT equals golden file NAME, else the 1-based line of the first
  * difference (-1 when the file is missing). */
-static long gpu_golden_diff(const char *got, const char *name)
+static inline long gpu_golden_diff(const char *got, const char *name)
 {
 	char path[512], *want;
 	long line = 1;
@@ -91,7 +91,7 @@ static long gpu_golden_diff(const char *got, const char *name)
 
 /* Asserts GOT equals golden file NAME, or rewrites the file under
  * KSPEC_GOLDEN_UPDATE=1. */
-static void gpu_check_golden(const char *got, const char *name)
+static inline void gpu_check_golden(const char *got, const char *name)
 {
 	const char *update = getenv("KSPEC_GOLDEN_UPDATE");
 	char path[512];
@@ -116,7 +116,7 @@ static void gpu_check_golden(const char *got, const char *name)
 
 static const char *gpu_forced_variant;
 
-static const char *gpu_select_forced(const ks_spec_t *spec)
+static inline const char *gpu_select_forced(const ks_spec_t *spec)
 {
 	(void)spec;
 	return gpu_forced_variant;
@@ -128,7 +128,7 @@ static const char *gpu_select_forced(const ks_spec_t *spec)
  * test run `general` at the shape of a specialization, and a
  * specialization whatever the selection policy says.
  */
-static ks_ir_kernel_t *gpu_gemm_ir(const char *variant, ks_dtype_t dt,
+static inline ks_ir_kernel_t *gpu_gemm_ir(const char *variant, ks_dtype_t dt,
     int64_t M, int64_t N, int64_t K)
 {
 	static ks_kernel_def_t forced;
@@ -156,7 +156,7 @@ static ks_ir_kernel_t *gpu_gemm_ir(const char *variant, ks_dtype_t dt,
 }
 
 /* The emitted source of K by backend B; caller frees. */
-static char *gpu_source(const ks_backend_t *b, const ks_ir_kernel_t *k)
+static inline char *gpu_source(const ks_backend_t *b, const ks_ir_kernel_t *k)
 {
 	ks_buf_t s;
 	char err[512];
@@ -175,14 +175,14 @@ static char *gpu_source(const ks_backend_t *b, const ks_ir_kernel_t *k)
 #define GBIN(op, a, b) ks_x_bin(k, KS_OP_##op, (a), (b))
 
 /* i = group * nlanes + lane */
-static ks_expr_t *gpu_gidx(ks_ir_kernel_t *k)
+static inline ks_expr_t *gpu_gidx(ks_ir_kernel_t *k)
 {
 	return GBIN(ADD, GBIN(MUL, ks_x_group(k), GI(k->nlanes)),
 	    ks_x_lane(k));
 }
 
 /* dst[i] = src[i] through f32, grid n / 32. */
-static ks_ir_kernel_t *gpu_copy_kernel(ks_dtype_t from, ks_dtype_t to)
+static inline ks_ir_kernel_t *gpu_copy_kernel(ks_dtype_t from, ks_dtype_t to)
 {
 	ks_ir_kernel_t *k = ks_ir_new("copy", "t", 32);
 	int src = ks_ir_buffer(k, "src", from, KS_ACCESS_READ);
@@ -199,7 +199,7 @@ static ks_ir_kernel_t *gpu_copy_kernel(ks_dtype_t from, ks_dtype_t to)
 
 /* y[g] = reduce(op, v), v[lane] = x[g * nlanes + lane], of type T (an i64
  * reduction loads f32 values and casts them), grid `groups`. */
-static ks_ir_kernel_t *gpu_reduce_kernel(int nlanes, ks_redop_t op,
+static inline ks_ir_kernel_t *gpu_reduce_kernel(int nlanes, ks_redop_t op,
     ks_ty_t t)
 {
 	ks_ir_kernel_t *k = ks_ir_new("red", "t", nlanes);
@@ -232,7 +232,7 @@ static ks_ir_kernel_t *gpu_reduce_kernel(int nlanes, ks_redop_t op,
  */
 enum { GPU_EW_IN = 3, GPU_EW_OUT = 8 };
 
-static ks_ir_kernel_t *gpu_elementwise_kernel(void)
+static inline ks_ir_kernel_t *gpu_elementwise_kernel(void)
 {
 	static const char *const outs[GPU_EW_OUT] = {
 		"mn", "mx", "fm", "ma", "dv", "ci", "cl", "sl" };
@@ -282,7 +282,7 @@ static ks_ir_kernel_t *gpu_elementwise_kernel(void)
  */
 enum { GPU_INT_OUT = 22 };
 
-static ks_ir_kernel_t *gpu_int_kernel(void)
+static inline ks_ir_kernel_t *gpu_int_kernel(void)
 {
 	static const uint32_t pats[] = {
 		0x80000000, 0x7f800000, 0xff800000, 0x7fc12345, 0xffa00001,
@@ -336,7 +336,7 @@ typedef struct {
 } gpu_arg_t;
 
 /* Value of an i64 expression over constants and scalar params (the grid). */
-static int64_t gpu_eval(const ks_ir_kernel_t *k, const ks_expr_t *e,
+static inline int64_t gpu_eval(const ks_ir_kernel_t *k, const ks_expr_t *e,
     const gpu_arg_t *args)
 {
 	int64_t a, b;
@@ -369,7 +369,7 @@ static int64_t gpu_eval(const ks_ir_kernel_t *k, const ks_expr_t *e,
 
 /* Compiles K on the cpu backend and runs the whole grid on ARGS (buffers
  * updated in place). */
-static void gpu_run_cpu(const ks_ir_kernel_t *k, gpu_arg_t *args)
+static inline void gpu_run_cpu(const ks_ir_kernel_t *k, gpu_arg_t *args)
 {
 	char target[KS_MAX_NAME], err[2048];
 	void *params[32], *ptrs[32];
@@ -403,7 +403,7 @@ static void gpu_run_cpu(const ks_ir_kernel_t *k, gpu_arg_t *args)
 
 /* ---- data ---- */
 
-static uint64_t gpu_rng(uint64_t *s)
+static inline uint64_t gpu_rng(uint64_t *s)
 {
 	*s ^= *s >> 12;
 	*s ^= *s << 25;
@@ -413,7 +413,7 @@ static uint64_t gpu_rng(uint64_t *s)
 
 /* Values over 60 binades with random signs: every summation order rounds
  * differently somewhere. */
-static void gpu_adversarial(float *x, size_t n, uint64_t seed)
+static inline void gpu_adversarial(float *x, size_t n, uint64_t seed)
 {
 	size_t i;
 
@@ -425,7 +425,7 @@ static void gpu_adversarial(float *x, size_t n, uint64_t seed)
 	}
 }
 
-static uint32_t gpu_bits(float f)
+static inline uint32_t gpu_bits(float f)
 {
 	uint32_t u;
 

@@ -21,6 +21,7 @@
  */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
+#include <pthread.h>
 
 #include "gpu.h"
 #include "ref.h"
@@ -192,8 +193,8 @@ static int64_t diff_elems(const void *a, const void *b, size_t es, int64_t n)
 	int64_t i, bad = 0;
 
 	for (i = 0; i < n; i++)
-		bad += memcmp((const char *)a + i * es, (const char *)b + i * es,
-		    es) != 0;
+		bad += memcmp((const char *)a + i * es,
+		    (const char *)b + i * es, es) != 0;
 	return bad;
 }
 
@@ -212,7 +213,8 @@ static void check_gemm(clenv_t *e, gemm_prog_t *g, ks_dtype_t dt,
     int64_t M, int64_t N, int64_t K)
 {
 	size_t es = ks_dtype_size(dt);
-	void *x = malloc(es * (size_t)(M * K)), *w = malloc(es * (size_t)(N * K));
+	void *x = malloc(es * (size_t)(M * K));
+	void *w = malloc(es * (size_t)(N * K));
 	void *ycl = malloc(es * (size_t)(M * N));
 	void *ycpu = malloc(es * (size_t)(M * N));
 	void *want = malloc(es * (size_t)(M * N));
@@ -228,7 +230,7 @@ static void check_gemm(clenv_t *e, gemm_prog_t *g, ks_dtype_t dt,
 	args[0] = (gpu_arg_t){ x, es * (size_t)(M * K) };
 	args[1] = (gpu_arg_t){ w, es * (size_t)(N * K) };
 
-	memset(ycl, 0xff, es * (size_t)(M * N));        /* NaN, never a result */
+	memset(ycl, 0xff, es * (size_t)(M * N));  /* NaN, never a result */
 	args[2] = (gpu_arg_t){ ycl, es * (size_t)(M * N) };
 	run_cl(e, g->k, &g->cl, args);
 	memset(ycpu, 0xff, es * (size_t)(M * N));
@@ -338,33 +340,36 @@ Test(opencl, gemv_m1_decode_4096_bf16_is_bitwise_canonical)
 
 /* ---- hand-built kernels against the cpu backend ---- */
 
-/* Runs K on OpenCL and on cpu with ARGS copied; returns the OpenCL copy of
- * buffer OUT's data in *cl and the cpu one in *cpu (caller frees). */
+/* Runs K on OpenCL, into the write buffers of ARGS, and on the cpu
+ * backend, into fresh copies of them: CPU gets ARGS with those copies
+ * (free them with free_copies). */
 static void run_both(clenv_t *e, const ks_ir_kernel_t *k, gpu_arg_t *args,
-    int nargs, int out, void **cl, void **cpu)
+    int nargs, gpu_arg_t *cpu)
 {
-	gpu_arg_t a2[32];
 	clprog_t p;
 	int i;
 
-	cr_assert_leq(nargs, 32);
 	for (i = 0; i < nargs; i++) {
-		a2[i] = args[i];
+		cpu[i] = args[i];
 		if (k->params[i].kind == KS_PARAM_BUFFER &&
 		    (k->params[i].access & KS_ACCESS_WRITE)) {
-			a2[i].data = malloc(args[i].bytes);
-			memcpy(a2[i].data, args[i].data, args[i].bytes);
+			cpu[i].data = malloc(args[i].bytes);
+			memcpy(cpu[i].data, args[i].data, args[i].bytes);
 		}
 	}
 	prog_compile(e, k, &p);
 	run_cl(e, k, &p, args);
 	prog_close(&p);
-	gpu_run_cpu(k, a2);
-	*cl = args[out].data;
-	*cpu = a2[out].data;
+	gpu_run_cpu(k, cpu);
+}
+
+static void free_copies(gpu_arg_t *args, gpu_arg_t *cpu, int nargs)
+{
+	int i;
+
 	for (i = 0; i < nargs; i++)
-		if (i != out && a2[i].data != args[i].data)
-			free(a2[i].data);
+		if (cpu[i].data != args[i].data)
+			free(cpu[i].data);
 }
 
 Test(opencl, loads_of_every_f16_and_bf16_pattern_equal_cpu_and_ref)
@@ -380,11 +385,12 @@ Test(opencl, loads_of_every_f16_and_bf16_pattern_equal_cpu_and_ref)
 		src[i] = (uint16_t)i;
 	for (d = 0; d < 2; d++) {
 		ks_ir_kernel_t *k = gpu_copy_kernel(dts[d], KS_DTYPE_F32);
-		float *dst = calloc(65536, 4), *cl, *cpu;
+		float *dst = calloc(65536, 4), *cl = dst, *cpu;
 		gpu_arg_t args[3] = { { src, 65536 * 2 }, { dst, 65536 * 4 },
-			{ &n, 8 } };
+			{ &n, 8 } }, c[3];
 
-		run_both(&e, k, args, 3, 1, (void **)&cl, (void **)&cpu);
+		run_both(&e, k, args, 3, c);
+		cpu = c[1].data;
 		cr_assert_eq(memcmp(cl, cpu, 65536 * 4), 0, "%s loads differ "
 		    "from cpu", ks_dtype_name(dts[d]));
 		for (i = 0; i < 65536; i++) {
@@ -398,7 +404,7 @@ Test(opencl, loads_of_every_f16_and_bf16_pattern_equal_cpu_and_ref)
 			    ks_dtype_name(dts[d]), i, gpu_bits(cl[i]),
 			    gpu_bits(want));
 		}
-		free(cpu);
+		free_copies(args, c, 3);
 		free(dst);
 		ks_ir_free(k);
 	}
@@ -445,12 +451,13 @@ Test(opencl, stores_round_to_nearest_even_like_cpu_and_ref)
 	cr_assert_eq(n % 32, 0);
 	for (d = 0; d < 2; d++) {
 		ks_ir_kernel_t *k = gpu_copy_kernel(KS_DTYPE_F32, dts[d]);
-		uint16_t *dst = calloc((size_t)n, 2), *cl, *cpu;
+		uint16_t *dst = calloc((size_t)n, 2), *cl = dst, *cpu;
 		gpu_arg_t args[3] = { { src, (size_t)n * 4 },
-			{ dst, (size_t)n * 2 }, { &n, 8 } };
+			{ dst, (size_t)n * 2 }, { &n, 8 } }, c[3];
 		int64_t bad = 0;
 
-		run_both(&e, k, args, 3, 1, (void **)&cl, (void **)&cpu);
+		run_both(&e, k, args, 3, c);
+		cpu = c[1].data;
 		cr_assert_eq(memcmp(cl, cpu, (size_t)n * 2), 0, "%s stores "
 		    "differ from cpu", ks_dtype_name(dts[d]));
 		for (i = 0; i < n; i++) {
@@ -464,7 +471,7 @@ Test(opencl, stores_round_to_nearest_even_like_cpu_and_ref)
 		}
 		cr_assert_eq(bad, 0, "%lld of %lld stores off ref.h",
 		    (long long)bad, (long long)n);
-		free(cpu);
+		free_copies(args, c, 3);
 		free(dst);
 		ks_ir_free(k);
 	}
@@ -472,54 +479,54 @@ Test(opencl, stores_round_to_nearest_even_like_cpu_and_ref)
 	env_close(&e);
 }
 
-/* The canonical tree (f32 sum, on data where every order differs), the
- * max tree with NaN and signed zeros, and i64 sum and max, for 32 and
- * fewer lanes: OpenCL equals cpu bit for bit. */
-Test(opencl, reductions_follow_the_canonical_tree_like_cpu)
+/* One reduction kernel over G groups of adversarial data (f32 sums: every
+ * order rounds differently; max: NaN, signed zeros and -Inf mixed in; i64:
+ * integers): OpenCL equals cpu bit for bit. */
+static void check_reduce(clenv_t *e, int nlanes, ks_redop_t op, ks_ty_t t)
 {
-	static const ks_redop_t ops[2] = { KS_RED_SUM, KS_RED_MAX };
-	static const ks_ty_t tys[2] = { KS_TY_F32, KS_TY_I64 };
-	static const int lanes[3] = { 32, 8, 1 };
 	static const float special[] = { -0.0f, 0.0f, NAN, -INFINITY };
 	enum { G = 512 };
-	int64_t groups = G;
-	float *x = malloc(sizeof(float) * G * 32), y[G], *cl, *cpu;
+	int64_t groups = G, n = (int64_t)G * nlanes, i;
+	float *x = malloc(sizeof(float) * (size_t)n), y[G], *cpu;
+	ks_ir_kernel_t *k = gpu_reduce_kernel(nlanes, op, t);
+	gpu_arg_t args[3] = { { x, sizeof(float) * (size_t)n },
+		{ y, sizeof y }, { &groups, 8 } }, c[3];
 	uint64_t s = 3;
+
+	gpu_adversarial(x, (size_t)n, 7 + (uint64_t)nlanes);
+	for (i = 0; i < n; i++) {
+		if (t == KS_TY_I64)
+			x[i] = truncf(x[i] * 1e3f);
+		else if (op == KS_RED_MAX && gpu_rng(&s) % 4 == 0)
+			x[i] = special[(s >> 8) % 4];
+	}
+	memset(y, 0, sizeof y);
+	run_both(e, k, args, 3, c);
+	cpu = c[1].data;
+	for (i = 0; i < G; i++)
+		cr_assert(gpu_bits(y[i]) == gpu_bits(cpu[i]) ||
+		    (y[i] != y[i] && cpu[i] != cpu[i]), "%s %s %d lanes group "
+		    "%lld: %a, cpu %a", op == KS_RED_MAX ? "max" : "sum",
+		    ks_ty_name(t), nlanes, (long long)i, y[i], cpu[i]);
+	free_copies(args, c, 3);
+	ks_ir_free(k);
+	free(x);
+}
+
+/* The canonical tree (f32 sum), the max tree with NaN and signed zeros,
+ * and i64 sum and max, for 32 and fewer lanes. */
+Test(opencl, reductions_follow_the_canonical_tree_like_cpu)
+{
+	static const int lanes[3] = { 32, 8, 1 };
 	clenv_t e;
-	int o, t, l, i;
+	int o, t, l;
 
 	env_open(&e);
 	for (o = 0; o < 2; o++)
 		for (t = 0; t < 2; t++)
-			for (l = 0; l < 3; l++) {
-				ks_ir_kernel_t *k = gpu_reduce_kernel(lanes[l],
-				    ops[o], tys[t]);
-				gpu_arg_t args[3] = {
-					{ x, sizeof(float) * G * (size_t)lanes[l] },
-					{ y, sizeof y }, { &groups, 8 } };
-
-				gpu_adversarial(x, (size_t)G * 32, 7 + l);
-				if (tys[t] == KS_TY_I64)
-					for (i = 0; i < G * 32; i++)
-						x[i] = truncf(x[i] * 1e3f);
-				else if (ops[o] == KS_RED_MAX)
-					for (i = 0; i < G * 32; i++)
-						if (gpu_rng(&s) % 4 == 0)
-							x[i] = special[(s >> 8) % 4];
-				memset(y, 0, sizeof y);
-				run_both(&e, k, args, 3, 1, (void **)&cl,
-				    (void **)&cpu);
-				for (i = 0; i < G; i++)
-					cr_assert(gpu_bits(cl[i]) ==
-					    gpu_bits(cpu[i]) || (cl[i] != cl[i] &&
-					    cpu[i] != cpu[i]), "%s %s %d lanes "
-					    "group %d: %a, cpu %a", ops[o] ?
-					    "max" : "sum", ks_ty_name(tys[t]),
-					    lanes[l], i, cl[i], cpu[i]);
-				free(cpu);
-				ks_ir_free(k);
-			}
-	free(x);
+			for (l = 0; l < 3; l++)
+				check_reduce(&e, lanes[l], o ? KS_RED_MAX :
+				    KS_RED_SUM, t ? KS_TY_I64 : KS_TY_F32);
 	env_close(&e);
 }
 
@@ -532,11 +539,13 @@ Test(opencl, reductions_follow_the_canonical_tree_like_cpu)
 Test(opencl, elementwise_arithmetic_equals_cpu)
 {
 	static const float vals[] = { NAN, -NAN, 0.0f, -0.0f, 1.0f, -1.0f,
-		INFINITY, -INFINITY, 0x1p-149f, 3.5f, 0x1p-126f, -0x1.fffffep127f };
+		INFINITY, -INFINITY, 0x1p-149f, 3.5f, 0x1p-126f,
+		-0x1.fffffep127f };
 	enum { NV = sizeof vals / sizeof vals[0], N = 4096 };
 	ks_ir_kernel_t *k = gpu_elementwise_kernel();
 	float *in[GPU_EW_IN], *out[GPU_EW_OUT], *cl[GPU_EW_OUT], *cpu;
 	gpu_arg_t args[GPU_EW_IN + GPU_EW_OUT + 1];
+	gpu_arg_t c[GPU_EW_IN + GPU_EW_OUT + 1];
 	int64_t n = N;
 	uint64_t s = 5;
 	clenv_t e;
@@ -564,9 +573,10 @@ Test(opencl, elementwise_arithmetic_equals_cpu)
 		args[GPU_EW_IN + j] = (gpu_arg_t){ out[j], sizeof(float) * N };
 	}
 	args[GPU_EW_IN + GPU_EW_OUT] = (gpu_arg_t){ &n, 8 };
+	run_both(&e, k, args, GPU_EW_IN + GPU_EW_OUT + 1, c);
 	for (j = 0; j < GPU_EW_OUT; j++) {
-		run_both(&e, k, args, GPU_EW_IN + GPU_EW_OUT + 1, GPU_EW_IN + j,
-		    (void **)&cl[j], (void **)&cpu);
+		cl[j] = out[j];
+		cpu = c[GPU_EW_IN + j].data;
 		for (i = 0; i < N; i++) {
 			/* f32 -> i64 of NaN, Inf or out of range is undefined
 			 * (the IR's kernels never do it). */
@@ -574,12 +584,12 @@ Test(opencl, elementwise_arithmetic_equals_cpu)
 				continue;
 			cr_assert(gpu_bits(cl[j][i]) == gpu_bits(cpu[i]) ||
 			    (cl[j][i] != cl[j][i] && cpu[i] != cpu[i]),
-			    "output %d, element %d (a=%a b=%a c=%a): %a, cpu %a",
-			    j, i, in[0][i], in[1][i], in[2][i], cl[j][i],
-			    cpu[i]);
+			    "output %d, element %d (a=%a b=%a c=%a): %a, "
+			    "cpu %a", j, i, in[0][i], in[1][i], in[2][i],
+			    cl[j][i], cpu[i]);
 		}
-		free(cpu);
 	}
+	free_copies(args, c, GPU_EW_IN + GPU_EW_OUT + 1);
 	/* The data tell fma from mul+add, so "no contraction" is tested. */
 	for (i = NV * NV; i < N; i++)
 		fused += gpu_bits(cl[2][i]) != gpu_bits(cl[3][i]);
@@ -592,8 +602,10 @@ Test(opencl, elementwise_arithmetic_equals_cpu)
 		if (a != a && b != b)
 			continue;
 		if (a == b) {
-			cr_assert_eq(gpu_bits(cl[0][i]), gpu_bits(a) | gpu_bits(b));
-			cr_assert_eq(gpu_bits(cl[1][i]), gpu_bits(a) & gpu_bits(b));
+			cr_assert_eq(gpu_bits(cl[0][i]),
+			    gpu_bits(a) | gpu_bits(b));
+			cr_assert_eq(gpu_bits(cl[1][i]),
+			    gpu_bits(a) & gpu_bits(b));
 		} else {
 			cr_assert_eq(gpu_bits(cl[0][i]), gpu_bits(a != a ? b :
 			    b != b ? a : a < b ? a : b), "min(%a, %a)", a, b);
@@ -612,11 +624,11 @@ Test(opencl, elementwise_arithmetic_equals_cpu)
 Test(opencl, uniform_integer_code_and_constants_equal_cpu)
 {
 	ks_ir_kernel_t *k = gpu_int_kernel();
-	float y[GPU_INT_OUT], *cl, *cpu;
+	float y[GPU_INT_OUT], *cl = y, *cpu;
 	int64_t a = -7, b = 2, big = (1 << 24) + 1;
 	float f = -2.5f;
 	gpu_arg_t args[5] = { { y, sizeof y }, { &a, 8 }, { &b, 8 },
-		{ &f, 4 }, { &big, 8 } };
+		{ &f, 4 }, { &big, 8 } }, c[5];
 	static const float want[12] = { -3, -1, -7, 2, -2, 16777216.0f,
 		16777220.0f, 10, 20, 1, 1, 0 };
 	clenv_t e;
@@ -624,13 +636,14 @@ Test(opencl, uniform_integer_code_and_constants_equal_cpu)
 
 	env_open(&e);
 	memset(y, 0, sizeof y);
-	run_both(&e, k, args, 5, 0, (void **)&cl, (void **)&cpu);
+	run_both(&e, k, args, 5, c);
+	cpu = c[0].data;
 	cr_assert_eq(memcmp(cl, cpu, sizeof y), 0);
 	for (i = 0; i < 12; i++)
 		cr_assert_eq(cl[i], want[i], "case %d: %g", i, cl[i]);
 	cr_assert_eq(gpu_bits(cl[15]), 0x7fc12345u, "NaN payload of a "
 	    "constant");
-	free(cpu);
+	free_copies(args, c, 5);
 	ks_ir_free(k);
 	env_close(&e);
 }
@@ -644,13 +657,14 @@ Test(opencl, emitted_source_matches_golden_files)
 
 	for (i = 0; i < sizeof golden_shapes / sizeof *golden_shapes; i++)
 		for (d = 0; d < KS_DTYPE_COUNT; d++) {
-			ks_ir_kernel_t *k = gpu_gemm_ir(golden_shapes[i].variant,
-			    d, golden_shapes[i].M, golden_shapes[i].N,
+			const char *v = golden_shapes[i].variant;
+			ks_ir_kernel_t *k = gpu_gemm_ir(v, d,
+			    golden_shapes[i].M, golden_shapes[i].N,
 			    golden_shapes[i].K);
 			char name[64], *src = gpu_source(&ks_backend_opencl, k);
 
-			snprintf(name, sizeof name, "gemm_%s_%s.cl",
-			    golden_shapes[i].variant, ks_dtype_name(d));
+			snprintf(name, sizeof name, "gemm_%s_%s.cl", v,
+			    ks_dtype_name(d));
 			gpu_check_golden(src, name);
 			free(src);
 			ks_ir_free(k);
@@ -866,4 +880,62 @@ Test(opencl, invalid_ir_is_refused_before_the_driver)
 	    KS_E_UNSUPPORTED);
 	ks_buf_close(&s);
 	ks_ir_free(k);
+}
+
+/* ---- threads ---- */
+
+typedef struct {
+	const ks_ir_kernel_t *k;
+	const char *target;
+	ks_jit_artifact_t a;
+	int rc;
+} job_t;
+
+static void *compile_job(void *p)
+{
+	job_t *j = p;
+	char err[512];
+
+	j->rc = ks_backend_opencl.compile(j->k, j->target, "clbin", &j->a,
+	    err, sizeof err);
+	return NULL;
+}
+
+/* Each compile has its own context and program: concurrent compiles all
+ * succeed, and each binary runs. */
+Test(opencl, concurrent_compiles_are_safe)
+{
+	ks_ir_kernel_t *k = gpu_copy_kernel(KS_DTYPE_F32, KS_DTYPE_BF16);
+	float src[64];
+	uint16_t dst[64];
+	int64_t n = 64, i;
+	gpu_arg_t args[3] = { { src, sizeof src }, { dst, sizeof dst },
+		{ &n, 8 } };
+	pthread_t t[3];
+	job_t j[3];
+	clprog_t p;
+	clenv_t e;
+
+	env_open(&e);
+	for (i = 0; i < 64; i++)
+		src[i] = (float)i * 0.37f;
+	for (i = 0; i < 3; i++) {
+		j[i].k = k;
+		j[i].target = e.target;
+		cr_assert_eq(pthread_create(&t[i], NULL, compile_job, &j[i]),
+		    0);
+	}
+	for (i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	for (i = 0; i < 3; i++) {
+		cr_assert_eq(j[i].rc, KS_OK);
+		memset(dst, 0, sizeof dst);
+		prog_from_binary(&e, &j[i].a, k->entry, &p);
+		run_cl(&e, k, &p, args);
+		prog_close(&p);
+		cr_assert_eq(dst[63], ref_f32_to_bf16(src[63]));
+		ks_jit_artifact_close(&j[i].a);
+	}
+	ks_ir_free(k);
+	env_close(&e);
 }

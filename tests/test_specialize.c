@@ -167,6 +167,22 @@ Test(specialize, golden_gemv_m1_decode_shape_matches_file)
 	}
 }
 
+Test(specialize, golden_small_m_verify_width_matches_file)
+{
+	ks_dtype_t d;
+
+	for (d = 0; d < KS_DTYPE_COUNT; d++) {
+		ks_ir_kernel_t *k = gemm(d, 4, 4096, 4096);
+		char name[64];
+
+		cr_assert_str_eq(k->variant, "small_m");
+		snprintf(name, sizeof name, "gemm_small_m_%s.ir",
+		    ks_dtype_name(d));
+		check_golden(k, name);
+		ks_ir_free(k);
+	}
+}
+
 Test(specialize, golden_general_all_dynamic_matches_file)
 {
 	ks_dtype_t d;
@@ -839,23 +855,54 @@ static const char *selected(ks_mode_t mode, int64_t m)
 	return ks_kernel_gemm.select(&spec);
 }
 
-Test(specialize, select_picks_gemv_m1_only_for_constant_m1)
+Test(specialize, select_picks_gemv_m1_small_m_and_general_by_m)
 {
 	ks_ir_kernel_t *k;
+	int64_t m;
 
 	cr_assert_str_eq(selected(KS_MODE_EXACT, 1), "gemv_m1");
-	cr_assert_str_eq(selected(KS_MODE_EXACT, 2), "general");
+	for (m = 2; m <= 16; m++)
+		cr_assert_str_eq(selected(KS_MODE_EXACT, m), "small_m",
+		    "M=%lld", (long long)m);
 	cr_assert_str_eq(selected(KS_MODE_EXACT, 17), "general");
+	cr_assert_str_eq(selected(KS_MODE_EXACT, 4096), "general");
 	cr_assert_str_eq(selected(KS_MODE_EXACT, DYN), "general");
 	/* gemm has no fast variant: fast selects what exact selects. */
 	cr_assert_str_eq(selected(KS_MODE_FAST, 1), "gemv_m1");
-	cr_assert_str_eq(selected(KS_MODE_FAST, 2), "general");
+	cr_assert_str_eq(selected(KS_MODE_FAST, 2), "small_m");
+	cr_assert_str_eq(selected(KS_MODE_FAST, 17), "general");
 	k = gemm(KS_DTYPE_F32, 1, 8, 8);
 	cr_assert_str_eq(k->variant, "gemv_m1");
 	cr_assert_str_eq(k->entry, "ks_gemm_gemv_m1");
 	ks_ir_free(k);
 	k = gemm(KS_DTYPE_F32, 2, 8, 8);
+	cr_assert_str_eq(k->entry, "ks_gemm_small_m");
+	ks_ir_free(k);
+	k = gemm(KS_DTYPE_F32, 17, 8, 8);
 	cr_assert_str_eq(k->entry, "ks_gemm_general");
+	ks_ir_free(k);
+	cr_assert_str_eq(ks_kernel_gemm.variants[2], "small_m");
+	cr_assert_str_eq(ks_kernel_gemm.guards[2], "M is a constant in 2..16");
+}
+
+/* small_m is built only where its guard holds: a dynamic M or one past 16
+ * has no small_m IR. */
+Test(specialize, small_m_is_built_only_inside_its_guard)
+{
+	ks_spec_t spec;
+	ks_ir_kernel_t *k;
+	char err[256];
+
+	cr_assert_eq(gemm_spec(KS_DTYPE_F32, KS_MODE_EXACT, DYN, 8, 8, &spec,
+	    err, sizeof err), KS_OK);
+	cr_assert_null(ks_kernel_gemm.build(&spec, "small_m"));
+	cr_assert_eq(gemm_spec(KS_DTYPE_F32, KS_MODE_EXACT, 17, 8, 8, &spec,
+	    err, sizeof err), KS_OK);
+	cr_assert_null(ks_kernel_gemm.build(&spec, "small_m"));
+	cr_assert_eq(gemm_spec(KS_DTYPE_F32, KS_MODE_EXACT, 16, 8, 8, &spec,
+	    err, sizeof err), KS_OK);
+	k = ks_kernel_gemm.build(&spec, "small_m");
+	cr_assert_not_null(k);
 	ks_ir_free(k);
 }
 
@@ -912,7 +959,7 @@ typedef union {
 	float f;
 } val_t;
 
-enum { MAXV = 64, MAXP = 8 };
+enum { MAXV = 256, MAXP = 8 };
 
 typedef struct {
 	const ks_ir_kernel_t *k;
@@ -1247,6 +1294,47 @@ Test(specialize, gemv_m1_and_general_agree_bitwise)
 	ks_ir_free(g);
 	free(x);
 	free(w);
+}
+
+/* small_m does the arithmetic of general for every output: the same bits
+ * at M = 2 and M = 16, with both K tails and a partial row block, and its
+ * loads and stores stay in bounds (the interpreter checks them). */
+Test(specialize, small_m_and_general_agree_bitwise)
+{
+	static const int64_t shapes[][3] = {
+		{ 2, 11, 97 }, { 16, 5, 70 }, { 7, 1, 31 }, { 16, 9, 64 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+		int64_t m = shapes[i][0], n = shapes[i][1], kk = shapes[i][2];
+		float *x = random_floats(m * kk, 7), *w = random_floats(n * kk,
+		    8);
+		float *ys = calloc((size_t)(m * n), sizeof(float));
+		float *yg = calloc((size_t)(m * n), sizeof(float));
+		ks_ir_kernel_t *s = gemm(KS_DTYPE_F32, m, n, kk);
+		ks_ir_kernel_t *sd = gemm(KS_DTYPE_F32, m, DYN, DYN);
+		ks_ir_kernel_t *g = gemm(KS_DTYPE_F32, DYN, n, kk);
+
+		cr_assert_str_eq(s->variant, "small_m");
+		cr_assert_str_eq(sd->variant, "small_m");
+		cr_assert_str_eq(g->variant, "general");
+		run_gemm(g, m, n, kk, x, w, yg);
+		run_gemm(s, m, n, kk, x, w, ys);
+		cr_assert(memcmp(ys, yg, sizeof(float) * (size_t)(m * n)) == 0,
+		    "M=%lld N=%lld K=%lld", (long long)m, (long long)n,
+		    (long long)kk);
+		memset(ys, 0, sizeof(float) * (size_t)(m * n));
+		run_gemm(sd, m, n, kk, x, w, ys);
+		cr_assert(memcmp(ys, yg, sizeof(float) * (size_t)(m * n)) == 0);
+		ks_ir_free(s);
+		ks_ir_free(sd);
+		ks_ir_free(g);
+		free(x);
+		free(w);
+		free(ys);
+		free(yg);
+	}
 }
 
 Test(specialize, bitwise_checker_catches_a_sequential_order_reference)

@@ -1,0 +1,522 @@
+/*
+ * bench/gpu/check: runs kspec's cuda artifacts on a real GPU.
+ *
+ * Every gemm variant (general, gemv_m1, small_m) x dtype (f32, f16, bf16)
+ * is specialized and compiled by the cuda backend itself (NVRTC, linked in
+ * from the sources, for the device's own sm_XX), as PTX and as cubin,
+ * loaded with the CUDA driver API (libcuda.so.1 through dlopen, never
+ * linked), run on random data, and compared bit for bit with the canonical
+ * reference of tests/ref.h.  Then the decode GEMV (gemv_m1, M=1,
+ * N=K=4096, bf16) is timed with CUDA events (5 warm-up launches, 50 timed,
+ * median) beside a device-to-device copy of the same bytes in the same
+ * run.  Both rotate through 8 copies of W (256 MiB, several times the L2
+ * of any current GPU), so the figures are memory bandwidth, not cache.
+ *
+ * One table on stdout.  Exit status: 0 all bitwise equal; 1 a mismatch or
+ * an error; 2 no CUDA device (no driver or no GPU: the check is skipped).
+ * Built and run by bench/gpu/run.sh; needs only gcc and the CUDA headers.
+ */
+#include <cuda.h>
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../jit/jit.h"
+#include "../../tests/ref.h"
+
+/* ---- the driver API, loaded at run time ---- */
+
+static struct {
+	__typeof__(&cuInit) Init;
+	__typeof__(&cuDriverGetVersion) DriverGetVersion;
+	__typeof__(&cuDeviceGetCount) DeviceGetCount;
+	__typeof__(&cuDeviceGet) DeviceGet;
+	__typeof__(&cuDeviceGetName) DeviceGetName;
+	__typeof__(&cuDeviceGetAttribute) DeviceGetAttribute;
+	__typeof__(&cuDevicePrimaryCtxRetain) PrimaryCtxRetain;
+	__typeof__(&cuDevicePrimaryCtxRelease) PrimaryCtxRelease;
+	__typeof__(&cuCtxSetCurrent) CtxSetCurrent;
+	__typeof__(&cuCtxSynchronize) CtxSynchronize;
+	__typeof__(&cuModuleLoadData) ModuleLoadData;
+	__typeof__(&cuModuleUnload) ModuleUnload;
+	__typeof__(&cuModuleGetFunction) ModuleGetFunction;
+	__typeof__(&cuMemAlloc) MemAlloc;
+	__typeof__(&cuMemFree) MemFree;
+	__typeof__(&cuMemcpyHtoD) MemcpyHtoD;
+	__typeof__(&cuMemcpyDtoH) MemcpyDtoH;
+	__typeof__(&cuMemcpyDtoD) MemcpyDtoD;
+	__typeof__(&cuMemsetD8) MemsetD8;
+	__typeof__(&cuLaunchKernel) LaunchKernel;
+	__typeof__(&cuEventCreate) EventCreate;
+	__typeof__(&cuEventRecord) EventRecord;
+	__typeof__(&cuEventSynchronize) EventSynchronize;
+	__typeof__(&cuEventElapsedTime) EventElapsedTime;
+	__typeof__(&cuEventDestroy) EventDestroy;
+	__typeof__(&cuGetErrorString) GetErrorString;
+} cu;
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* The versioned name cuda.h maps NAME to ("cuMemAlloc_v2"), else NAME. */
+static int load_sym(void *lib, void **slot, const char *versioned,
+    const char *plain)
+{
+	*slot = dlsym(lib, versioned);
+	if (*slot == NULL)
+		*slot = dlsym(lib, plain);
+	if (*slot == NULL)
+		fprintf(stderr, "libcuda.so.1 lacks %s\n", versioned);
+	return *slot != NULL;
+}
+
+#define LOAD(field, fn) load_sym(lib, (void **)&cu.field, STR(fn), #fn)
+
+static int load_driver(char *why, size_t len)
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+
+	if (lib == NULL) {
+		snprintf(why, len, "libcuda.so.1 cannot be loaded (%s)",
+		    dlerror());
+		return 0;
+	}
+	if (!(LOAD(Init, cuInit) &&
+	    LOAD(DriverGetVersion, cuDriverGetVersion) &&
+	    LOAD(DeviceGetCount, cuDeviceGetCount) &&
+	    LOAD(DeviceGet, cuDeviceGet) &&
+	    LOAD(DeviceGetName, cuDeviceGetName) &&
+	    LOAD(DeviceGetAttribute, cuDeviceGetAttribute) &&
+	    LOAD(PrimaryCtxRetain, cuDevicePrimaryCtxRetain) &&
+	    LOAD(PrimaryCtxRelease, cuDevicePrimaryCtxRelease) &&
+	    LOAD(CtxSetCurrent, cuCtxSetCurrent) &&
+	    LOAD(CtxSynchronize, cuCtxSynchronize) &&
+	    LOAD(ModuleLoadData, cuModuleLoadData) &&
+	    LOAD(ModuleUnload, cuModuleUnload) &&
+	    LOAD(ModuleGetFunction, cuModuleGetFunction) &&
+	    LOAD(MemAlloc, cuMemAlloc) && LOAD(MemFree, cuMemFree) &&
+	    LOAD(MemcpyHtoD, cuMemcpyHtoD) && LOAD(MemcpyDtoH, cuMemcpyDtoH) &&
+	    LOAD(MemcpyDtoD, cuMemcpyDtoD) && LOAD(MemsetD8, cuMemsetD8) &&
+	    LOAD(LaunchKernel, cuLaunchKernel) &&
+	    LOAD(EventCreate, cuEventCreate) &&
+	    LOAD(EventRecord, cuEventRecord) &&
+	    LOAD(EventSynchronize, cuEventSynchronize) &&
+	    LOAD(EventElapsedTime, cuEventElapsedTime) &&
+	    LOAD(EventDestroy, cuEventDestroy) &&
+	    LOAD(GetErrorString, cuGetErrorString))) {
+		snprintf(why, len, "libcuda.so.1 is incomplete");
+		return 0;
+	}
+	return 1;
+}
+
+static void die_cu(CUresult r, const char *what)
+{
+	const char *s = NULL;
+
+	if (cu.GetErrorString != NULL)
+		cu.GetErrorString(r, &s);
+	fprintf(stderr, "check: %s: %s (%d)\n", what, s ? s : "?", (int)r);
+	exit(1);
+}
+
+#define CU(call) do {                                                       \
+		CUresult r_ = (call);                                       \
+		if (r_ != CUDA_SUCCESS)                                     \
+			die_cu(r_, #call);                                  \
+	} while (0)
+
+/* ---- kernels ---- */
+
+static const char *forced_variant;
+
+static const char *select_forced(const ks_spec_t *spec)
+{
+	(void)spec;
+	return forced_variant;
+}
+
+/* The specialized gemm IR of VARIANT (NULL: the library's choice); a dim
+ * of 0 is dynamic. */
+static ks_ir_kernel_t *gemm_ir(const char *variant, ks_dtype_t dt,
+    int64_t M, int64_t N, int64_t K)
+{
+	static ks_kernel_def_t forced;
+	ks_dim_t dims[3] = {
+		{ "M", M != 0, M }, { "N", N != 0, N }, { "K", K != 0, K },
+	};
+	const ks_kernel_def_t *def = &ks_kernel_gemm;
+	ks_ir_kernel_t *k = NULL;
+	ks_spec_t spec;
+	char err[512];
+
+	if (variant != NULL) {
+		forced = ks_kernel_gemm;
+		forced.select = select_forced;
+		forced_variant = variant;
+		def = &forced;
+	}
+	if (ks_kernel_validate(def, dt, KS_MODE_EXACT, dims, 3, &spec, err,
+	    sizeof err) != KS_OK || ks_specialize(&spec, &k, err,
+	    sizeof err) != KS_OK) {
+		fprintf(stderr, "check: gemm %s: %s\n", variant ? variant :
+		    "(selected)", err);
+		exit(1);
+	}
+	return k;
+}
+
+/* Value of the grid over constants and the dims. */
+static int64_t eval(const ks_ir_kernel_t *k, const ks_expr_t *e,
+    const int64_t *dims)
+{
+	int64_t a, b;
+
+	if (e->kind == KS_X_CONST)
+		return e->i;
+	if (e->kind == KS_X_PARAM)
+		return k->params[e->param].bound ? k->params[e->param].value :
+		    dims[e->param - 3];
+	if (e->kind != KS_X_BIN)
+		exit(1);
+	a = eval(k, e->a, dims);
+	b = eval(k, e->b, dims);
+	switch (e->op) {
+	case KS_OP_ADD: return a + b;
+	case KS_OP_SUB: return a - b;
+	case KS_OP_MUL: return a * b;
+	case KS_OP_DIV: return a / b;
+	case KS_OP_REM: return a % b;
+	default: exit(1);
+	}
+}
+
+typedef struct {
+	CUmodule mod;
+	CUfunction fn;
+	ks_jit_artifact_t art;
+} loaded_t;
+
+/* Compiles K and loads it; a load error (e.g. a driver older than the
+ * PTX or cubin NVRTC makes) is returned, to be reported in the table. */
+static CUresult load_kernel(const ks_ir_kernel_t *k, const char *target,
+    const char *format, loaded_t *l)
+{
+	char err[8192];
+	uint8_t *image;
+	CUresult r;
+
+	if (ks_backend_cuda.compile(k, target, format, &l->art, err,
+	    sizeof err) != KS_OK) {
+		fprintf(stderr, "check: compile %s %s %s: %s\n", k->entry,
+		    target, format, err);
+		exit(1);
+	}
+	/* PTX artifacts are text without a NUL; the driver wants one. */
+	image = malloc(l->art.len + 1);
+	memcpy(image, l->art.bytes, l->art.len);
+	image[l->art.len] = 0;
+	r = cu.ModuleLoadData(&l->mod, image);
+	free(image);
+	if (r != CUDA_SUCCESS) {
+		free(l->art.bytes);
+		return r;
+	}
+	CU(cu.ModuleGetFunction(&l->fn, l->mod, k->entry));
+	return CUDA_SUCCESS;
+}
+
+static const char *cu_error(CUresult r)
+{
+	const char *s = NULL;
+
+	cu.GetErrorString(r, &s);
+	return s ? s : "unknown CUDA error";
+}
+
+static void unload_kernel(loaded_t *l)
+{
+	CU(cu.ModuleUnload(l->mod));
+	free(l->art.bytes);
+}
+
+/* Launches K (function FN) on device buffers x, W, y with DIMS. */
+static void launch(const ks_ir_kernel_t *k, CUfunction fn, CUdeviceptr *x,
+    CUdeviceptr *w, CUdeviceptr *y, int64_t *dims)
+{
+	void *params[8];
+	int i, n = 0;
+
+	for (i = 0; i < k->nparams; i++) {
+		const ks_ir_param_t *p = &k->params[i];
+
+		if (p->kind == KS_PARAM_BUFFER)
+			params[n++] = strcmp(p->name, "x") == 0 ? (void *)x :
+			    strcmp(p->name, "W") == 0 ? (void *)w : (void *)y;
+		else if (!p->bound)
+			params[n++] = &dims[i - 3];
+	}
+	CU(cu.LaunchKernel(fn, (unsigned)eval(k, k->grid, dims), 1, 1,
+	    (unsigned)k->nlanes, 1, 1, 0, NULL, params, NULL));
+}
+
+/* ---- the table ---- */
+
+static int mismatches;
+
+static void row(const char *what, const char *format, const char *result,
+    double us, double gbs)
+{
+	char t[32] = "-", g[32] = "-";
+
+	if (us > 0) {
+		snprintf(t, sizeof t, "%.2f", us);
+		snprintf(g, sizeof g, "%.1f", gbs);
+	}
+	printf("%-46s %-6s %-24s %10s %9s\n", what, format, result, t, g);
+}
+
+/* One correctness case: VARIANT at (M, N, K), dims constant where CONSTS
+ * says (bit 0 M, 1 N, 2 K), as PTX and as cubin. */
+static void check_case(const char *target, const char *variant,
+    ks_dtype_t dt, int64_t M, int64_t N, int64_t K, int consts)
+{
+	static const char *const formats[] = { "ptx", "cubin" };
+	size_t es = ks_dtype_size(dt);
+	size_t xb = es * (size_t)(M * K), wb = es * (size_t)(N * K);
+	size_t yb = es * (size_t)(M * N);
+	void *x = malloc(xb), *w = malloc(wb), *y = malloc(yb);
+	void *want = malloc(yb);
+	int64_t dims[3] = { M, N, K };
+	CUdeviceptr dx, dw, dy;
+	ks_ir_kernel_t *k;
+	char what[128], result[80];
+	int f;
+
+	k = gemm_ir(variant, dt, consts & 1 ? M : 0, consts & 2 ? N : 0,
+	    consts & 4 ? K : 0);
+	ref_fill(x, (int)dt, M * K, (uint64_t)(M * 131 + N * 7 + K));
+	ref_fill(w, (int)dt, N * K, (uint64_t)(M * 131 + N * 7 + K) + 1);
+	ref_gemm(x, w, want, (int)dt, M, N, K);
+	CU(cu.MemAlloc(&dx, xb));
+	CU(cu.MemAlloc(&dw, wb));
+	CU(cu.MemAlloc(&dy, yb));
+	CU(cu.MemcpyHtoD(dx, x, xb));
+	CU(cu.MemcpyHtoD(dw, w, wb));
+	for (f = 0; f < 2; f++) {
+		loaded_t l;
+		int64_t i, bad = 0;
+		CUresult r = load_kernel(k, target, formats[f], &l);
+
+		snprintf(what, sizeof what, "%s %s M=%lld N=%lld K=%lld%s",
+		    k->variant, ks_dtype_name(dt), (long long)M, (long long)N,
+		    (long long)K, consts == 7 ? "" : " (dyn)");
+		if (r != CUDA_SUCCESS) {
+			snprintf(result, sizeof result, "LOAD: %.52s",
+			    cu_error(r));
+			mismatches++;
+			row(what, formats[f], result, 0, 0);
+			continue;
+		}
+		CU(cu.MemsetD8(dy, 0xff, yb));  /* NaN, never a result */
+		launch(k, l.fn, &dx, &dw, &dy, dims);
+		CU(cu.CtxSynchronize());
+		CU(cu.MemcpyDtoH(y, dy, yb));
+		for (i = 0; i < M * N; i++)
+			bad += memcmp((char *)y + i * es, (char *)want + i * es,
+			    es) != 0;
+		if (bad == 0)
+			snprintf(result, sizeof result, "bitwise ok");
+		else
+			snprintf(result, sizeof result, "MISMATCH %lld/%lld",
+			    (long long)bad, (long long)(M * N));
+		mismatches += bad != 0;
+		row(what, formats[f], result, 0, 0);
+		unload_kernel(&l);
+	}
+	CU(cu.MemFree(dx));
+	CU(cu.MemFree(dw));
+	CU(cu.MemFree(dy));
+	ks_ir_free(k);
+	free(x);
+	free(w);
+	free(y);
+	free(want);
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+enum { NW = 8, WARMUP = 5, RUNS = 50 };
+
+/* Times RUNS launches of the decode GEMV (or copies, when COPY), each
+ * between two events, rotating through the NW copies of W; returns the
+ * median in microseconds and the 10th and 90th percentiles. */
+static double time_runs(const ks_ir_kernel_t *k, CUfunction fn,
+    CUdeviceptr dx, CUdeviceptr *dw, CUdeviceptr dy, CUdeviceptr dcopy,
+    size_t wb, int64_t *dims, int copy, double *p10, double *p90)
+{
+	float ms[RUNS];
+	CUevent a, b;
+	int i;
+
+	CU(cu.EventCreate(&a, CU_EVENT_DEFAULT));
+	CU(cu.EventCreate(&b, CU_EVENT_DEFAULT));
+	for (i = -WARMUP; i < RUNS; i++) {
+		CUdeviceptr w = dw[(i + WARMUP) % NW];
+
+		CU(cu.EventRecord(a, NULL));
+		if (copy)
+			CU(cu.MemcpyDtoD(dcopy, w, wb));
+		else
+			launch(k, fn, &dx, &w, &dy, dims);
+		CU(cu.EventRecord(b, NULL));
+		CU(cu.EventSynchronize(b));
+		if (i >= 0)
+			CU(cu.EventElapsedTime(&ms[i], a, b));
+	}
+	CU(cu.EventDestroy(a));
+	CU(cu.EventDestroy(b));
+	qsort(ms, RUNS, sizeof ms[0], cmp_float);
+	*p10 = ms[RUNS / 10] * 1e3;
+	*p90 = ms[RUNS - 1 - RUNS / 10] * 1e3;
+	return ms[RUNS / 2] * 1e3;
+}
+
+/* The decode GEMV, checked and timed, and the copy beside it. */
+static void time_decode(const char *target)
+{
+	const int64_t N = 4096, K = 4096;
+	ks_dtype_t dt = KS_DTYPE_BF16;
+	size_t xb = 2 * (size_t)K, wb = 2 * (size_t)(N * K);
+	size_t yb = 2 * (size_t)N, bytes = xb + wb + yb;
+	void *x = malloc(xb), *w = malloc(wb), *y = malloc(yb);
+	void *want = malloc(yb);
+	int64_t dims[3] = { 1, N, K }, i, bad = 0;
+	CUdeviceptr dx, dw[NW], dy, dcopy;
+	ks_ir_kernel_t *k = gemm_ir(NULL, dt, 1, N, K);
+	double us, p10, p90;
+	char what[128], result[96];
+	loaded_t l;
+	int j;
+
+	ref_fill(x, (int)dt, K, 1);
+	ref_fill(w, (int)dt, N * K, 2);
+	ref_gemm(x, w, want, (int)dt, 1, N, K);
+	CU(cu.MemAlloc(&dx, xb));
+	CU(cu.MemAlloc(&dy, yb));
+	CU(cu.MemAlloc(&dcopy, wb));
+	CU(cu.MemcpyHtoD(dx, x, xb));
+	for (j = 0; j < NW; j++) {
+		CU(cu.MemAlloc(&dw[j], wb));
+		CU(cu.MemcpyHtoD(dw[j], w, wb));
+	}
+	CU(load_kernel(k, target, "cubin", &l));
+	us = time_runs(k, l.fn, dx, dw, dy, 0, wb, dims, 0, &p10, &p90);
+	CU(cu.MemcpyDtoH(y, dy, yb));
+	for (i = 0; i < N; i++)
+		bad += ((uint16_t *)y)[i] != ((uint16_t *)want)[i];
+	mismatches += bad != 0;
+	snprintf(what, sizeof what, "%s bf16 M=1 N=K=4096, timed", k->variant);
+	snprintf(result, sizeof result, "%s p10/90 %.1f/%.1f",
+	    bad ? "MISMATCH" : "bitwise ok", p10, p90);
+	row(what, "cubin", result, us, (double)bytes / (us * 1e3));
+	us = time_runs(k, l.fn, dx, dw, dy, dcopy, wb, dims, 1, &p10, &p90);
+	snprintf(what, sizeof what, "cuMemcpyDtoD %zu MiB (read + write)",
+	    wb >> 20);
+	snprintf(result, sizeof result, "p10/90 %.1f/%.1f", p10, p90);
+	row(what, "-", result, us, 2.0 * (double)wb / (us * 1e3));
+	unload_kernel(&l);
+	for (j = 0; j < NW; j++)
+		CU(cu.MemFree(dw[j]));
+	CU(cu.MemFree(dx));
+	CU(cu.MemFree(dy));
+	CU(cu.MemFree(dcopy));
+	ks_ir_free(k);
+	free(x);
+	free(w);
+	free(y);
+	free(want);
+}
+
+int main(void)
+{
+	static const ks_dtype_t dts[] = { KS_DTYPE_F32, KS_DTYPE_F16,
+		KS_DTYPE_BF16 };
+	char why[512], name[256], target[KS_MAX_NAME], err[1024];
+	int count = 0, major = 0, minor = 0, drv = 0;
+	ks_buf_t id;
+	CUdevice dev;
+	CUcontext ctx;
+	size_t d;
+
+	if (!load_driver(why, sizeof why)) {
+		printf("no CUDA device: %s\n", why);
+		return 2;
+	}
+	if (cu.Init(0) != CUDA_SUCCESS ||
+	    cu.DeviceGetCount(&count) != CUDA_SUCCESS || count < 1) {
+		printf("no CUDA device: cuInit or cuDeviceGetCount found "
+		    "none\n");
+		return 2;
+	}
+	if (ks_base_init() != KS_OK ||
+	    ks_backend_cuda.available(err, sizeof err) != KS_OK) {
+		fprintf(stderr, "check: the cuda backend is unavailable: %s\n",
+		    err);
+		return 1;
+	}
+	CU(cu.DeviceGet(&dev, 0));
+	CU(cu.DeviceGetName(name, sizeof name, dev));
+	CU(cu.DeviceGetAttribute(&major,
+	    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+	CU(cu.DeviceGetAttribute(&minor,
+	    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+	CU(cu.DriverGetVersion(&drv));
+	snprintf(why, sizeof why, "sm_%d%d", major, minor);
+	if (ks_backend_cuda.resolve_target(why, target, sizeof target, err,
+	    sizeof err) != KS_OK) {
+		fprintf(stderr, "check: %s\n", err);
+		return 1;
+	}
+	ks_buf_init(&id);
+	ks_backend_cuda.identity(target, &id);
+	printf("device: %s, %s, driver %d.%d\ncompiler: %s\n\n", name, target,
+	    drv / 1000, drv % 1000 / 10, id.data ? id.data : "?");
+	ks_buf_close(&id);
+	CU(cu.PrimaryCtxRetain(&ctx, dev));
+	CU(cu.CtxSetCurrent(ctx));
+
+	printf("%-46s %-6s %-24s %10s %9s\n", "check", "format", "result",
+	    "median us", "GB/s");
+	for (d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+		/* general: all dynamic, just outside each specialization,
+		 * both K tails and N = 1; then all constant. */
+		check_case(target, "general", dts[d], 1, 5, 4100, 0);
+		check_case(target, "general", dts[d], 2, 7, 64, 0);
+		check_case(target, "general", dts[d], 17, 33, 4100, 0);
+		check_case(target, "general", dts[d], 3, 1, 31, 0);
+		check_case(target, "general", dts[d], 17, 100, 4100, 7);
+		check_case(target, "gemv_m1", dts[d], 1, 4096, 4096, 7);
+		check_case(target, "gemv_m1", dts[d], 1, 37, 4100, 1);
+		check_case(target, "small_m", dts[d], 2, 9, 4100, 1);
+		check_case(target, "small_m", dts[d], 16, 33, 100, 1);
+		check_case(target, "small_m", dts[d], 4, 4096, 4096, 7);
+	}
+	time_decode(target);
+	printf("\nGB/s: bytes the launch must move / median time (GEMV: x, W "
+	    "and y; copy: read + write).\n");
+	CU(cu.PrimaryCtxRelease(dev));
+	if (mismatches > 0) {
+		printf("%d check(s) MISMATCH\n", mismatches);
+		return 1;
+	}
+	printf("all bitwise equal to tests/ref.h\n");
+	return 0;
+}

@@ -1,0 +1,43 @@
+#!/bin/sh
+# The GPU check of the cuda backend (issue 3, DESIGN.md section 10): builds
+# bench/gpu/check from the sources of base/, specialize/ and the cuda
+# backend (jit/emit_c.c, jit/cuda.c) with only a C compiler and the CUDA
+# headers, nothing fetched, then runs it: every gemm variant x dtype,
+# compiled by kspec's NVRTC backend for this GPU, checked bit for bit
+# against tests/ref.h, and the decode GEMV timed beside a device-to-device
+# copy.  One table; exit 0 when all is bitwise equal, 1 on any mismatch or
+# error, 2 when there is no CUDA device (skipped).  Well under 5 minutes.
+#
+# Usage: bench/gpu/run.sh    (from anywhere; builds into build/gpu/)
+# Env: CUDA_HOME (default /usr/local/cuda), CC (default cc).
+set -eu
+cd "$(dirname "$0")/../.."
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+CC=${CC:-cc}
+out=build/gpu
+mkdir -p "$out"
+
+if [ ! -f "$CUDA_HOME/include/cuda.h" ]; then
+	echo "no CUDA device: no CUDA headers at $CUDA_HOME/include" >&2
+	exit 2
+fi
+# libsodium only hashes request keys, which the check never computes:
+# without it, base.c builds against a stub header.
+sodium_cflags="-Ibench/gpu/stub"
+sodium_libs=""
+if echo '#include <sodium.h>' | $CC -E -x c - >/dev/null 2>&1; then
+	sodium_cflags=""
+	sodium_libs="-lsodium"
+fi
+# specialize/*.c except nothing: fingerprint.c builds (it is never called).
+# shellcheck disable=SC2086
+$CC -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Wno-unused-parameter \
+    -I"$CUDA_HOME/include" $sodium_cflags -o "$out/check" \
+    bench/gpu/check.c base/base.c specialize/*.c jit/emit_c.c jit/cuda.c \
+    $sodium_libs -ldl -lpthread -lm
+# NVRTC is found as the daemon finds it; the CUDA install is a fallback.
+if [ -z "${KSPEC_NVRTC:-}" ] && [ -e "$CUDA_HOME/lib64/libnvrtc.so" ]; then
+	KSPEC_NVRTC="$CUDA_HOME/lib64/libnvrtc.so"
+	export KSPEC_NVRTC
+fi
+exec timeout 280 "$out/check"

@@ -1,0 +1,293 @@
+/*
+ * kspec gemm.small_m, OpenCL C, 32 lanes per work-group.
+ * Generated from the kernel's IR; do not edit.
+ */
+/* Built with -cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt. */
+#pragma OPENCL FP_CONTRACT OFF
+typedef long ks_i64;
+typedef uint ks_u32;
+typedef ushort ks_u16;
+
+/* f16 -> f32, exact for every pattern. */
+float ksh_f16_to_f32(ks_u16 a)
+{
+	ks_u32 h = (ks_u32)a;
+	ks_u32 o = (h & 0x7fffu) << 13;
+	ks_u32 e = o & 0x0f800000u;
+	ks_u32 r;
+
+	o = o + 0x38000000u;
+	if (e == 0u)            /* zero, subnormal: exact */
+		r = as_uint(as_float(o + 0x00800000u) - as_float(0x38800000u));
+	else if (e == 0x0f800000u)   /* Inf, NaN */
+		r = o + 0x38000000u;
+	else
+		r = o;
+	return as_float(r | ((h & 0x8000u) << 16));
+}
+
+/* f32 -> f16, round to nearest even; NaN stays a quiet NaN. */
+ks_u16 ksh_f32_to_f16(float a)
+{
+	ks_u32 x = as_uint(a);
+	ks_u32 sign = x & 0x80000000u;
+	ks_u32 m = x ^ sign;
+	ks_u32 r;
+
+	if (m >= 0x47800000u)   /* Inf, NaN, overflow */
+		r = m > 0x7f800000u ? (0x7e00u | ((m >> 13) & 0x3ffu)) : 0x7c00u;
+	else if (m < 0x38800000u)  /* f16 subnormal, zero */
+		r = as_uint(as_float(m) + 0.5f) - 0x3f000000u;
+	else
+		r = (m + 0xc8000fffu + ((m >> 13) & 1u)) >> 13;
+	return (ks_u16)(r | (sign >> 16));
+}
+
+ks_i64 ksh_imin(ks_i64 a, ks_i64 b)
+{
+	return a < b ? a : b;
+}
+
+/* The canonical tree over 32 lanes: t[l] = t[l] op t[l + s], s = 16 .. 1,
+ * computed by every work-item. */
+float ksh_reduce_sum_f32(float v, ks_i64 lane, __local float *t)
+{
+	float u[16];
+
+	t[lane] = v;
+	barrier(CLK_LOCAL_MEM_FENCE);
+	u[0] = t[0] + t[16];
+	u[1] = t[1] + t[17];
+	u[2] = t[2] + t[18];
+	u[3] = t[3] + t[19];
+	u[4] = t[4] + t[20];
+	u[5] = t[5] + t[21];
+	u[6] = t[6] + t[22];
+	u[7] = t[7] + t[23];
+	u[8] = t[8] + t[24];
+	u[9] = t[9] + t[25];
+	u[10] = t[10] + t[26];
+	u[11] = t[11] + t[27];
+	u[12] = t[12] + t[28];
+	u[13] = t[13] + t[29];
+	u[14] = t[14] + t[30];
+	u[15] = t[15] + t[31];
+	u[0] = u[0] + u[8];
+	u[1] = u[1] + u[9];
+	u[2] = u[2] + u[10];
+	u[3] = u[3] + u[11];
+	u[4] = u[4] + u[12];
+	u[5] = u[5] + u[13];
+	u[6] = u[6] + u[14];
+	u[7] = u[7] + u[15];
+	u[0] = u[0] + u[4];
+	u[1] = u[1] + u[5];
+	u[2] = u[2] + u[6];
+	u[3] = u[3] + u[7];
+	u[0] = u[0] + u[2];
+	u[1] = u[1] + u[3];
+	u[0] = u[0] + u[1];
+	const float r = u[0];
+
+	barrier(CLK_LOCAL_MEM_FENCE);
+	return r;
+}
+
+__kernel __attribute__((reqd_work_group_size(32, 1, 1)))
+void ks_gemm_small_m(
+	__global const ks_u16 *restrict p_x,
+	__global const ks_u16 *restrict p_W,
+	__global ks_u16 *p_y)
+{
+	__local float ks_red_f32[32];
+	const ks_i64 ks_lane = (ks_i64)get_local_id(0);
+	const ks_i64 ks_group = (ks_i64)get_group_id(0);
+
+	ks_i64 v_n0 = (ks_group * 4L);
+	ks_i64 v_wo0 = (ksh_imin(v_n0, 4095L) * 4096L);
+	ks_i64 v_wo1 = (ksh_imin((v_n0 + 1L), 4095L) * 4096L);
+	ks_i64 v_wo2 = (ksh_imin((v_n0 + 2L), 4095L) * 4096L);
+	ks_i64 v_wo3 = (ksh_imin((v_n0 + 3L), 4095L) * 4096L);
+	float v_acc0_0 = 0.0f;
+	float v_acc0_1 = 0.0f;
+	float v_acc0_2 = 0.0f;
+	float v_acc0_3 = 0.0f;
+	float v_acc1_0 = 0.0f;
+	float v_acc1_1 = 0.0f;
+	float v_acc1_2 = 0.0f;
+	float v_acc1_3 = 0.0f;
+	float v_acc2_0 = 0.0f;
+	float v_acc2_1 = 0.0f;
+	float v_acc2_2 = 0.0f;
+	float v_acc2_3 = 0.0f;
+	float v_acc3_0 = 0.0f;
+	float v_acc3_1 = 0.0f;
+	float v_acc3_2 = 0.0f;
+	float v_acc3_3 = 0.0f;
+	for (ks_i64 v_k0 = 0L; v_k0 < 4096L; v_k0 += 32L) {
+		/* lanes: this thread is lane ks_lane */
+		{
+			ks_i64 v_k = (v_k0 + ks_lane);
+			float v_wv0 = ksh_f16_to_f32(p_W[(v_wo0 + v_k)]);
+			float v_wv1 = ksh_f16_to_f32(p_W[(v_wo1 + v_k)]);
+			float v_wv2 = ksh_f16_to_f32(p_W[(v_wo2 + v_k)]);
+			float v_wv3 = ksh_f16_to_f32(p_W[(v_wo3 + v_k)]);
+			float v_xv0 = ksh_f16_to_f32(p_x[v_k]);
+			v_acc0_0 = fma(v_xv0, v_wv0, v_acc0_0);
+			v_acc0_1 = fma(v_xv0, v_wv1, v_acc0_1);
+			v_acc0_2 = fma(v_xv0, v_wv2, v_acc0_2);
+			v_acc0_3 = fma(v_xv0, v_wv3, v_acc0_3);
+			float v_xv1 = ksh_f16_to_f32(p_x[(4096L + v_k)]);
+			v_acc1_0 = fma(v_xv1, v_wv0, v_acc1_0);
+			v_acc1_1 = fma(v_xv1, v_wv1, v_acc1_1);
+			v_acc1_2 = fma(v_xv1, v_wv2, v_acc1_2);
+			v_acc1_3 = fma(v_xv1, v_wv3, v_acc1_3);
+			float v_xv2 = ksh_f16_to_f32(p_x[(8192L + v_k)]);
+			v_acc2_0 = fma(v_xv2, v_wv0, v_acc2_0);
+			v_acc2_1 = fma(v_xv2, v_wv1, v_acc2_1);
+			v_acc2_2 = fma(v_xv2, v_wv2, v_acc2_2);
+			v_acc2_3 = fma(v_xv2, v_wv3, v_acc2_3);
+			float v_xv3 = ksh_f16_to_f32(p_x[(12288L + v_k)]);
+			v_acc3_0 = fma(v_xv3, v_wv0, v_acc3_0);
+			v_acc3_1 = fma(v_xv3, v_wv1, v_acc3_1);
+			v_acc3_2 = fma(v_xv3, v_wv2, v_acc3_2);
+			v_acc3_3 = fma(v_xv3, v_wv3, v_acc3_3);
+		}
+	}
+	const float ks_t0 = ksh_reduce_sum_f32(v_acc0_0, ks_lane, ks_red_f32);
+	const float ks_t1 = ksh_reduce_sum_f32(v_acc1_0, ks_lane, ks_red_f32);
+	const float ks_t2 = ksh_reduce_sum_f32(v_acc2_0, ks_lane, ks_red_f32);
+	const float ks_t3 = ksh_reduce_sum_f32(v_acc3_0, ks_lane, ks_red_f32);
+	if ((v_n0 < 4096L)) {
+		{
+			const ks_i64 ks_t4 = v_n0;
+			const float ks_t5 = ks_t0;
+
+			if (ks_lane == 0)
+				p_y[ks_t4] = ksh_f32_to_f16(ks_t5);
+		}
+		{
+			const ks_i64 ks_t6 = (4096L + v_n0);
+			const float ks_t7 = ks_t1;
+
+			if (ks_lane == 0)
+				p_y[ks_t6] = ksh_f32_to_f16(ks_t7);
+		}
+		{
+			const ks_i64 ks_t8 = (8192L + v_n0);
+			const float ks_t9 = ks_t2;
+
+			if (ks_lane == 0)
+				p_y[ks_t8] = ksh_f32_to_f16(ks_t9);
+		}
+		{
+			const ks_i64 ks_t10 = (12288L + v_n0);
+			const float ks_t11 = ks_t3;
+
+			if (ks_lane == 0)
+				p_y[ks_t10] = ksh_f32_to_f16(ks_t11);
+		}
+	}
+	const float ks_t12 = ksh_reduce_sum_f32(v_acc0_1, ks_lane, ks_red_f32);
+	const float ks_t13 = ksh_reduce_sum_f32(v_acc1_1, ks_lane, ks_red_f32);
+	const float ks_t14 = ksh_reduce_sum_f32(v_acc2_1, ks_lane, ks_red_f32);
+	const float ks_t15 = ksh_reduce_sum_f32(v_acc3_1, ks_lane, ks_red_f32);
+	if (((v_n0 + 1L) < 4096L)) {
+		{
+			const ks_i64 ks_t16 = (v_n0 + 1L);
+			const float ks_t17 = ks_t12;
+
+			if (ks_lane == 0)
+				p_y[ks_t16] = ksh_f32_to_f16(ks_t17);
+		}
+		{
+			const ks_i64 ks_t18 = ((4096L + v_n0) + 1L);
+			const float ks_t19 = ks_t13;
+
+			if (ks_lane == 0)
+				p_y[ks_t18] = ksh_f32_to_f16(ks_t19);
+		}
+		{
+			const ks_i64 ks_t20 = ((8192L + v_n0) + 1L);
+			const float ks_t21 = ks_t14;
+
+			if (ks_lane == 0)
+				p_y[ks_t20] = ksh_f32_to_f16(ks_t21);
+		}
+		{
+			const ks_i64 ks_t22 = ((12288L + v_n0) + 1L);
+			const float ks_t23 = ks_t15;
+
+			if (ks_lane == 0)
+				p_y[ks_t22] = ksh_f32_to_f16(ks_t23);
+		}
+	}
+	const float ks_t24 = ksh_reduce_sum_f32(v_acc0_2, ks_lane, ks_red_f32);
+	const float ks_t25 = ksh_reduce_sum_f32(v_acc1_2, ks_lane, ks_red_f32);
+	const float ks_t26 = ksh_reduce_sum_f32(v_acc2_2, ks_lane, ks_red_f32);
+	const float ks_t27 = ksh_reduce_sum_f32(v_acc3_2, ks_lane, ks_red_f32);
+	if (((v_n0 + 2L) < 4096L)) {
+		{
+			const ks_i64 ks_t28 = (v_n0 + 2L);
+			const float ks_t29 = ks_t24;
+
+			if (ks_lane == 0)
+				p_y[ks_t28] = ksh_f32_to_f16(ks_t29);
+		}
+		{
+			const ks_i64 ks_t30 = ((4096L + v_n0) + 2L);
+			const float ks_t31 = ks_t25;
+
+			if (ks_lane == 0)
+				p_y[ks_t30] = ksh_f32_to_f16(ks_t31);
+		}
+		{
+			const ks_i64 ks_t32 = ((8192L + v_n0) + 2L);
+			const float ks_t33 = ks_t26;
+
+			if (ks_lane == 0)
+				p_y[ks_t32] = ksh_f32_to_f16(ks_t33);
+		}
+		{
+			const ks_i64 ks_t34 = ((12288L + v_n0) + 2L);
+			const float ks_t35 = ks_t27;
+
+			if (ks_lane == 0)
+				p_y[ks_t34] = ksh_f32_to_f16(ks_t35);
+		}
+	}
+	const float ks_t36 = ksh_reduce_sum_f32(v_acc0_3, ks_lane, ks_red_f32);
+	const float ks_t37 = ksh_reduce_sum_f32(v_acc1_3, ks_lane, ks_red_f32);
+	const float ks_t38 = ksh_reduce_sum_f32(v_acc2_3, ks_lane, ks_red_f32);
+	const float ks_t39 = ksh_reduce_sum_f32(v_acc3_3, ks_lane, ks_red_f32);
+	if (((v_n0 + 3L) < 4096L)) {
+		{
+			const ks_i64 ks_t40 = (v_n0 + 3L);
+			const float ks_t41 = ks_t36;
+
+			if (ks_lane == 0)
+				p_y[ks_t40] = ksh_f32_to_f16(ks_t41);
+		}
+		{
+			const ks_i64 ks_t42 = ((4096L + v_n0) + 3L);
+			const float ks_t43 = ks_t37;
+
+			if (ks_lane == 0)
+				p_y[ks_t42] = ksh_f32_to_f16(ks_t43);
+		}
+		{
+			const ks_i64 ks_t44 = ((8192L + v_n0) + 3L);
+			const float ks_t45 = ks_t38;
+
+			if (ks_lane == 0)
+				p_y[ks_t44] = ksh_f32_to_f16(ks_t45);
+		}
+		{
+			const ks_i64 ks_t46 = ((12288L + v_n0) + 3L);
+			const float ks_t47 = ks_t39;
+
+			if (ks_lane == 0)
+				p_y[ks_t46] = ksh_f32_to_f16(ks_t47);
+		}
+	}
+}

@@ -1,0 +1,257 @@
+/*
+ * kspec gemm.small_m, CUDA C, 32 lanes per work-group.
+ * Generated from the kernel's IR; do not edit.
+ */
+/* Compiled with --fmad=false --prec-div=true --prec-sqrt=true --ftz=false. */
+typedef long long ks_i64;
+typedef unsigned int ks_u32;
+typedef unsigned short ks_u16;
+
+/* f16 -> f32, exact for every pattern. */
+static __device__ __forceinline__ float ksh_f16_to_f32(ks_u16 a)
+{
+	ks_u32 h = (ks_u32)a;
+	ks_u32 o = (h & 0x7fffu) << 13;
+	ks_u32 e = o & 0x0f800000u;
+	ks_u32 r;
+
+	o = o + 0x38000000u;
+	if (e == 0u)            /* zero, subnormal: exact */
+		r = __float_as_uint(__uint_as_float(o + 0x00800000u) - __uint_as_float(0x38800000u));
+	else if (e == 0x0f800000u)   /* Inf, NaN */
+		r = o + 0x38000000u;
+	else
+		r = o;
+	return __uint_as_float(r | ((h & 0x8000u) << 16));
+}
+
+/* f32 -> f16, round to nearest even; NaN stays a quiet NaN. */
+static __device__ __forceinline__ ks_u16 ksh_f32_to_f16(float a)
+{
+	ks_u32 x = __float_as_uint(a);
+	ks_u32 sign = x & 0x80000000u;
+	ks_u32 m = x ^ sign;
+	ks_u32 r;
+
+	if (m >= 0x47800000u)   /* Inf, NaN, overflow */
+		r = m > 0x7f800000u ? (0x7e00u | ((m >> 13) & 0x3ffu)) : 0x7c00u;
+	else if (m < 0x38800000u)  /* f16 subnormal, zero */
+		r = __float_as_uint(__uint_as_float(m) + 0.5f) - 0x3f000000u;
+	else
+		r = (m + 0xc8000fffu + ((m >> 13) & 1u)) >> 13;
+	return (ks_u16)(r | (sign >> 16));
+}
+
+static __device__ __forceinline__ ks_i64 ksh_imin(ks_i64 a, ks_i64 b)
+{
+	return a < b ? a : b;
+}
+
+/* The canonical tree over 32 lanes: t[l] = t[l] op t[l + s], s = 16 .. 1. */
+static __device__ __forceinline__ float ksh_reduce_sum_f32(float v)
+{
+	v = v + __shfl_down_sync(0xffffffffu, v, 16);
+	v = v + __shfl_down_sync(0xffffffffu, v, 8);
+	v = v + __shfl_down_sync(0xffffffffu, v, 4);
+	v = v + __shfl_down_sync(0xffffffffu, v, 2);
+	v = v + __shfl_down_sync(0xffffffffu, v, 1);
+	return __shfl_sync(0xffffffffu, v, 0);
+}
+
+extern "C" __global__ void __launch_bounds__(32)
+ks_gemm_small_m(
+	const ks_u16 *__restrict__ p_x,
+	const ks_u16 *__restrict__ p_W,
+	ks_u16 *p_y)
+{
+	const ks_i64 ks_lane = (ks_i64)threadIdx.x;
+	const ks_i64 ks_group = (ks_i64)blockIdx.x;
+
+	ks_i64 v_n0 = (ks_group * 4LL);
+	ks_i64 v_wo0 = (ksh_imin(v_n0, 4095LL) * 4096LL);
+	ks_i64 v_wo1 = (ksh_imin((v_n0 + 1LL), 4095LL) * 4096LL);
+	ks_i64 v_wo2 = (ksh_imin((v_n0 + 2LL), 4095LL) * 4096LL);
+	ks_i64 v_wo3 = (ksh_imin((v_n0 + 3LL), 4095LL) * 4096LL);
+	float v_acc0_0 = 0.0f;
+	float v_acc0_1 = 0.0f;
+	float v_acc0_2 = 0.0f;
+	float v_acc0_3 = 0.0f;
+	float v_acc1_0 = 0.0f;
+	float v_acc1_1 = 0.0f;
+	float v_acc1_2 = 0.0f;
+	float v_acc1_3 = 0.0f;
+	float v_acc2_0 = 0.0f;
+	float v_acc2_1 = 0.0f;
+	float v_acc2_2 = 0.0f;
+	float v_acc2_3 = 0.0f;
+	float v_acc3_0 = 0.0f;
+	float v_acc3_1 = 0.0f;
+	float v_acc3_2 = 0.0f;
+	float v_acc3_3 = 0.0f;
+	for (ks_i64 v_k0 = 0LL; v_k0 < 4096LL; v_k0 += 32LL) {
+		/* lanes: this thread is lane ks_lane */
+		{
+			ks_i64 v_k = (v_k0 + ks_lane);
+			float v_wv0 = ksh_f16_to_f32(p_W[(v_wo0 + v_k)]);
+			float v_wv1 = ksh_f16_to_f32(p_W[(v_wo1 + v_k)]);
+			float v_wv2 = ksh_f16_to_f32(p_W[(v_wo2 + v_k)]);
+			float v_wv3 = ksh_f16_to_f32(p_W[(v_wo3 + v_k)]);
+			float v_xv0 = ksh_f16_to_f32(p_x[v_k]);
+			v_acc0_0 = fmaf(v_xv0, v_wv0, v_acc0_0);
+			v_acc0_1 = fmaf(v_xv0, v_wv1, v_acc0_1);
+			v_acc0_2 = fmaf(v_xv0, v_wv2, v_acc0_2);
+			v_acc0_3 = fmaf(v_xv0, v_wv3, v_acc0_3);
+			float v_xv1 = ksh_f16_to_f32(p_x[(4096LL + v_k)]);
+			v_acc1_0 = fmaf(v_xv1, v_wv0, v_acc1_0);
+			v_acc1_1 = fmaf(v_xv1, v_wv1, v_acc1_1);
+			v_acc1_2 = fmaf(v_xv1, v_wv2, v_acc1_2);
+			v_acc1_3 = fmaf(v_xv1, v_wv3, v_acc1_3);
+			float v_xv2 = ksh_f16_to_f32(p_x[(8192LL + v_k)]);
+			v_acc2_0 = fmaf(v_xv2, v_wv0, v_acc2_0);
+			v_acc2_1 = fmaf(v_xv2, v_wv1, v_acc2_1);
+			v_acc2_2 = fmaf(v_xv2, v_wv2, v_acc2_2);
+			v_acc2_3 = fmaf(v_xv2, v_wv3, v_acc2_3);
+			float v_xv3 = ksh_f16_to_f32(p_x[(12288LL + v_k)]);
+			v_acc3_0 = fmaf(v_xv3, v_wv0, v_acc3_0);
+			v_acc3_1 = fmaf(v_xv3, v_wv1, v_acc3_1);
+			v_acc3_2 = fmaf(v_xv3, v_wv2, v_acc3_2);
+			v_acc3_3 = fmaf(v_xv3, v_wv3, v_acc3_3);
+		}
+	}
+	const float ks_t0 = ksh_reduce_sum_f32(v_acc0_0);
+	const float ks_t1 = ksh_reduce_sum_f32(v_acc1_0);
+	const float ks_t2 = ksh_reduce_sum_f32(v_acc2_0);
+	const float ks_t3 = ksh_reduce_sum_f32(v_acc3_0);
+	if ((v_n0 < 4096LL)) {
+		{
+			const ks_i64 ks_t4 = v_n0;
+			const float ks_t5 = ks_t0;
+
+			if (ks_lane == 0)
+				p_y[ks_t4] = ksh_f32_to_f16(ks_t5);
+		}
+		{
+			const ks_i64 ks_t6 = (4096LL + v_n0);
+			const float ks_t7 = ks_t1;
+
+			if (ks_lane == 0)
+				p_y[ks_t6] = ksh_f32_to_f16(ks_t7);
+		}
+		{
+			const ks_i64 ks_t8 = (8192LL + v_n0);
+			const float ks_t9 = ks_t2;
+
+			if (ks_lane == 0)
+				p_y[ks_t8] = ksh_f32_to_f16(ks_t9);
+		}
+		{
+			const ks_i64 ks_t10 = (12288LL + v_n0);
+			const float ks_t11 = ks_t3;
+
+			if (ks_lane == 0)
+				p_y[ks_t10] = ksh_f32_to_f16(ks_t11);
+		}
+	}
+	const float ks_t12 = ksh_reduce_sum_f32(v_acc0_1);
+	const float ks_t13 = ksh_reduce_sum_f32(v_acc1_1);
+	const float ks_t14 = ksh_reduce_sum_f32(v_acc2_1);
+	const float ks_t15 = ksh_reduce_sum_f32(v_acc3_1);
+	if (((v_n0 + 1LL) < 4096LL)) {
+		{
+			const ks_i64 ks_t16 = (v_n0 + 1LL);
+			const float ks_t17 = ks_t12;
+
+			if (ks_lane == 0)
+				p_y[ks_t16] = ksh_f32_to_f16(ks_t17);
+		}
+		{
+			const ks_i64 ks_t18 = ((4096LL + v_n0) + 1LL);
+			const float ks_t19 = ks_t13;
+
+			if (ks_lane == 0)
+				p_y[ks_t18] = ksh_f32_to_f16(ks_t19);
+		}
+		{
+			const ks_i64 ks_t20 = ((8192LL + v_n0) + 1LL);
+			const float ks_t21 = ks_t14;
+
+			if (ks_lane == 0)
+				p_y[ks_t20] = ksh_f32_to_f16(ks_t21);
+		}
+		{
+			const ks_i64 ks_t22 = ((12288LL + v_n0) + 1LL);
+			const float ks_t23 = ks_t15;
+
+			if (ks_lane == 0)
+				p_y[ks_t22] = ksh_f32_to_f16(ks_t23);
+		}
+	}
+	const float ks_t24 = ksh_reduce_sum_f32(v_acc0_2);
+	const float ks_t25 = ksh_reduce_sum_f32(v_acc1_2);
+	const float ks_t26 = ksh_reduce_sum_f32(v_acc2_2);
+	const float ks_t27 = ksh_reduce_sum_f32(v_acc3_2);
+	if (((v_n0 + 2LL) < 4096LL)) {
+		{
+			const ks_i64 ks_t28 = (v_n0 + 2LL);
+			const float ks_t29 = ks_t24;
+
+			if (ks_lane == 0)
+				p_y[ks_t28] = ksh_f32_to_f16(ks_t29);
+		}
+		{
+			const ks_i64 ks_t30 = ((4096LL + v_n0) + 2LL);
+			const float ks_t31 = ks_t25;
+
+			if (ks_lane == 0)
+				p_y[ks_t30] = ksh_f32_to_f16(ks_t31);
+		}
+		{
+			const ks_i64 ks_t32 = ((8192LL + v_n0) + 2LL);
+			const float ks_t33 = ks_t26;
+
+			if (ks_lane == 0)
+				p_y[ks_t32] = ksh_f32_to_f16(ks_t33);
+		}
+		{
+			const ks_i64 ks_t34 = ((12288LL + v_n0) + 2LL);
+			const float ks_t35 = ks_t27;
+
+			if (ks_lane == 0)
+				p_y[ks_t34] = ksh_f32_to_f16(ks_t35);
+		}
+	}
+	const float ks_t36 = ksh_reduce_sum_f32(v_acc0_3);
+	const float ks_t37 = ksh_reduce_sum_f32(v_acc1_3);
+	const float ks_t38 = ksh_reduce_sum_f32(v_acc2_3);
+	const float ks_t39 = ksh_reduce_sum_f32(v_acc3_3);
+	if (((v_n0 + 3LL) < 4096LL)) {
+		{
+			const ks_i64 ks_t40 = (v_n0 + 3LL);
+			const float ks_t41 = ks_t36;
+
+			if (ks_lane == 0)
+				p_y[ks_t40] = ksh_f32_to_f16(ks_t41);
+		}
+		{
+			const ks_i64 ks_t42 = ((4096LL + v_n0) + 3LL);
+			const float ks_t43 = ks_t37;
+
+			if (ks_lane == 0)
+				p_y[ks_t42] = ksh_f32_to_f16(ks_t43);
+		}
+		{
+			const ks_i64 ks_t44 = ((8192LL + v_n0) + 3LL);
+			const float ks_t45 = ks_t38;
+
+			if (ks_lane == 0)
+				p_y[ks_t44] = ksh_f32_to_f16(ks_t45);
+		}
+		{
+			const ks_i64 ks_t46 = ((12288LL + v_n0) + 3LL);
+			const float ks_t47 = ks_t39;
+
+			if (ks_lane == 0)
+				p_y[ks_t46] = ksh_f32_to_f16(ks_t47);
+		}
+	}
+}

@@ -1,0 +1,539 @@
+/*
+ * jit: the cuda backend.  No GPU is needed (or used) here: NVRTC compiles
+ * every gemm variant x dtype to PTX and cubin for sm_80 and sm_90, ptxas
+ * assembles the PTX for both archs where it is installed, the PTX shows
+ * the numerical options took effect (no contraction, IEEE division, no
+ * flush to zero), golden files pin the emitted CUDA C (and catch a planted
+ * wrong reduction order), and the backend's targets, formats, identity and
+ * unavailability are checked.  Running the kernels needs a GPU:
+ * bench/gpu/run.sh.
+ *
+ * Tests that need NVRTC skip visibly (cr_skip_test, counted as skipped)
+ * where it cannot be loaded; KSPEC_NVRTC_DISABLE=1 with KSPEC_NVRTC set to
+ * a bogus path simulates that (see no_nvrtc_means_unavailable...).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpu.h"
+
+extern char **environ;
+
+static void setup(void)
+{
+	cr_assert_eq(ks_base_init(), KS_OK);
+}
+
+TestSuite(cuda, .init = setup, .timeout = 300);
+
+static void need_nvrtc(void)
+{
+	char err[512];
+
+	if (ks_backend_cuda.available(err, sizeof err) != KS_OK)
+		cr_skip_test("NVRTC not available: %s", err);
+}
+
+static const char *const archs[] = { "sm_80", "sm_90" };
+
+/* Compiles K for TARGET and FORMAT; asserts success. */
+static void compile(const ks_ir_kernel_t *k, const char *target,
+    const char *format, ks_jit_artifact_t *a)
+{
+	char err[8192];
+
+	cr_assert_eq(ks_backend_cuda.compile(k, target, format, a, err,
+	    sizeof err), KS_OK, "%s %s %s: %s", k->entry, target, format,
+	    err);
+	cr_assert_str_eq(a->format, format);
+	cr_assert_gt(a->len, 0);
+	cr_assert_gt(a->compile_ms, 0.0);
+}
+
+/* PTX as a NUL-terminated string; caller frees. */
+static char *ptx_text(const ks_jit_artifact_t *a)
+{
+	char *t = malloc(a->len + 1);
+
+	memcpy(t, a->bytes, a->len);
+	t[a->len] = '\0';
+	cr_assert_eq(strlen(t), a->len, "PTX holds a NUL byte");
+	return t;
+}
+
+/* ptxas from the CUDA install or PATH, or NULL. */
+static const char *find_ptxas(void)
+{
+	static char path[4096];
+	const char *env = getenv("PATH");
+	struct stat st;
+
+	if (stat("/usr/local/cuda/bin/ptxas", &st) == 0)
+		return "/usr/local/cuda/bin/ptxas";
+	while (env != NULL && *env != '\0') {
+		const char *end = strchr(env, ':');
+		size_t n = end ? (size_t)(end - env) : strlen(env);
+
+		snprintf(path, sizeof path, "%.*s/ptxas", (int)n, env);
+		if (n > 0 && stat(path, &st) == 0 && (st.st_mode & S_IXUSR))
+			return path;
+		env = end ? end + 1 : NULL;
+	}
+	return NULL;
+}
+
+/* Runs ptxas -arch=ARCH on PTX; returns its exit status (-1 if it could
+ * not run). */
+static int ptxas(const char *tool, const ks_jit_artifact_t *ptx,
+    const char *arch)
+{
+	const char *tmp = getenv("TMPDIR");
+	char file[4096], archopt[32];
+	char *argv[7];
+	pid_t pid;
+	int fd, status = -1;
+
+	snprintf(file, sizeof file, "%s/kspec-ptx-XXXXXX",
+	    tmp && *tmp ? tmp : "/tmp");
+	fd = mkstemp(file);
+	cr_assert_geq(fd, 0, "mkstemp: %s", strerror(errno));
+	cr_assert_eq(write(fd, ptx->bytes, ptx->len), (ssize_t)ptx->len);
+	close(fd);
+	snprintf(archopt, sizeof archopt, "-arch=%s", arch);
+	argv[0] = (char *)tool;
+	argv[1] = archopt;
+	argv[2] = file;
+	argv[3] = "-o";
+	argv[4] = "/dev/null";
+	argv[5] = NULL;
+	if (posix_spawn(&pid, tool, NULL, NULL, argv, environ) == 0 &&
+	    waitpid(pid, &status, 0) == pid)
+		status = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+	unlink(file);
+	return status;
+}
+
+/* ---- golden source, determinism, a planted bug ---- */
+
+Test(cuda, emitted_source_matches_golden_files)
+{
+	size_t i;
+	ks_dtype_t d;
+
+	for (i = 0; i < sizeof golden_shapes / sizeof *golden_shapes; i++)
+		for (d = 0; d < KS_DTYPE_COUNT; d++) {
+			const char *v = golden_shapes[i].variant;
+			ks_ir_kernel_t *k = gpu_gemm_ir(v, d,
+			    golden_shapes[i].M, golden_shapes[i].N,
+			    golden_shapes[i].K);
+			char name[64], *src = gpu_source(&ks_backend_cuda, k);
+
+			snprintf(name, sizeof name, "gemm_%s_%s.cu", v,
+			    ks_dtype_name(d));
+			gpu_check_golden(src, name);
+			free(src);
+			ks_ir_free(k);
+		}
+}
+
+/* Swaps the strides of the shuffle tree (16 <-> 1, 8 <-> 2): the tree
+ * t[l] + t[l + 1] first is not the canonical order. */
+static char *mutate_strides(const char *src)
+{
+	static const char *const from[] = { "v, 16)", "v, 8)", "v, 2)",
+		"v, 1)" };
+	static const char *const to[] = { "v, 1)", "v, 2)", "v, 8)",
+		"v, 16)" };
+	size_t n = 0;
+	char *out = malloc(strlen(src) + 64);
+	const char *p = src;
+	int i, hits = 0;
+
+	while (*p) {
+		for (i = 0; i < 4; i++)
+			if (strncmp(p, from[i], strlen(from[i])) == 0)
+				break;
+		if (i < 4) {
+			memcpy(out + n, to[i], strlen(to[i]));
+			n += strlen(to[i]);
+			p += strlen(from[i]);
+			hits++;
+		} else {
+			out[n++] = *p++;
+		}
+	}
+	out[n] = '\0';
+	cr_assert_eq(hits, 4, "the shuffle tree has a new shape: update the "
+	    "mutation");
+	return out;
+}
+
+Test(cuda, a_mutated_reduction_order_is_caught_by_the_golden_file)
+{
+	ks_ir_kernel_t *k = gpu_gemm_ir("gemv_m1", KS_DTYPE_BF16, 1, 4096,
+	    4096);
+	char *src = gpu_source(&ks_backend_cuda, k), *bad = mutate_strides(src);
+
+	cr_assert_eq(gpu_golden_diff(src, "gemm_gemv_m1_bf16.cu"), 0);
+	cr_assert_gt(gpu_golden_diff(bad, "gemm_gemv_m1_bf16.cu"), 0,
+	    "the golden file does not see a mutated tree");
+	free(src);
+	free(bad);
+	ks_ir_free(k);
+}
+
+Test(cuda, emitted_source_identity_and_ptx_are_deterministic)
+{
+	ks_ir_kernel_t *a = gpu_gemm_ir("small_m", KS_DTYPE_BF16, 9, 0, 4100);
+	ks_ir_kernel_t *b = gpu_gemm_ir("small_m", KS_DTYPE_BF16, 9, 0, 4100);
+	char *sa = gpu_source(&ks_backend_cuda, a);
+	char *sb = gpu_source(&ks_backend_cuda, b);
+	ks_jit_artifact_t pa, pb;
+	ks_buf_t i80, i90, i90b;
+
+	cr_assert_str_eq(sa, sb);
+	free(sa);
+	free(sb);
+	need_nvrtc();
+	ks_buf_init(&i80);
+	ks_buf_init(&i90);
+	ks_buf_init(&i90b);
+	cr_assert_eq(ks_backend_cuda.identity("sm_90", &i90), KS_OK);
+	cr_assert_eq(ks_backend_cuda.identity("sm_90", &i90b), KS_OK);
+	cr_assert_eq(ks_backend_cuda.identity("sm_80", &i80), KS_OK);
+	cr_assert_str_eq(i90.data, i90b.data);
+	cr_assert_str_neq(i90.data, i80.data);
+	cr_assert(strncmp(i90.data, "nvrtc ", 6) == 0, "%s", i90.data);
+	cr_assert(strstr(i90.data, "; sm_90;") != NULL, "%s", i90.data);
+	cr_assert(strstr(i90.data, "--fmad=false") != NULL, "%s", i90.data);
+	cr_assert(strstr(i90.data, "--prec-div=true") != NULL);
+	cr_assert(strstr(i90.data, "--prec-sqrt=true") != NULL);
+	cr_assert(strstr(i90.data, "--ftz=false") != NULL);
+	cr_assert(strstr(i90.data, "compute_90") != NULL);
+	cr_assert(strstr(i90.data, "emit-c ") != NULL);
+	cr_log_info("identity: %s", i90.data);
+	/* NVRTC itself is deterministic: the same source, the same PTX. */
+	compile(a, "sm_90", "ptx", &pa);
+	compile(b, "sm_90", "ptx", &pb);
+	cr_assert_eq(pa.len, pb.len);
+	cr_assert_eq(memcmp(pa.bytes, pb.bytes, pa.len), 0);
+	ks_jit_artifact_close(&pa);
+	ks_jit_artifact_close(&pb);
+	ks_buf_close(&i80);
+	ks_buf_close(&i90);
+	ks_buf_close(&i90b);
+	ks_ir_free(a);
+	ks_ir_free(b);
+}
+
+/* ---- NVRTC and ptxas on every gemm variant ---- */
+
+/* Every variant at its golden shape (constants) and with its free dims
+ * dynamic. */
+static const struct {
+	const char *variant;
+	int64_t M, N, K;
+} variant_shapes[] = {
+	{ "general", 0, 0, 0 }, { "general", 17, 100, 4100 },
+	{ "gemv_m1", 1, 4096, 4096 }, { "gemv_m1", 1, 0, 0 },
+	{ "small_m", 2, 4096, 4096 }, { "small_m", 16, 0, 0 },
+};
+
+Test(cuda, every_gemm_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)
+{
+	size_t i, a;
+	ks_dtype_t d;
+
+	need_nvrtc();
+	for (i = 0; i < sizeof variant_shapes / sizeof *variant_shapes; i++)
+		for (d = 0; d < KS_DTYPE_COUNT; d++) {
+			ks_ir_kernel_t *k = gpu_gemm_ir(
+			    variant_shapes[i].variant, d, variant_shapes[i].M,
+			    variant_shapes[i].N, variant_shapes[i].K);
+
+			for (a = 0; a < 2; a++) {
+				ks_jit_artifact_t ptx, cubin;
+				char entry[128], target[32], *t;
+
+				compile(k, archs[a], "ptx", &ptx);
+				compile(k, archs[a], "cubin", &cubin);
+				t = ptx_text(&ptx);
+				snprintf(entry, sizeof entry, ".entry %s(",
+				    k->entry);
+				snprintf(target, sizeof target, ".target %s",
+				    archs[a]);
+				cr_assert(strstr(t, entry) != NULL, "%s",
+				    entry);
+				cr_assert(strstr(t, target) != NULL, "%s",
+				    target);
+				cr_assert(memcmp(cubin.bytes, "\177ELF", 4) ==
+				    0, "a cubin is an ELF file");
+				free(t);
+				ks_jit_artifact_close(&ptx);
+				ks_jit_artifact_close(&cubin);
+			}
+			ks_ir_free(k);
+		}
+}
+
+Test(cuda, ptx_of_every_gemm_variant_assembles_with_ptxas)
+{
+	const char *tool = find_ptxas();
+	size_t i, a;
+	ks_dtype_t d;
+
+	need_nvrtc();
+	if (tool == NULL)
+		cr_skip_test("ptxas not found in /usr/local/cuda/bin or PATH");
+	for (i = 0; i < sizeof variant_shapes / sizeof *variant_shapes; i++)
+		for (d = 0; d < KS_DTYPE_COUNT; d++) {
+			ks_ir_kernel_t *k = gpu_gemm_ir(
+			    variant_shapes[i].variant, d, variant_shapes[i].M,
+			    variant_shapes[i].N, variant_shapes[i].K);
+
+			for (a = 0; a < 2; a++) {
+				ks_jit_artifact_t ptx;
+
+				compile(k, archs[a], "ptx", &ptx);
+				cr_assert_eq(ptxas(tool, &ptx, archs[a]), 0,
+				    "ptxas -arch=%s rejects %s %s", archs[a],
+				    k->entry, ks_dtype_name(d));
+				/* compute_80 PTX also runs on sm_90. */
+				if (a == 0)
+					cr_assert_eq(ptxas(tool, &ptx, "sm_90"),
+					    0);
+				ks_jit_artifact_close(&ptx);
+			}
+			ks_ir_free(k);
+		}
+}
+
+/* The hand-built kernels cover every helper and statement form of the
+ * emitter (conversions, min/max, the four reductions at 32, 8 and 1 lanes,
+ * casts, select, uniform stores): all compile, and assemble. */
+Test(cuda, every_emitter_path_compiles_and_assembles)
+{
+	const char *tool = find_ptxas();
+	ks_ir_kernel_t *ks[32];
+	int n = 0, i, f, t, l, o;
+
+	need_nvrtc();
+	for (f = 0; f < KS_DTYPE_COUNT; f++)
+		for (t = 0; t < KS_DTYPE_COUNT; t++)
+			ks[n++] = gpu_copy_kernel((ks_dtype_t)f, (ks_dtype_t)t);
+	for (o = 0; o < 2; o++)
+		for (l = 32; l >= 1; l /= 4)
+			for (t = 0; t < 2; t++)
+				ks[n++] = gpu_reduce_kernel(l, o ? KS_RED_MAX :
+				    KS_RED_SUM, t ? KS_TY_I64 : KS_TY_F32);
+	ks[n++] = gpu_elementwise_kernel();
+	ks[n++] = gpu_int_kernel();
+	cr_assert_leq(n, 32);
+	for (i = 0; i < n; i++) {
+		ks_jit_artifact_t ptx;
+
+		compile(ks[i], "sm_90", "ptx", &ptx);
+		if (tool != NULL)
+			cr_assert_eq(ptxas(tool, &ptx, "sm_90"), 0, "kernel %d",
+			    i);
+		ks_jit_artifact_close(&ptx);
+		ks_ir_free(ks[i]);
+	}
+	if (tool == NULL)
+		cr_log_warn("ptxas not found: compiled only");
+}
+
+/*
+ * The numerical options show in the PTX of the element-wise kernel: its
+ * a*b+c is a separate mul.rn and add.rn (no contraction, and .rn keeps
+ * ptxas from fusing them), its fma is fma.rn, its division div.rn (IEEE,
+ * not div.approx or div.full), and nothing flushes subnormals (.ftz).
+ */
+Test(cuda, ptx_keeps_mul_add_separate_and_division_ieee)
+{
+	ks_ir_kernel_t *k = gpu_elementwise_kernel();
+	ks_jit_artifact_t ptx;
+	char *t;
+
+	need_nvrtc();
+	compile(k, "sm_90", "ptx", &ptx);
+	t = ptx_text(&ptx);
+	cr_assert(strstr(t, "mul.rn.f32") != NULL, "no mul.rn.f32");
+	cr_assert(strstr(t, "add.rn.f32") != NULL, "no add.rn.f32");
+	cr_assert(strstr(t, "fma.rn.f32") != NULL, "no fma.rn.f32");
+	cr_assert(strstr(t, "div.rn.f32") != NULL, "no div.rn.f32");
+	cr_assert(strstr(t, "div.approx") == NULL, "approximate division");
+	cr_assert(strstr(t, "div.full") == NULL, "approximate division");
+	cr_assert(strstr(t, ".ftz") == NULL, "flush to zero");
+	free(t);
+	ks_jit_artifact_close(&ptx);
+	ks_ir_free(k);
+}
+
+/* ---- targets, formats, availability ---- */
+
+Test(cuda, targets_are_explicit_sm_archs_this_nvrtc_supports)
+{
+	static const char *const bad[] = { "sm_9", "sm_090", "sm_90a",
+		"compute_90", "sm_1000", "", "sm_", "sm_90 ", "sm_12" };
+	char t[KS_MAX_NAME], err[1024];
+	size_t i;
+
+	cr_assert_eq(ks_backend_find("cuda"), &ks_backend_cuda);
+	cr_assert_str_eq(ks_backend_cuda.default_format, "ptx");
+	cr_assert_eq(ks_backend_cuda.check_format("ptx"), KS_OK);
+	cr_assert_eq(ks_backend_cuda.check_format("cubin"), KS_OK);
+	cr_assert_eq(ks_backend_cuda.check_format("so"), KS_E_BAD_FORMAT);
+	cr_assert_eq(ks_backend_cuda.check_format(NULL), KS_E_BAD_FORMAT);
+	cr_assert_eq(ks_backend_cuda.resolve_target("auto", t, sizeof t, err,
+	    sizeof err), KS_E_BAD_TARGET);
+	cr_assert(strstr(err, "cuda needs an explicit target such as "
+	    "sm_90") != NULL, "%s", err);
+	need_nvrtc();
+	for (i = 0; i < 2; i++) {
+		cr_assert_eq(ks_backend_cuda.resolve_target(archs[i], t,
+		    sizeof t, err, sizeof err), KS_OK, "%s", err);
+		cr_assert_str_eq(t, archs[i]);
+	}
+	for (i = 0; i < sizeof bad / sizeof *bad; i++) {
+		cr_assert_eq(ks_backend_cuda.resolve_target(bad[i], t,
+		    sizeof t, err, sizeof err), KS_E_BAD_TARGET, "'%s'",
+		    bad[i]);
+		cr_assert(strstr(err, "sm_90") != NULL, "the error lists the "
+		    "archs: %s", err);
+	}
+	{
+		ks_ir_kernel_t *k = gpu_copy_kernel(KS_DTYPE_F32, KS_DTYPE_F32);
+		ks_jit_artifact_t a;
+
+		cr_assert_eq(ks_backend_cuda.compile(k, "sm_90", "clbin", &a,
+		    err, sizeof err), KS_E_BAD_FORMAT);
+		cr_assert_eq(ks_backend_cuda.compile(k, "auto", "ptx", &a, err,
+		    sizeof err), KS_E_BAD_TARGET);
+		ks_ir_free(k);
+	}
+}
+
+/* Criterion runs each test in its own process: NVRTC is not loaded yet. */
+Test(cuda, no_nvrtc_means_unavailable_with_what_was_tried)
+{
+	ks_ir_kernel_t *k = gpu_copy_kernel(KS_DTYPE_F32, KS_DTYPE_BF16);
+	char err[512] = "", t[KS_MAX_NAME], *src;
+	ks_jit_artifact_t a;
+	ks_buf_t id;
+
+	setenv("KSPEC_NVRTC_DISABLE", "1", 1);
+	setenv("KSPEC_NVRTC", "/nonexistent/libnvrtc.so", 1);
+	cr_assert_eq(ks_backend_cuda.available(err, sizeof err),
+	    KS_E_BACKEND_UNAVAILABLE);
+	cr_assert(strstr(err, "/nonexistent/libnvrtc.so") != NULL, "%s", err);
+	cr_assert(strstr(err, "KSPEC_NVRTC") != NULL, "%s", err);
+	cr_assert_eq(ks_backend_cuda.resolve_target("sm_90", t, sizeof t, err,
+	    sizeof err), KS_E_BACKEND_UNAVAILABLE);
+	cr_assert_eq(ks_backend_cuda.compile(k, "sm_90", "ptx", &a, err,
+	    sizeof err), KS_E_BACKEND_UNAVAILABLE);
+	ks_buf_init(&id);
+	cr_assert_neq(ks_backend_cuda.identity("sm_90", &id), KS_OK);
+	ks_buf_close(&id);
+	/* The source needs no compiler. */
+	src = gpu_source(&ks_backend_cuda, k);
+	cr_assert(strstr(src, "__global__") != NULL);
+	free(src);
+	ks_ir_free(k);
+}
+
+/* KSPEC_NVRTC pins one library when the search is off. */
+Test(cuda, kspec_nvrtc_names_the_library_to_load)
+{
+	static const char path[] = "/usr/local/cuda/lib64/libnvrtc.so";
+	struct stat st;
+	char err[512];
+
+	if (stat(path, &st) != 0)
+		cr_skip_test("%s is not installed", path);
+	setenv("KSPEC_NVRTC_DISABLE", "1", 1);
+	setenv("KSPEC_NVRTC", path, 1);
+	cr_assert_eq(ks_backend_cuda.available(err, sizeof err), KS_OK, "%s",
+	    err);
+}
+
+Test(cuda, invalid_ir_is_refused_before_nvrtc)
+{
+	ks_ir_kernel_t *k = ks_ir_new("bad", "t", 32);
+	int y = ks_ir_buffer(k, "y", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	int u = ks_ir_var(k, "u", KS_TY_I64, KS_VAR_UNIFORM);
+	ks_stmt_t *lanes = ks_s_lanes(k);
+	ks_buf_t s;
+	char err[512];
+
+	/* A uniform variable assigned per lane. */
+	k->grid = ks_x_i64(k, 1);
+	ks_s_append(k, k->body, ks_s_decl(k, u, ks_x_i64(k, 0)));
+	ks_s_append(k, k->body, lanes);
+	ks_s_append(k, lanes->body, ks_s_assign(k, u, ks_x_lane(k)));
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_var(k, u),
+	    ks_x_f32(k, 1.0f)));
+	ks_buf_init(&s);
+	cr_assert_eq(ks_backend_cuda.source(k, &s, err, sizeof err),
+	    KS_E_COMPILE);
+	cr_assert(strstr(err, "'u'") != NULL, "%s", err);
+	ks_buf_close(&s);
+	ks_ir_free(k);
+	/* More lanes than a warp: the shuffle tree cannot serve them. */
+	k = ks_ir_new("wide", "t", 64);
+	ks_buf_init(&s);
+	cr_assert_eq(ks_backend_cuda.source(k, &s, err, sizeof err),
+	    KS_E_UNSUPPORTED);
+	ks_buf_close(&s);
+	ks_ir_free(k);
+}
+
+/* ---- threads ---- */
+
+typedef struct {
+	const ks_ir_kernel_t *k;
+	ks_jit_artifact_t a;
+	int rc;
+} job_t;
+
+static void *compile_job(void *p)
+{
+	job_t *j = p;
+	char err[512];
+
+	j->rc = ks_backend_cuda.compile(j->k, "sm_90", "ptx", &j->a, err,
+	    sizeof err);
+	return NULL;
+}
+
+/* The first calls race on loading NVRTC (pthread_once) and then compile
+ * concurrently without a lock: all succeed, with the same PTX. */
+Test(cuda, concurrent_first_compiles_are_safe_and_identical)
+{
+	ks_ir_kernel_t *k = gpu_gemm_ir("small_m", KS_DTYPE_F16, 3, 0, 0);
+	pthread_t t[4];
+	job_t j[4];
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		j[i].k = k;
+		cr_assert_eq(pthread_create(&t[i], NULL, compile_job, &j[i]),
+		    0);
+	}
+	for (i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	for (i = 0; i < 4; i++) {
+		if (j[i].rc == KS_E_BACKEND_UNAVAILABLE)
+			cr_skip_test("NVRTC not available");
+		cr_assert_eq(j[i].rc, KS_OK);
+		cr_assert_eq(j[i].a.len, j[0].a.len);
+		cr_assert_eq(memcmp(j[i].a.bytes, j[0].a.bytes, j[0].a.len), 0);
+	}
+	for (i = 0; i < 4; i++)
+		ks_jit_artifact_close(&j[i].a);
+	ks_ir_free(k);
+}
