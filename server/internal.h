@@ -221,6 +221,12 @@ int ks_spec_json(const ks_get_t *g, ks_buf_t *out);
 void ks_warm_item_done(ks_warm_t *w, int index, int err, const char *msg,
     const char *source, const ks_artifact_t *a);
 
+/* Adds (backend, requested target) -> (resolved target, compiler
+ * identity) to the identity cache; the key prefix is hashed here.  Used by
+ * the lookup and by tests that need another compiler identity. */
+int ks_srv_ident_add(ks_srv_t *srv, const ks_backend_t *be,
+    const char *requested, const char *target, const char *identity,
+    ks_ident_t **out);
 /* Fills the identity cache for BACKEND's "auto" target. */
 int ks_srv_ident_warm(ks_srv_t *srv, const ks_backend_t *backend);
 

@@ -31,44 +31,36 @@
 
 #define KEY_SCHEME "kspec-key-v1"
 
+/* strlcpy for the hit path (snprintf costs a format parse per call). */
+static void copy_name(char *dst, size_t cap, const char *src)
+{
+	size_t n = strnlen(src, cap - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
 /* Returns the cached (target, identity) of a backend for a requested
  * target, resolving and filling the cache on first use. */
-static int ident_lookup(ks_srv_t *srv, const ks_backend_t *be,
-    const char *requested, ks_ident_t **out, char *err, size_t errlen)
+int ks_srv_ident_add(ks_srv_t *srv, const ks_backend_t *be,
+    const char *requested, const char *target, const char *identity,
+    ks_ident_t **out)
 {
 	ks_ident_t *id;
-	ks_buf_t b;
 	char num[16];
-	int rc;
 
-	for (id = srv->idents; id; id = id->next) {
-		if (id->backend == be && strcmp(id->requested, requested) == 0) {
-			*out = id;
-			return KS_OK;
-		}
-	}
 	id = aligned_alloc(_Alignof(ks_ident_t), sizeof *id);
 	if (!id)
 		return KS_E_NOMEM;
 	memset(id, 0, sizeof *id);
-	rc = be->resolve_target(requested, id->target, sizeof id->target,
-	    err, errlen);
-	if (rc) {
+	id->identity = strdup(identity);
+	if (!id->identity) {
 		free(id);
-		return rc;
-	}
-	ks_buf_init(&b);
-	rc = be->identity(id->target, &b);
-	if (rc || !b.data) {
-		ks_buf_close(&b);
-		free(id);
-		snprintf(err, errlen, "backend %s: cannot read its compiler "
-		    "identity", be->name);
-		return rc ? rc : KS_E_INTERNAL;
+		return KS_E_NOMEM;
 	}
 	id->backend = be;
-	snprintf(id->requested, sizeof id->requested, "%s", requested);
-	id->identity = ks_buf_steal(&b, NULL);
+	copy_name(id->requested, sizeof id->requested, requested);
+	copy_name(id->target, sizeof id->target, target);
 	snprintf(num, sizeof num, "%d", KS_CODEGEN_VERSION);
 	ks_hasher_init(&id->prefix);
 	ks_hasher_field(&id->prefix, "scheme", KEY_SCHEME);
@@ -78,18 +70,42 @@ static int ident_lookup(ks_srv_t *srv, const ks_backend_t *be,
 	ks_hasher_field(&id->prefix, "compiler", id->identity);
 	id->next = srv->idents;
 	srv->idents = id;
-	*out = id;
+	if (out)
+		*out = id;
 	return KS_OK;
 }
 
-/* strlcpy for the hit path (snprintf costs a format parse per call). */
-static void copy_name(char *dst, size_t cap, const char *src)
+static int ident_lookup(ks_srv_t *srv, const ks_backend_t *be,
+    const char *requested, ks_ident_t **out, char *err, size_t errlen)
 {
-	size_t n = strnlen(src, cap - 1);
+	char target[KS_MAX_NAME + 1];
+	ks_ident_t *id;
+	ks_buf_t b;
+	int rc;
 
-	memcpy(dst, src, n);
-	dst[n] = '\0';
+	for (id = srv->idents; id; id = id->next) {
+		if (id->backend == be && strcmp(id->requested, requested) == 0) {
+			*out = id;
+			return KS_OK;
+		}
+	}
+	rc = be->resolve_target(requested, target, sizeof target, err,
+	    errlen);
+	if (rc)
+		return rc;
+	ks_buf_init(&b);
+	rc = be->identity(target, &b);
+	if (rc || !b.data) {
+		ks_buf_close(&b);
+		snprintf(err, errlen, "backend %s: cannot read its compiler "
+		    "identity", be->name);
+		return rc ? rc : KS_E_INTERNAL;
+	}
+	rc = ks_srv_ident_add(srv, be, requested, target, b.data, out);
+	ks_buf_close(&b);
+	return rc;
 }
+
 
 /* Appends field(name, value) of the canonical encoding to ENC; the caller
  * sized ENC for the worst case. */

@@ -1,0 +1,153 @@
+/*
+ * Request keys (server/key.c): every input that changes an artifact
+ * changes the key; nothing else does; keys are stable.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../server/internal.h"
+
+static ks_srv_t *S;
+
+static void up(void)
+{
+	const ks_kernel_def_t *const *all;
+	int i, n;
+
+	cr_assert_eq(ks_base_init(), KS_OK);
+	S = aligned_alloc(_Alignof(ks_srv_t), sizeof *S);
+	memset(S, 0, sizeof *S);
+	all = ks_kernels(&n);
+	for (i = 0; i < n; i++)
+		S->fingerprints[i] = *ks_kernel_fingerprint(all[i]);
+}
+
+TestSuite(key, .init = up, .timeout = 60);
+
+/* The key of a get header (fields without op), as hex. */
+static void key_of(const char *fields, char hex[KS_HASH_HEX])
+{
+	char json[1024], err[512];
+	ks_request_t req;
+	ks_get_t g;
+	int rc;
+
+	snprintf(json, sizeof json, "{\"op\":\"get\",%s}", fields);
+	cr_assert_eq(ks_request_parse(json, strlen(json), &req, err,
+	    sizeof err), KS_OK, "%s: %s", json, err);
+	rc = ks_srv_normalize(S, &req.get, &g, err, sizeof err);
+	cr_assert_eq(rc, KS_OK, "%s: %s", json, err);
+	ks_hash_hex(&g.key, hex);
+	ks_request_close(&req);
+}
+
+#define BASE "\"kernel\":\"gemm\",\"backend\":\"cpu\",\"target\":\"x86-64-v4\""
+
+Test(key, same_request_same_key_whatever_the_order_id_or_return)
+{
+	char a[KS_HASH_HEX], b[KS_HASH_HEX];
+
+	key_of(BASE ",\"dtype\":\"bf16\",\"shape\":{\"M\":1,\"N\":64,\"K\":32}",
+	    a);
+	key_of("\"id\":9,\"return\":\"meta\",\"shape\":{\"K\":32,\"N\":64,"
+	    "\"M\":1},\"dtype\":\"bf16\"," BASE, b);
+	cr_assert_str_eq(a, b);
+}
+
+/* Each variation of one artifact-changing input gives a key of its own. */
+Test(key, every_output_affecting_input_changes_the_key)
+{
+	static const char *const variants[] = {
+		BASE ",\"dtype\":\"bf16\",\"shape\":{\"M\":1,\"N\":64,\"K\":32}",
+		BASE ",\"dtype\":\"f16\",\"shape\":{\"M\":1,\"N\":64,\"K\":32}",
+		BASE ",\"dtype\":\"bf16\",\"shape\":{\"M\":1,\"N\":65,\"K\":32}",
+		BASE ",\"dtype\":\"bf16\",\"shape\":{\"M\":2,\"N\":64,\"K\":32}",
+		BASE ",\"dtype\":\"bf16\",\"mode\":\"fast\",\"shape\":{\"M\":1,"
+		    "\"N\":64,\"K\":32}",
+		BASE ",\"dtype\":\"bf16\",\"shape\":{\"N\":64,\"K\":32},"
+		    "\"dynamic\":[\"M\"]",
+		"\"kernel\":\"gemm\",\"backend\":\"cpu\",\"target\":"
+		    "\"x86-64-v3\",\"dtype\":\"bf16\",\"shape\":{\"M\":1,"
+		    "\"N\":64,\"K\":32}",
+	};
+	enum { N = sizeof variants / sizeof variants[0] };
+	char keys[N][KS_HASH_HEX];
+	int i, j;
+
+	for (i = 0; i < N; i++)
+		key_of(variants[i], keys[i]);
+	for (i = 0; i < N; i++)
+		for (j = i + 1; j < N; j++)
+			cr_assert_str_neq(keys[i], keys[j],
+			    "same key for\n%s\n%s", variants[i], variants[j]);
+}
+
+Test(key, cuda_arch_and_format_change_the_key)
+{
+	const ks_backend_t *cuda = ks_backend_find("cuda");
+	char err[256], k[4][KS_HASH_HEX];
+	int i, j;
+
+	if (!cuda || cuda->available(err, sizeof err) != KS_OK)
+		cr_skip_test("cuda backend unavailable here: %s", err);
+	key_of("\"kernel\":\"gemm\",\"backend\":\"cuda\",\"target\":\"sm_80\","
+	    "\"format\":\"ptx\",\"dtype\":\"f32\",\"shape\":{\"M\":1,\"N\":8,"
+	    "\"K\":8}", k[0]);
+	key_of("\"kernel\":\"gemm\",\"backend\":\"cuda\",\"target\":\"sm_90\","
+	    "\"format\":\"ptx\",\"dtype\":\"f32\",\"shape\":{\"M\":1,\"N\":8,"
+	    "\"K\":8}", k[1]);
+	key_of("\"kernel\":\"gemm\",\"backend\":\"cuda\",\"target\":\"sm_90\","
+	    "\"format\":\"cubin\",\"dtype\":\"f32\",\"shape\":{\"M\":1,"
+	    "\"N\":8,\"K\":8}", k[2]);
+	key_of(BASE ",\"dtype\":\"f32\",\"shape\":{\"M\":1,\"N\":8,\"K\":8}",
+	    k[3]);
+	for (i = 0; i < 4; i++)
+		for (j = i + 1; j < 4; j++)
+			cr_assert_str_neq(k[i], k[j]);
+}
+
+/* Another compiler version (a different identity string for the same
+ * backend and target) must not share keys with this one. */
+Test(key, compiler_identity_changes_the_key)
+{
+	static const char req[] = "\"kernel\":\"gemm\",\"backend\":\"cpu\","
+	    "\"target\":\"x86-64-v2\",\"dtype\":\"f32\",\"shape\":{\"M\":1,"
+	    "\"N\":8,\"K\":8}";
+	char a[KS_HASH_HEX], b[KS_HASH_HEX];
+	ks_ident_t *id;
+
+	key_of(req, a);
+	/* Replace the cached identity with one naming another compiler. */
+	for (id = S->idents; id; id = id->next)
+		if (strcmp(id->requested, "x86-64-v2") == 0)
+			id->requested[0] = '\0';
+	cr_assert_eq(ks_srv_ident_add(S, &ks_backend_cpu, "x86-64-v2",
+	    "x86-64-v2", "libgccjit 13.1.0; -march=x86-64-v2 -O3 "
+	    "-ffp-contract=off", NULL), KS_OK);
+	key_of(req, b);
+	cr_assert_str_neq(a, b);
+}
+
+/* Keys depend on the request and the code alone, not on process state:
+ * two identity caches filled independently give the same key (the e2e
+ * restart test checks the same across daemon runs). */
+Test(key, keys_are_stable_across_runs)
+{
+	char a[KS_HASH_HEX], b[KS_HASH_HEX];
+	ks_srv_t *fresh = aligned_alloc(_Alignof(ks_srv_t), sizeof *fresh);
+	ks_srv_t *save = S;
+	int i, n;
+
+	key_of(BASE ",\"dtype\":\"f32\",\"shape\":{\"M\":3,\"N\":8,\"K\":8}",
+	    a);
+	memset(fresh, 0, sizeof *fresh);
+	ks_kernels(&n);
+	for (i = 0; i < n; i++)
+		fresh->fingerprints[i] = S->fingerprints[i];
+	S = fresh;
+	key_of(BASE ",\"dtype\":\"f32\",\"shape\":{\"M\":3,\"N\":8,\"K\":8}",
+	    b);
+	S = save;
+	cr_assert_str_eq(a, b);
+}
