@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,7 +58,7 @@ static const char usage_main[] =
 "3 connection error\n";
 
 static const char usage_ping[] =
-"usage: kspec [--socket PATH] ping\n"
+"usage: kspec [--socket PATH] ping [--json]\n"
 "\n"
 "Sends a ping and prints the round-trip time.\n";
 
@@ -65,12 +66,13 @@ static const char usage_get[] =
 "usage: kspec [--socket PATH] get KERNEL --backend cpu|cuda|opencl\n"
 "           [--target T] [--format F] [--mode exact|fast]\n"
 "           --dtype f32|f16|bf16 --shape M=1,N=4096,K=4096\n"
-"           [--dynamic M,...] -o FILE [--meta FILE.json]\n"
+"           [--dynamic M,...] -o FILE [--meta FILE.json] [--json]\n"
 "\n"
 "Fetches the artifact of KERNEL specialized for the shape, compiling it\n"
 "if no cache holds it.  Writes the artifact to FILE (through FILE.tmp and\n"
 "a rename) and the reply's metadata, as JSON, to --meta.  Without -o only\n"
-"the metadata is fetched.  Prints one summary line.\n"
+"the metadata is fetched.  Prints one summary line (with --json: the\n"
+"reply's metadata as one line of JSON).\n"
 "\n"
 "  --backend B      cpu, cuda or opencl\n"
 "  --target T       backend target (default: auto)\n"
@@ -192,12 +194,35 @@ static int write_all(int fd, const void *p, size_t n)
  * either the old file or the whole new one, never a torn artifact.
  * Prints the failure and returns -1.
  */
+/* Writes straight into an existing non-regular file (a terminal, a pipe,
+ * /dev/null): a rename would replace the device itself. */
+static int write_special(const char *path, const void *data, size_t len,
+    int newline)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), err = 0;
+
+	if (fd < 0 || write_all(fd, data, len) ||
+	    (newline && write_all(fd, "\n", 1)))
+		err = errno ? errno : EIO;
+	if (fd >= 0 && close(fd) && !err)
+		err = errno;
+	if (err)
+		fprintf(stderr, "kspec: cannot write %s: %s\n", path,
+		    strerror(err));
+	return err ? -1 : 0;
+}
+
 static int write_file(const char *path, const void *data, size_t len,
     int newline)
 {
 	size_t n = strlen(path);
-	char *tmp = malloc(n + sizeof ".tmp");
+	struct stat st;
+	char *tmp;
 	int fd, err = 0;
+
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		return write_special(path, data, len, newline);
+	tmp = malloc(n + sizeof ".tmp");
 
 	if (!tmp) {
 		fprintf(stderr, "kspec: cannot write %s: %s\n", path,
@@ -376,8 +401,6 @@ static int parse_spec_args(const char *cmd, int argc, char **argv,
 		rc = 0;
 		if ((ch == 'o' || ch == O_META) && !is_get)
 			return bad_option(cmd, optopt, argv[optind - 1]);
-		if (ch == O_JSON && is_get)
-			return bad_option(cmd, optopt, argv[optind - 1]);
 		switch (ch) {
 		case 1:
 			if (a->spec.kernel)
@@ -453,7 +476,9 @@ static int cmd_get(const char *socket_path, int argc, char **argv)
 	if ((out && write_file(out, a->bytes, a->len, 0)) ||
 	    (meta && write_file(meta, a->meta, a->meta_len, 1)))
 		rc = EXIT_FAIL;
-	if (!rc)
+	if (!rc && args.json)
+		printf("%.*s\n", (int)a->meta_len, a->meta);
+	else if (!rc)
 		printf("%s: variant %s, source %s, %" PRIu64 " bytes%s, "
 		    "key %.12s -> %s\n", a->kernel[0] ? a->kernel : spec.kernel,
 		    a->variant, a->source, out ? (uint64_t)a->len : a->size,
@@ -584,12 +609,14 @@ static int cmd_json(const char *socket_path, int argc, char **argv,
 static int cmd_ping(const char *socket_path, int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct timespec t0, t1;
 	kspec_client_t *c = NULL;
-	int ch, rc;
+	int ch, rc, as_json = 0;
+	double ms;
 
 	optind = 1;
 	opterr = 0;
@@ -597,6 +624,10 @@ static int cmd_ping(const char *socket_path, int argc, char **argv)
 		if (ch == 'h') {
 			fputs(usage_ping, stdout);
 			return EXIT_OK;
+		}
+		if (ch == 'j') {
+			as_json = 1;
+			continue;
 		}
 		if (ch == 1)
 			return usage_error("ping", "unexpected argument '%s'",
@@ -614,9 +645,12 @@ static int cmd_ping(const char *socket_path, int argc, char **argv)
 		kspec_close(c);
 		return rc;
 	}
-	printf("pong from %s in %.3f ms\n", kspec_socket_path(c),
-	    (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
-	    (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+	    (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	if (as_json)
+		printf("{\"ok\":true,\"ms\":%.3f}\n", ms);
+	else
+		printf("pong from %s in %.3f ms\n", kspec_socket_path(c), ms);
 	kspec_close(c);
 	return EXIT_OK;
 }

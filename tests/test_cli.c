@@ -4,6 +4,8 @@
  */
 #include <criterion/criterion.h>
 
+#include <sys/stat.h>
+
 #include "e2e.h"
 
 static e2e_daemon_t D;
@@ -92,7 +94,7 @@ Test(cli, get_writes_a_loadable_artifact_and_its_metadata)
 Test(cli, errors_map_to_exit_statuses_with_one_line)
 {
 	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
-	    "M=0,N=8,K=8 --meta /dev/null"), 1);
+	    "M=0,N=8,K=8 --meta %s/m.json", D.dir), 1);
 	cr_assert(strncmp(out, "kspec: E_BAD_SHAPE: ", 20) == 0, "%s", out);
 	cr_assert_eq(strchr(out, '\n'), out + strlen(out) - 1, "%s", out);
 	cr_assert_eq(kspec("get gemm --dtype f32"), 2);
@@ -133,15 +135,20 @@ Test(cli, kernels_ls_explain_and_evict)
 {
 	cr_assert_eq(kspec("kernels"), 0);
 	cr_assert(strstr(out, "gemm") && strstr(out, "gemv_m1"), "%s", out);
+	cr_assert_eq(kspec("ping --json"), 0);
+	cr_assert(strncmp(out, "{\"ok\":true,\"ms\":", 15) == 0, "%s", out);
 	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
-	    "M=1,N=64,K=64 --meta /dev/null"), 0, "%s", out);
+	    "M=1,N=8,K=8 --meta %s/m.json --json", D.dir), 0);
+	cr_assert(strstr(out, "\"entry\":\"ks_gemm_gemv_m1\""), "%s", out);
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=64,K=64 --meta %s/m.json", D.dir), 0, "%s", out);
 	cr_assert_eq(kspec("ls --kernel gemm"), 0);
-	cr_assert(strstr(out, "1 of 1 entries"), "%s", out);
+	cr_assert(strstr(out, "2 of 2 entries"), "%s", out);
 	cr_assert_eq(kspec("explain gemm --backend cpu --dtype bf16 --shape "
 	    "M=1,N=64,K=64"), 0);
 	cr_assert(strstr(out, "differs in [\"dtype\"]"), "%s", out);
 	cr_assert_eq(kspec("evict --all"), 0);
-	cr_assert(strstr(out, "evicted 1"), "%s", out);
+	cr_assert(strstr(out, "evicted 2"), "%s", out);
 	cr_assert_eq(kspec("ls --json"), 0);
 	cr_assert(strstr(out, "\"total\":0"), "%s", out);
 	cr_assert_eq(kspec("evict"), 2);
@@ -155,9 +162,9 @@ Test(cli, exported_misses_warm_a_fresh_store)
 {
 	static const char *const gets[] = {
 		"get gemm --backend cpu --dtype bf16 --shape M=1,N=64,K=64 "
-		    "--meta /dev/null",
+		    "--meta /tmp/kspec-cli-meta.json",
 		"get gemm --backend cpu --dtype f32 --shape N=32,K=32 "
-		    "--dynamic M --meta /dev/null",
+		    "--dynamic M --meta /tmp/kspec-cli-meta.json",
 	};
 	char man[400];
 	int i;
@@ -183,4 +190,25 @@ Test(cli, exported_misses_warm_a_fresh_store)
 	}
 	cr_assert_eq(e2e_stat(D.sock, "compiles"), 2);
 	unlink(man);
+	unlink("/tmp/kspec-cli-meta.json");
+}
+
+/* Writing to a device or a pipe goes straight into it: the write-then-
+ * rename that protects regular files must never replace the device (a
+ * FIFO here, so that a regression cannot clobber /dev/null). */
+Test(cli, writing_to_a_device_keeps_the_device)
+{
+	char fifo[400];
+	struct stat st;
+	int keep;
+
+	snprintf(fifo, sizeof fifo, "%s/meta.fifo", D.dir);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	keep = open(fifo, O_RDWR);      /* a reader, so writers never block */
+	cr_assert_geq(keep, 0);
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=8,K=8 --meta %s", fifo), 0, "%s", out);
+	cr_assert_eq(stat(fifo, &st), 0);
+	cr_assert(S_ISFIFO(st.st_mode), "kspec replaced the FIFO by a file");
+	close(keep);
 }
