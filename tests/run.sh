@@ -27,6 +27,14 @@ for t in "$@"; do
 	fi
 done
 
+# Criterion does not fail a test whose process a sanitizer reported on at
+# exit (a leak, say): any such report fails the run (make asan).
+if grep -q -e 'ERROR: AddressSanitizer' -e 'ERROR: LeakSanitizer' \
+    -e 'runtime error:' "$tmp"; then
+	echo "FAILED: a sanitizer reported an error (see above)"
+	failed=1
+fi
+
 # The Python client (standard library only) against a real daemon.
 echo "== python client"
 { /usr/bin/python3 "$(dirname "$0")/python/run.py" -q 2>&1; \

@@ -23,7 +23,24 @@ static void up(void)
 		S->fingerprints[i] = *ks_kernel_fingerprint(all[i]);
 }
 
-TestSuite(key, .init = up, .timeout = 60);
+static void free_srv(ks_srv_t *srv)
+{
+	ks_ident_t *id, *next;
+
+	for (id = srv->idents; id; id = next) {
+		next = id->next;
+		free(id->identity);
+		free(id);
+	}
+	free(srv);
+}
+
+static void down(void)
+{
+	free_srv(S);
+}
+
+TestSuite(key, .init = up, .fini = down, .timeout = 60);
 
 /* The key of a get header (fields without op), as hex. */
 static void key_of(const char *fields, char hex[KS_HASH_HEX])
@@ -149,5 +166,6 @@ Test(key, keys_are_stable_across_runs)
 	key_of(BASE ",\"dtype\":\"f32\",\"shape\":{\"M\":3,\"N\":8,\"K\":8}",
 	    b);
 	S = save;
+	free_srv(fresh);
 	cr_assert_str_eq(a, b);
 }
