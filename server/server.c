@@ -893,7 +893,6 @@ static void handle_request(ks_conn_t *c, const char *hdr, size_t len)
 
 	c->srv->n.requests++;
 	err[0] = '\0';
-	memset(&req, 0, sizeof req);
 	parse_arena.used = 0;
 	parse_arena.active = 1;
 	rc = ks_request_parse(hdr, len, &req, err, sizeof err);
