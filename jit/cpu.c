@@ -269,6 +269,8 @@ typedef struct {
 	gcc_jit_lvalue *lane;           /* lane counter; NULL outside LANES */
 	gcc_jit_function *helper[H_COUNT];
 	gcc_jit_function *fmaf;
+	gcc_jit_function *sqrtf, *fabsf; /* gcc builtins */
+	gcc_jit_function *expf;         /* libm, imported on first use */
 	int serial;                     /* for unique local and block names */
 	int rc;
 	char *err;
@@ -819,6 +821,65 @@ static gcc_jit_rvalue *lower_load(lower_t *L, const ks_expr_t *e)
 	}
 }
 
+/* libm's expf, declared on first use (the artifact links -lm). */
+static gcc_jit_function *import_expf(lower_t *L)
+{
+	gcc_jit_param *x;
+
+	if (L->expf != NULL)
+		return L->expf;
+	x = gcc_jit_context_new_param(L->ctx, NULL, L->t_f32, "x");
+	L->expf = gcc_jit_context_new_function(L->ctx, NULL,
+	    GCC_JIT_FUNCTION_IMPORTED, L->t_f32, "expf", 1, &x, 0);
+	return L->expf;
+}
+
+/*
+ * KS_X_UN.  sqrt is __builtin_sqrtf: sqrtss, correctly rounded (without
+ * -fno-math-errno GCC adds a call to sqrtf for negative operands only, to
+ * set errno; the value is the same NaN class).  abs is __builtin_fabsf
+ * (a sign-bit mask) on f32 and GCC's ABS on i64; neg is unary minus (a
+ * sign-bit flip on f32).  exp calls libm's expf: not bitwise equal to the
+ * GPU backends (docs/backends.md).
+ */
+static gcc_jit_rvalue *lower_un(lower_t *L, const ks_expr_t *e)
+{
+	gcc_jit_rvalue *a = lx(L, e->a);
+	gcc_jit_type *t = ty(L, e->type);
+	int f = e->type == KS_TY_F32;
+
+	switch (e->un) {
+	case KS_UN_NEG:
+		if (f || e->type == KS_TY_I64)
+			return gcc_jit_context_new_unary_op(L->ctx, NULL,
+			    GCC_JIT_UNARY_OP_MINUS, t, a);
+		break;
+	case KS_UN_ABS:
+		if (f)
+			return gcc_jit_context_new_call(L->ctx, NULL, L->fabsf,
+			    1, &a);
+		if (e->type == KS_TY_I64)
+			return gcc_jit_context_new_unary_op(L->ctx, NULL,
+			    GCC_JIT_UNARY_OP_ABS, t, a);
+		break;
+	case KS_UN_SQRT:
+		if (f)
+			return gcc_jit_context_new_call(L->ctx, NULL, L->sqrtf,
+			    1, &a);
+		break;
+	case KS_UN_EXP:
+		if (f)
+			return gcc_jit_context_new_call(L->ctx, NULL,
+			    import_expf(L), 1, &a);
+		break;
+	case KS_UN_COUNT:
+		break;
+	}
+	fail(L, "unary op %d on %s is not supported", (int)e->un,
+	    ks_ty_name(e->type));
+	return a;
+}
+
 static gcc_jit_rvalue *lx(lower_t *L, const ks_expr_t *e)
 {
 	const ks_ir_param_t *p;
@@ -866,6 +927,8 @@ static gcc_jit_rvalue *lx(lower_t *L, const ks_expr_t *e)
 		return lower_select(L, e);
 	case KS_X_REDUCE:
 		return lower_reduce(L, e);
+	case KS_X_UN:
+		return lower_un(L, e);
 	}
 	fail(L, "expression kind %d is not valid here", (int)e->kind);
 	return cint(L, ty(L, e->type), 0);
@@ -1191,6 +1254,10 @@ static int build(gcc_jit_context *ctx, const ks_ir_kernel_t *k,
 	L.t_f32 = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_FLOAT);
 	L.t_voidp = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_VOID_PTR);
 	L.fmaf = gcc_jit_context_get_builtin_function(ctx, "__builtin_fmaf");
+	L.sqrtf = gcc_jit_context_get_builtin_function(ctx,
+	    "__builtin_sqrtf");
+	L.fabsf = gcc_jit_context_get_builtin_function(ctx,
+	    "__builtin_fabsf");
 	L.var = calloc((size_t)k->nvars + 1, sizeof(*L.var));
 	L.param = calloc((size_t)k->nparams + 1, sizeof(*L.param));
 	if (L.var == NULL || L.param == NULL) {

@@ -31,7 +31,7 @@
 
 enum {
 	H_F16_LOAD, H_BF16_LOAD, H_F16_STORE, H_BF16_STORE,
-	H_FMIN, H_FMAX, H_IMIN, H_IMAX,
+	H_FMIN, H_FMAX, H_IMIN, H_IMAX, H_IABS,
 	H_COUNT
 };
 
@@ -241,6 +241,12 @@ static void helper(emit_t *E, int h)
 		    "}\n\n", fn, h == H_IMAX ? "max" : "min",
 		    h == H_IMAX ? ">" : "<");
 		break;
+	case H_IABS:
+		put(E, "%sks_i64 ksh_iabs(ks_i64 a)\n"
+		    "{\n"
+		    "\treturn a < 0 ? -a : a;\n"
+		    "}\n\n", fn);
+		break;
 	}
 }
 
@@ -439,6 +445,51 @@ static void reduce(emit_t *E, const ks_expr_t *e)
 	put(E, ")");
 }
 
+/* KS_X_UN: neg as "(-(a))" (never "--"), the dialect's functions for the
+ * rest; i64 abs through a select, as no dialect has one 64-bit abs name. */
+static void un(emit_t *E, const ks_expr_t *e)
+{
+	const char *fn = NULL;
+	int f = e->type == KS_TY_F32;
+
+	switch (e->un) {
+	case KS_UN_NEG:
+		if (f || e->type == KS_TY_I64) {
+			put(E, "(-(");
+			expr(E, e->a);
+			put(E, "))");
+			return;
+		}
+		break;
+	case KS_UN_ABS:
+		if (e->type == KS_TY_I64) {
+			put(E, "ksh_iabs(");
+			expr(E, e->a);
+			put(E, ")");
+			use(E, H_IABS);
+			return;
+		}
+		fn = f ? E->d->fabs : NULL;
+		break;
+	case KS_UN_SQRT:
+		fn = f ? E->d->sqrt : NULL;
+		break;
+	case KS_UN_EXP:
+		fn = f ? E->d->exp : NULL;
+		break;
+	case KS_UN_COUNT:
+		break;
+	}
+	if (fn == NULL) {
+		fail(E, "unary op %d on %s is not supported", (int)e->un,
+		    ks_ty_name(e->type));
+		return;
+	}
+	put(E, "%s(", fn);
+	expr(E, e->a);
+	put(E, ")");
+}
+
 static void expr(emit_t *E, const ks_expr_t *e)
 {
 	const ks_ir_param_t *p;
@@ -509,6 +560,9 @@ static void expr(emit_t *E, const ks_expr_t *e)
 		return;
 	case KS_X_REDUCE:
 		reduce(E, e);
+		return;
+	case KS_X_UN:
+		un(E, e);
 		return;
 	}
 	fail(E, "expression kind %d is not valid here", (int)e->kind);

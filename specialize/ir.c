@@ -387,6 +387,31 @@ ks_expr_t *ks_x_reduce(ks_ir_kernel_t *k, ks_redop_t op, int lane_var)
 	return e;
 }
 
+/* The result type is the operand's: NEG/ABS on f32 or i64, SQRT/EXP on
+ * f32 (the verifier checks). */
+ks_expr_t *ks_x_un(ks_ir_kernel_t *k, ks_unop_t op, ks_expr_t *a)
+{
+	ks_expr_t *e;
+
+	assert(a != NULL);
+	e = expr(k, KS_X_UN, a->type);
+	e->un = op;
+	e->a = a;
+	return e;
+}
+
+const char *ks_unop_name(ks_unop_t op)
+{
+	switch (op) {
+	case KS_UN_NEG: return "neg";
+	case KS_UN_ABS: return "abs";
+	case KS_UN_SQRT: return "sqrt";
+	case KS_UN_EXP: return "exp";
+	case KS_UN_COUNT: break;
+	}
+	return "?";
+}
+
 /* ---- statements ---- */
 
 static ks_stmt_t *stmt(ks_ir_kernel_t *k, ks_stmt_kind_t kind)

@@ -112,6 +112,10 @@ static int print_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,
 	case KS_X_REDUCE:
 		return ks_buf_printf(out, "reduce_%s(%s)",
 		    e->red == KS_RED_MAX ? "max" : "sum", var_name(k, e->var));
+	case KS_X_UN:
+		rc = ks_buf_printf(out, "%s(", ks_unop_name(e->un));
+		rc = rc ? rc : print_expr(k, e->a, out);
+		return rc ? rc : ks_buf_puts(out, ")");
 	}
 	return ks_buf_puts(out, "<bad expr>");
 }

@@ -112,7 +112,22 @@ typedef enum {
 	KS_X_LOAD,    /* buffer `param`, element index a (i64) -> f32 */
 	KS_X_SELECT,  /* a (bool) ? b : c */
 	KS_X_REDUCE,  /* canonical tree reduction of lane variable `var` */
+	KS_X_UN,      /* un(a): unary math, see ks_unop_t */
 } ks_expr_kind_t;
+
+/*
+ * Unary operators (KS_X_UN).  NEG and ABS are exact (sign-bit operations
+ * on f32, two's complement on i64; ABS of INT64_MIN is undefined, kernels
+ * do not use it).  SQRT is f32 only and IEEE correctly rounded on every
+ * backend, so it is bitwise equal across backends.  EXP is f32 only and
+ * transcendental: each backend uses its own library (cpu libm expf, CUDA
+ * expf, OpenCL exp), accurate to a few ulp but NOT bitwise equal across
+ * backends; docs/backends.md states the bounds.
+ */
+typedef enum {
+	KS_UN_NEG, KS_UN_ABS, KS_UN_SQRT, KS_UN_EXP,
+	KS_UN_COUNT
+} ks_unop_t;
 
 typedef enum {
 	KS_OP_ADD, KS_OP_SUB, KS_OP_MUL, KS_OP_DIV, KS_OP_REM,
@@ -130,6 +145,7 @@ struct ks_expr {
 	ks_ty_t type;           /* result type */
 	ks_binop_t op;          /* KS_X_BIN */
 	ks_redop_t red;         /* KS_X_REDUCE */
+	ks_unop_t un;           /* KS_X_UN */
 	int param;              /* KS_X_PARAM, KS_X_LOAD */
 	int var;                /* KS_X_VAR, KS_X_REDUCE */
 	int64_t i;              /* KS_X_CONST of I64/BOOL */
@@ -210,6 +226,8 @@ ks_expr_t *ks_x_load(ks_ir_kernel_t *k, int param, ks_expr_t *index);
 ks_expr_t *ks_x_select(ks_ir_kernel_t *k, ks_expr_t *cond, ks_expr_t *a,
     ks_expr_t *b);
 ks_expr_t *ks_x_reduce(ks_ir_kernel_t *k, ks_redop_t op, int lane_var);
+ks_expr_t *ks_x_un(ks_ir_kernel_t *k, ks_unop_t op, ks_expr_t *a);
+const char *ks_unop_name(ks_unop_t op);  /* "neg" "abs" "sqrt" "exp" */
 
 ks_stmt_t *ks_s_block(ks_ir_kernel_t *k);
 void ks_s_append(ks_ir_kernel_t *k, ks_stmt_t *block, ks_stmt_t *s);

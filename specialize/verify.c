@@ -17,6 +17,8 @@
  *     canonical tree has strides 16..1);
  *   - a FOR's variable is i64, uniform outside LANES and lane inside, and
  *     its step is positive;
+ *   - unary math: neg and abs of i64 or f32, sqrt and exp of f32 only,
+ *     the result of the operand's type;
  *   - loads read a buffer with the read bit, stores write a buffer with the
  *     write bit, indices are i64, stored values f32;
  *   - scalar parameter uses are of unbound parameters (ks_pass_bind
@@ -341,6 +343,20 @@ static ks_expr_t *check_expr(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
 			    ks_ty_name(v->k->vars[e->var].type),
 			    vname(v, e->var));
 		expect_type(v, e, v->k->vars[e->var].type, "reduce");
+		break;
+	case KS_X_UN:
+		if (!operands(v, e, 1))
+			break;
+		if (e->un < 0 || e->un >= KS_UN_COUNT) {
+			fail(v, "unary operator %d unknown", e->un);
+			break;
+		}
+		t = e->a->type;
+		if ((e->un == KS_UN_SQRT || e->un == KS_UN_EXP) ?
+		    t != KS_TY_F32 : !is_arith(t))
+			fail(v, "%s of %s", ks_unop_name(e->un),
+			    ks_ty_name(t));
+		expect_type(v, e, t, ks_unop_name(e->un));
 		break;
 	default:
 		fail(v, "expression kind %d unknown", e->kind);

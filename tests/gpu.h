@@ -401,6 +401,7 @@ static inline void gpu_run_cpu(const ks_ir_kernel_t *k, gpu_arg_t *args)
 	ks_jit_artifact_close(&a);
 }
 
+
 /* ---- data ---- */
 
 static inline uint64_t gpu_rng(uint64_t *s)
@@ -431,6 +432,71 @@ static inline uint32_t gpu_bits(float f)
 
 	memcpy(&u, &f, 4);
 	return u;
+}
+
+/* ---- unary math ---- */
+
+/* y[i] = op(x[i]) for i < n (n a multiple of 32), f32. */
+static inline ks_ir_kernel_t *gpu_un_kernel(ks_unop_t op)
+{
+	ks_ir_kernel_t *k = ks_ir_new("un", ks_unop_name(op), 32);
+	int x = ks_ir_buffer(k, "x", KS_DTYPE_F32, KS_ACCESS_READ);
+	int y = ks_ir_buffer(k, "y", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	int n = ks_ir_scalar(k, "n", KS_TY_I64);
+	ks_stmt_t *lanes = ks_s_lanes(k);
+
+	k->grid = GBIN(DIV, GP(n), GI(32));
+	ks_s_append(k, lanes->body, ks_s_store(k, y, gpu_gidx(k),
+	    ks_x_un(k, op, ks_x_load(k, x, gpu_gidx(k)))));
+	ks_s_append(k, k->body, lanes);
+	return k;
+}
+
+/*
+ * N (a multiple of 32, >= 64) inputs for unary math: zeros, the smallest
+ * and largest subnormals and normals, 1, Inf and NaN of both signs, then
+ * random patterns over every exponent, subnormals and negatives included.
+ */
+static inline void gpu_un_inputs(float *x, size_t n, uint64_t seed)
+{
+	static const uint32_t fixed[] = { 0x00000000, 0x80000000, 0x00000001,
+		0x80000001, 0x007fffff, 0x807fffff, 0x00800000, 0x7f7fffff,
+		0xff7fffff, 0x3f800000, 0xbf800000, 0x7f800000, 0xff800000,
+		0x7fc00000, 0xffc00000, 0x7fa00001, 0x40000000, 0x40800000,
+		0x42b17218, 0x42b17217, 0xc2ce8ed0, 0xc2cff1b5, 0x3effffff };
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint32_t u = i < sizeof(fixed) / sizeof(fixed[0]) ? fixed[i] :
+		    (uint32_t)(gpu_rng(&seed) >> 32);
+
+		if (i >= sizeof(fixed) / sizeof(fixed[0]) && i % 4 == 0)
+			u &= 0x807fffffu;       /* a subnormal */
+		memcpy(&x[i], &u, 4);
+	}
+}
+
+/* Error of f32 GOT against the exact value WANT, in units of the f32 ulp
+ * at WANT (subnormal spacing below the normals); 0 when both are the same
+ * Inf or both NaN, huge when one is NaN or Inf and the other is not. */
+static inline double gpu_ulps(float got, double want)
+{
+	double ulp;
+	int e;
+
+	if (isnan(got) || isnan(want))
+		return isnan(got) && isnan(want) ? 0.0 : 1e30;
+	if (isinf(want) || isinf(got)) {
+		if (isinf(got) && (float)want == got)
+			return 0.0;
+		if (isinf(got))       /* ulp of the largest binade */
+			return fabs(3.4028234663852886e38 - want) /
+			    ldexp(1.0, 104);
+		return 1e30;
+	}
+	frexp(want, &e);
+	ulp = ldexp(1.0, (e - 1 < -126 ? -126 : e - 1) - 23);
+	return fabs((double)got - want) / ulp;
 }
 
 #endif

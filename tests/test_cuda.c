@@ -374,6 +374,42 @@ Test(cuda, ptx_keeps_mul_add_separate_and_division_ieee)
 	ks_ir_free(k);
 }
 
+/*
+ * Unary math compiles and assembles; sqrt is sqrt.rn.f32 (IEEE, from
+ * --prec-sqrt=true), never sqrt.approx, and flushes nothing.  exp is
+ * CUDA's expf (library accuracy, not bitwise with the other backends).
+ */
+Test(cuda, unary_math_compiles_and_sqrt_is_ieee_in_the_ptx)
+{
+	static const ks_unop_t ops[] = { KS_UN_SQRT, KS_UN_NEG, KS_UN_ABS,
+		KS_UN_EXP };
+	const char *tool = find_ptxas();
+	size_t o;
+
+	need_nvrtc();
+	for (o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+		ks_ir_kernel_t *k = gpu_un_kernel(ops[o]);
+		ks_jit_artifact_t ptx;
+		char *t;
+
+		compile(k, "sm_90", "ptx", &ptx);
+		if (tool != NULL)
+			cr_assert_eq(ptxas(tool, &ptx, "sm_90"), 0, "%s",
+			    ks_unop_name(ops[o]));
+		t = ptx_text(&ptx);
+		if (ops[o] == KS_UN_SQRT) {
+			cr_assert(strstr(t, "sqrt.rn.f32") != NULL,
+			    "no sqrt.rn.f32");
+			cr_assert(strstr(t, "sqrt.approx") == NULL,
+			    "approximate sqrt");
+			cr_assert(strstr(t, ".ftz") == NULL, "flush to zero");
+		}
+		free(t);
+		ks_jit_artifact_close(&ptx);
+		ks_ir_free(k);
+	}
+}
+
 /* ---- targets, formats, availability ---- */
 
 Test(cuda, targets_are_explicit_sm_archs_this_nvrtc_supports)

@@ -16,6 +16,7 @@
 #include <libgccjit.h>
 
 #include "../jit/jit.h"
+#include "gpu.h"
 
 /* ---- plumbing ---- */
 
@@ -579,6 +580,86 @@ Test(jit, fma_is_fused_and_mul_add_is_not_contracted)
 	    "the data does not tell fma from mul+add");
 	ks_jit_cpu_unload(l.lib);
 	ks_ir_free(k);
+}
+
+/* ---- unary math ---- */
+
+/* Runs gpu_un_kernel(OP) over X into Y (N elements) on the cpu backend. */
+static void run_un(ks_unop_t op, const float *x, float *y, int64_t n)
+{
+	ks_ir_kernel_t *k = gpu_un_kernel(op);
+	const float *px = x;
+	float *py = y;
+	void *params[3] = { &px, &py, &n };
+	char err[512];
+	loaded_t l;
+
+	cr_assert_eq(ks_ir_verify(k, err, sizeof err), KS_OK, "%s", err);
+	compile_load(k, &l);
+	l.fn(params, 0, n / 32);
+	ks_jit_cpu_unload(l.lib);
+	ks_ir_free(k);
+}
+
+/* sqrt is correctly rounded: bitwise sqrtf (a correctly rounded libm
+ * function by IEEE 754) over zeros, subnormals, negatives (NaN), Inf, NaN
+ * and random patterns; neg and abs are exact sign-bit operations. */
+Test(jit, sqrt_neg_abs_are_bitwise_the_c_reference)
+{
+	enum { N = 1 << 16 };
+	float *x = malloc(N * 4), *y = malloc(N * 4);
+	int i;
+
+	gpu_un_inputs(x, N, 11);
+	run_un(KS_UN_SQRT, x, y, N);
+	for (i = 0; i < N; i++) {
+		volatile float xi = x[i];
+		float want = sqrtf(xi);
+
+		cr_assert(bits(y[i]) == bits(want) || (isnan(y[i]) &&
+		    isnan(want)), "sqrt(0x%08x) = 0x%08x, want 0x%08x",
+		    bits(x[i]), bits(y[i]), bits(want));
+	}
+	cr_assert(isnan(y[3]) && bits(y[1]) == 0x80000000u &&
+	    bits(y[11]) == 0x7f800000u);
+	run_un(KS_UN_NEG, x, y, N);
+	for (i = 0; i < N; i++)
+		cr_assert_eq(bits(y[i]), bits(x[i]) ^ 0x80000000u,
+		    "neg(0x%08x) = 0x%08x", bits(x[i]), bits(y[i]));
+	run_un(KS_UN_ABS, x, y, N);
+	for (i = 0; i < N; i++)
+		cr_assert_eq(bits(y[i]), bits(x[i]) & 0x7fffffffu,
+		    "abs(0x%08x) = 0x%08x", bits(x[i]), bits(y[i]));
+	free(x);
+	free(y);
+}
+
+/* exp is libm's expf: within 1 ulp of the double exp (glibc's expf is
+ * within about 0.502 ulp), Inf past the overflow bound, 0 far below. */
+Test(jit, exp_is_within_one_ulp_of_double_exp)
+{
+	enum { N = 1 << 16 };
+	float *x = malloc(N * 4), *y = malloc(N * 4);
+	double worst = 0.0;
+	int i;
+
+	gpu_un_inputs(x, N, 12);
+	for (i = 23; i < N; i += 2)     /* half of them in exp's range */
+		x[i] = (float)((double)(gpu_rng(&(uint64_t){ (uint64_t)i }) >>
+		    11) / 9007199254740992.0 * 200.0 - 100.0);
+	run_un(KS_UN_EXP, x, y, N);
+	for (i = 0; i < N; i++) {
+		double d = gpu_ulps(y[i], exp((double)x[i]));
+
+		cr_assert(d <= 1.0, "exp(%a) = %a, %.3f ulp", (double)x[i],
+		    (double)y[i], d);
+		if (d > worst)
+			worst = d;
+	}
+	cr_assert(y[0] == 1.0f && isinf(y[11]) && y[12] == 0.0f);
+	cr_assert_gt(worst, 0.0, "exp was exact everywhere: not tested");
+	free(x);
+	free(y);
 }
 
 /* ---- a gemv, for partitions, targets and determinism ---- */

@@ -412,6 +412,66 @@ Test(opencl, loads_of_every_f16_and_bf16_pattern_equal_cpu_and_ref)
 	env_close(&e);
 }
 
+/*
+ * Unary math.  sqrt (correctly rounded on both: the program is built with
+ * -cl-fp32-correctly-rounded-divide-sqrt), neg and abs are bitwise equal
+ * to the cpu backend and to the C reference over zeros, subnormals,
+ * negatives, Inf and NaN.  exp is not bitwise across backends: OpenCL 1.2
+ * allows 3 ulp; it is checked against the double exp only.
+ */
+Test(opencl, sqrt_neg_abs_bitwise_equal_cpu_and_ref_exp_within_3_ulp)
+{
+	static const ks_unop_t ops[] = { KS_UN_SQRT, KS_UN_NEG, KS_UN_ABS,
+		KS_UN_EXP };
+	enum { N = 1 << 16 };
+	float *x = malloc(N * 4), *y = malloc(N * 4), *cpu;
+	int64_t n = N;
+	clenv_t e;
+	size_t o;
+	int i;
+
+	env_open(&e);
+	gpu_un_inputs(x, N, 21);
+	for (o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+		ks_ir_kernel_t *k = gpu_un_kernel(ops[o]);
+		gpu_arg_t args[3] = { { x, N * 4 }, { y, N * 4 }, { &n, 8 } };
+		gpu_arg_t c[3];
+
+		memset(y, 0, N * 4);
+		run_both(&e, k, args, 3, c);
+		cpu = c[1].data;
+		for (i = 0; i < N; i++) {
+			volatile float xi = x[i];
+			float want;
+			int nan_ok;
+
+			if (ops[o] == KS_UN_EXP) {
+				double d = gpu_ulps(y[i], exp((double)xi));
+
+				cr_assert(d <= 3.0, "exp(%a) = %a, %.3f ulp",
+				    (double)xi, (double)y[i], d);
+				continue;
+			}
+			want = ops[o] == KS_UN_SQRT ? sqrtf(xi) :
+			    ops[o] == KS_UN_NEG ? -xi : fabsf(xi);
+			/* sqrt of a negative: any NaN (the default NaN's
+			 * sign is the device's). */
+			nan_ok = ops[o] == KS_UN_SQRT && isnan(want) &&
+			    isnan(y[i]) && isnan(cpu[i]);
+			cr_assert(nan_ok || (gpu_bits(y[i]) == gpu_bits(want) &&
+			    gpu_bits(cpu[i]) == gpu_bits(want)),
+			    "%s(0x%08x): cl 0x%08x cpu 0x%08x want 0x%08x",
+			    ks_unop_name(ops[o]), gpu_bits(x[i]),
+			    gpu_bits(y[i]), gpu_bits(cpu[i]), gpu_bits(want));
+		}
+		free_copies(args, c, 3);
+		ks_ir_free(k);
+	}
+	free(x);
+	free(y);
+	env_close(&e);
+}
+
 /* f32 patterns for the store conversions: every upper half with low halves
  * around the bf16 ties, the f16 midpoints and their neighbours, random. */
 static uint32_t *store_patterns(int64_t *count)

@@ -637,6 +637,75 @@ Test(specialize, fold_never_folds_overflow_division_by_zero_or_f32)
 	ks_ir_free(k);
 }
 
+Test(specialize, verifier_rejects_unary_math_on_wrong_types)
+{
+	int y, x, n;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	ks_expr_t *e;
+
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_un(k, KS_UN_ABS,
+	    c64(k, -3)), ks_x_un(k, KS_UN_SQRT, ks_x_un(k, KS_UN_NEG,
+	    ks_x_load(k, x, c64(k, 0))))));
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 1),
+	    ks_x_un(k, KS_UN_EXP, ks_x_f32(k, 1.0f))));
+	cr_assert_eq(ks_ir_verify(k, NULL, 0), KS_OK);
+	ks_ir_free(k);
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_un(k, KS_UN_SQRT,
+	    c64(k, 4)), ks_x_f32(k, 1.0f)));
+	expect_invalid(k, "sqrt of i64");
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_un(k, KS_UN_EXP, ks_x_cast(k, KS_TY_I64,
+	    ks_x_f32(k, 1.0f)))));
+	expect_invalid(k, "exp of i64");
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_un(k, KS_UN_NEG, ks_x_f32(k, 1.0f))));
+	e = k->body->items[0]->b;
+	e->type = KS_TY_I64;            /* result type != operand type */
+	expect_invalid(k, "neg: type i64, expected f32");
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_un(k, KS_UN_ABS, ks_x_bool(k, 1))));
+	k->body->items[0]->b->type = KS_TY_F32;
+	expect_invalid(k, "abs of bool");
+}
+
+Test(specialize, fold_folds_neg_abs_of_constants_never_sqrt_exp)
+{
+	int y, x, n;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	char *t;
+
+	/* y[abs(-3) + neg(2)] = abs(neg(1.5)) -> y[1] = 1.5 (0x1.8p+0) */
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_bin(k, KS_OP_ADD,
+	    ks_x_un(k, KS_UN_ABS, c64(k, -3)), ks_x_un(k, KS_UN_NEG,
+	    c64(k, 2))), ks_x_un(k, KS_UN_ABS, ks_x_un(k, KS_UN_NEG,
+	    ks_x_f32(k, 1.5f)))));
+	/* neg(0.0) is -0.0: a sign-bit flip, not 0 - x */
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 2),
+	    ks_x_un(k, KS_UN_NEG, ks_x_f32(k, 0.0f))));
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 3),
+	    ks_x_un(k, KS_UN_SQRT, ks_x_f32(k, 4.0f))));
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_un(k, KS_UN_NEG,
+	    c64(k, INT64_MIN)), ks_x_un(k, KS_UN_EXP, ks_x_f32(k, 0.0f))));
+	ks_pass_fold(k);
+	cr_assert_eq(ks_ir_verify(k, NULL, 0), KS_OK);
+	t = text(k);
+	cr_assert(strstr(t, "  y[1] = 0x1.8p+0\n"), "%s", t);
+	cr_assert(strstr(t, "  y[2] = -0.0\n"), "%s", t);
+	cr_assert(strstr(t, "  y[3] = sqrt(4.0)\n"), "%s", t);
+	cr_assert(strstr(t, "  y[neg(-9223372036854775808)] = exp(0.0)\n"),
+	    "%s", t);
+	free(t);
+	ks_ir_free(k);
+}
+
 Test(specialize, fold_resolves_if_on_a_constant_condition)
 {
 	int y, x, n;
@@ -1090,6 +1159,20 @@ static val_t ev(interp_t *in, const ks_expr_t *e, int lane)
 		    ev(in, e->c, lane);
 	case KS_X_REDUCE:
 		r.f = reduce_tree(in->lane[e->var], e->red);
+		return r;
+	case KS_X_UN:
+		a = ev(in, e->a, lane);
+		if (e->type == KS_TY_I64) {
+			r.i = e->un == KS_UN_NEG ? -a.i : a.i < 0 ? -a.i : a.i;
+			return r;
+		}
+		switch (e->un) {
+		case KS_UN_NEG: r.f = -a.f; break;
+		case KS_UN_ABS: r.f = fabsf(a.f); break;
+		case KS_UN_SQRT: r.f = sqrtf(a.f); break;
+		case KS_UN_EXP: r.f = expf(a.f); break;
+		case KS_UN_COUNT: cr_assert_fail("unop");
+		}
 		return r;
 	}
 	cr_assert_fail("expr kind %d", e->kind);
