@@ -624,14 +624,17 @@ static gcc_jit_type *ty(lower_t *L, ks_ty_t t)
 	case KS_TY_BOOL: return L->t_bool;
 	case KS_TY_I64: return L->t_i64;
 	case KS_TY_F32: return L->t_f32;
+	case KS_TY_I32: return L->t_i32;
 	}
 	return L->t_i64;
 }
 
-/* The element type a buffer of DTYPE holds in memory. */
-static gcc_jit_type *elem_ty(lower_t *L, ks_dtype_t d)
+/* The element type buffer P holds in memory. */
+static gcc_jit_type *elem_ty(lower_t *L, const ks_ir_param_t *p)
 {
-	return d == KS_DTYPE_F32 ? L->t_f32 : L->t_u16;
+	if (p->type == KS_TY_I32)
+		return L->t_i32;
+	return p->dtype == KS_DTYPE_F32 ? L->t_f32 : L->t_u16;
 }
 
 /* The lvalue of variable VAR at the current point: the local, or the
@@ -798,8 +801,9 @@ static gcc_jit_rvalue *lower_cast(lower_t *L, const ks_expr_t *e)
 		    f32c(L, 0.0f) : cint(L, L->t_i64, 0));
 	if (from == KS_TY_BOOL && to == KS_TY_F32)
 		a = cast(L, a, L->t_i64);
-	/* i64 -> f32 rounds to nearest even (cvtsi2ss in the default MXCSR);
-	 * f32 -> i64 truncates, as in C. */
+	/* i64 and i32 -> f32 round to nearest even (cvtsi2ss in the default
+	 * MXCSR); f32 -> i64 and i32 truncate, as in C; i64 -> i32 keeps
+	 * the low 32 bits (GCC's conversion), i32 -> i64 sign-extends. */
 	return cast(L, a, ty(L, to));
 }
 
@@ -814,6 +818,8 @@ static gcc_jit_rvalue *lower_load(lower_t *L, const ks_expr_t *e)
 	}
 	x = rv(gcc_jit_context_new_array_access(L->ctx, NULL,
 	    rv(L->param[e->param]), lx(L, e->a)));
+	if (p->type == KS_TY_I32)
+		return x;
 	switch (p->dtype) {
 	case KS_DTYPE_F16: return call(L, H_F16_LOAD, 1, x, NULL);
 	case KS_DTYPE_BF16: return call(L, H_BF16_LOAD, 1, x, NULL);
@@ -1043,7 +1049,7 @@ static void lower_store(lower_t *L, const ks_stmt_t *s)
 	dst = gcc_jit_context_new_array_access(L->ctx, NULL,
 	    rv(L->param[s->param]), lx(L, s->a));
 	v = lx(L, s->b);
-	switch (p->dtype) {
+	switch (p->type == KS_TY_I32 ? KS_DTYPE_F32 : p->dtype) {
 	case KS_DTYPE_F16: v = call(L, H_F16_STORE, 1, v, NULL); break;
 	case KS_DTYPE_BF16: v = call(L, H_BF16_STORE, 1, v, NULL); break;
 	default: break;
@@ -1134,7 +1140,7 @@ static void lower_entry(lower_t *L)
 	for (i = 0; i < k->nparams; i++) {
 		const ks_ir_param_t *p = &k->params[i];
 		gcc_jit_type *t = p->kind == KS_PARAM_BUFFER ?
-		    gcc_jit_type_get_pointer(elem_ty(L, p->dtype)) :
+		    gcc_jit_type_get_pointer(elem_ty(L, p)) :
 		    ty(L, p->type);
 		gcc_jit_rvalue *addr;
 

@@ -106,13 +106,16 @@ static const char *cty(ks_ty_t t)
 	case KS_TY_BOOL: return "bool";
 	case KS_TY_I64: return "ks_i64";
 	case KS_TY_F32: return "float";
+	case KS_TY_I32: return "int";   /* 32 bits in CUDA and OpenCL C */
 	}
 	return "?";
 }
 
-static const char *elem_cty(ks_dtype_t d)
+static const char *elem_cty(const ks_ir_param_t *p)
 {
-	return d == KS_DTYPE_F32 ? "float" : "ks_u16";
+	if (p->type == KS_TY_I32)
+		return "int";
+	return p->dtype == KS_DTYPE_F32 ? "float" : "ks_u16";
 }
 
 /* ---- reductions ---- */
@@ -369,6 +372,30 @@ static void cast(emit_t *E, const ks_expr_t *e)
 			put(E, " != 0%s)", E->d->i64_suffix);
 		return;
 	}
+	/*
+	 * i32 goes through i64, which gives the same value: i32 -> i64 is
+	 * exact, so i32 -> f32 is the one RNE rounding of i64 -> f32; f32 ->
+	 * i32 in range is f32 -> i64 toward zero, then exact; i64 -> i32
+	 * keeps the low 32 bits, as cpu.c.
+	 */
+	if (to == KS_TY_I32) {
+		put(E, "((int)(");
+		if (from == KS_TY_F32) {
+			put(E, "%s(", E->d->f32_to_i64);
+			expr(E, e->a);
+			put(E, ")");
+		} else {
+			expr(E, e->a);
+		}
+		put(E, "))");
+		return;
+	}
+	if (from == KS_TY_I32 && to == KS_TY_I64) {
+		put(E, "((ks_i64)(");
+		expr(E, e->a);
+		put(E, "))");
+		return;
+	}
 	if (to == KS_TY_I64) {
 		/* From f32: toward zero, as C; from bool: 0 or 1. */
 		put(E, "%s(", from == KS_TY_F32 ? E->d->f32_to_i64 :
@@ -377,11 +404,11 @@ static void cast(emit_t *E, const ks_expr_t *e)
 		put(E, ")");
 		return;
 	}
-	/* To f32, round to nearest even; bool goes through i64 as in cpu.c. */
-	put(E, "%s(%s", E->d->i64_to_f32, from == KS_TY_BOOL ? "(ks_i64)(" :
+	/* To f32, round to nearest even; bool and i32 go through i64. */
+	put(E, "%s(%s", E->d->i64_to_f32, from != KS_TY_I64 ? "(ks_i64)(" :
 	    "");
 	expr(E, e->a);
-	put(E, "%s)", from == KS_TY_BOOL ? ")" : "");
+	put(E, "%s)", from != KS_TY_I64 ? ")" : "");
 }
 
 static void load(emit_t *E, const ks_expr_t *e)
@@ -749,7 +776,9 @@ static void store(emit_t *E, const ks_stmt_t *s)
 		fail(E, "store to '%s', which is not a buffer", p->name);
 		return;
 	}
-	if (p->dtype == KS_DTYPE_F16) {
+	if (p->type == KS_TY_I32) {
+		conv = "";
+	} else if (p->dtype == KS_DTYPE_F16) {
 		use(E, H_F16_STORE);
 		conv = "ksh_f32_to_f16";
 	} else if (p->dtype == KS_DTYPE_BF16) {
@@ -779,7 +808,7 @@ static void store(emit_t *E, const ks_stmt_t *s)
 	expr(E, s->a);
 	put(E, ";\n");
 	line(E);
-	put(E, "const float ks_t%d = ", t + 1);
+	put(E, "const %s ks_t%d = ", cty(p->type), t + 1);
 	expr(E, s->b);
 	put(E, ";\n\n");
 	line(E);
@@ -932,9 +961,9 @@ static void signature(emit_t *E)
 			 * any pointer during the launch), so loads may take
 			 * the read-only path. */
 			put(E, "%sconst %s *%s p_%s", E->d->global,
-			    elem_cty(p->dtype), E->d->restrict_kw, p->name);
+			    elem_cty(p), E->d->restrict_kw, p->name);
 		} else {
-			put(E, "%s%s *p_%s", E->d->global, elem_cty(p->dtype),
+			put(E, "%s%s *p_%s", E->d->global, elem_cty(p),
 			    p->name);
 		}
 	}

@@ -28,6 +28,7 @@ const char *ks_ty_name(ks_ty_t t)
 	case KS_TY_BOOL: return "bool";
 	case KS_TY_I64: return "i64";
 	case KS_TY_F32: return "f32";
+	case KS_TY_I32: return "i32";
 	}
 	return "?";
 }
@@ -214,6 +215,14 @@ int ks_ir_buffer(ks_ir_kernel_t *k, const char *name, ks_dtype_t dtype,
 	return i;
 }
 
+int ks_ir_buffer_i32(ks_ir_kernel_t *k, const char *name, int access)
+{
+	int i = ks_ir_buffer(k, name, KS_DTYPE_F32, access);
+
+	k->params[i].type = KS_TY_I32;
+	return i;
+}
+
 int ks_ir_scalar(ks_ir_kernel_t *k, const char *name, ks_ty_t type)
 {
 	int i = add_param(k, name);
@@ -352,11 +361,12 @@ ks_expr_t *ks_x_cast(ks_ir_kernel_t *k, ks_ty_t to, ks_expr_t *a)
 
 ks_expr_t *ks_x_load(ks_ir_kernel_t *k, int param, ks_expr_t *index)
 {
-	ks_expr_t *e = expr(k, KS_X_LOAD, KS_TY_F32);
+	ks_expr_t *e;
 
 	assert(param >= 0 && param < k->nparams);
 	assert(k->params[param].kind == KS_PARAM_BUFFER);
 	assert(index != NULL);
+	e = expr(k, KS_X_LOAD, k->params[param].type);
 	e->param = param;
 	e->a = index;
 	return e;

@@ -223,7 +223,8 @@ static int print_param(const ks_ir_kernel_t *k, int i, ks_buf_t *out)
 
 	if (p->kind == KS_PARAM_BUFFER)
 		return ks_buf_printf(out, "param %d %s buffer %s %s\n", i,
-		    p->name, ks_dtype_name(p->dtype), access_text(p->access));
+		    p->name, p->type == KS_TY_I32 ? "i32" :
+		    ks_dtype_name(p->dtype), access_text(p->access));
 	if (p->bound)
 		return ks_buf_printf(out, "param %d %s scalar %s bound %"
 		    PRId64 "\n", i, p->name, ks_ty_name(p->type), p->value);

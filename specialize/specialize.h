@@ -23,7 +23,9 @@
  * 16, 8, 4, 2, 1: t[l] = t[l] + t[l + s] for l < s; the result is t[0].
  *
  * Memory.  Buffers hold elements of their storage dtype.  KS_X_LOAD reads
- * element `index` (i64, in elements) and converts it exactly to f32.
+ * element `index` (i64, in elements) and converts it exactly to f32.  An
+ * i32 buffer (ks_ir_buffer_i32) holds int32 elements: loads give i32 and
+ * stores take i32, unconverted.
  * KS_S_STORE converts an f32 value to the storage dtype once,
  * round-to-nearest-even (NaN stays NaN, overflow gives Inf).  A store outside
  * LANES is done once per work-group (on GPUs by lane 0).
@@ -50,9 +52,12 @@ typedef enum {
 	KS_TY_BOOL,
 	KS_TY_I64,
 	KS_TY_F32,
+	KS_TY_I32,      /* storage and transfer only: loads of i32 buffers,
+	                   variables, select, ==/!=, casts to and from i64
+	                   and f32; compute in i64 (no i32 arithmetic) */
 } ks_ty_t;
 
-const char *ks_ty_name(ks_ty_t t); /* "bool" "i64" "f32" */
+const char *ks_ty_name(ks_ty_t t); /* "bool" "i64" "f32" "i32" */
 
 /* ---- arena ---- */
 
@@ -78,8 +83,12 @@ typedef struct {
 	const char *name;       /* "x", "W", "y", "M" */
 	ks_param_kind_t kind;
 	ks_ty_t type;           /* scalar: its type (KS_TY_I64 or KS_TY_F32);
-	                           buffer: KS_TY_F32, the loaded value type */
-	ks_dtype_t dtype;       /* buffer: storage dtype */
+	                           buffer: the loaded and stored value type,
+	                           KS_TY_F32, or KS_TY_I32 for an int32
+	                           buffer (positions, lengths) */
+	ks_dtype_t dtype;       /* f32 buffer: storage dtype; i32 buffer:
+	                           KS_DTYPE_F32, unused (the wire's dtypes
+	                           stay f32/f16/bf16) */
 	int access;             /* buffer: KS_ACCESS_* bits */
 	int bound;              /* scalar bound to a constant by ks_pass_bind */
 	int64_t value;          /* the constant when bound (i64 scalars) */
@@ -108,8 +117,11 @@ typedef enum {
 	KS_X_LANE,    /* lane index, i64; only inside LANES */
 	KS_X_BIN,     /* op(a, b) */
 	KS_X_FMA,     /* a * b + c, one rounding; f32 */
-	KS_X_CAST,    /* a converted to `type` (i64 <-> f32, RNE for i64->f32) */
-	KS_X_LOAD,    /* buffer `param`, element index a (i64) -> f32 */
+	KS_X_CAST,    /* a converted to `type` (i64 <-> f32, RNE for i64->f32;
+	                 i32 -> i64 exact, i64 -> i32 wraps mod 2^32,
+	                 i32 -> f32 RNE, f32 -> i32 toward zero, in range) */
+	KS_X_LOAD,    /* buffer `param`, element index a (i64) -> f32 (i32
+	                 for an i32 buffer) */
 	KS_X_SELECT,  /* a (bool) ? b : c */
 	KS_X_REDUCE,  /* canonical tree reduction of lane variable `var` */
 	KS_X_UN,      /* un(a): unary math, see ks_unop_t */
@@ -159,7 +171,8 @@ typedef enum {
 	KS_S_BLOCK,   /* items[0..nitems) in order */
 	KS_S_DECL,    /* declare `var`, initialized to a (a may be NULL) */
 	KS_S_ASSIGN,  /* var = a */
-	KS_S_STORE,   /* buffer `param`[a] = b (b is f32) */
+	KS_S_STORE,   /* buffer `param`[a] = b (b is f32; i32 for an i32
+	                 buffer) */
 	KS_S_FOR,     /* for (var = a; var < b; var += step) body; var is a
 	                 uniform (outside LANES) or lane (inside) i64 variable
 	                 declared by the loop; step is a positive constant */
@@ -206,6 +219,8 @@ ks_ir_kernel_t *ks_ir_new(const char *name, const char *variant, int nlanes);
 void ks_ir_free(ks_ir_kernel_t *k);
 int ks_ir_buffer(ks_ir_kernel_t *k, const char *name, ks_dtype_t dtype,
     int access);                               /* returns param index */
+/* A buffer of int32 elements (loads give i32). */
+int ks_ir_buffer_i32(ks_ir_kernel_t *k, const char *name, int access);
 int ks_ir_scalar(ks_ir_kernel_t *k, const char *name, ks_ty_t type);
 int ks_ir_var(ks_ir_kernel_t *k, const char *name, ks_ty_t type,
     ks_var_scope_t scope);                     /* returns var index */

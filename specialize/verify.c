@@ -20,7 +20,10 @@
  *   - unary math: neg and abs of i64 or f32, sqrt and exp of f32 only,
  *     the result of the operand's type;
  *   - loads read a buffer with the read bit, stores write a buffer with the
- *     write bit, indices are i64, stored values f32;
+ *     write bit, indices are i64, loaded and stored values of the buffer's
+ *     type (f32, or i32 for an i32 buffer, whose dtype is f32, unused);
+ *   - i32 only in variables, loads, stores, select, == and !=, and casts
+ *     to and from i64 and f32 (no i32 arithmetic or reduce);
  *   - scalar parameter uses are of unbound parameters (ks_pass_bind
  *     replaces every use of the ones it binds);
  *   - the grid is an i64 expression of constants, scalar parameters and
@@ -154,6 +157,13 @@ static int visible(verifier_t *v, int var, const char *what)
 static int is_arith(ks_ty_t t)
 {
 	return t == KS_TY_I64 || t == KS_TY_F32;
+}
+
+/* Types a cast converts between (i32 is not arithmetic: no operator
+ * computes in it). */
+static int is_num(ks_ty_t t)
+{
+	return is_arith(t) || t == KS_TY_I32;
 }
 
 /* Operand slots: exactly the first N of a, b, c are set. */
@@ -302,7 +312,7 @@ static ks_expr_t *check_expr(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
 		if (!operands(v, e, 1))
 			break;
 		t = e->a->type;
-		if (!(t == e->type || (is_arith(t) && is_arith(e->type)) ||
+		if (!(t == e->type || (is_num(t) && is_num(e->type)) ||
 		    (t == KS_TY_BOOL && e->type == KS_TY_I64)))
 			fail(v, "cast from %s to %s", ks_ty_name(t),
 			    ks_ty_name(e->type));
@@ -318,7 +328,7 @@ static ks_expr_t *check_expr(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
 			fail(v, "load from %s, which is not a readable buffer",
 			    p->name);
 		expect_type(v, e->a, KS_TY_I64, "load index");
-		expect_type(v, e, KS_TY_F32, "load");
+		expect_type(v, e, p->type, "load");
 		break;
 	case KS_X_SELECT:
 		if (!operands(v, e, 3))
@@ -473,7 +483,7 @@ static ks_stmt_t *check_stmt(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
 			break;
 		}
 		expect_type(v, s->a, KS_TY_I64, "store index");
-		expect_type(v, s->b, KS_TY_F32, "stored value");
+		expect_type(v, s->b, p->type, "stored value");
 		break;
 	case KS_S_IF:
 		if (s->a == NULL)
@@ -531,8 +541,10 @@ static void check_decls(verifier_t *v)
 		const ks_ir_param_t *p = &k->params[i];
 
 		if (p->kind == KS_PARAM_BUFFER) {
-			if (p->type != KS_TY_F32 || p->dtype < 0 ||
-			    p->dtype >= KS_DTYPE_COUNT || p->bound ||
+			if ((p->type != KS_TY_F32 && p->type != KS_TY_I32) ||
+			    p->dtype < 0 || p->dtype >= KS_DTYPE_COUNT ||
+			    (p->type == KS_TY_I32 &&
+			    p->dtype != KS_DTYPE_F32) || p->bound ||
 			    !(p->access & (KS_ACCESS_READ | KS_ACCESS_WRITE)))
 				fail(v, "buffer %s: bad type, dtype, access "
 				    "or binding", p->name);
@@ -549,7 +561,7 @@ static void check_decls(verifier_t *v)
 		if ((k->vars[i].scope != KS_VAR_UNIFORM &&
 		    k->vars[i].scope != KS_VAR_LANE) ||
 		    (k->vars[i].type != KS_TY_BOOL &&
-		    !is_arith(k->vars[i].type)))
+		    !is_num(k->vars[i].type)))
 			fail(v, "variable %s: bad scope or type",
 			    k->vars[i].name);
 	for (i = 0; i < n; i++) {

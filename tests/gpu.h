@@ -499,4 +499,89 @@ static inline double gpu_ulps(float got, double want)
 	return fabs((double)got - want) / ulp;
 }
 
+/* ---- i32 ---- */
+
+/*
+ * An i32 buffer P and an f32 buffer X in, for i < n (a multiple of 32):
+ *   yf[i] = f32(P[i])                    i32 -> f32, round to nearest even
+ *   yi[i] = i32(i64(P[i]) * 3 + 1)       i32 -> i64, i64 -> i32 wraps
+ *   zi[i] = i32(X[i])                    f32 -> i32 toward zero
+ *   ye[i] = select(P[i] == v, 1.0, 0.0)  v = P[i] through an i32 lane var
+ */
+static inline ks_ir_kernel_t *gpu_i32_kernel(void)
+{
+	ks_ir_kernel_t *k = ks_ir_new("i32", "t", 32);
+	int P = ks_ir_buffer_i32(k, "P", KS_ACCESS_READ);
+	int X = ks_ir_buffer(k, "X", KS_DTYPE_F32, KS_ACCESS_READ);
+	int yf = ks_ir_buffer(k, "yf", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	int yi = ks_ir_buffer_i32(k, "yi", KS_ACCESS_WRITE);
+	int zi = ks_ir_buffer_i32(k, "zi", KS_ACCESS_WRITE);
+	int ye = ks_ir_buffer(k, "ye", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	int n = ks_ir_scalar(k, "n", KS_TY_I64);
+	int v = ks_ir_var(k, "v", KS_TY_I32, KS_VAR_LANE);
+	ks_stmt_t *lanes = ks_s_lanes(k), *b = lanes->body;
+
+	k->grid = GBIN(DIV, GP(n), GI(32));
+	ks_s_append(k, b, ks_s_store(k, yf, gpu_gidx(k), ks_x_cast(k,
+	    KS_TY_F32, ks_x_load(k, P, gpu_gidx(k)))));
+	ks_s_append(k, b, ks_s_store(k, yi, gpu_gidx(k), ks_x_cast(k,
+	    KS_TY_I32, GBIN(ADD, GBIN(MUL, ks_x_cast(k, KS_TY_I64,
+	    ks_x_load(k, P, gpu_gidx(k))), GI(3)), GI(1)))));
+	ks_s_append(k, b, ks_s_store(k, zi, gpu_gidx(k), ks_x_cast(k,
+	    KS_TY_I32, ks_x_load(k, X, gpu_gidx(k)))));
+	ks_s_append(k, b, ks_s_decl(k, v, ks_x_load(k, P, gpu_gidx(k))));
+	ks_s_append(k, b, ks_s_store(k, ye, gpu_gidx(k), ks_x_select(k,
+	    GBIN(EQ, ks_x_var(k, v), ks_x_load(k, P, gpu_gidx(k))),
+	    ks_x_f32(k, 1.0f), ks_x_f32(k, 0.0f))));
+	ks_s_append(k, k->body, lanes);
+	return k;
+}
+
+/* Inputs of gpu_i32_kernel: P over the whole int32 range (extremes, 2^24
+ * neighbours, ties of the f32 rounding), X in (-2^31, 2^31). */
+static inline void gpu_i32_inputs(int32_t *P, float *X, size_t n,
+    uint64_t seed)
+{
+	static const int32_t fixed[] = { 0, 1, -1, INT32_MAX, INT32_MIN,
+		16777216, 16777217, 16777219, -16777217, 33554435,
+		715827882, 715827883, -715827883, 2147483583, 2147483584 };
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t r = gpu_rng(&seed);
+
+		P[i] = i < sizeof(fixed) / sizeof(fixed[0]) ? fixed[i] :
+		    (int32_t)(uint32_t)(r >> 32);
+		X[i] = (float)((double)(int32_t)(uint32_t)r * 0.999) *
+		    (i % 3 ? 1.0f : 1e-6f);
+	}
+	X[0] = -0.0f;
+	X[1] = -2.5f;
+	X[2] = 2147483520.0f;          /* largest f32 below 2^31 */
+	X[3] = -2147483648.0f;
+}
+
+/* Checks the outputs of gpu_i32_kernel against plain C, WHO naming the
+ * backend in messages. */
+static inline void gpu_i32_check(const char *who, const int32_t *P,
+    const float *X, const float *yf, const int32_t *yi, const int32_t *zi,
+    const float *ye, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		volatile int64_t p = P[i];
+		float wf = (float)p;    /* RNE in the default rounding mode */
+		int32_t wi = (int32_t)(uint32_t)((uint64_t)p * 3u + 1u);
+
+		cr_assert_eq(gpu_bits(yf[i]), gpu_bits(wf), "%s: f32(%d) = %a,"
+		    " want %a", who, P[i], (double)yf[i], (double)wf);
+		cr_assert_eq(yi[i], wi, "%s: i32(%d * 3 + 1) = %d, want %d",
+		    who, P[i], yi[i], wi);
+		cr_assert_eq(zi[i], (int32_t)X[i], "%s: i32(%a) = %d", who,
+		    (double)X[i], zi[i]);
+		cr_assert_eq(ye[i], 1.0f, "%s: i32 lane variable", who);
+	}
+}
+
 #endif

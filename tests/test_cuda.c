@@ -332,6 +332,9 @@ Test(cuda, every_emitter_path_compiles_and_assembles)
 				    KS_RED_SUM, t ? KS_TY_I64 : KS_TY_F32);
 	ks[n++] = gpu_elementwise_kernel();
 	ks[n++] = gpu_int_kernel();
+	ks[n++] = gpu_i32_kernel();
+	for (o = 0; o < KS_UN_COUNT; o++)
+		ks[n++] = gpu_un_kernel((ks_unop_t)o);
 	cr_assert_leq(n, 32);
 	for (i = 0; i < n; i++) {
 		ks_jit_artifact_t ptx;

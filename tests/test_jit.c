@@ -662,6 +662,33 @@ Test(jit, exp_is_within_one_ulp_of_double_exp)
 	free(y);
 }
 
+/* ---- i32 ---- */
+
+/* i32 buffers load and store int32; casts i32 <-> i64 <-> f32 round and
+ * wrap as C does, over the int32 extremes and the f32 rounding ties. */
+Test(jit, i32_buffers_and_casts_equal_the_c_reference)
+{
+	enum { N = 4096 };
+	int32_t *P = malloc(N * 4), *yi = malloc(N * 4), *zi = malloc(N * 4);
+	float *X = malloc(N * 4), *yf = malloc(N * 4), *ye = malloc(N * 4);
+	int64_t n = N;
+	void *params[7] = { &P, &X, &yf, &yi, &zi, &ye, &n };
+	ks_ir_kernel_t *k = gpu_i32_kernel();
+	char err[512];
+	loaded_t l;
+
+	cr_assert_eq(ks_ir_verify(k, err, sizeof err), KS_OK, "%s", err);
+	gpu_i32_inputs(P, X, N, 3);
+	compile_load(k, &l);
+	l.fn(params, 0, N / 32);
+	gpu_i32_check("cpu", P, X, yf, yi, zi, ye, N);
+	cr_assert_eq(yf[6], 16777216.0f);       /* 2^24 + 1: tie to even */
+	cr_assert_eq(yi[3], 0x7ffffffe);  /* 3 * INT32_MAX + 1, wrapped */
+	ks_jit_cpu_unload(l.lib);
+	ks_ir_free(k);
+	free(P); free(yi); free(zi); free(X); free(yf); free(ye);
+}
+
 /* ---- a gemv, for partitions, targets and determinism ---- */
 
 /*

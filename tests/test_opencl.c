@@ -472,6 +472,30 @@ Test(opencl, sqrt_neg_abs_bitwise_equal_cpu_and_ref_exp_within_3_ulp)
 	env_close(&e);
 }
 
+/* i32 buffers and casts: bitwise the cpu backend and the C reference. */
+Test(opencl, i32_buffers_and_casts_equal_cpu_and_ref)
+{
+	enum { N = 4096 };
+	int32_t *P = malloc(N * 4), *yi = calloc(N, 4), *zi = calloc(N, 4);
+	float *X = malloc(N * 4), *yf = calloc(N, 4), *ye = calloc(N, 4);
+	int64_t n = N;
+	ks_ir_kernel_t *k = gpu_i32_kernel();
+	gpu_arg_t args[7] = { { P, N * 4 }, { X, N * 4 }, { yf, N * 4 },
+		{ yi, N * 4 }, { zi, N * 4 }, { ye, N * 4 }, { &n, 8 } }, c[7];
+	clenv_t e;
+
+	env_open(&e);
+	gpu_i32_inputs(P, X, N, 4);
+	run_both(&e, k, args, 7, c);
+	gpu_i32_check("opencl", P, X, yf, yi, zi, ye, N);
+	gpu_i32_check("cpu", P, X, c[2].data, c[3].data, c[4].data, c[5].data,
+	    N);
+	free_copies(args, c, 7);
+	ks_ir_free(k);
+	env_close(&e);
+	free(P); free(yi); free(zi); free(X); free(yf); free(ye);
+}
+
 /* f32 patterns for the store conversions: every upper half with low halves
  * around the bf16 ties, the f16 midpoints and their neighbours, random. */
 static uint32_t *store_patterns(int64_t *count)

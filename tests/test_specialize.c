@@ -706,6 +706,55 @@ Test(specialize, fold_folds_neg_abs_of_constants_never_sqrt_exp)
 	ks_ir_free(k);
 }
 
+Test(specialize, i32_is_a_storage_type_the_verifier_keeps_out_of_arithmetic)
+{
+	int y, x, n, P, v;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	ks_dtype_t dt;
+	char *t;
+
+	P = ks_ir_buffer_i32(k, "P", KS_ACCESS_READ);
+	v = ks_ir_var(k, "pv", KS_TY_I32, KS_VAR_UNIFORM);
+	ks_s_append(k, k->body, ks_s_decl(k, v, ks_x_load(k, P, c64(k, 0))));
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_cast(k, KS_TY_I64,
+	    ks_x_var(k, v)), ks_x_cast(k, KS_TY_F32, ks_x_var(k, v))));
+	cr_assert_eq(ks_ir_verify(k, NULL, 0), KS_OK);
+	t = text(k);
+	cr_assert(strstr(t, "param 3 P buffer i32 read\n"), "%s", t);
+	cr_assert(strstr(t, "var 0 pv uniform i32\n"), "%s", t);
+	cr_assert(strstr(t, "  y[i64(pv)] = f32(pv)\n"), "%s", t);
+	free(t);
+	ks_ir_free(k);
+
+	k = tiny(&y, &x, &n);
+	P = ks_ir_buffer_i32(k, "P", KS_ACCESS_READ);
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_cast(k, KS_TY_I64,
+	    ks_x_bin(k, KS_OP_ADD, ks_x_load(k, P, c64(k, 0)),
+	    ks_x_load(k, P, c64(k, 1)))), ks_x_f32(k, 0.0f)));
+	expect_invalid(k, "arithmetic on i32");
+
+	k = tiny(&y, &x, &n);
+	P = ks_ir_buffer_i32(k, "P", KS_ACCESS_READ);
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_load(k, P, c64(k, 0))));
+	expect_invalid(k, "stored value: type i32, expected f32");
+
+	k = tiny(&y, &x, &n);
+	P = ks_ir_buffer_i32(k, "P", KS_ACCESS_WRITE);
+	ks_s_append(k, k->body, ks_s_store(k, P, c64(k, 0),
+	    ks_x_f32(k, 1.0f)));
+	expect_invalid(k, "stored value: type f32, expected i32");
+
+	k = tiny(&y, &x, &n);
+	P = ks_ir_buffer_i32(k, "P", KS_ACCESS_READ);
+	k->params[P].dtype = KS_DTYPE_BF16;
+	expect_invalid(k, "buffer P: bad type, dtype");
+
+	/* The wire's dtypes stay f32, f16, bf16. */
+	cr_assert_eq(ks_dtype_parse("i32", &dt), KS_E_BAD_DTYPE);
+	cr_assert_eq(KS_DTYPE_COUNT, 3);
+}
+
 Test(specialize, fold_resolves_if_on_a_constant_condition)
 {
 	int y, x, n;
