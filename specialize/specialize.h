@@ -318,8 +318,14 @@ int ks_ir_verify(const ks_ir_kernel_t *k, char *err, size_t errlen);
 void ks_pass_bind(ks_ir_kernel_t *k, int param, int64_t value);
 void ks_pass_fold(ks_ir_kernel_t *k);          /* constant folding */
 void ks_pass_trip1(ks_ir_kernel_t *k);         /* trip 0 / 1 loops vanish */
-/* The standard pipeline: fold, trip1, fold; KS_DUMP=<pass> prints the IR
- * after a pass; the verifier runs after each pass in debug builds. */
+/* FOR loops of constant bounds and 2..8 trips become copies of the body. */
+void ks_pass_unroll(ks_ir_kernel_t *k);
+/* Removes DECLs/ASSIGNs of variables never read and statements without
+ * effect (empty loops, ifs, lanes); stores stay. */
+void ks_pass_dce(ks_ir_kernel_t *k);
+/* The standard pipeline: fold, trip1, unroll, fold, dce; KSPEC_DUMP=<pass>
+ * prints the IR after a pass; the verifier runs after each pass in debug
+ * builds. */
 int ks_pass_run(ks_ir_kernel_t *k, char *err, size_t errlen);
 
 /* ---- kernel library ---- */

@@ -755,6 +755,91 @@ Test(specialize, i32_is_a_storage_type_the_verifier_keeps_out_of_arithmetic)
 	cr_assert_eq(KS_DTYPE_COUNT, 3);
 }
 
+/* for i = 0 to 3 { decl t = x[i]; for j = 0 to 2 { y[i * 2 + j] = t } }
+ * -> six stores with constant indices and fresh t per copy. */
+Test(specialize, unroll_copies_short_loops_with_fresh_variables)
+{
+	int y, x, n, i, j, t;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	ks_stmt_t *fi, *fj;
+	char err[256], *txt;
+
+	i = ks_ir_var(k, "i", KS_TY_I64, KS_VAR_UNIFORM);
+	j = ks_ir_var(k, "j", KS_TY_I64, KS_VAR_UNIFORM);
+	t = ks_ir_var(k, "t", KS_TY_F32, KS_VAR_UNIFORM);
+	fi = ks_s_for(k, i, c64(k, 0), c64(k, 3), 1);
+	ks_s_append(k, fi->body, ks_s_decl(k, t, ks_x_load(k, x,
+	    ks_x_var(k, i))));
+	fj = ks_s_for(k, j, c64(k, 0), c64(k, 4), 2);
+	ks_s_append(k, fj->body, ks_s_store(k, y, ks_x_bin(k, KS_OP_ADD,
+	    ks_x_bin(k, KS_OP_MUL, ks_x_var(k, i), c64(k, 2)),
+	    ks_x_bin(k, KS_OP_DIV, ks_x_var(k, j), c64(k, 2))),
+	    ks_x_var(k, t)));
+	ks_s_append(k, fi->body, fj);
+	ks_s_append(k, k->body, fi);
+	cr_assert_eq(ks_pass_run(k, err, sizeof err), KS_OK, "%s", err);
+	txt = text(k);
+	cr_assert(strstr(txt, "for ") == NULL, "%s", txt);
+	cr_assert(strstr(txt, "  decl t_u0 = x[0]\n  y[0] = t_u0\n"
+	    "  y[1] = t_u0\n  decl t_u1 = x[1]\n  y[2] = t_u1\n"
+	    "  y[3] = t_u1\n  decl t_u2 = x[2]\n  y[4] = t_u2\n"
+	    "  y[5] = t_u2\n"), "%s", txt);
+	free(txt);
+	ks_ir_free(k);
+
+	/* Nine trips stay a loop; a dynamic bound too. */
+	k = tiny(&y, &x, &n);
+	i = ks_ir_var(k, "i", KS_TY_I64, KS_VAR_UNIFORM);
+	fi = ks_s_for(k, i, c64(k, 0), c64(k, 9), 1);
+	ks_s_append(k, fi->body, ks_s_store(k, y, ks_x_var(k, i),
+	    ks_x_f32(k, 1.0f)));
+	ks_s_append(k, k->body, fi);
+	j = ks_ir_var(k, "j", KS_TY_I64, KS_VAR_UNIFORM);
+	fj = ks_s_for(k, j, c64(k, 0), ks_x_param(k, n), 1);
+	ks_s_append(k, fj->body, ks_s_store(k, y, ks_x_var(k, j),
+	    ks_x_f32(k, 1.0f)));
+	ks_s_append(k, k->body, fj);
+	cr_assert_eq(ks_pass_run(k, err, sizeof err), KS_OK, "%s", err);
+	txt = text(k);
+	cr_assert(strstr(txt, "for i = 0 to 9 step 1 {") != NULL, "%s", txt);
+	cr_assert(strstr(txt, "for j = 0 to N step 1 {") != NULL, "%s", txt);
+	free(txt);
+	ks_ir_free(k);
+}
+
+/* Unused decls and assigns (and what only they read), empty loops, ifs
+ * and lanes go; stores and what they read stay. */
+Test(specialize, dce_removes_unread_variables_and_empty_statements)
+{
+	int y, x, n, a, b, u, i;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	ks_stmt_t *f, *c;
+	char err[256], *txt;
+
+	a = ks_ir_var(k, "a", KS_TY_F32, KS_VAR_UNIFORM);
+	b = ks_ir_var(k, "b", KS_TY_F32, KS_VAR_UNIFORM);
+	u = ks_ir_var(k, "u", KS_TY_F32, KS_VAR_UNIFORM);
+	i = ks_ir_var(k, "i", KS_TY_I64, KS_VAR_UNIFORM);
+	ks_s_append(k, k->body, ks_s_decl(k, a, ks_x_load(k, x, c64(k, 0))));
+	ks_s_append(k, k->body, ks_s_decl(k, b, ks_x_var(k, a)));
+	ks_s_append(k, k->body, ks_s_assign(k, b, ks_x_bin(k, KS_OP_ADD,
+	    ks_x_var(k, b), ks_x_var(k, a))));
+	ks_s_append(k, k->body, ks_s_decl(k, u, ks_x_load(k, x, c64(k, 1))));
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0), ks_x_var(k, u)));
+	f = ks_s_for(k, i, c64(k, 0), ks_x_param(k, n), 1);
+	ks_s_append(k, k->body, f);
+	c = ks_s_if(k, ks_x_bin(k, KS_OP_LT, ks_x_param(k, n), c64(k, 3)));
+	c->orelse = ks_s_block(k);
+	ks_s_append(k, k->body, c);
+	ks_s_append(k, k->body, ks_s_lanes(k));
+	cr_assert_eq(ks_pass_run(k, err, sizeof err), KS_OK, "%s", err);
+	txt = text(k);
+	cr_assert(strstr(txt, "body {\n  decl u = x[1]\n  y[0] = u\n}\n"),
+	    "%s", txt);
+	free(txt);
+	ks_ir_free(k);
+}
+
 Test(specialize, fold_resolves_if_on_a_constant_condition)
 {
 	int y, x, n;
