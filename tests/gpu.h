@@ -584,4 +584,46 @@ static inline void gpu_i32_check(const char *who, const int32_t *P,
 	}
 }
 
+/* ---- unroll ---- */
+
+/*
+ * acc (lane) = 0; for c in 0..4 { lanes { for j in 0..3 { acc = acc +
+ * x[((group * 4 + c) * 3 + j) * 32 + lane] * w[j * 32 + lane] } } };
+ * a dead variable; y[group] = reduce_sum(acc).  After ks_pass_run: four
+ * LANES phases, each with three copies of the lane loop, no dead decl.
+ * Params x, w, y, G; x has G * 384 elements, w 96.
+ */
+static inline ks_ir_kernel_t *gpu_unroll_kernel(void)
+{
+	ks_ir_kernel_t *k = ks_ir_new("unr", "t", 32);
+	int x = ks_ir_buffer(k, "x", KS_DTYPE_F32, KS_ACCESS_READ);
+	int w = ks_ir_buffer(k, "w", KS_DTYPE_F32, KS_ACCESS_READ);
+	int y = ks_ir_buffer(k, "y", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	int g = ks_ir_scalar(k, "G", KS_TY_I64);
+	int acc = ks_ir_var(k, "acc", KS_TY_F32, KS_VAR_LANE);
+	int c = ks_ir_var(k, "c", KS_TY_I64, KS_VAR_UNIFORM);
+	int j = ks_ir_var(k, "j", KS_TY_I64, KS_VAR_LANE);
+	int dead = ks_ir_var(k, "dead", KS_TY_F32, KS_VAR_UNIFORM);
+	ks_stmt_t *fc, *lanes, *fj;
+
+	k->grid = GP(g);
+	ks_s_append(k, k->body, ks_s_decl(k, acc, ks_x_f32(k, 0.0f)));
+	fc = ks_s_for(k, c, GI(0), GI(4), 1);
+	ks_s_append(k, k->body, fc);
+	lanes = ks_s_lanes(k);
+	ks_s_append(k, fc->body, lanes);
+	fj = ks_s_for(k, j, GI(0), GI(3), 1);
+	ks_s_append(k, lanes->body, fj);
+	ks_s_append(k, fj->body, ks_s_assign(k, acc, GBIN(ADD,
+	    ks_x_var(k, acc), GBIN(MUL, ks_x_load(k, x, GBIN(ADD,
+	    GBIN(MUL, GBIN(ADD, GBIN(MUL, GBIN(ADD, GBIN(MUL,
+	    ks_x_group(k), GI(4)), ks_x_var(k, c)), GI(3)), ks_x_var(k, j)),
+	    GI(32)), ks_x_lane(k))), ks_x_load(k, w, GBIN(ADD,
+	    GBIN(MUL, ks_x_var(k, j), GI(32)), ks_x_lane(k)))))));
+	ks_s_append(k, k->body, ks_s_decl(k, dead, ks_x_load(k, x, GI(0))));
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_group(k),
+	    ks_x_reduce(k, KS_RED_SUM, acc)));
+	return k;
+}
+
 #endif

@@ -335,6 +335,8 @@ Test(cuda, every_emitter_path_compiles_and_assembles)
 	ks[n++] = gpu_i32_kernel();
 	for (o = 0; o < KS_UN_COUNT; o++)
 		ks[n++] = gpu_un_kernel((ks_unop_t)o);
+	ks[n] = gpu_unroll_kernel();    /* unrolled: LANES phases */
+	cr_assert_eq(ks_pass_run(ks[n++], NULL, 0), KS_OK);
 	cr_assert_leq(n, 32);
 	for (i = 0; i < n; i++) {
 		ks_jit_artifact_t ptx;

@@ -691,44 +691,6 @@ Test(jit, i32_buffers_and_casts_equal_the_c_reference)
 
 /* ---- unroll and dce keep the bits ---- */
 
-/*
- * acc (lane) = 0; for c in 0..4 { lanes { for j in 0..3 { acc = acc +
- * x[((group * 4 + c) * 3 + j) * 32 + lane] * w[j * 32 + lane] } } };
- * a dead variable; y[group] = reduce_sum(acc).  Four LANES phases after
- * unrolling, each with three copies of the lane loop.
- */
-static ks_ir_kernel_t *unroll_kernel(void)
-{
-	ks_ir_kernel_t *k = ks_ir_new("unr", "t", 32);
-	int x = ks_ir_buffer(k, "x", KS_DTYPE_F32, KS_ACCESS_READ);
-	int w = ks_ir_buffer(k, "w", KS_DTYPE_F32, KS_ACCESS_READ);
-	int y = ks_ir_buffer(k, "y", KS_DTYPE_F32, KS_ACCESS_WRITE);
-	int g = ks_ir_scalar(k, "G", KS_TY_I64);
-	int acc = ks_ir_var(k, "acc", KS_TY_F32, KS_VAR_LANE);
-	int c = ks_ir_var(k, "c", KS_TY_I64, KS_VAR_UNIFORM);
-	int j = ks_ir_var(k, "j", KS_TY_I64, KS_VAR_LANE);
-	int dead = ks_ir_var(k, "dead", KS_TY_F32, KS_VAR_UNIFORM);
-	ks_stmt_t *fc, *lanes, *fj, *blk;
-
-	k->grid = P(g);
-	blk = k->body;
-	ADD(ks_s_decl(k, acc, F(0.0f)));
-	fc = ks_s_for(k, c, I(0), I(4), 1);
-	ADD(fc);
-	lanes = ks_s_lanes(k);
-	ks_s_append(k, fc->body, lanes);
-	fj = ks_s_for(k, j, I(0), I(3), 1);
-	ks_s_append(k, lanes->body, fj);
-	ks_s_append(k, fj->body, ks_s_assign(k, acc, BIN(ADD, V(acc),
-	    BIN(MUL, ks_x_load(k, x, BIN(ADD, BIN(MUL, BIN(ADD, BIN(MUL,
-	    BIN(ADD, BIN(MUL, ks_x_group(k), I(4)), V(c)), I(3)), V(j)),
-	    I(32)), ks_x_lane(k))), ks_x_load(k, w, BIN(ADD, BIN(MUL, V(j),
-	    I(32)), ks_x_lane(k)))))));
-	ADD(ks_s_decl(k, dead, ks_x_load(k, x, I(0))));
-	ADD(ks_s_store(k, y, ks_x_group(k), ks_x_reduce(k, KS_RED_SUM, acc)));
-	return k;
-}
-
 Test(jit, unroll_and_dce_keep_results_bitwise)
 {
 	enum { G = 64, NX = G * 4 * 3 * 32 };
@@ -736,7 +698,7 @@ Test(jit, unroll_and_dce_keep_results_bitwise)
 	float *px = x, *pw = w, *py;
 	int64_t g = G;
 	void *params[4] = { &px, &pw, &py, &g };
-	ks_ir_kernel_t *k0 = unroll_kernel(), *k1 = unroll_kernel();
+	ks_ir_kernel_t *k0 = gpu_unroll_kernel(), *k1 = gpu_unroll_kernel();
 	char err[512];
 	loaded_t l0, l1;
 	ks_buf_t b;

@@ -496,6 +496,41 @@ Test(opencl, i32_buffers_and_casts_equal_cpu_and_ref)
 	free(P); free(yi); free(zi); free(X); free(yf); free(ye);
 }
 
+/* An unrolled kernel (LANES phases from a uniform loop, copies of a lane
+ * loop, fresh lane variables, a reduce) runs bitwise as the cpu backend
+ * and as the loop form on OpenCL. */
+Test(opencl, unrolled_kernel_equals_cpu_and_the_loop_form)
+{
+	enum { G = 16, NX = G * 384 };
+	float *x = malloc(NX * 4), w[96], y0[G], y1[G], *cpu;
+	int64_t g = G;
+	ks_ir_kernel_t *k0 = gpu_unroll_kernel(), *k1 = gpu_unroll_kernel();
+	gpu_arg_t a0[4] = { { x, NX * 4 }, { w, sizeof w }, { y0, sizeof y0 },
+		{ &g, 8 } };
+	gpu_arg_t a1[4] = { { x, NX * 4 }, { w, sizeof w }, { y1, sizeof y1 },
+		{ &g, 8 } }, c[4];
+	char err[512];
+	clprog_t p;
+	clenv_t e;
+
+	gpu_adversarial(x, NX, 9);
+	gpu_adversarial(w, 96, 10);
+	cr_assert_eq(ks_pass_run(k1, err, sizeof err), KS_OK, "%s", err);
+	env_open(&e);
+	prog_compile(&e, k0, &p);
+	run_cl(&e, k0, &p, a0);
+	prog_close(&p);
+	run_both(&e, k1, a1, 4, c);
+	cpu = c[2].data;
+	cr_assert_eq(memcmp(y0, y1, sizeof y0), 0, "unrolled differs on cl");
+	cr_assert_eq(memcmp(y1, cpu, sizeof y1), 0, "cl differs from cpu");
+	free_copies(a1, c, 4);
+	ks_ir_free(k0);
+	ks_ir_free(k1);
+	env_close(&e);
+	free(x);
+}
+
 /* f32 patterns for the store conversions: every upper half with low halves
  * around the bf16 ties, the f16 midpoints and their neighbours, random. */
 static uint32_t *store_patterns(int64_t *count)
