@@ -265,6 +265,7 @@ typedef struct {
 	gcc_jit_type *t_u16, *t_f32, *t_voidp;
 	gcc_jit_lvalue **var;           /* per IR var: local or lane array */
 	gcc_jit_lvalue **param;         /* per unbound param: unpacked value */
+	gcc_jit_lvalue **local;         /* per local array: a stack array */
 	gcc_jit_lvalue *group;          /* i64 work-group index */
 	gcc_jit_lvalue *lane;           /* lane counter; NULL outside LANES */
 	gcc_jit_function *helper[H_COUNT];
@@ -935,6 +936,9 @@ static gcc_jit_rvalue *lx(lower_t *L, const ks_expr_t *e)
 		return lower_reduce(L, e);
 	case KS_X_UN:
 		return lower_un(L, e);
+	case KS_X_LLOAD:
+		return rv(gcc_jit_context_new_array_access(L->ctx, NULL,
+		    rv(L->local[e->param]), lx(L, e->a)));
 	}
 	fail(L, "expression kind %d is not valid here", (int)e->kind);
 	return cint(L, ty(L, e->type), 0);
@@ -1108,6 +1112,12 @@ static void ls(lower_t *L, const ks_stmt_t *s)
 	case KS_S_LANES:
 		lanes(L, s->body);
 		return;
+	case KS_S_LSTORE:
+		assign(L, gcc_jit_context_new_array_access(L->ctx, NULL,
+		    rv(L->local[s->param]), lx(L, s->a)), lx(L, s->b));
+		return;
+	case KS_S_BARRIER:
+		return;         /* LANES phases already run one after another */
 	}
 	fail(L, "statement kind %d is not valid", (int)s->kind);
 }
@@ -1167,6 +1177,13 @@ static void lower_entry(lower_t *L)
 			L->var[i] = local(L, t, "u");
 		}
 	}
+
+	/* Local arrays: one stack array each, reused by every work-group of
+	 * the call (their contents are undefined at a group's start).  Lanes
+	 * run one LANES phase after another, so a barrier is a no-op. */
+	for (i = 0; i < k->nlocals; i++)
+		L->local[i] = local(L, gcc_jit_context_new_array_type(L->ctx,
+		    NULL, L->t_f32, (int)k->locals[i].nelems), "l");
 
 	/* for (g = group_begin; g < group_end; g++) body */
 	g = local(L, L->t_u64, "g");
@@ -1266,9 +1283,11 @@ static int build(gcc_jit_context *ctx, const ks_ir_kernel_t *k,
 	    "__builtin_fabsf");
 	L.var = calloc((size_t)k->nvars + 1, sizeof(*L.var));
 	L.param = calloc((size_t)k->nparams + 1, sizeof(*L.param));
-	if (L.var == NULL || L.param == NULL) {
+	L.local = calloc((size_t)k->nlocals + 1, sizeof(*L.local));
+	if (L.var == NULL || L.param == NULL || L.local == NULL) {
 		free(L.var);
 		free(L.param);
+		free(L.local);
 		ks_set_err(err, errlen, "out of memory");
 		return KS_E_NOMEM;
 	}
@@ -1290,6 +1309,7 @@ static int build(gcc_jit_context *ctx, const ks_ir_kernel_t *k,
 	lower_entry(&L);
 	free(L.var);
 	free(L.param);
+	free(L.local);
 	return L.rc;
 }
 

@@ -98,6 +98,8 @@ static const ks_c_dialect_t cuda_dialect = {
 	.max_lanes = 32,                /* one warp: the shuffle tree */
 	.reduce_helper = cuda_reduce_helper,
 	.phase_sync = "__syncthreads();",
+	.local_kw = "__shared__ ",
+	.barrier = "__syncthreads();",
 };
 
 /* ---- NVRTC, loaded at run time ---- */

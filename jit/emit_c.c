@@ -591,6 +591,11 @@ static void expr(emit_t *E, const ks_expr_t *e)
 	case KS_X_UN:
 		un(E, e);
 		return;
+	case KS_X_LLOAD:
+		put(E, "(l_%s[", E->k->locals[e->param].name);
+		expr(E, e->a);
+		put(E, "])");
+		return;
 	}
 	fail(E, "expression kind %d is not valid here", (int)e->kind);
 }
@@ -706,6 +711,7 @@ static void hoist_stmt(emit_t *E, const ks_stmt_t *s,
 		hoist_stmt(E, s->orelse, assigned);
 		return;
 	case KS_S_FOR: case KS_S_LANES:
+	case KS_S_LSTORE: case KS_S_BARRIER:    /* in LANES; not under IF */
 		return;
 	}
 }
@@ -931,6 +937,18 @@ static void stmt(emit_t *E, const ks_stmt_t *s)
 	case KS_S_LANES:
 		lanes(E, s);
 		return;
+	case KS_S_LSTORE:
+		line(E);
+		put(E, "l_%s[", E->k->locals[s->param].name);
+		expr(E, s->a);
+		put(E, "] = ");
+		expr(E, s->b);
+		put(E, ";\n");
+		return;
+	case KS_S_BARRIER:
+		line(E);
+		put(E, "%s\n", E->d->barrier);
+		return;
 	}
 	fail(E, "statement kind %d is not valid", (int)s->kind);
 }
@@ -1029,6 +1047,10 @@ int ks_jit_emit_c(const ks_ir_kernel_t *k, const ks_c_dialect_t *d,
 			continue;
 		d->reduce_locals(out, &ks_c_reduces[r], k->nlanes);
 	}
+	/* Local arrays, at kernel scope too. */
+	for (r = 0; r < k->nlocals; r++)
+		put(&E, "\t%sfloat l_%s[%lld];\n", d->local_kw,
+		    k->locals[r].name, (long long)k->locals[r].nelems);
 	put(&E, "\tconst ks_i64 ks_lane = %s;\n"
 	    "\tconst ks_i64 ks_group = %s;\n\n", d->lane, d->group);
 	if (E.rc == KS_OK && ks_buf_append(out, body.data ? body.data : "",

@@ -84,6 +84,8 @@ struct ks_c_dialect {
 	    int nlanes);
 	const char *phase_sync; /* statement: all threads of the block meet
 	                           and see each other's global stores */
+	const char *local_kw;   /* qualifier of a local array: "__shared__ " */
+	const char *barrier;    /* statement: meet, local stores visible */
 };
 
 /* Indices of the reductions, for dialects that define them per kind. */

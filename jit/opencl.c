@@ -150,6 +150,8 @@ static const ks_c_dialect_t cl_dialect = {
 	.reduce_args = cl_reduce_args,
 	.reduce_locals = cl_reduce_locals,
 	.phase_sync = "barrier(CLK_GLOBAL_MEM_FENCE);",
+	.local_kw = "__local ",
+	.barrier = "barrier(CLK_LOCAL_MEM_FENCE);",
 };
 
 /* ---- devices ---- */

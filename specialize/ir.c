@@ -513,3 +513,46 @@ ks_stmt_t *ks_s_lanes(ks_ir_kernel_t *k)
 	s->body = ks_s_block(k);
 	return s;
 }
+
+/* ---- local arrays ---- */
+
+int ks_ir_local(ks_ir_kernel_t *k, const char *name, int64_t nelems)
+{
+	ks_ir_local_t *l;
+
+	k->locals = grow(k->arena, k->locals, k->nlocals, &k->locals_cap,
+	    sizeof(*k->locals));
+	l = &k->locals[k->nlocals];
+	l->name = ks_arena_strdup(k->arena, name);
+	l->nelems = nelems;
+	return k->nlocals++;
+}
+
+ks_expr_t *ks_x_lload(ks_ir_kernel_t *k, int local, ks_expr_t *index)
+{
+	ks_expr_t *e = expr(k, KS_X_LLOAD, KS_TY_F32);
+
+	assert(local >= 0 && local < k->nlocals);
+	assert(index != NULL);
+	e->param = local;
+	e->a = index;
+	return e;
+}
+
+ks_stmt_t *ks_s_lstore(ks_ir_kernel_t *k, int local, ks_expr_t *index,
+    ks_expr_t *v)
+{
+	ks_stmt_t *s = stmt(k, KS_S_LSTORE);
+
+	assert(local >= 0 && local < k->nlocals);
+	assert(index != NULL && v != NULL);
+	s->param = local;
+	s->a = index;
+	s->b = v;
+	return s;
+}
+
+ks_stmt_t *ks_s_barrier(ks_ir_kernel_t *k)
+{
+	return stmt(k, KS_S_BARRIER);
+}

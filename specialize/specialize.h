@@ -125,6 +125,8 @@ typedef enum {
 	KS_X_SELECT,  /* a (bool) ? b : c */
 	KS_X_REDUCE,  /* canonical tree reduction of lane variable `var` */
 	KS_X_UN,      /* un(a): unary math, see ks_unop_t */
+	KS_X_LLOAD,   /* local array `param` (index into locals), element
+	                 a (i64) -> f32 */
 } ks_expr_kind_t;
 
 /*
@@ -178,7 +180,24 @@ typedef enum {
 	                 declared by the loop; step is a positive constant */
 	KS_S_IF,      /* if (a) body else orelse (orelse may be NULL) */
 	KS_S_LANES,   /* body once per lane */
+	KS_S_LSTORE,  /* local array `param`[a] = b (f32); inside LANES only */
+	KS_S_BARRIER, /* all lanes meet and see each other's local stores;
+	                 outside LANES and IF only, between LANES phases */
 } ks_stmt_kind_t;
+
+/*
+ * Local arrays: per work-group f32 scratch of a constant size (CUDA
+ * __shared__, OpenCL __local, a stack array per group on the CPU).  Lanes
+ * write them inside LANES (KS_S_LSTORE) and a later LANES phase reads what
+ * other lanes wrote after a KS_S_BARRIER between the phases.  Contents are
+ * undefined at the start of each work-group.
+ */
+typedef struct {
+	const char *name;
+	int64_t nelems;         /* 1 .. KS_IR_LOCAL_MAX */
+} ks_ir_local_t;
+
+enum { KS_IR_LOCAL_MAX = 4096 };        /* f32 elements per array (16 KB) */
 
 typedef struct ks_stmt ks_stmt_t;
 struct ks_stmt {
@@ -207,6 +226,9 @@ typedef struct {
 	ks_ir_var_t *vars;
 	int nvars;
 	int vars_cap;
+	ks_ir_local_t *locals;
+	int nlocals;
+	int locals_cap;
 	int nlanes;             /* lanes per work-group (32) */
 	ks_expr_t *grid;        /* number of work-groups (i64 expression over
 	                           scalar params and constants) */
@@ -242,6 +264,8 @@ ks_expr_t *ks_x_select(ks_ir_kernel_t *k, ks_expr_t *cond, ks_expr_t *a,
     ks_expr_t *b);
 ks_expr_t *ks_x_reduce(ks_ir_kernel_t *k, ks_redop_t op, int lane_var);
 ks_expr_t *ks_x_un(ks_ir_kernel_t *k, ks_unop_t op, ks_expr_t *a);
+int ks_ir_local(ks_ir_kernel_t *k, const char *name, int64_t nelems);
+ks_expr_t *ks_x_lload(ks_ir_kernel_t *k, int local, ks_expr_t *index);
 const char *ks_unop_name(ks_unop_t op);  /* "neg" "abs" "sqrt" "exp" */
 
 ks_stmt_t *ks_s_block(ks_ir_kernel_t *k);
@@ -255,6 +279,9 @@ ks_stmt_t *ks_s_for(ks_ir_kernel_t *k, int var, ks_expr_t *begin,
     ks_expr_t *end, int64_t step);
 ks_stmt_t *ks_s_if(ks_ir_kernel_t *k, ks_expr_t *cond);  /* ->body, ->orelse */
 ks_stmt_t *ks_s_lanes(ks_ir_kernel_t *k);                /* ->body */
+ks_stmt_t *ks_s_lstore(ks_ir_kernel_t *k, int local, ks_expr_t *index,
+    ks_expr_t *v);
+ks_stmt_t *ks_s_barrier(ks_ir_kernel_t *k);
 
 /* ---- the one structural walker ---- */
 

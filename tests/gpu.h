@@ -626,4 +626,53 @@ static inline ks_ir_kernel_t *gpu_unroll_kernel(void)
 	return k;
 }
 
+/* ---- local arrays and barriers ---- */
+
+/*
+ * Per group of 32: y[g * 32 + l] = x[g * 32 + 31 - l] * 2 + s[0], through
+ * a local array: lanes { s[lane] = x[..] }; barrier; lanes { t[lane] =
+ * s[31 - lane] * 2.0 + s[0] }; barrier; lanes { y[..] = t[lane] }.  Every
+ * read is of another lane's store, so a missing barrier shows on a GPU.
+ */
+static inline ks_ir_kernel_t *gpu_local_kernel(void)
+{
+	ks_ir_kernel_t *k = ks_ir_new("loc", "t", 32);
+	int x = ks_ir_buffer(k, "x", KS_DTYPE_F32, KS_ACCESS_READ);
+	int y = ks_ir_buffer(k, "y", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	int n = ks_ir_scalar(k, "n", KS_TY_I64);
+	int sa = ks_ir_local(k, "s", 32);
+	int ta = ks_ir_local(k, "t", 32);
+	ks_stmt_t *l1 = ks_s_lanes(k), *l2 = ks_s_lanes(k), *l3 = ks_s_lanes(k);
+
+	k->grid = GBIN(DIV, GP(n), GI(32));
+	ks_s_append(k, l1->body, ks_s_lstore(k, sa, ks_x_lane(k),
+	    ks_x_load(k, x, gpu_gidx(k))));
+	ks_s_append(k, l2->body, ks_s_lstore(k, ta, ks_x_lane(k), GBIN(ADD,
+	    GBIN(MUL, ks_x_lload(k, sa, GBIN(SUB, GI(31), ks_x_lane(k))),
+	    ks_x_f32(k, 2.0f)), ks_x_lload(k, sa, GI(0)))));
+	ks_s_append(k, l3->body, ks_s_store(k, y, gpu_gidx(k),
+	    ks_x_lload(k, ta, ks_x_lane(k))));
+	ks_s_append(k, k->body, l1);
+	ks_s_append(k, k->body, ks_s_barrier(k));
+	ks_s_append(k, k->body, l2);
+	ks_s_append(k, k->body, ks_s_barrier(k));
+	ks_s_append(k, k->body, l3);
+	return k;
+}
+
+static inline void gpu_local_check(const char *who, const float *x,
+    const float *y, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		size_t g = i / 32, l = i % 32;
+		volatile float p = x[g * 32 + 31 - l] * 2.0f;
+		float want = p + x[g * 32];
+
+		cr_assert_eq(gpu_bits(y[i]), gpu_bits(want), "%s: y[%zu] = %a,"
+		    " want %a", who, i, (double)y[i], (double)want);
+	}
+}
+
 #endif

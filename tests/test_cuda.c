@@ -337,6 +337,7 @@ Test(cuda, every_emitter_path_compiles_and_assembles)
 		ks[n++] = gpu_un_kernel((ks_unop_t)o);
 	ks[n] = gpu_unroll_kernel();    /* unrolled: LANES phases */
 	cr_assert_eq(ks_pass_run(ks[n++], NULL, 0), KS_OK);
+	ks[n++] = gpu_local_kernel();   /* __shared__, __syncthreads */
 	cr_assert_leq(n, 32);
 	for (i = 0; i < n; i++) {
 		ks_jit_artifact_t ptx;

@@ -727,6 +727,29 @@ Test(jit, unroll_and_dce_keep_results_bitwise)
 	free(x);
 }
 
+/* ---- local arrays ---- */
+
+Test(jit, local_arrays_pass_values_between_lanes_across_barriers)
+{
+	enum { N = 2048 };
+	float *x = malloc(N * 4), *y = calloc(N, 4);
+	int64_t n = N;
+	void *params[3] = { &x, &y, &n };
+	ks_ir_kernel_t *k = gpu_local_kernel();
+	char err[512];
+	loaded_t l;
+
+	cr_assert_eq(ks_pass_run(k, err, sizeof err), KS_OK, "%s", err);
+	gpu_adversarial(x, N, 13);
+	compile_load(k, &l);
+	l.fn(params, 0, N / 32);
+	gpu_local_check("cpu", x, y, N);
+	ks_jit_cpu_unload(l.lib);
+	ks_ir_free(k);
+	free(x);
+	free(y);
+}
+
 /* ---- a gemv, for partitions, targets and determinism ---- */
 
 /*

@@ -531,6 +531,36 @@ Test(opencl, unrolled_kernel_equals_cpu_and_the_loop_form)
 	free(x);
 }
 
+/* Local arrays and barriers: values pass between work-items of a group;
+ * bitwise the cpu backend and the C reference. */
+Test(opencl, local_arrays_and_barriers_equal_cpu_and_ref)
+{
+	enum { N = 2048 };
+	float *x = malloc(N * 4), *y = calloc(N, 4);
+	int64_t n = N;
+	ks_ir_kernel_t *k = gpu_local_kernel();
+	gpu_arg_t args[3] = { { x, N * 4 }, { y, N * 4 }, { &n, 8 } }, c[3];
+	char *src;
+	clenv_t e;
+
+	cr_assert_eq(ks_pass_run(k, NULL, 0), KS_OK);
+	src = gpu_source(&ks_backend_opencl, k);
+	cr_assert(strstr(src, "__local float l_s[32];") != NULL, "%s", src);
+	cr_assert(strstr(src, "barrier(CLK_LOCAL_MEM_FENCE);") != NULL, "%s",
+	    src);
+	free(src);
+	gpu_adversarial(x, N, 14);
+	env_open(&e);
+	run_both(&e, k, args, 3, c);
+	gpu_local_check("opencl", x, y, N);
+	gpu_local_check("cpu", x, c[1].data, N);
+	free_copies(args, c, 3);
+	ks_ir_free(k);
+	env_close(&e);
+	free(x);
+	free(y);
+}
+
 /* f32 patterns for the store conversions: every upper half with low halves
  * around the bf16 ties, the f16 midpoints and their neighbours, random. */
 static uint32_t *store_patterns(int64_t *count)

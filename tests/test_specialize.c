@@ -840,6 +840,70 @@ Test(specialize, dce_removes_unread_variables_and_empty_statements)
 	ks_ir_free(k);
 }
 
+Test(specialize, verifier_checks_local_arrays_and_barriers)
+{
+	int y, x, n, s;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	ks_stmt_t *l, *c;
+	char *t;
+
+	s = ks_ir_local(k, "s", 32);
+	l = ks_s_lanes(k);
+	ks_s_append(k, l->body, ks_s_lstore(k, s, ks_x_lane(k),
+	    ks_x_f32(k, 1.0f)));
+	ks_s_append(k, k->body, l);
+	ks_s_append(k, k->body, ks_s_barrier(k));
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_lload(k, s, c64(k, 31))));
+	cr_assert_eq(ks_ir_verify(k, NULL, 0), KS_OK);
+	t = text(k);
+	cr_assert(strstr(t, "local 0 s f32 32\n"), "%s", t);
+	cr_assert(strstr(t, "  lanes {\n    s[lane] = 1.0\n  }\n  barrier\n"
+	    "  y[0] = s[31]\n"), "%s", t);
+	free(t);
+	ks_ir_free(k);
+
+	k = tiny(&y, &x, &n);
+	s = ks_ir_local(k, "s", 32);
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_lload(k, s, c64(k, 32))));
+	expect_invalid(k, "s[32] out of bounds (32 elements)");
+
+	k = tiny(&y, &x, &n);
+	s = ks_ir_local(k, "s", 8);
+	l = ks_s_lanes(k);
+	ks_s_append(k, l->body, ks_s_lstore(k, s, c64(k, -1),
+	    ks_x_f32(k, 1.0f)));
+	ks_s_append(k, k->body, l);
+	expect_invalid(k, "s[-1] out of bounds");
+
+	k = tiny(&y, &x, &n);
+	s = ks_ir_local(k, "s", 8);
+	ks_s_append(k, k->body, ks_s_lstore(k, s, c64(k, 0),
+	    ks_x_f32(k, 1.0f)));
+	expect_invalid(k, "local store outside LANES");
+
+	k = tiny(&y, &x, &n);
+	l = ks_s_lanes(k);
+	ks_s_append(k, l->body, ks_s_barrier(k));
+	ks_s_append(k, k->body, l);
+	expect_invalid(k, "barrier inside LANES");
+
+	k = tiny(&y, &x, &n);
+	c = ks_s_if(k, ks_x_bin(k, KS_OP_LT, ks_x_param(k, n), c64(k, 2)));
+	ks_s_append(k, c->body, ks_s_barrier(k));
+	ks_s_append(k, k->body, c);
+	expect_invalid(k, "barrier inside IF");
+
+	k = tiny(&y, &x, &n);
+	ks_ir_local(k, "s", KS_IR_LOCAL_MAX + 1);
+	expect_invalid(k, "local array s: 4097 elements");
+
+	k = tiny(&y, &x, &n);
+	ks_ir_local(k, "x", 4);
+	expect_invalid(k, "name x used twice");
+}
+
 Test(specialize, fold_resolves_if_on_a_constant_condition)
 {
 	int y, x, n;
@@ -1307,7 +1371,8 @@ static val_t ev(interp_t *in, const ks_expr_t *e, int lane)
 		case KS_UN_EXP: r.f = expf(a.f); break;
 		case KS_UN_COUNT: cr_assert_fail("unop");
 		}
-		return r;
+		return r;	case KS_X_LLOAD:
+		break;          /* gemm has no local arrays */
 	}
 	cr_assert_fail("expr kind %d", e->kind);
 	return r;
@@ -1367,7 +1432,9 @@ static void exec(interp_t *in, const ks_stmt_t *s, int lane)
 	case KS_S_LANES:
 		for (l = 0; l < in->k->nlanes; l++)
 			exec(in, s->body, l);
-		break;
+		break;	case KS_S_LSTORE:
+	case KS_S_BARRIER:
+		cr_assert_fail("gemm has no local arrays");
 	}
 }
 
