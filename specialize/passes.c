@@ -2,11 +2,11 @@
  * passes: the standard pipeline, fold -> trip1 -> unroll -> fold -> dce.
  *
  * The second fold folds what trip1 and unroll exposed (loop variables
- * replaced by constants); dce then drops what folding left unread.  Passes run in straight-line order; in debug builds (no
- * NDEBUG) the verifier runs on the input and after every pass, so a bad
- * pass is named in the error.  KSPEC_DUMP (or KS_DUMP) is a comma-separated
- * list of pass names ("input", "fold", "trip1", "unroll", "dce", or
- * "all"); the IR is
+ * replaced by constants); dce then drops what folding left unread.
+ * Passes run in straight-line order; in debug builds (no NDEBUG) the
+ * verifier runs on the input and after every pass, so a bad pass is named
+ * in the error.  KSPEC_DUMP (or KS_DUMP) is a comma-separated list of pass
+ * names ("input", "fold", "trip1", "unroll", "dce", or "all"); the IR is
  * printed to stderr after each named pass.  "input" is the kernel as given,
  * which from ks_specialize is the kernel after ks_pass_bind, so "bind" is
  * accepted for it too.

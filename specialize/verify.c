@@ -34,8 +34,9 @@
  *     values; local stores stand inside LANES; a barrier stands outside
  *     LANES and outside any IF (PoCL hangs on barriers under uniform IFs
  *     of different conditions; see jit/emit_c.c);
- *   - parameter, variable and local array names are distinct C identifiers and none is
- *     a word of the text form (group, lane, true, false).
+ *   - parameter, variable and local array names are distinct C
+ *     identifiers and none is a word of the text form (group, lane,
+ *     true, false).
  *
  * The verifier walks with ks_ir_walk_enter and rewrites nothing: every
  * callback returns the node it was given.
