@@ -265,10 +265,13 @@ typedef struct {
 	gcc_jit_type *t_u16, *t_f32, *t_voidp;
 	gcc_jit_lvalue **var;           /* per IR var: local or lane array */
 	gcc_jit_lvalue **param;         /* per unbound param: unpacked value */
+	gcc_jit_lvalue **local;         /* per local array: a stack array */
 	gcc_jit_lvalue *group;          /* i64 work-group index */
 	gcc_jit_lvalue *lane;           /* lane counter; NULL outside LANES */
 	gcc_jit_function *helper[H_COUNT];
 	gcc_jit_function *fmaf;
+	gcc_jit_function *sqrtf, *fabsf; /* gcc builtins */
+	gcc_jit_function *expf;         /* libm, imported on first use */
 	int serial;                     /* for unique local and block names */
 	int rc;
 	char *err;
@@ -622,14 +625,17 @@ static gcc_jit_type *ty(lower_t *L, ks_ty_t t)
 	case KS_TY_BOOL: return L->t_bool;
 	case KS_TY_I64: return L->t_i64;
 	case KS_TY_F32: return L->t_f32;
+	case KS_TY_I32: return L->t_i32;
 	}
 	return L->t_i64;
 }
 
-/* The element type a buffer of DTYPE holds in memory. */
-static gcc_jit_type *elem_ty(lower_t *L, ks_dtype_t d)
+/* The element type buffer P holds in memory. */
+static gcc_jit_type *elem_ty(lower_t *L, const ks_ir_param_t *p)
 {
-	return d == KS_DTYPE_F32 ? L->t_f32 : L->t_u16;
+	if (p->type == KS_TY_I32)
+		return L->t_i32;
+	return p->dtype == KS_DTYPE_F32 ? L->t_f32 : L->t_u16;
 }
 
 /* The lvalue of variable VAR at the current point: the local, or the
@@ -796,8 +802,9 @@ static gcc_jit_rvalue *lower_cast(lower_t *L, const ks_expr_t *e)
 		    f32c(L, 0.0f) : cint(L, L->t_i64, 0));
 	if (from == KS_TY_BOOL && to == KS_TY_F32)
 		a = cast(L, a, L->t_i64);
-	/* i64 -> f32 rounds to nearest even (cvtsi2ss in the default MXCSR);
-	 * f32 -> i64 truncates, as in C. */
+	/* i64 and i32 -> f32 round to nearest even (cvtsi2ss in the default
+	 * MXCSR); f32 -> i64 and i32 truncate, as in C; i64 -> i32 keeps
+	 * the low 32 bits (GCC's conversion), i32 -> i64 sign-extends. */
 	return cast(L, a, ty(L, to));
 }
 
@@ -812,11 +819,72 @@ static gcc_jit_rvalue *lower_load(lower_t *L, const ks_expr_t *e)
 	}
 	x = rv(gcc_jit_context_new_array_access(L->ctx, NULL,
 	    rv(L->param[e->param]), lx(L, e->a)));
+	if (p->type == KS_TY_I32)
+		return x;
 	switch (p->dtype) {
 	case KS_DTYPE_F16: return call(L, H_F16_LOAD, 1, x, NULL);
 	case KS_DTYPE_BF16: return call(L, H_BF16_LOAD, 1, x, NULL);
 	default: return x;
 	}
+}
+
+/* libm's expf, declared on first use (the artifact links -lm). */
+static gcc_jit_function *import_expf(lower_t *L)
+{
+	gcc_jit_param *x;
+
+	if (L->expf != NULL)
+		return L->expf;
+	x = gcc_jit_context_new_param(L->ctx, NULL, L->t_f32, "x");
+	L->expf = gcc_jit_context_new_function(L->ctx, NULL,
+	    GCC_JIT_FUNCTION_IMPORTED, L->t_f32, "expf", 1, &x, 0);
+	return L->expf;
+}
+
+/*
+ * KS_X_UN.  sqrt is __builtin_sqrtf: sqrtss, correctly rounded (without
+ * -fno-math-errno GCC adds a call to sqrtf for negative operands only, to
+ * set errno; the value is the same NaN class).  abs is __builtin_fabsf
+ * (a sign-bit mask) on f32 and GCC's ABS on i64; neg is unary minus (a
+ * sign-bit flip on f32).  exp calls libm's expf: not bitwise equal to the
+ * GPU backends (docs/backends.md).
+ */
+static gcc_jit_rvalue *lower_un(lower_t *L, const ks_expr_t *e)
+{
+	gcc_jit_rvalue *a = lx(L, e->a);
+	gcc_jit_type *t = ty(L, e->type);
+	int f = e->type == KS_TY_F32;
+
+	switch (e->un) {
+	case KS_UN_NEG:
+		if (f || e->type == KS_TY_I64)
+			return gcc_jit_context_new_unary_op(L->ctx, NULL,
+			    GCC_JIT_UNARY_OP_MINUS, t, a);
+		break;
+	case KS_UN_ABS:
+		if (f)
+			return gcc_jit_context_new_call(L->ctx, NULL, L->fabsf,
+			    1, &a);
+		if (e->type == KS_TY_I64)
+			return gcc_jit_context_new_unary_op(L->ctx, NULL,
+			    GCC_JIT_UNARY_OP_ABS, t, a);
+		break;
+	case KS_UN_SQRT:
+		if (f)
+			return gcc_jit_context_new_call(L->ctx, NULL, L->sqrtf,
+			    1, &a);
+		break;
+	case KS_UN_EXP:
+		if (f)
+			return gcc_jit_context_new_call(L->ctx, NULL,
+			    import_expf(L), 1, &a);
+		break;
+	case KS_UN_COUNT:
+		break;
+	}
+	fail(L, "unary op %d on %s is not supported", (int)e->un,
+	    ks_ty_name(e->type));
+	return a;
 }
 
 static gcc_jit_rvalue *lx(lower_t *L, const ks_expr_t *e)
@@ -866,6 +934,11 @@ static gcc_jit_rvalue *lx(lower_t *L, const ks_expr_t *e)
 		return lower_select(L, e);
 	case KS_X_REDUCE:
 		return lower_reduce(L, e);
+	case KS_X_UN:
+		return lower_un(L, e);
+	case KS_X_LLOAD:
+		return rv(gcc_jit_context_new_array_access(L->ctx, NULL,
+		    rv(L->local[e->param]), lx(L, e->a)));
 	}
 	fail(L, "expression kind %d is not valid here", (int)e->kind);
 	return cint(L, ty(L, e->type), 0);
@@ -980,7 +1053,7 @@ static void lower_store(lower_t *L, const ks_stmt_t *s)
 	dst = gcc_jit_context_new_array_access(L->ctx, NULL,
 	    rv(L->param[s->param]), lx(L, s->a));
 	v = lx(L, s->b);
-	switch (p->dtype) {
+	switch (p->type == KS_TY_I32 ? KS_DTYPE_F32 : p->dtype) {
 	case KS_DTYPE_F16: v = call(L, H_F16_STORE, 1, v, NULL); break;
 	case KS_DTYPE_BF16: v = call(L, H_BF16_STORE, 1, v, NULL); break;
 	default: break;
@@ -1039,6 +1112,12 @@ static void ls(lower_t *L, const ks_stmt_t *s)
 	case KS_S_LANES:
 		lanes(L, s->body);
 		return;
+	case KS_S_LSTORE:
+		assign(L, gcc_jit_context_new_array_access(L->ctx, NULL,
+		    rv(L->local[s->param]), lx(L, s->a)), lx(L, s->b));
+		return;
+	case KS_S_BARRIER:
+		return;         /* LANES phases already run one after another */
 	}
 	fail(L, "statement kind %d is not valid", (int)s->kind);
 }
@@ -1071,7 +1150,7 @@ static void lower_entry(lower_t *L)
 	for (i = 0; i < k->nparams; i++) {
 		const ks_ir_param_t *p = &k->params[i];
 		gcc_jit_type *t = p->kind == KS_PARAM_BUFFER ?
-		    gcc_jit_type_get_pointer(elem_ty(L, p->dtype)) :
+		    gcc_jit_type_get_pointer(elem_ty(L, p)) :
 		    ty(L, p->type);
 		gcc_jit_rvalue *addr;
 
@@ -1098,6 +1177,13 @@ static void lower_entry(lower_t *L)
 			L->var[i] = local(L, t, "u");
 		}
 	}
+
+	/* Local arrays: one stack array each, reused by every work-group of
+	 * the call (their contents are undefined at a group's start).  Lanes
+	 * run one LANES phase after another, so a barrier is a no-op. */
+	for (i = 0; i < k->nlocals; i++)
+		L->local[i] = local(L, gcc_jit_context_new_array_type(L->ctx,
+		    NULL, L->t_f32, (int)k->locals[i].nelems), "l");
 
 	/* for (g = group_begin; g < group_end; g++) body */
 	g = local(L, L->t_u64, "g");
@@ -1191,11 +1277,17 @@ static int build(gcc_jit_context *ctx, const ks_ir_kernel_t *k,
 	L.t_f32 = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_FLOAT);
 	L.t_voidp = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_VOID_PTR);
 	L.fmaf = gcc_jit_context_get_builtin_function(ctx, "__builtin_fmaf");
+	L.sqrtf = gcc_jit_context_get_builtin_function(ctx,
+	    "__builtin_sqrtf");
+	L.fabsf = gcc_jit_context_get_builtin_function(ctx,
+	    "__builtin_fabsf");
 	L.var = calloc((size_t)k->nvars + 1, sizeof(*L.var));
 	L.param = calloc((size_t)k->nparams + 1, sizeof(*L.param));
-	if (L.var == NULL || L.param == NULL) {
+	L.local = calloc((size_t)k->nlocals + 1, sizeof(*L.local));
+	if (L.var == NULL || L.param == NULL || L.local == NULL) {
 		free(L.var);
 		free(L.param);
+		free(L.local);
 		ks_set_err(err, errlen, "out of memory");
 		return KS_E_NOMEM;
 	}
@@ -1217,6 +1309,7 @@ static int build(gcc_jit_context *ctx, const ks_ir_kernel_t *k,
 	lower_entry(&L);
 	free(L.var);
 	free(L.param);
+	free(L.local);
 	return L.rc;
 }
 

@@ -90,11 +90,16 @@ static const ks_c_dialect_t cuda_dialect = {
 	.f32_bits = "__float_as_uint",
 	.bits_f32 = "__uint_as_float",
 	.fma = "fmaf",
+	.sqrt = "sqrtf",                /* --prec-sqrt=true: IEEE */
+	.fabs = "fabsf",
+	.exp = "expf",                  /* not __expf: 2 ulp (CUDA guide) */
 	.i64_to_f32 = "__ll2float_rn",
 	.f32_to_i64 = "__float2ll_rz",
 	.max_lanes = 32,                /* one warp: the shuffle tree */
 	.reduce_helper = cuda_reduce_helper,
 	.phase_sync = "__syncthreads();",
+	.local_kw = "__shared__ ",
+	.barrier = "__syncthreads();",
 };
 
 /* ---- NVRTC, loaded at run time ---- */

@@ -31,7 +31,7 @@
 
 enum {
 	H_F16_LOAD, H_BF16_LOAD, H_F16_STORE, H_BF16_STORE,
-	H_FMIN, H_FMAX, H_IMIN, H_IMAX,
+	H_FMIN, H_FMAX, H_IMIN, H_IMAX, H_IABS,
 	H_COUNT
 };
 
@@ -106,13 +106,16 @@ static const char *cty(ks_ty_t t)
 	case KS_TY_BOOL: return "bool";
 	case KS_TY_I64: return "ks_i64";
 	case KS_TY_F32: return "float";
+	case KS_TY_I32: return "int";   /* 32 bits in CUDA and OpenCL C */
 	}
 	return "?";
 }
 
-static const char *elem_cty(ks_dtype_t d)
+static const char *elem_cty(const ks_ir_param_t *p)
 {
-	return d == KS_DTYPE_F32 ? "float" : "ks_u16";
+	if (p->type == KS_TY_I32)
+		return "int";
+	return p->dtype == KS_DTYPE_F32 ? "float" : "ks_u16";
 }
 
 /* ---- reductions ---- */
@@ -241,6 +244,12 @@ static void helper(emit_t *E, int h)
 		    "}\n\n", fn, h == H_IMAX ? "max" : "min",
 		    h == H_IMAX ? ">" : "<");
 		break;
+	case H_IABS:
+		put(E, "%sks_i64 ksh_iabs(ks_i64 a)\n"
+		    "{\n"
+		    "\treturn a < 0 ? -a : a;\n"
+		    "}\n\n", fn);
+		break;
 	}
 }
 
@@ -363,6 +372,30 @@ static void cast(emit_t *E, const ks_expr_t *e)
 			put(E, " != 0%s)", E->d->i64_suffix);
 		return;
 	}
+	/*
+	 * i32 goes through i64, which gives the same value: i32 -> i64 is
+	 * exact, so i32 -> f32 is the one RNE rounding of i64 -> f32; f32 ->
+	 * i32 in range is f32 -> i64 toward zero, then exact; i64 -> i32
+	 * keeps the low 32 bits, as cpu.c.
+	 */
+	if (to == KS_TY_I32) {
+		put(E, "((int)(");
+		if (from == KS_TY_F32) {
+			put(E, "%s(", E->d->f32_to_i64);
+			expr(E, e->a);
+			put(E, ")");
+		} else {
+			expr(E, e->a);
+		}
+		put(E, "))");
+		return;
+	}
+	if (from == KS_TY_I32 && to == KS_TY_I64) {
+		put(E, "((ks_i64)(");
+		expr(E, e->a);
+		put(E, "))");
+		return;
+	}
 	if (to == KS_TY_I64) {
 		/* From f32: toward zero, as C; from bool: 0 or 1. */
 		put(E, "%s(", from == KS_TY_F32 ? E->d->f32_to_i64 :
@@ -371,11 +404,11 @@ static void cast(emit_t *E, const ks_expr_t *e)
 		put(E, ")");
 		return;
 	}
-	/* To f32, round to nearest even; bool goes through i64 as in cpu.c. */
-	put(E, "%s(%s", E->d->i64_to_f32, from == KS_TY_BOOL ? "(ks_i64)(" :
+	/* To f32, round to nearest even; bool and i32 go through i64. */
+	put(E, "%s(%s", E->d->i64_to_f32, from != KS_TY_I64 ? "(ks_i64)(" :
 	    "");
 	expr(E, e->a);
-	put(E, "%s)", from == KS_TY_BOOL ? ")" : "");
+	put(E, "%s)", from != KS_TY_I64 ? ")" : "");
 }
 
 static void load(emit_t *E, const ks_expr_t *e)
@@ -436,6 +469,51 @@ static void reduce(emit_t *E, const ks_expr_t *e)
 	put(E, "%s(v_%s", r->name, v->name);
 	if (E->rc == KS_OK && E->d->reduce_args != NULL)
 		E->d->reduce_args(E->out, r);
+	put(E, ")");
+}
+
+/* KS_X_UN: neg as "(-(a))" (never "--"), the dialect's functions for the
+ * rest; i64 abs through a select, as no dialect has one 64-bit abs name. */
+static void un(emit_t *E, const ks_expr_t *e)
+{
+	const char *fn = NULL;
+	int f = e->type == KS_TY_F32;
+
+	switch (e->un) {
+	case KS_UN_NEG:
+		if (f || e->type == KS_TY_I64) {
+			put(E, "(-(");
+			expr(E, e->a);
+			put(E, "))");
+			return;
+		}
+		break;
+	case KS_UN_ABS:
+		if (e->type == KS_TY_I64) {
+			put(E, "ksh_iabs(");
+			expr(E, e->a);
+			put(E, ")");
+			use(E, H_IABS);
+			return;
+		}
+		fn = f ? E->d->fabs : NULL;
+		break;
+	case KS_UN_SQRT:
+		fn = f ? E->d->sqrt : NULL;
+		break;
+	case KS_UN_EXP:
+		fn = f ? E->d->exp : NULL;
+		break;
+	case KS_UN_COUNT:
+		break;
+	}
+	if (fn == NULL) {
+		fail(E, "unary op %d on %s is not supported", (int)e->un,
+		    ks_ty_name(e->type));
+		return;
+	}
+	put(E, "%s(", fn);
+	expr(E, e->a);
 	put(E, ")");
 }
 
@@ -509,6 +587,14 @@ static void expr(emit_t *E, const ks_expr_t *e)
 		return;
 	case KS_X_REDUCE:
 		reduce(E, e);
+		return;
+	case KS_X_UN:
+		un(E, e);
+		return;
+	case KS_X_LLOAD:
+		put(E, "(l_%s[", E->k->locals[e->param].name);
+		expr(E, e->a);
+		put(E, "])");
 		return;
 	}
 	fail(E, "expression kind %d is not valid here", (int)e->kind);
@@ -625,6 +711,7 @@ static void hoist_stmt(emit_t *E, const ks_stmt_t *s,
 		hoist_stmt(E, s->orelse, assigned);
 		return;
 	case KS_S_FOR: case KS_S_LANES:
+	case KS_S_LSTORE: case KS_S_BARRIER:    /* in LANES; not under IF */
 		return;
 	}
 }
@@ -695,7 +782,9 @@ static void store(emit_t *E, const ks_stmt_t *s)
 		fail(E, "store to '%s', which is not a buffer", p->name);
 		return;
 	}
-	if (p->dtype == KS_DTYPE_F16) {
+	if (p->type == KS_TY_I32) {
+		conv = "";
+	} else if (p->dtype == KS_DTYPE_F16) {
 		use(E, H_F16_STORE);
 		conv = "ksh_f32_to_f16";
 	} else if (p->dtype == KS_DTYPE_BF16) {
@@ -725,7 +814,7 @@ static void store(emit_t *E, const ks_stmt_t *s)
 	expr(E, s->a);
 	put(E, ";\n");
 	line(E);
-	put(E, "const float ks_t%d = ", t + 1);
+	put(E, "const %s ks_t%d = ", cty(p->type), t + 1);
 	expr(E, s->b);
 	put(E, ";\n\n");
 	line(E);
@@ -848,6 +937,18 @@ static void stmt(emit_t *E, const ks_stmt_t *s)
 	case KS_S_LANES:
 		lanes(E, s);
 		return;
+	case KS_S_LSTORE:
+		line(E);
+		put(E, "l_%s[", E->k->locals[s->param].name);
+		expr(E, s->a);
+		put(E, "] = ");
+		expr(E, s->b);
+		put(E, ";\n");
+		return;
+	case KS_S_BARRIER:
+		line(E);
+		put(E, "%s\n", E->d->barrier);
+		return;
 	}
 	fail(E, "statement kind %d is not valid", (int)s->kind);
 }
@@ -878,9 +979,9 @@ static void signature(emit_t *E)
 			 * any pointer during the launch), so loads may take
 			 * the read-only path. */
 			put(E, "%sconst %s *%s p_%s", E->d->global,
-			    elem_cty(p->dtype), E->d->restrict_kw, p->name);
+			    elem_cty(p), E->d->restrict_kw, p->name);
 		} else {
-			put(E, "%s%s *p_%s", E->d->global, elem_cty(p->dtype),
+			put(E, "%s%s *p_%s", E->d->global, elem_cty(p),
 			    p->name);
 		}
 	}
@@ -946,6 +1047,10 @@ int ks_jit_emit_c(const ks_ir_kernel_t *k, const ks_c_dialect_t *d,
 			continue;
 		d->reduce_locals(out, &ks_c_reduces[r], k->nlanes);
 	}
+	/* Local arrays, at kernel scope too. */
+	for (r = 0; r < k->nlocals; r++)
+		put(&E, "\t%sfloat l_%s[%lld];\n", d->local_kw,
+		    k->locals[r].name, (long long)k->locals[r].nelems);
 	put(&E, "\tconst ks_i64 ks_lane = %s;\n"
 	    "\tconst ks_i64 ks_group = %s;\n\n", d->lane, d->group);
 	if (E.rc == KS_OK && ks_buf_append(out, body.data ? body.data : "",

@@ -66,6 +66,9 @@ struct ks_c_dialect {
 	const char *f32_bits;   /* f32 -> u32 bit pattern function */
 	const char *bits_f32;   /* u32 bit pattern -> f32 function */
 	const char *fma;        /* f32 fused multiply-add, one rounding */
+	const char *sqrt;       /* f32 square root, correctly rounded */
+	const char *fabs;       /* f32 absolute value */
+	const char *exp;        /* f32 exponential (library accuracy) */
 	const char *i64_to_f32; /* round to nearest even */
 	const char *f32_to_i64; /* toward zero */
 	int max_lanes;          /* largest block the dialect's reduce serves */
@@ -81,6 +84,8 @@ struct ks_c_dialect {
 	    int nlanes);
 	const char *phase_sync; /* statement: all threads of the block meet
 	                           and see each other's global stores */
+	const char *local_kw;   /* qualifier of a local array: "__shared__ " */
+	const char *barrier;    /* statement: meet, local stores visible */
 };
 
 /* Indices of the reductions, for dialects that define them per kind. */

@@ -140,6 +140,9 @@ static const ks_c_dialect_t cl_dialect = {
 	.f32_bits = "as_uint",
 	.bits_f32 = "as_float",
 	.fma = "fma",
+	.sqrt = "sqrt",                 /* -cl-fp32-correctly-rounded-... */
+	.fabs = "fabs",
+	.exp = "exp",                   /* 3 ulp (OpenCL 1.2 7.4) */
 	.i64_to_f32 = "convert_float_rte",
 	.f32_to_i64 = "convert_long_rtz",
 	.max_lanes = 256,
@@ -147,6 +150,8 @@ static const ks_c_dialect_t cl_dialect = {
 	.reduce_args = cl_reduce_args,
 	.reduce_locals = cl_reduce_locals,
 	.phase_sync = "barrier(CLK_GLOBAL_MEM_FENCE);",
+	.local_kw = "__local ",
+	.barrier = "barrier(CLK_LOCAL_MEM_FENCE);",
 };
 
 /* ---- devices ---- */

@@ -28,6 +28,7 @@ const char *ks_ty_name(ks_ty_t t)
 	case KS_TY_BOOL: return "bool";
 	case KS_TY_I64: return "i64";
 	case KS_TY_F32: return "f32";
+	case KS_TY_I32: return "i32";
 	}
 	return "?";
 }
@@ -214,6 +215,14 @@ int ks_ir_buffer(ks_ir_kernel_t *k, const char *name, ks_dtype_t dtype,
 	return i;
 }
 
+int ks_ir_buffer_i32(ks_ir_kernel_t *k, const char *name, int access)
+{
+	int i = ks_ir_buffer(k, name, KS_DTYPE_F32, access);
+
+	k->params[i].type = KS_TY_I32;
+	return i;
+}
+
 int ks_ir_scalar(ks_ir_kernel_t *k, const char *name, ks_ty_t type)
 {
 	int i = add_param(k, name);
@@ -352,11 +361,12 @@ ks_expr_t *ks_x_cast(ks_ir_kernel_t *k, ks_ty_t to, ks_expr_t *a)
 
 ks_expr_t *ks_x_load(ks_ir_kernel_t *k, int param, ks_expr_t *index)
 {
-	ks_expr_t *e = expr(k, KS_X_LOAD, KS_TY_F32);
+	ks_expr_t *e;
 
 	assert(param >= 0 && param < k->nparams);
 	assert(k->params[param].kind == KS_PARAM_BUFFER);
 	assert(index != NULL);
+	e = expr(k, KS_X_LOAD, k->params[param].type);
 	e->param = param;
 	e->a = index;
 	return e;
@@ -385,6 +395,31 @@ ks_expr_t *ks_x_reduce(ks_ir_kernel_t *k, ks_redop_t op, int lane_var)
 	e->red = op;
 	e->var = lane_var;
 	return e;
+}
+
+/* The result type is the operand's: NEG/ABS on f32 or i64, SQRT/EXP on
+ * f32 (the verifier checks). */
+ks_expr_t *ks_x_un(ks_ir_kernel_t *k, ks_unop_t op, ks_expr_t *a)
+{
+	ks_expr_t *e;
+
+	assert(a != NULL);
+	e = expr(k, KS_X_UN, a->type);
+	e->un = op;
+	e->a = a;
+	return e;
+}
+
+const char *ks_unop_name(ks_unop_t op)
+{
+	switch (op) {
+	case KS_UN_NEG: return "neg";
+	case KS_UN_ABS: return "abs";
+	case KS_UN_SQRT: return "sqrt";
+	case KS_UN_EXP: return "exp";
+	case KS_UN_COUNT: break;
+	}
+	return "?";
 }
 
 /* ---- statements ---- */
@@ -477,4 +512,47 @@ ks_stmt_t *ks_s_lanes(ks_ir_kernel_t *k)
 
 	s->body = ks_s_block(k);
 	return s;
+}
+
+/* ---- local arrays ---- */
+
+int ks_ir_local(ks_ir_kernel_t *k, const char *name, int64_t nelems)
+{
+	ks_ir_local_t *l;
+
+	k->locals = grow(k->arena, k->locals, k->nlocals, &k->locals_cap,
+	    sizeof(*k->locals));
+	l = &k->locals[k->nlocals];
+	l->name = ks_arena_strdup(k->arena, name);
+	l->nelems = nelems;
+	return k->nlocals++;
+}
+
+ks_expr_t *ks_x_lload(ks_ir_kernel_t *k, int local, ks_expr_t *index)
+{
+	ks_expr_t *e = expr(k, KS_X_LLOAD, KS_TY_F32);
+
+	assert(local >= 0 && local < k->nlocals);
+	assert(index != NULL);
+	e->param = local;
+	e->a = index;
+	return e;
+}
+
+ks_stmt_t *ks_s_lstore(ks_ir_kernel_t *k, int local, ks_expr_t *index,
+    ks_expr_t *v)
+{
+	ks_stmt_t *s = stmt(k, KS_S_LSTORE);
+
+	assert(local >= 0 && local < k->nlocals);
+	assert(index != NULL && v != NULL);
+	s->param = local;
+	s->a = index;
+	s->b = v;
+	return s;
+}
+
+ks_stmt_t *ks_s_barrier(ks_ir_kernel_t *k)
+{
+	return stmt(k, KS_S_BARRIER);
 }

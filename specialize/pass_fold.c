@@ -13,6 +13,8 @@
  *     effects (a load only reads);
  *   - bool identities: true&&x, x&&true, false||x, x||false -> x;
  *     false&&x, x&&false -> false; true||x, x||true -> true;
+ *   - neg and abs of a constant (exact sign-bit operations; i64
+ *     INT64_MIN stays);
  *   - select on a constant condition picks its operand;
  *   - IF on a constant condition becomes its taken block (or vanishes), and
  *     a block absorbs the blocks left in it (ks_ir_splice).
@@ -20,11 +22,13 @@
  * f32 arithmetic is never folded or reassociated, not even over constants:
  * the numerical contract (DESIGN.md section 5) is that the backends compute
  * exactly what the IR says, and host folding would make this compiler's
- * float environment part of every artifact.  Casts are not folded either.
+ * float environment part of every artifact.  Casts are not folded either,
+ * nor sqrt and exp.
  */
 #include "specialize.h"
 
 #include <stdint.h>
+#include <string.h>
 
 static int is_i64(const ks_expr_t *e, int64_t v)
 {
@@ -145,6 +149,33 @@ static ks_expr_t *fold_bin(ks_ir_kernel_t *k, ks_expr_t *e)
 	return e;
 }
 
+/*
+ * NEG and ABS of a constant fold: they are exact (a sign-bit operation on
+ * f32, whatever the host's float environment), except i64 INT64_MIN,
+ * which stays.  SQRT and EXP never fold (see the head comment).
+ */
+static ks_expr_t *fold_un(ks_ir_kernel_t *k, ks_expr_t *e)
+{
+	const ks_expr_t *a = e->a;
+	uint32_t u;
+	float f;
+
+	if (a->kind != KS_X_CONST || (e->un != KS_UN_NEG && e->un != KS_UN_ABS))
+		return e;
+	if (a->type == KS_TY_I64) {
+		if (a->i == INT64_MIN)
+			return e;
+		return ks_x_i64(k, e->un == KS_UN_NEG ? -a->i :
+		    a->i < 0 ? -a->i : a->i);
+	}
+	if (a->type != KS_TY_F32)
+		return e;
+	memcpy(&u, &a->f, 4);
+	u = e->un == KS_UN_NEG ? u ^ 0x80000000u : u & 0x7fffffffu;
+	memcpy(&f, &u, 4);
+	return ks_x_f32(k, f);
+}
+
 static ks_expr_t *fold_expr(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
     int in_lanes)
 {
@@ -152,6 +183,8 @@ static ks_expr_t *fold_expr(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
 	(void)in_lanes;
 	if (e->kind == KS_X_BIN)
 		return fold_bin(k, e);
+	if (e->kind == KS_X_UN)
+		return fold_un(k, e);
 	if (e->kind == KS_X_SELECT && e->a->kind == KS_X_CONST)
 		return e->a->i ? e->b : e->c;
 	return e;

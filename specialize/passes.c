@@ -1,11 +1,12 @@
 /*
- * passes: the standard pipeline, fold -> trip1 -> fold.
+ * passes: the standard pipeline, fold -> trip1 -> unroll -> fold -> dce.
  *
- * The second fold folds what trip1 exposed (loop variables replaced by
- * constants).  Passes run in straight-line order; in debug builds (no
- * NDEBUG) the verifier runs on the input and after every pass, so a bad
- * pass is named in the error.  KSPEC_DUMP (or KS_DUMP) is a comma-separated
- * list of pass names ("input", "fold", "trip1", or "all"); the IR is
+ * The second fold folds what trip1 and unroll exposed (loop variables
+ * replaced by constants); dce then drops what folding left unread.
+ * Passes run in straight-line order; in debug builds (no NDEBUG) the
+ * verifier runs on the input and after every pass, so a bad pass is named
+ * in the error.  KSPEC_DUMP (or KS_DUMP) is a comma-separated list of pass
+ * names ("input", "fold", "trip1", "unroll", "dce", or "all"); the IR is
  * printed to stderr after each named pass.  "input" is the kernel as given,
  * which from ks_specialize is the kernel after ks_pass_bind, so "bind" is
  * accepted for it too.
@@ -24,7 +25,9 @@ typedef struct {
 static const pass_t pipeline[] = {
 	{ "fold", ks_pass_fold },
 	{ "trip1", ks_pass_trip1 },
+	{ "unroll", ks_pass_unroll },
 	{ "fold", ks_pass_fold },
+	{ "dce", ks_pass_dce },
 };
 
 static int dump_wanted(const char *pass)

@@ -112,6 +112,16 @@ static int print_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,
 	case KS_X_REDUCE:
 		return ks_buf_printf(out, "reduce_%s(%s)",
 		    e->red == KS_RED_MAX ? "max" : "sum", var_name(k, e->var));
+	case KS_X_LLOAD:
+		rc = ks_buf_printf(out, "%s[", e->param >= 0 &&
+		    e->param < k->nlocals ? k->locals[e->param].name :
+		    "?local");
+		rc = rc ? rc : print_expr(k, e->a, out);
+		return rc ? rc : ks_buf_puts(out, "]");
+	case KS_X_UN:
+		rc = ks_buf_printf(out, "%s(", ks_unop_name(e->un));
+		rc = rc ? rc : print_expr(k, e->a, out);
+		return rc ? rc : ks_buf_puts(out, ")");
 	}
 	return ks_buf_puts(out, "<bad expr>");
 }
@@ -196,6 +206,17 @@ static int print_stmt(const ks_ir_kernel_t *k, const ks_stmt_t *s,
 		rc = ks_buf_puts(out, "lanes ");
 		rc = rc ? rc : print_block(k, s->body, depth, out);
 		break;
+	case KS_S_LSTORE:
+		rc = ks_buf_printf(out, "%s[", s->param >= 0 &&
+		    s->param < k->nlocals ? k->locals[s->param].name :
+		    "?local");
+		rc = rc ? rc : print_expr(k, s->a, out);
+		rc = rc ? rc : ks_buf_puts(out, "] = ");
+		rc = rc ? rc : print_expr(k, s->b, out);
+		break;
+	case KS_S_BARRIER:
+		rc = ks_buf_puts(out, "barrier");
+		break;
 	default:
 		rc = ks_buf_puts(out, "<bad stmt>");
 		break;
@@ -219,7 +240,8 @@ static int print_param(const ks_ir_kernel_t *k, int i, ks_buf_t *out)
 
 	if (p->kind == KS_PARAM_BUFFER)
 		return ks_buf_printf(out, "param %d %s buffer %s %s\n", i,
-		    p->name, ks_dtype_name(p->dtype), access_text(p->access));
+		    p->name, p->type == KS_TY_I32 ? "i32" :
+		    ks_dtype_name(p->dtype), access_text(p->access));
 	if (p->bound)
 		return ks_buf_printf(out, "param %d %s scalar %s bound %"
 		    PRId64 "\n", i, p->name, ks_ty_name(p->type), p->value);
@@ -236,6 +258,9 @@ int ks_ir_print(const ks_ir_kernel_t *k, ks_buf_t *out)
 	    k->nlanes);
 	for (i = 0; !rc && i < k->nparams; i++)
 		rc = print_param(k, i, out);
+	for (i = 0; !rc && i < k->nlocals; i++)
+		rc = ks_buf_printf(out, "local %d %s f32 %" PRId64 "\n", i,
+		    k->locals[i].name, k->locals[i].nelems);
 	for (i = 0; !rc && i < k->nvars; i++)
 		rc = ks_buf_printf(out, "var %d %s %s %s\n", i,
 		    k->vars[i].name,

@@ -23,7 +23,9 @@
  * 16, 8, 4, 2, 1: t[l] = t[l] + t[l + s] for l < s; the result is t[0].
  *
  * Memory.  Buffers hold elements of their storage dtype.  KS_X_LOAD reads
- * element `index` (i64, in elements) and converts it exactly to f32.
+ * element `index` (i64, in elements) and converts it exactly to f32.  An
+ * i32 buffer (ks_ir_buffer_i32) holds int32 elements: loads give i32 and
+ * stores take i32, unconverted.
  * KS_S_STORE converts an f32 value to the storage dtype once,
  * round-to-nearest-even (NaN stays NaN, overflow gives Inf).  A store outside
  * LANES is done once per work-group (on GPUs by lane 0).
@@ -50,9 +52,12 @@ typedef enum {
 	KS_TY_BOOL,
 	KS_TY_I64,
 	KS_TY_F32,
+	KS_TY_I32,      /* storage and transfer only: loads of i32 buffers,
+	                   variables, select, ==/!=, casts to and from i64
+	                   and f32; compute in i64 (no i32 arithmetic) */
 } ks_ty_t;
 
-const char *ks_ty_name(ks_ty_t t); /* "bool" "i64" "f32" */
+const char *ks_ty_name(ks_ty_t t); /* "bool" "i64" "f32" "i32" */
 
 /* ---- arena ---- */
 
@@ -78,8 +83,12 @@ typedef struct {
 	const char *name;       /* "x", "W", "y", "M" */
 	ks_param_kind_t kind;
 	ks_ty_t type;           /* scalar: its type (KS_TY_I64 or KS_TY_F32);
-	                           buffer: KS_TY_F32, the loaded value type */
-	ks_dtype_t dtype;       /* buffer: storage dtype */
+	                           buffer: the loaded and stored value type,
+	                           KS_TY_F32, or KS_TY_I32 for an int32
+	                           buffer (positions, lengths) */
+	ks_dtype_t dtype;       /* f32 buffer: storage dtype; i32 buffer:
+	                           KS_DTYPE_F32, unused (the wire's dtypes
+	                           stay f32/f16/bf16) */
 	int access;             /* buffer: KS_ACCESS_* bits */
 	int bound;              /* scalar bound to a constant by ks_pass_bind */
 	int64_t value;          /* the constant when bound (i64 scalars) */
@@ -108,11 +117,31 @@ typedef enum {
 	KS_X_LANE,    /* lane index, i64; only inside LANES */
 	KS_X_BIN,     /* op(a, b) */
 	KS_X_FMA,     /* a * b + c, one rounding; f32 */
-	KS_X_CAST,    /* a converted to `type` (i64 <-> f32, RNE for i64->f32) */
-	KS_X_LOAD,    /* buffer `param`, element index a (i64) -> f32 */
+	KS_X_CAST,    /* a converted to `type` (i64 <-> f32, RNE for i64->f32;
+	                 i32 -> i64 exact, i64 -> i32 wraps mod 2^32,
+	                 i32 -> f32 RNE, f32 -> i32 toward zero, in range) */
+	KS_X_LOAD,    /* buffer `param`, element index a (i64) -> f32 (i32
+	                 for an i32 buffer) */
 	KS_X_SELECT,  /* a (bool) ? b : c */
 	KS_X_REDUCE,  /* canonical tree reduction of lane variable `var` */
+	KS_X_UN,      /* un(a): unary math, see ks_unop_t */
+	KS_X_LLOAD,   /* local array `param` (index into locals), element
+	                 a (i64) -> f32 */
 } ks_expr_kind_t;
+
+/*
+ * Unary operators (KS_X_UN).  NEG and ABS are exact (sign-bit operations
+ * on f32, two's complement on i64; ABS of INT64_MIN is undefined, kernels
+ * do not use it).  SQRT is f32 only and IEEE correctly rounded on every
+ * backend, so it is bitwise equal across backends.  EXP is f32 only and
+ * transcendental: each backend uses its own library (cpu libm expf, CUDA
+ * expf, OpenCL exp), accurate to a few ulp but NOT bitwise equal across
+ * backends; docs/backends.md states the bounds.
+ */
+typedef enum {
+	KS_UN_NEG, KS_UN_ABS, KS_UN_SQRT, KS_UN_EXP,
+	KS_UN_COUNT
+} ks_unop_t;
 
 typedef enum {
 	KS_OP_ADD, KS_OP_SUB, KS_OP_MUL, KS_OP_DIV, KS_OP_REM,
@@ -130,6 +159,7 @@ struct ks_expr {
 	ks_ty_t type;           /* result type */
 	ks_binop_t op;          /* KS_X_BIN */
 	ks_redop_t red;         /* KS_X_REDUCE */
+	ks_unop_t un;           /* KS_X_UN */
 	int param;              /* KS_X_PARAM, KS_X_LOAD */
 	int var;                /* KS_X_VAR, KS_X_REDUCE */
 	int64_t i;              /* KS_X_CONST of I64/BOOL */
@@ -143,13 +173,31 @@ typedef enum {
 	KS_S_BLOCK,   /* items[0..nitems) in order */
 	KS_S_DECL,    /* declare `var`, initialized to a (a may be NULL) */
 	KS_S_ASSIGN,  /* var = a */
-	KS_S_STORE,   /* buffer `param`[a] = b (b is f32) */
+	KS_S_STORE,   /* buffer `param`[a] = b (b is f32; i32 for an i32
+	                 buffer) */
 	KS_S_FOR,     /* for (var = a; var < b; var += step) body; var is a
 	                 uniform (outside LANES) or lane (inside) i64 variable
 	                 declared by the loop; step is a positive constant */
 	KS_S_IF,      /* if (a) body else orelse (orelse may be NULL) */
 	KS_S_LANES,   /* body once per lane */
+	KS_S_LSTORE,  /* local array `param`[a] = b (f32); inside LANES only */
+	KS_S_BARRIER, /* all lanes meet and see each other's local stores;
+	                 outside LANES and IF only, between LANES phases */
 } ks_stmt_kind_t;
+
+/*
+ * Local arrays: per work-group f32 scratch of a constant size (CUDA
+ * __shared__, OpenCL __local, a stack array per group on the CPU).  Lanes
+ * write them inside LANES (KS_S_LSTORE) and a later LANES phase reads what
+ * other lanes wrote after a KS_S_BARRIER between the phases.  Contents are
+ * undefined at the start of each work-group.
+ */
+typedef struct {
+	const char *name;
+	int64_t nelems;         /* 1 .. KS_IR_LOCAL_MAX */
+} ks_ir_local_t;
+
+enum { KS_IR_LOCAL_MAX = 4096 };        /* f32 elements per array (16 KB) */
 
 typedef struct ks_stmt ks_stmt_t;
 struct ks_stmt {
@@ -178,6 +226,9 @@ typedef struct {
 	ks_ir_var_t *vars;
 	int nvars;
 	int vars_cap;
+	ks_ir_local_t *locals;
+	int nlocals;
+	int locals_cap;
 	int nlanes;             /* lanes per work-group (32) */
 	ks_expr_t *grid;        /* number of work-groups (i64 expression over
 	                           scalar params and constants) */
@@ -190,6 +241,8 @@ ks_ir_kernel_t *ks_ir_new(const char *name, const char *variant, int nlanes);
 void ks_ir_free(ks_ir_kernel_t *k);
 int ks_ir_buffer(ks_ir_kernel_t *k, const char *name, ks_dtype_t dtype,
     int access);                               /* returns param index */
+/* A buffer of int32 elements (loads give i32). */
+int ks_ir_buffer_i32(ks_ir_kernel_t *k, const char *name, int access);
 int ks_ir_scalar(ks_ir_kernel_t *k, const char *name, ks_ty_t type);
 int ks_ir_var(ks_ir_kernel_t *k, const char *name, ks_ty_t type,
     ks_var_scope_t scope);                     /* returns var index */
@@ -210,6 +263,10 @@ ks_expr_t *ks_x_load(ks_ir_kernel_t *k, int param, ks_expr_t *index);
 ks_expr_t *ks_x_select(ks_ir_kernel_t *k, ks_expr_t *cond, ks_expr_t *a,
     ks_expr_t *b);
 ks_expr_t *ks_x_reduce(ks_ir_kernel_t *k, ks_redop_t op, int lane_var);
+ks_expr_t *ks_x_un(ks_ir_kernel_t *k, ks_unop_t op, ks_expr_t *a);
+int ks_ir_local(ks_ir_kernel_t *k, const char *name, int64_t nelems);
+ks_expr_t *ks_x_lload(ks_ir_kernel_t *k, int local, ks_expr_t *index);
+const char *ks_unop_name(ks_unop_t op);  /* "neg" "abs" "sqrt" "exp" */
 
 ks_stmt_t *ks_s_block(ks_ir_kernel_t *k);
 void ks_s_append(ks_ir_kernel_t *k, ks_stmt_t *block, ks_stmt_t *s);
@@ -222,6 +279,9 @@ ks_stmt_t *ks_s_for(ks_ir_kernel_t *k, int var, ks_expr_t *begin,
     ks_expr_t *end, int64_t step);
 ks_stmt_t *ks_s_if(ks_ir_kernel_t *k, ks_expr_t *cond);  /* ->body, ->orelse */
 ks_stmt_t *ks_s_lanes(ks_ir_kernel_t *k);                /* ->body */
+ks_stmt_t *ks_s_lstore(ks_ir_kernel_t *k, int local, ks_expr_t *index,
+    ks_expr_t *v);
+ks_stmt_t *ks_s_barrier(ks_ir_kernel_t *k);
 
 /* ---- the one structural walker ---- */
 
@@ -285,8 +345,14 @@ int ks_ir_verify(const ks_ir_kernel_t *k, char *err, size_t errlen);
 void ks_pass_bind(ks_ir_kernel_t *k, int param, int64_t value);
 void ks_pass_fold(ks_ir_kernel_t *k);          /* constant folding */
 void ks_pass_trip1(ks_ir_kernel_t *k);         /* trip 0 / 1 loops vanish */
-/* The standard pipeline: fold, trip1, fold; KS_DUMP=<pass> prints the IR
- * after a pass; the verifier runs after each pass in debug builds. */
+/* FOR loops of constant bounds and 2..8 trips become copies of the body. */
+void ks_pass_unroll(ks_ir_kernel_t *k);
+/* Removes DECLs/ASSIGNs of variables never read and statements without
+ * effect (empty loops, ifs, lanes); stores stay. */
+void ks_pass_dce(ks_ir_kernel_t *k);
+/* The standard pipeline: fold, trip1, unroll, fold, dce; KSPEC_DUMP=<pass>
+ * prints the IR after a pass; the verifier runs after each pass in debug
+ * builds. */
 int ks_pass_run(ks_ir_kernel_t *k, char *err, size_t errlen);
 
 /* ---- kernel library ---- */

@@ -17,15 +17,26 @@
  *     canonical tree has strides 16..1);
  *   - a FOR's variable is i64, uniform outside LANES and lane inside, and
  *     its step is positive;
+ *   - unary math: neg and abs of i64 or f32, sqrt and exp of f32 only,
+ *     the result of the operand's type;
  *   - loads read a buffer with the read bit, stores write a buffer with the
- *     write bit, indices are i64, stored values f32;
+ *     write bit, indices are i64, loaded and stored values of the buffer's
+ *     type (f32, or i32 for an i32 buffer, whose dtype is f32, unused);
+ *   - i32 only in variables, loads, stores, select, == and !=, and casts
+ *     to and from i64 and f32 (no i32 arithmetic or reduce);
  *   - scalar parameter uses are of unbound parameters (ks_pass_bind
  *     replaces every use of the ones it binds);
  *   - the grid is an i64 expression of constants, scalar parameters and
  *     + - * / % only, so ks_ir_print_c_expr can always print it for the
  *     reply's launch;
- *   - parameter and variable names are distinct C identifiers and none is
- *     a word of the text form (group, lane, true, false).
+ *   - local arrays have 1..KS_IR_LOCAL_MAX elements; local loads and
+ *     stores have i64 indices, within the array when constant, f32
+ *     values; local stores stand inside LANES; a barrier stands outside
+ *     LANES and outside any IF (PoCL hangs on barriers under uniform IFs
+ *     of different conditions; see jit/emit_c.c);
+ *   - parameter, variable and local array names are distinct C
+ *     identifiers and none is a word of the text form (group, lane,
+ *     true, false).
  *
  * The verifier walks with ks_ir_walk_enter and rewrites nothing: every
  * callback returns the node it was given.
@@ -45,6 +56,7 @@ typedef struct {
 	int nomem;
 	int in_body;            /* 0 while the grid is walked */
 	int has_reduce;
+	int if_depth;           /* IFs open around the current statement */
 	unsigned char *declared; /* per var: declared somewhere already */
 	unsigned char *visible;  /* per var: in scope now */
 	int *stack;             /* visible vars in declaration order */
@@ -154,6 +166,13 @@ static int is_arith(ks_ty_t t)
 	return t == KS_TY_I64 || t == KS_TY_F32;
 }
 
+/* Types a cast converts between (i32 is not arithmetic: no operator
+ * computes in it). */
+static int is_num(ks_ty_t t)
+{
+	return is_arith(t) || t == KS_TY_I32;
+}
+
 /* Operand slots: exactly the first N of a, b, c are set. */
 static int operands(verifier_t *v, const ks_expr_t *e, int n)
 {
@@ -237,6 +256,30 @@ static void check_grid_expr(verifier_t *v, const ks_expr_t *e)
 	}
 }
 
+/* A local array access: the array exists, the index is i64 and, when
+ * constant, within the array. */
+static int local_access(verifier_t *v, int local, const ks_expr_t *index,
+    const char *what)
+{
+	const ks_ir_local_t *l;
+
+	if (local < 0 || local >= v->k->nlocals) {
+		fail(v, "%s: local array index %d out of range", what, local);
+		return 0;
+	}
+	l = &v->k->locals[local];
+	if (index == NULL) {
+		fail(v, "%s of %s: missing index", what, l->name);
+		return 0;
+	}
+	expect_type(v, index, KS_TY_I64, what);
+	if (index->kind == KS_X_CONST && index->type == KS_TY_I64 &&
+	    (index->i < 0 || index->i >= l->nelems))
+		fail(v, "%s: %s[%lld] out of bounds (%lld elements)", what,
+		    l->name, (long long)index->i, (long long)l->nelems);
+	return 1;
+}
+
 static ks_expr_t *check_expr(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
     int in_lanes)
 {
@@ -300,7 +343,7 @@ static ks_expr_t *check_expr(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
 		if (!operands(v, e, 1))
 			break;
 		t = e->a->type;
-		if (!(t == e->type || (is_arith(t) && is_arith(e->type)) ||
+		if (!(t == e->type || (is_num(t) && is_num(e->type)) ||
 		    (t == KS_TY_BOOL && e->type == KS_TY_I64)))
 			fail(v, "cast from %s to %s", ks_ty_name(t),
 			    ks_ty_name(e->type));
@@ -316,7 +359,7 @@ static ks_expr_t *check_expr(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
 			fail(v, "load from %s, which is not a readable buffer",
 			    p->name);
 		expect_type(v, e->a, KS_TY_I64, "load index");
-		expect_type(v, e, KS_TY_F32, "load");
+		expect_type(v, e, p->type, "load");
 		break;
 	case KS_X_SELECT:
 		if (!operands(v, e, 3))
@@ -341,6 +384,25 @@ static ks_expr_t *check_expr(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
 			    ks_ty_name(v->k->vars[e->var].type),
 			    vname(v, e->var));
 		expect_type(v, e, v->k->vars[e->var].type, "reduce");
+		break;
+	case KS_X_LLOAD:
+		if (operands(v, e, 1) && local_access(v, e->param, e->a,
+		    "local load"))
+			expect_type(v, e, KS_TY_F32, "local load");
+		break;
+	case KS_X_UN:
+		if (!operands(v, e, 1))
+			break;
+		if (e->un < 0 || e->un >= KS_UN_COUNT) {
+			fail(v, "unary operator %d unknown", e->un);
+			break;
+		}
+		t = e->a->type;
+		if ((e->un == KS_UN_SQRT || e->un == KS_UN_EXP) ?
+		    t != KS_TY_F32 : !is_arith(t))
+			fail(v, "%s of %s", ks_unop_name(e->un),
+			    ks_ty_name(t));
+		expect_type(v, e, t, ks_unop_name(e->un));
 		break;
 	default:
 		fail(v, "expression kind %d unknown", e->kind);
@@ -374,6 +436,8 @@ static void enter_stmt(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
 	(void)k;
 	v->in_body = 1;
 	check_slots(v, s);
+	if (s->kind == KS_S_IF)
+		v->if_depth++;
 	if (s->kind == KS_S_BLOCK) {
 		open_scope(v);
 	} else if (s->kind == KS_S_FOR) {
@@ -457,9 +521,29 @@ static ks_stmt_t *check_stmt(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
 			break;
 		}
 		expect_type(v, s->a, KS_TY_I64, "store index");
-		expect_type(v, s->b, KS_TY_F32, "stored value");
+		expect_type(v, s->b, p->type, "stored value");
+		break;
+	case KS_S_LSTORE:
+		if (!in_lanes)
+			fail(v, "local store outside LANES");
+		if (local_access(v, s->param, s->a, "local store")) {
+			if (s->b == NULL)
+				fail(v, "local store: missing value");
+			else
+				expect_type(v, s->b, KS_TY_F32,
+				    "local stored value");
+		}
+		break;
+	case KS_S_BARRIER:
+		if (in_lanes)
+			fail(v, "barrier inside LANES");
+		if (v->if_depth > 0)
+			fail(v, "barrier inside IF");
+		if (s->a != NULL || s->b != NULL)
+			fail(v, "barrier with operands");
 		break;
 	case KS_S_IF:
+		v->if_depth--;
 		if (s->a == NULL)
 			fail(v, "if: missing condition");
 		else
@@ -500,14 +584,17 @@ static int is_ident(const char *s)
 
 static const char *name_at(const ks_ir_kernel_t *k, int i)
 {
-	return i < k->nparams ? k->params[i].name :
-	    k->vars[i - k->nparams].name;
+	if (i < k->nparams)
+		return k->params[i].name;
+	if (i < k->nparams + k->nvars)
+		return k->vars[i - k->nparams].name;
+	return k->locals[i - k->nparams - k->nvars].name;
 }
 
 static void check_decls(verifier_t *v)
 {
 	const ks_ir_kernel_t *k = v->k;
-	int i, j, n = k->nparams + k->nvars;
+	int i, j, n = k->nparams + k->nvars + k->nlocals;
 
 	if (k->nlanes < 1 || k->nlanes > 1024)
 		fail(v, "nlanes %d out of range", k->nlanes);
@@ -515,8 +602,10 @@ static void check_decls(verifier_t *v)
 		const ks_ir_param_t *p = &k->params[i];
 
 		if (p->kind == KS_PARAM_BUFFER) {
-			if (p->type != KS_TY_F32 || p->dtype < 0 ||
-			    p->dtype >= KS_DTYPE_COUNT || p->bound ||
+			if ((p->type != KS_TY_F32 && p->type != KS_TY_I32) ||
+			    p->dtype < 0 || p->dtype >= KS_DTYPE_COUNT ||
+			    (p->type == KS_TY_I32 &&
+			    p->dtype != KS_DTYPE_F32) || p->bound ||
 			    !(p->access & (KS_ACCESS_READ | KS_ACCESS_WRITE)))
 				fail(v, "buffer %s: bad type, dtype, access "
 				    "or binding", p->name);
@@ -529,11 +618,17 @@ static void check_decls(verifier_t *v)
 			fail(v, "parameter %d: unknown kind", i);
 		}
 	}
+	for (i = 0; i < k->nlocals; i++)
+		if (k->locals[i].nelems < 1 ||
+		    k->locals[i].nelems > KS_IR_LOCAL_MAX)
+			fail(v, "local array %s: %lld elements, expected 1..%d",
+			    k->locals[i].name, (long long)k->locals[i].nelems,
+			    KS_IR_LOCAL_MAX);
 	for (i = 0; i < k->nvars; i++)
 		if ((k->vars[i].scope != KS_VAR_UNIFORM &&
 		    k->vars[i].scope != KS_VAR_LANE) ||
 		    (k->vars[i].type != KS_TY_BOOL &&
-		    !is_arith(k->vars[i].type)))
+		    !is_num(k->vars[i].type)))
 			fail(v, "variable %s: bad scope or type",
 			    k->vars[i].name);
 	for (i = 0; i < n; i++) {

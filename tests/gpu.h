@@ -401,6 +401,7 @@ static inline void gpu_run_cpu(const ks_ir_kernel_t *k, gpu_arg_t *args)
 	ks_jit_artifact_close(&a);
 }
 
+
 /* ---- data ---- */
 
 static inline uint64_t gpu_rng(uint64_t *s)
@@ -431,6 +432,247 @@ static inline uint32_t gpu_bits(float f)
 
 	memcpy(&u, &f, 4);
 	return u;
+}
+
+/* ---- unary math ---- */
+
+/* y[i] = op(x[i]) for i < n (n a multiple of 32), f32. */
+static inline ks_ir_kernel_t *gpu_un_kernel(ks_unop_t op)
+{
+	ks_ir_kernel_t *k = ks_ir_new("un", ks_unop_name(op), 32);
+	int x = ks_ir_buffer(k, "x", KS_DTYPE_F32, KS_ACCESS_READ);
+	int y = ks_ir_buffer(k, "y", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	int n = ks_ir_scalar(k, "n", KS_TY_I64);
+	ks_stmt_t *lanes = ks_s_lanes(k);
+
+	k->grid = GBIN(DIV, GP(n), GI(32));
+	ks_s_append(k, lanes->body, ks_s_store(k, y, gpu_gidx(k),
+	    ks_x_un(k, op, ks_x_load(k, x, gpu_gidx(k)))));
+	ks_s_append(k, k->body, lanes);
+	return k;
+}
+
+/*
+ * N (a multiple of 32, >= 64) inputs for unary math: zeros, the smallest
+ * and largest subnormals and normals, 1, Inf and NaN of both signs, then
+ * random patterns over every exponent, subnormals and negatives included.
+ */
+static inline void gpu_un_inputs(float *x, size_t n, uint64_t seed)
+{
+	static const uint32_t fixed[] = { 0x00000000, 0x80000000, 0x00000001,
+		0x80000001, 0x007fffff, 0x807fffff, 0x00800000, 0x7f7fffff,
+		0xff7fffff, 0x3f800000, 0xbf800000, 0x7f800000, 0xff800000,
+		0x7fc00000, 0xffc00000, 0x7fa00001, 0x40000000, 0x40800000,
+		0x42b17218, 0x42b17217, 0xc2ce8ed0, 0xc2cff1b5, 0x3effffff };
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint32_t u = i < sizeof(fixed) / sizeof(fixed[0]) ? fixed[i] :
+		    (uint32_t)(gpu_rng(&seed) >> 32);
+
+		if (i >= sizeof(fixed) / sizeof(fixed[0]) && i % 4 == 0)
+			u &= 0x807fffffu;       /* a subnormal */
+		memcpy(&x[i], &u, 4);
+	}
+}
+
+/* Error of f32 GOT against the exact value WANT, in units of the f32 ulp
+ * at WANT (subnormal spacing below the normals); 0 when both are the same
+ * Inf or both NaN, huge when one is NaN or Inf and the other is not. */
+static inline double gpu_ulps(float got, double want)
+{
+	double ulp;
+	int e;
+
+	if (isnan(got) || isnan(want))
+		return isnan(got) && isnan(want) ? 0.0 : 1e30;
+	if (isinf(want) || isinf(got)) {
+		if (isinf(got) && (float)want == got)
+			return 0.0;
+		if (isinf(got))       /* ulp of the largest binade */
+			return fabs(3.4028234663852886e38 - want) /
+			    ldexp(1.0, 104);
+		return 1e30;
+	}
+	frexp(want, &e);
+	ulp = ldexp(1.0, (e - 1 < -126 ? -126 : e - 1) - 23);
+	return fabs((double)got - want) / ulp;
+}
+
+/* ---- i32 ---- */
+
+/*
+ * An i32 buffer P and an f32 buffer X in, for i < n (a multiple of 32):
+ *   yf[i] = f32(P[i])                    i32 -> f32, round to nearest even
+ *   yi[i] = i32(i64(P[i]) * 3 + 1)       i32 -> i64, i64 -> i32 wraps
+ *   zi[i] = i32(X[i])                    f32 -> i32 toward zero
+ *   ye[i] = select(P[i] == v, 1.0, 0.0)  v = P[i] through an i32 lane var
+ */
+static inline ks_ir_kernel_t *gpu_i32_kernel(void)
+{
+	ks_ir_kernel_t *k = ks_ir_new("i32", "t", 32);
+	int P = ks_ir_buffer_i32(k, "P", KS_ACCESS_READ);
+	int X = ks_ir_buffer(k, "X", KS_DTYPE_F32, KS_ACCESS_READ);
+	int yf = ks_ir_buffer(k, "yf", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	int yi = ks_ir_buffer_i32(k, "yi", KS_ACCESS_WRITE);
+	int zi = ks_ir_buffer_i32(k, "zi", KS_ACCESS_WRITE);
+	int ye = ks_ir_buffer(k, "ye", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	int n = ks_ir_scalar(k, "n", KS_TY_I64);
+	int v = ks_ir_var(k, "v", KS_TY_I32, KS_VAR_LANE);
+	ks_stmt_t *lanes = ks_s_lanes(k), *b = lanes->body;
+
+	k->grid = GBIN(DIV, GP(n), GI(32));
+	ks_s_append(k, b, ks_s_store(k, yf, gpu_gidx(k), ks_x_cast(k,
+	    KS_TY_F32, ks_x_load(k, P, gpu_gidx(k)))));
+	ks_s_append(k, b, ks_s_store(k, yi, gpu_gidx(k), ks_x_cast(k,
+	    KS_TY_I32, GBIN(ADD, GBIN(MUL, ks_x_cast(k, KS_TY_I64,
+	    ks_x_load(k, P, gpu_gidx(k))), GI(3)), GI(1)))));
+	ks_s_append(k, b, ks_s_store(k, zi, gpu_gidx(k), ks_x_cast(k,
+	    KS_TY_I32, ks_x_load(k, X, gpu_gidx(k)))));
+	ks_s_append(k, b, ks_s_decl(k, v, ks_x_load(k, P, gpu_gidx(k))));
+	ks_s_append(k, b, ks_s_store(k, ye, gpu_gidx(k), ks_x_select(k,
+	    GBIN(EQ, ks_x_var(k, v), ks_x_load(k, P, gpu_gidx(k))),
+	    ks_x_f32(k, 1.0f), ks_x_f32(k, 0.0f))));
+	ks_s_append(k, k->body, lanes);
+	return k;
+}
+
+/* Inputs of gpu_i32_kernel: P over the whole int32 range (extremes, 2^24
+ * neighbours, ties of the f32 rounding), X in (-2^31, 2^31). */
+static inline void gpu_i32_inputs(int32_t *P, float *X, size_t n,
+    uint64_t seed)
+{
+	static const int32_t fixed[] = { 0, 1, -1, INT32_MAX, INT32_MIN,
+		16777216, 16777217, 16777219, -16777217, 33554435,
+		715827882, 715827883, -715827883, 2147483583, 2147483584 };
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t r = gpu_rng(&seed);
+
+		P[i] = i < sizeof(fixed) / sizeof(fixed[0]) ? fixed[i] :
+		    (int32_t)(uint32_t)(r >> 32);
+		X[i] = (float)((double)(int32_t)(uint32_t)r * 0.999) *
+		    (i % 3 ? 1.0f : 1e-6f);
+	}
+	X[0] = -0.0f;
+	X[1] = -2.5f;
+	X[2] = 2147483520.0f;          /* largest f32 below 2^31 */
+	X[3] = -2147483648.0f;
+}
+
+/* Checks the outputs of gpu_i32_kernel against plain C, WHO naming the
+ * backend in messages. */
+static inline void gpu_i32_check(const char *who, const int32_t *P,
+    const float *X, const float *yf, const int32_t *yi, const int32_t *zi,
+    const float *ye, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		volatile int64_t p = P[i];
+		float wf = (float)p;    /* RNE in the default rounding mode */
+		int32_t wi = (int32_t)(uint32_t)((uint64_t)p * 3u + 1u);
+
+		cr_assert_eq(gpu_bits(yf[i]), gpu_bits(wf), "%s: f32(%d) = %a,"
+		    " want %a", who, P[i], (double)yf[i], (double)wf);
+		cr_assert_eq(yi[i], wi, "%s: i32(%d * 3 + 1) = %d, want %d",
+		    who, P[i], yi[i], wi);
+		cr_assert_eq(zi[i], (int32_t)X[i], "%s: i32(%a) = %d", who,
+		    (double)X[i], zi[i]);
+		cr_assert_eq(ye[i], 1.0f, "%s: i32 lane variable", who);
+	}
+}
+
+/* ---- unroll ---- */
+
+/*
+ * acc (lane) = 0; for c in 0..4 { lanes { for j in 0..3 { acc = acc +
+ * x[((group * 4 + c) * 3 + j) * 32 + lane] * w[j * 32 + lane] } } };
+ * a dead variable; y[group] = reduce_sum(acc).  After ks_pass_run: four
+ * LANES phases, each with three copies of the lane loop, no dead decl.
+ * Params x, w, y, G; x has G * 384 elements, w 96.
+ */
+static inline ks_ir_kernel_t *gpu_unroll_kernel(void)
+{
+	ks_ir_kernel_t *k = ks_ir_new("unr", "t", 32);
+	int x = ks_ir_buffer(k, "x", KS_DTYPE_F32, KS_ACCESS_READ);
+	int w = ks_ir_buffer(k, "w", KS_DTYPE_F32, KS_ACCESS_READ);
+	int y = ks_ir_buffer(k, "y", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	int g = ks_ir_scalar(k, "G", KS_TY_I64);
+	int acc = ks_ir_var(k, "acc", KS_TY_F32, KS_VAR_LANE);
+	int c = ks_ir_var(k, "c", KS_TY_I64, KS_VAR_UNIFORM);
+	int j = ks_ir_var(k, "j", KS_TY_I64, KS_VAR_LANE);
+	int dead = ks_ir_var(k, "dead", KS_TY_F32, KS_VAR_UNIFORM);
+	ks_stmt_t *fc, *lanes, *fj;
+
+	k->grid = GP(g);
+	ks_s_append(k, k->body, ks_s_decl(k, acc, ks_x_f32(k, 0.0f)));
+	fc = ks_s_for(k, c, GI(0), GI(4), 1);
+	ks_s_append(k, k->body, fc);
+	lanes = ks_s_lanes(k);
+	ks_s_append(k, fc->body, lanes);
+	fj = ks_s_for(k, j, GI(0), GI(3), 1);
+	ks_s_append(k, lanes->body, fj);
+	ks_s_append(k, fj->body, ks_s_assign(k, acc, GBIN(ADD,
+	    ks_x_var(k, acc), GBIN(MUL, ks_x_load(k, x, GBIN(ADD,
+	    GBIN(MUL, GBIN(ADD, GBIN(MUL, GBIN(ADD, GBIN(MUL,
+	    ks_x_group(k), GI(4)), ks_x_var(k, c)), GI(3)), ks_x_var(k, j)),
+	    GI(32)), ks_x_lane(k))), ks_x_load(k, w, GBIN(ADD,
+	    GBIN(MUL, ks_x_var(k, j), GI(32)), ks_x_lane(k)))))));
+	ks_s_append(k, k->body, ks_s_decl(k, dead, ks_x_load(k, x, GI(0))));
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_group(k),
+	    ks_x_reduce(k, KS_RED_SUM, acc)));
+	return k;
+}
+
+/* ---- local arrays and barriers ---- */
+
+/*
+ * Per group of 32: y[g * 32 + l] = x[g * 32 + 31 - l] * 2 + s[0], through
+ * a local array: lanes { s[lane] = x[..] }; barrier; lanes { t[lane] =
+ * s[31 - lane] * 2.0 + s[0] }; barrier; lanes { y[..] = t[lane] }.  Every
+ * read is of another lane's store, so a missing barrier shows on a GPU.
+ */
+static inline ks_ir_kernel_t *gpu_local_kernel(void)
+{
+	ks_ir_kernel_t *k = ks_ir_new("loc", "t", 32);
+	int x = ks_ir_buffer(k, "x", KS_DTYPE_F32, KS_ACCESS_READ);
+	int y = ks_ir_buffer(k, "y", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	int n = ks_ir_scalar(k, "n", KS_TY_I64);
+	int sa = ks_ir_local(k, "s", 32);
+	int ta = ks_ir_local(k, "t", 32);
+	ks_stmt_t *l1 = ks_s_lanes(k), *l2 = ks_s_lanes(k), *l3 = ks_s_lanes(k);
+
+	k->grid = GBIN(DIV, GP(n), GI(32));
+	ks_s_append(k, l1->body, ks_s_lstore(k, sa, ks_x_lane(k),
+	    ks_x_load(k, x, gpu_gidx(k))));
+	ks_s_append(k, l2->body, ks_s_lstore(k, ta, ks_x_lane(k), GBIN(ADD,
+	    GBIN(MUL, ks_x_lload(k, sa, GBIN(SUB, GI(31), ks_x_lane(k))),
+	    ks_x_f32(k, 2.0f)), ks_x_lload(k, sa, GI(0)))));
+	ks_s_append(k, l3->body, ks_s_store(k, y, gpu_gidx(k),
+	    ks_x_lload(k, ta, ks_x_lane(k))));
+	ks_s_append(k, k->body, l1);
+	ks_s_append(k, k->body, ks_s_barrier(k));
+	ks_s_append(k, k->body, l2);
+	ks_s_append(k, k->body, ks_s_barrier(k));
+	ks_s_append(k, k->body, l3);
+	return k;
+}
+
+static inline void gpu_local_check(const char *who, const float *x,
+    const float *y, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		size_t g = i / 32, l = i % 32;
+		volatile float p = x[g * 32 + 31 - l] * 2.0f;
+		float want = p + x[g * 32];
+
+		cr_assert_eq(gpu_bits(y[i]), gpu_bits(want), "%s: y[%zu] = %a,"
+		    " want %a", who, i, (double)y[i], (double)want);
+	}
 }
 
 #endif

@@ -332,6 +332,12 @@ Test(cuda, every_emitter_path_compiles_and_assembles)
 				    KS_RED_SUM, t ? KS_TY_I64 : KS_TY_F32);
 	ks[n++] = gpu_elementwise_kernel();
 	ks[n++] = gpu_int_kernel();
+	ks[n++] = gpu_i32_kernel();
+	for (o = 0; o < KS_UN_COUNT; o++)
+		ks[n++] = gpu_un_kernel((ks_unop_t)o);
+	ks[n] = gpu_unroll_kernel();    /* unrolled: LANES phases */
+	cr_assert_eq(ks_pass_run(ks[n++], NULL, 0), KS_OK);
+	ks[n++] = gpu_local_kernel();   /* __shared__, __syncthreads */
 	cr_assert_leq(n, 32);
 	for (i = 0; i < n; i++) {
 		ks_jit_artifact_t ptx;
@@ -372,6 +378,42 @@ Test(cuda, ptx_keeps_mul_add_separate_and_division_ieee)
 	free(t);
 	ks_jit_artifact_close(&ptx);
 	ks_ir_free(k);
+}
+
+/*
+ * Unary math compiles and assembles; sqrt is sqrt.rn.f32 (IEEE, from
+ * --prec-sqrt=true), never sqrt.approx, and flushes nothing.  exp is
+ * CUDA's expf (library accuracy, not bitwise with the other backends).
+ */
+Test(cuda, unary_math_compiles_and_sqrt_is_ieee_in_the_ptx)
+{
+	static const ks_unop_t ops[] = { KS_UN_SQRT, KS_UN_NEG, KS_UN_ABS,
+		KS_UN_EXP };
+	const char *tool = find_ptxas();
+	size_t o;
+
+	need_nvrtc();
+	for (o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+		ks_ir_kernel_t *k = gpu_un_kernel(ops[o]);
+		ks_jit_artifact_t ptx;
+		char *t;
+
+		compile(k, "sm_90", "ptx", &ptx);
+		if (tool != NULL)
+			cr_assert_eq(ptxas(tool, &ptx, "sm_90"), 0, "%s",
+			    ks_unop_name(ops[o]));
+		t = ptx_text(&ptx);
+		if (ops[o] == KS_UN_SQRT) {
+			cr_assert(strstr(t, "sqrt.rn.f32") != NULL,
+			    "no sqrt.rn.f32");
+			cr_assert(strstr(t, "sqrt.approx") == NULL,
+			    "approximate sqrt");
+			cr_assert(strstr(t, ".ftz") == NULL, "flush to zero");
+		}
+		free(t);
+		ks_jit_artifact_close(&ptx);
+		ks_ir_free(k);
+	}
 }
 
 /* ---- targets, formats, availability ---- */

@@ -16,6 +16,7 @@
 #include <libgccjit.h>
 
 #include "../jit/jit.h"
+#include "gpu.h"
 
 /* ---- plumbing ---- */
 
@@ -579,6 +580,174 @@ Test(jit, fma_is_fused_and_mul_add_is_not_contracted)
 	    "the data does not tell fma from mul+add");
 	ks_jit_cpu_unload(l.lib);
 	ks_ir_free(k);
+}
+
+/* ---- unary math ---- */
+
+/* Runs gpu_un_kernel(OP) over X into Y (N elements) on the cpu backend. */
+static void run_un(ks_unop_t op, const float *x, float *y, int64_t n)
+{
+	ks_ir_kernel_t *k = gpu_un_kernel(op);
+	const float *px = x;
+	float *py = y;
+	void *params[3] = { &px, &py, &n };
+	char err[512];
+	loaded_t l;
+
+	cr_assert_eq(ks_ir_verify(k, err, sizeof err), KS_OK, "%s", err);
+	compile_load(k, &l);
+	l.fn(params, 0, n / 32);
+	ks_jit_cpu_unload(l.lib);
+	ks_ir_free(k);
+}
+
+/* sqrt is correctly rounded: bitwise sqrtf (a correctly rounded libm
+ * function by IEEE 754) over zeros, subnormals, negatives (NaN), Inf, NaN
+ * and random patterns; neg and abs are exact sign-bit operations. */
+Test(jit, sqrt_neg_abs_are_bitwise_the_c_reference)
+{
+	enum { N = 1 << 16 };
+	float *x = malloc(N * 4), *y = malloc(N * 4);
+	int i;
+
+	gpu_un_inputs(x, N, 11);
+	run_un(KS_UN_SQRT, x, y, N);
+	for (i = 0; i < N; i++) {
+		volatile float xi = x[i];
+		float want = sqrtf(xi);
+
+		cr_assert(bits(y[i]) == bits(want) || (isnan(y[i]) &&
+		    isnan(want)), "sqrt(0x%08x) = 0x%08x, want 0x%08x",
+		    bits(x[i]), bits(y[i]), bits(want));
+	}
+	cr_assert(isnan(y[3]) && bits(y[1]) == 0x80000000u &&
+	    bits(y[11]) == 0x7f800000u);
+	run_un(KS_UN_NEG, x, y, N);
+	for (i = 0; i < N; i++)
+		cr_assert_eq(bits(y[i]), bits(x[i]) ^ 0x80000000u,
+		    "neg(0x%08x) = 0x%08x", bits(x[i]), bits(y[i]));
+	run_un(KS_UN_ABS, x, y, N);
+	for (i = 0; i < N; i++)
+		cr_assert_eq(bits(y[i]), bits(x[i]) & 0x7fffffffu,
+		    "abs(0x%08x) = 0x%08x", bits(x[i]), bits(y[i]));
+	free(x);
+	free(y);
+}
+
+/* exp is libm's expf: within 1 ulp of the double exp (glibc's expf is
+ * within about 0.502 ulp), Inf past the overflow bound, 0 far below. */
+Test(jit, exp_is_within_one_ulp_of_double_exp)
+{
+	enum { N = 1 << 16 };
+	float *x = malloc(N * 4), *y = malloc(N * 4);
+	double worst = 0.0;
+	int i;
+
+	gpu_un_inputs(x, N, 12);
+	for (i = 23; i < N; i += 2)     /* half of them in exp's range */
+		x[i] = (float)((double)(gpu_rng(&(uint64_t){ (uint64_t)i }) >>
+		    11) / 9007199254740992.0 * 200.0 - 100.0);
+	run_un(KS_UN_EXP, x, y, N);
+	for (i = 0; i < N; i++) {
+		double d = gpu_ulps(y[i], exp((double)x[i]));
+
+		cr_assert(d <= 1.0, "exp(%a) = %a, %.3f ulp", (double)x[i],
+		    (double)y[i], d);
+		if (d > worst)
+			worst = d;
+	}
+	cr_assert(y[0] == 1.0f && isinf(y[11]) && y[12] == 0.0f);
+	cr_assert_gt(worst, 0.0, "exp was exact everywhere: not tested");
+	free(x);
+	free(y);
+}
+
+/* ---- i32 ---- */
+
+/* i32 buffers load and store int32; casts i32 <-> i64 <-> f32 round and
+ * wrap as C does, over the int32 extremes and the f32 rounding ties. */
+Test(jit, i32_buffers_and_casts_equal_the_c_reference)
+{
+	enum { N = 4096 };
+	int32_t *P = malloc(N * 4), *yi = malloc(N * 4), *zi = malloc(N * 4);
+	float *X = malloc(N * 4), *yf = malloc(N * 4), *ye = malloc(N * 4);
+	int64_t n = N;
+	void *params[7] = { &P, &X, &yf, &yi, &zi, &ye, &n };
+	ks_ir_kernel_t *k = gpu_i32_kernel();
+	char err[512];
+	loaded_t l;
+
+	cr_assert_eq(ks_ir_verify(k, err, sizeof err), KS_OK, "%s", err);
+	gpu_i32_inputs(P, X, N, 3);
+	compile_load(k, &l);
+	l.fn(params, 0, N / 32);
+	gpu_i32_check("cpu", P, X, yf, yi, zi, ye, N);
+	cr_assert_eq(yf[6], 16777216.0f);       /* 2^24 + 1: tie to even */
+	cr_assert_eq(yi[3], 0x7ffffffe);  /* 3 * INT32_MAX + 1, wrapped */
+	ks_jit_cpu_unload(l.lib);
+	ks_ir_free(k);
+	free(P); free(yi); free(zi); free(X); free(yf); free(ye);
+}
+
+/* ---- unroll and dce keep the bits ---- */
+
+Test(jit, unroll_and_dce_keep_results_bitwise)
+{
+	enum { G = 64, NX = G * 4 * 3 * 32 };
+	float *x = malloc(NX * 4), w[96], y0[G], y1[G];
+	float *px = x, *pw = w, *py;
+	int64_t g = G;
+	void *params[4] = { &px, &pw, &py, &g };
+	ks_ir_kernel_t *k0 = gpu_unroll_kernel(), *k1 = gpu_unroll_kernel();
+	char err[512];
+	loaded_t l0, l1;
+	ks_buf_t b;
+
+	gpu_adversarial(x, NX, 7);
+	gpu_adversarial(w, 96, 8);
+	cr_assert_eq(ks_ir_verify(k0, err, sizeof err), KS_OK, "%s", err);
+	cr_assert_eq(ks_pass_run(k1, err, sizeof err), KS_OK, "%s", err);
+	ks_buf_init(&b);
+	ks_ir_print(k1, &b);
+	cr_assert(strstr(b.data, "for ") == NULL, "not unrolled:\n%s", b.data);
+	cr_assert(strstr(b.data, "dead") == NULL ||
+	    strstr(b.data, "decl dead") == NULL, "dead decl kept:\n%s", b.data);
+	ks_buf_close(&b);
+	compile_load(k0, &l0);
+	compile_load(k1, &l1);
+	py = y0;
+	l0.fn(params, 0, G);
+	py = y1;
+	l1.fn(params, 0, G);
+	cr_assert_eq(mismatches(y0, y1, G), 0, "unrolled kernel differs");
+	ks_jit_cpu_unload(l0.lib);
+	ks_jit_cpu_unload(l1.lib);
+	ks_ir_free(k0);
+	ks_ir_free(k1);
+	free(x);
+}
+
+/* ---- local arrays ---- */
+
+Test(jit, local_arrays_pass_values_between_lanes_across_barriers)
+{
+	enum { N = 2048 };
+	float *x = malloc(N * 4), *y = calloc(N, 4);
+	int64_t n = N;
+	void *params[3] = { &x, &y, &n };
+	ks_ir_kernel_t *k = gpu_local_kernel();
+	char err[512];
+	loaded_t l;
+
+	cr_assert_eq(ks_pass_run(k, err, sizeof err), KS_OK, "%s", err);
+	gpu_adversarial(x, N, 13);
+	compile_load(k, &l);
+	l.fn(params, 0, N / 32);
+	gpu_local_check("cpu", x, y, N);
+	ks_jit_cpu_unload(l.lib);
+	ks_ir_free(k);
+	free(x);
+	free(y);
 }
 
 /* ---- a gemv, for partitions, targets and determinism ---- */

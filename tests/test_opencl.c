@@ -412,6 +412,155 @@ Test(opencl, loads_of_every_f16_and_bf16_pattern_equal_cpu_and_ref)
 	env_close(&e);
 }
 
+/*
+ * Unary math.  sqrt (correctly rounded on both: the program is built with
+ * -cl-fp32-correctly-rounded-divide-sqrt), neg and abs are bitwise equal
+ * to the cpu backend and to the C reference over zeros, subnormals,
+ * negatives, Inf and NaN.  exp is not bitwise across backends: OpenCL 1.2
+ * allows 3 ulp; it is checked against the double exp only.
+ */
+Test(opencl, sqrt_neg_abs_bitwise_equal_cpu_and_ref_exp_within_3_ulp)
+{
+	static const ks_unop_t ops[] = { KS_UN_SQRT, KS_UN_NEG, KS_UN_ABS,
+		KS_UN_EXP };
+	enum { N = 1 << 16 };
+	float *x = malloc(N * 4), *y = malloc(N * 4), *cpu;
+	int64_t n = N;
+	clenv_t e;
+	size_t o;
+	int i;
+
+	env_open(&e);
+	gpu_un_inputs(x, N, 21);
+	for (o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+		ks_ir_kernel_t *k = gpu_un_kernel(ops[o]);
+		gpu_arg_t args[3] = { { x, N * 4 }, { y, N * 4 }, { &n, 8 } };
+		gpu_arg_t c[3];
+
+		memset(y, 0, N * 4);
+		run_both(&e, k, args, 3, c);
+		cpu = c[1].data;
+		for (i = 0; i < N; i++) {
+			volatile float xi = x[i];
+			float want;
+			int nan_ok;
+
+			if (ops[o] == KS_UN_EXP) {
+				double d = gpu_ulps(y[i], exp((double)xi));
+
+				cr_assert(d <= 3.0, "exp(%a) = %a, %.3f ulp",
+				    (double)xi, (double)y[i], d);
+				continue;
+			}
+			want = ops[o] == KS_UN_SQRT ? sqrtf(xi) :
+			    ops[o] == KS_UN_NEG ? -xi : fabsf(xi);
+			/* sqrt of a negative: any NaN (the default NaN's
+			 * sign is the device's). */
+			nan_ok = ops[o] == KS_UN_SQRT && isnan(want) &&
+			    isnan(y[i]) && isnan(cpu[i]);
+			cr_assert(nan_ok || (gpu_bits(y[i]) == gpu_bits(want) &&
+			    gpu_bits(cpu[i]) == gpu_bits(want)),
+			    "%s(0x%08x): cl 0x%08x cpu 0x%08x want 0x%08x",
+			    ks_unop_name(ops[o]), gpu_bits(x[i]),
+			    gpu_bits(y[i]), gpu_bits(cpu[i]), gpu_bits(want));
+		}
+		free_copies(args, c, 3);
+		ks_ir_free(k);
+	}
+	free(x);
+	free(y);
+	env_close(&e);
+}
+
+/* i32 buffers and casts: bitwise the cpu backend and the C reference. */
+Test(opencl, i32_buffers_and_casts_equal_cpu_and_ref)
+{
+	enum { N = 4096 };
+	int32_t *P = malloc(N * 4), *yi = calloc(N, 4), *zi = calloc(N, 4);
+	float *X = malloc(N * 4), *yf = calloc(N, 4), *ye = calloc(N, 4);
+	int64_t n = N;
+	ks_ir_kernel_t *k = gpu_i32_kernel();
+	gpu_arg_t args[7] = { { P, N * 4 }, { X, N * 4 }, { yf, N * 4 },
+		{ yi, N * 4 }, { zi, N * 4 }, { ye, N * 4 }, { &n, 8 } }, c[7];
+	clenv_t e;
+
+	env_open(&e);
+	gpu_i32_inputs(P, X, N, 4);
+	run_both(&e, k, args, 7, c);
+	gpu_i32_check("opencl", P, X, yf, yi, zi, ye, N);
+	gpu_i32_check("cpu", P, X, c[2].data, c[3].data, c[4].data, c[5].data,
+	    N);
+	free_copies(args, c, 7);
+	ks_ir_free(k);
+	env_close(&e);
+	free(P); free(yi); free(zi); free(X); free(yf); free(ye);
+}
+
+/* An unrolled kernel (LANES phases from a uniform loop, copies of a lane
+ * loop, fresh lane variables, a reduce) runs bitwise as the cpu backend
+ * and as the loop form on OpenCL. */
+Test(opencl, unrolled_kernel_equals_cpu_and_the_loop_form)
+{
+	enum { G = 16, NX = G * 384 };
+	float *x = malloc(NX * 4), w[96], y0[G], y1[G], *cpu;
+	int64_t g = G;
+	ks_ir_kernel_t *k0 = gpu_unroll_kernel(), *k1 = gpu_unroll_kernel();
+	gpu_arg_t a0[4] = { { x, NX * 4 }, { w, sizeof w }, { y0, sizeof y0 },
+		{ &g, 8 } };
+	gpu_arg_t a1[4] = { { x, NX * 4 }, { w, sizeof w }, { y1, sizeof y1 },
+		{ &g, 8 } }, c[4];
+	char err[512];
+	clprog_t p;
+	clenv_t e;
+
+	gpu_adversarial(x, NX, 9);
+	gpu_adversarial(w, 96, 10);
+	cr_assert_eq(ks_pass_run(k1, err, sizeof err), KS_OK, "%s", err);
+	env_open(&e);
+	prog_compile(&e, k0, &p);
+	run_cl(&e, k0, &p, a0);
+	prog_close(&p);
+	run_both(&e, k1, a1, 4, c);
+	cpu = c[2].data;
+	cr_assert_eq(memcmp(y0, y1, sizeof y0), 0, "unrolled differs on cl");
+	cr_assert_eq(memcmp(y1, cpu, sizeof y1), 0, "cl differs from cpu");
+	free_copies(a1, c, 4);
+	ks_ir_free(k0);
+	ks_ir_free(k1);
+	env_close(&e);
+	free(x);
+}
+
+/* Local arrays and barriers: values pass between work-items of a group;
+ * bitwise the cpu backend and the C reference. */
+Test(opencl, local_arrays_and_barriers_equal_cpu_and_ref)
+{
+	enum { N = 2048 };
+	float *x = malloc(N * 4), *y = calloc(N, 4);
+	int64_t n = N;
+	ks_ir_kernel_t *k = gpu_local_kernel();
+	gpu_arg_t args[3] = { { x, N * 4 }, { y, N * 4 }, { &n, 8 } }, c[3];
+	char *src;
+	clenv_t e;
+
+	cr_assert_eq(ks_pass_run(k, NULL, 0), KS_OK);
+	src = gpu_source(&ks_backend_opencl, k);
+	cr_assert(strstr(src, "__local float l_s[32];") != NULL, "%s", src);
+	cr_assert(strstr(src, "barrier(CLK_LOCAL_MEM_FENCE);") != NULL, "%s",
+	    src);
+	free(src);
+	gpu_adversarial(x, N, 14);
+	env_open(&e);
+	run_both(&e, k, args, 3, c);
+	gpu_local_check("opencl", x, y, N);
+	gpu_local_check("cpu", x, c[1].data, N);
+	free_copies(args, c, 3);
+	ks_ir_free(k);
+	env_close(&e);
+	free(x);
+	free(y);
+}
+
 /* f32 patterns for the store conversions: every upper half with low halves
  * around the bf16 ties, the f16 midpoints and their neighbours, random. */
 static uint32_t *store_patterns(int64_t *count)

@@ -637,6 +637,273 @@ Test(specialize, fold_never_folds_overflow_division_by_zero_or_f32)
 	ks_ir_free(k);
 }
 
+Test(specialize, verifier_rejects_unary_math_on_wrong_types)
+{
+	int y, x, n;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	ks_expr_t *e;
+
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_un(k, KS_UN_ABS,
+	    c64(k, -3)), ks_x_un(k, KS_UN_SQRT, ks_x_un(k, KS_UN_NEG,
+	    ks_x_load(k, x, c64(k, 0))))));
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 1),
+	    ks_x_un(k, KS_UN_EXP, ks_x_f32(k, 1.0f))));
+	cr_assert_eq(ks_ir_verify(k, NULL, 0), KS_OK);
+	ks_ir_free(k);
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_un(k, KS_UN_SQRT,
+	    c64(k, 4)), ks_x_f32(k, 1.0f)));
+	expect_invalid(k, "sqrt of i64");
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_un(k, KS_UN_EXP, ks_x_cast(k, KS_TY_I64,
+	    ks_x_f32(k, 1.0f)))));
+	expect_invalid(k, "exp of i64");
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_un(k, KS_UN_NEG, ks_x_f32(k, 1.0f))));
+	e = k->body->items[0]->b;
+	e->type = KS_TY_I64;            /* result type != operand type */
+	expect_invalid(k, "neg: type i64, expected f32");
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_un(k, KS_UN_ABS, ks_x_bool(k, 1))));
+	k->body->items[0]->b->type = KS_TY_F32;
+	expect_invalid(k, "abs of bool");
+}
+
+Test(specialize, fold_folds_neg_abs_of_constants_never_sqrt_exp)
+{
+	int y, x, n;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	char *t;
+
+	/* y[abs(-3) + neg(2)] = abs(neg(1.5)) -> y[1] = 1.5 (0x1.8p+0) */
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_bin(k, KS_OP_ADD,
+	    ks_x_un(k, KS_UN_ABS, c64(k, -3)), ks_x_un(k, KS_UN_NEG,
+	    c64(k, 2))), ks_x_un(k, KS_UN_ABS, ks_x_un(k, KS_UN_NEG,
+	    ks_x_f32(k, 1.5f)))));
+	/* neg(0.0) is -0.0: a sign-bit flip, not 0 - x */
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 2),
+	    ks_x_un(k, KS_UN_NEG, ks_x_f32(k, 0.0f))));
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 3),
+	    ks_x_un(k, KS_UN_SQRT, ks_x_f32(k, 4.0f))));
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_un(k, KS_UN_NEG,
+	    c64(k, INT64_MIN)), ks_x_un(k, KS_UN_EXP, ks_x_f32(k, 0.0f))));
+	ks_pass_fold(k);
+	cr_assert_eq(ks_ir_verify(k, NULL, 0), KS_OK);
+	t = text(k);
+	cr_assert(strstr(t, "  y[1] = 0x1.8p+0\n"), "%s", t);
+	cr_assert(strstr(t, "  y[2] = -0.0\n"), "%s", t);
+	cr_assert(strstr(t, "  y[3] = sqrt(4.0)\n"), "%s", t);
+	cr_assert(strstr(t, "  y[neg(-9223372036854775808)] = exp(0.0)\n"),
+	    "%s", t);
+	free(t);
+	ks_ir_free(k);
+}
+
+Test(specialize, i32_is_a_storage_type_the_verifier_keeps_out_of_arithmetic)
+{
+	int y, x, n, P, v;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	ks_dtype_t dt;
+	char *t;
+
+	P = ks_ir_buffer_i32(k, "P", KS_ACCESS_READ);
+	v = ks_ir_var(k, "pv", KS_TY_I32, KS_VAR_UNIFORM);
+	ks_s_append(k, k->body, ks_s_decl(k, v, ks_x_load(k, P, c64(k, 0))));
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_cast(k, KS_TY_I64,
+	    ks_x_var(k, v)), ks_x_cast(k, KS_TY_F32, ks_x_var(k, v))));
+	cr_assert_eq(ks_ir_verify(k, NULL, 0), KS_OK);
+	t = text(k);
+	cr_assert(strstr(t, "param 3 P buffer i32 read\n"), "%s", t);
+	cr_assert(strstr(t, "var 0 pv uniform i32\n"), "%s", t);
+	cr_assert(strstr(t, "  y[i64(pv)] = f32(pv)\n"), "%s", t);
+	free(t);
+	ks_ir_free(k);
+
+	k = tiny(&y, &x, &n);
+	P = ks_ir_buffer_i32(k, "P", KS_ACCESS_READ);
+	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_cast(k, KS_TY_I64,
+	    ks_x_bin(k, KS_OP_ADD, ks_x_load(k, P, c64(k, 0)),
+	    ks_x_load(k, P, c64(k, 1)))), ks_x_f32(k, 0.0f)));
+	expect_invalid(k, "arithmetic on i32");
+
+	k = tiny(&y, &x, &n);
+	P = ks_ir_buffer_i32(k, "P", KS_ACCESS_READ);
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_load(k, P, c64(k, 0))));
+	expect_invalid(k, "stored value: type i32, expected f32");
+
+	k = tiny(&y, &x, &n);
+	P = ks_ir_buffer_i32(k, "P", KS_ACCESS_WRITE);
+	ks_s_append(k, k->body, ks_s_store(k, P, c64(k, 0),
+	    ks_x_f32(k, 1.0f)));
+	expect_invalid(k, "stored value: type f32, expected i32");
+
+	k = tiny(&y, &x, &n);
+	P = ks_ir_buffer_i32(k, "P", KS_ACCESS_READ);
+	k->params[P].dtype = KS_DTYPE_BF16;
+	expect_invalid(k, "buffer P: bad type, dtype");
+
+	/* The wire's dtypes stay f32, f16, bf16. */
+	cr_assert_eq(ks_dtype_parse("i32", &dt), KS_E_BAD_DTYPE);
+	cr_assert_eq(KS_DTYPE_COUNT, 3);
+}
+
+/* for i = 0 to 3 { decl t = x[i]; for j = 0 to 2 { y[i * 2 + j] = t } }
+ * -> six stores with constant indices and fresh t per copy. */
+Test(specialize, unroll_copies_short_loops_with_fresh_variables)
+{
+	int y, x, n, i, j, t;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	ks_stmt_t *fi, *fj;
+	char err[256], *txt;
+
+	i = ks_ir_var(k, "i", KS_TY_I64, KS_VAR_UNIFORM);
+	j = ks_ir_var(k, "j", KS_TY_I64, KS_VAR_UNIFORM);
+	t = ks_ir_var(k, "t", KS_TY_F32, KS_VAR_UNIFORM);
+	fi = ks_s_for(k, i, c64(k, 0), c64(k, 3), 1);
+	ks_s_append(k, fi->body, ks_s_decl(k, t, ks_x_load(k, x,
+	    ks_x_var(k, i))));
+	fj = ks_s_for(k, j, c64(k, 0), c64(k, 4), 2);
+	ks_s_append(k, fj->body, ks_s_store(k, y, ks_x_bin(k, KS_OP_ADD,
+	    ks_x_bin(k, KS_OP_MUL, ks_x_var(k, i), c64(k, 2)),
+	    ks_x_bin(k, KS_OP_DIV, ks_x_var(k, j), c64(k, 2))),
+	    ks_x_var(k, t)));
+	ks_s_append(k, fi->body, fj);
+	ks_s_append(k, k->body, fi);
+	cr_assert_eq(ks_pass_run(k, err, sizeof err), KS_OK, "%s", err);
+	txt = text(k);
+	cr_assert(strstr(txt, "for ") == NULL, "%s", txt);
+	cr_assert(strstr(txt, "  decl t_u0 = x[0]\n  y[0] = t_u0\n"
+	    "  y[1] = t_u0\n  decl t_u1 = x[1]\n  y[2] = t_u1\n"
+	    "  y[3] = t_u1\n  decl t_u2 = x[2]\n  y[4] = t_u2\n"
+	    "  y[5] = t_u2\n"), "%s", txt);
+	free(txt);
+	ks_ir_free(k);
+
+	/* Nine trips stay a loop; a dynamic bound too. */
+	k = tiny(&y, &x, &n);
+	i = ks_ir_var(k, "i", KS_TY_I64, KS_VAR_UNIFORM);
+	fi = ks_s_for(k, i, c64(k, 0), c64(k, 9), 1);
+	ks_s_append(k, fi->body, ks_s_store(k, y, ks_x_var(k, i),
+	    ks_x_f32(k, 1.0f)));
+	ks_s_append(k, k->body, fi);
+	j = ks_ir_var(k, "j", KS_TY_I64, KS_VAR_UNIFORM);
+	fj = ks_s_for(k, j, c64(k, 0), ks_x_param(k, n), 1);
+	ks_s_append(k, fj->body, ks_s_store(k, y, ks_x_var(k, j),
+	    ks_x_f32(k, 1.0f)));
+	ks_s_append(k, k->body, fj);
+	cr_assert_eq(ks_pass_run(k, err, sizeof err), KS_OK, "%s", err);
+	txt = text(k);
+	cr_assert(strstr(txt, "for i = 0 to 9 step 1 {") != NULL, "%s", txt);
+	cr_assert(strstr(txt, "for j = 0 to N step 1 {") != NULL, "%s", txt);
+	free(txt);
+	ks_ir_free(k);
+}
+
+/* Unused decls and assigns (and what only they read), empty loops, ifs
+ * and lanes go; stores and what they read stay. */
+Test(specialize, dce_removes_unread_variables_and_empty_statements)
+{
+	int y, x, n, a, b, u, i;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	ks_stmt_t *f, *c;
+	char err[256], *txt;
+
+	a = ks_ir_var(k, "a", KS_TY_F32, KS_VAR_UNIFORM);
+	b = ks_ir_var(k, "b", KS_TY_F32, KS_VAR_UNIFORM);
+	u = ks_ir_var(k, "u", KS_TY_F32, KS_VAR_UNIFORM);
+	i = ks_ir_var(k, "i", KS_TY_I64, KS_VAR_UNIFORM);
+	ks_s_append(k, k->body, ks_s_decl(k, a, ks_x_load(k, x, c64(k, 0))));
+	ks_s_append(k, k->body, ks_s_decl(k, b, ks_x_var(k, a)));
+	ks_s_append(k, k->body, ks_s_assign(k, b, ks_x_bin(k, KS_OP_ADD,
+	    ks_x_var(k, b), ks_x_var(k, a))));
+	ks_s_append(k, k->body, ks_s_decl(k, u, ks_x_load(k, x, c64(k, 1))));
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0), ks_x_var(k, u)));
+	f = ks_s_for(k, i, c64(k, 0), ks_x_param(k, n), 1);
+	ks_s_append(k, k->body, f);
+	c = ks_s_if(k, ks_x_bin(k, KS_OP_LT, ks_x_param(k, n), c64(k, 3)));
+	c->orelse = ks_s_block(k);
+	ks_s_append(k, k->body, c);
+	ks_s_append(k, k->body, ks_s_lanes(k));
+	cr_assert_eq(ks_pass_run(k, err, sizeof err), KS_OK, "%s", err);
+	txt = text(k);
+	cr_assert(strstr(txt, "body {\n  decl u = x[1]\n  y[0] = u\n}\n"),
+	    "%s", txt);
+	free(txt);
+	ks_ir_free(k);
+}
+
+Test(specialize, verifier_checks_local_arrays_and_barriers)
+{
+	int y, x, n, s;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	ks_stmt_t *l, *c;
+	char *t;
+
+	s = ks_ir_local(k, "s", 32);
+	l = ks_s_lanes(k);
+	ks_s_append(k, l->body, ks_s_lstore(k, s, ks_x_lane(k),
+	    ks_x_f32(k, 1.0f)));
+	ks_s_append(k, k->body, l);
+	ks_s_append(k, k->body, ks_s_barrier(k));
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_lload(k, s, c64(k, 31))));
+	cr_assert_eq(ks_ir_verify(k, NULL, 0), KS_OK);
+	t = text(k);
+	cr_assert(strstr(t, "local 0 s f32 32\n"), "%s", t);
+	cr_assert(strstr(t, "  lanes {\n    s[lane] = 1.0\n  }\n  barrier\n"
+	    "  y[0] = s[31]\n"), "%s", t);
+	free(t);
+	ks_ir_free(k);
+
+	k = tiny(&y, &x, &n);
+	s = ks_ir_local(k, "s", 32);
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_lload(k, s, c64(k, 32))));
+	expect_invalid(k, "s[32] out of bounds (32 elements)");
+
+	k = tiny(&y, &x, &n);
+	s = ks_ir_local(k, "s", 8);
+	l = ks_s_lanes(k);
+	ks_s_append(k, l->body, ks_s_lstore(k, s, c64(k, -1),
+	    ks_x_f32(k, 1.0f)));
+	ks_s_append(k, k->body, l);
+	expect_invalid(k, "s[-1] out of bounds");
+
+	k = tiny(&y, &x, &n);
+	s = ks_ir_local(k, "s", 8);
+	ks_s_append(k, k->body, ks_s_lstore(k, s, c64(k, 0),
+	    ks_x_f32(k, 1.0f)));
+	expect_invalid(k, "local store outside LANES");
+
+	k = tiny(&y, &x, &n);
+	l = ks_s_lanes(k);
+	ks_s_append(k, l->body, ks_s_barrier(k));
+	ks_s_append(k, k->body, l);
+	expect_invalid(k, "barrier inside LANES");
+
+	k = tiny(&y, &x, &n);
+	c = ks_s_if(k, ks_x_bin(k, KS_OP_LT, ks_x_param(k, n), c64(k, 2)));
+	ks_s_append(k, c->body, ks_s_barrier(k));
+	ks_s_append(k, k->body, c);
+	expect_invalid(k, "barrier inside IF");
+
+	k = tiny(&y, &x, &n);
+	ks_ir_local(k, "s", KS_IR_LOCAL_MAX + 1);
+	expect_invalid(k, "local array s: 4097 elements");
+
+	k = tiny(&y, &x, &n);
+	ks_ir_local(k, "x", 4);
+	expect_invalid(k, "name x used twice");
+}
+
 Test(specialize, fold_resolves_if_on_a_constant_condition)
 {
 	int y, x, n;
@@ -1091,6 +1358,21 @@ static val_t ev(interp_t *in, const ks_expr_t *e, int lane)
 	case KS_X_REDUCE:
 		r.f = reduce_tree(in->lane[e->var], e->red);
 		return r;
+	case KS_X_UN:
+		a = ev(in, e->a, lane);
+		if (e->type == KS_TY_I64) {
+			r.i = e->un == KS_UN_NEG ? -a.i : a.i < 0 ? -a.i : a.i;
+			return r;
+		}
+		switch (e->un) {
+		case KS_UN_NEG: r.f = -a.f; break;
+		case KS_UN_ABS: r.f = fabsf(a.f); break;
+		case KS_UN_SQRT: r.f = sqrtf(a.f); break;
+		case KS_UN_EXP: r.f = expf(a.f); break;
+		case KS_UN_COUNT: cr_assert_fail("unop");
+		}
+		return r;	case KS_X_LLOAD:
+		break;          /* gemm has no local arrays */
 	}
 	cr_assert_fail("expr kind %d", e->kind);
 	return r;
@@ -1150,7 +1432,9 @@ static void exec(interp_t *in, const ks_stmt_t *s, int lane)
 	case KS_S_LANES:
 		for (l = 0; l < in->k->nlanes; l++)
 			exec(in, s->body, l);
-		break;
+		break;	case KS_S_LSTORE:
+	case KS_S_BARRIER:
+		cr_assert_fail("gemm has no local arrays");
 	}
 }
 
