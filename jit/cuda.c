@@ -584,6 +584,17 @@ static int cuda_compile(const ks_ir_kernel_t *k, const char *target,
 	return rc;
 }
 
+static int cuda_targets(char (*names)[KS_MAX_NAME + 1], int max)
+{
+	int i, rc = nvrtc_need(NULL, 0);
+
+	if (rc != KS_OK)
+		return rc;
+	for (i = 0; i < nvrtc.narchs && i < max; i++)
+		snprintf(names[i], KS_MAX_NAME + 1, "sm_%d", nvrtc.archs[i]);
+	return i;
+}
+
 const ks_backend_t ks_backend_cuda = {
 	.name = "cuda",
 	.default_format = "ptx",
@@ -593,4 +604,5 @@ const ks_backend_t ks_backend_cuda = {
 	.identity = cuda_identity,
 	.compile = cuda_compile,
 	.source = cuda_source,
+	.targets = cuda_targets,
 };

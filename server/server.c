@@ -417,6 +417,30 @@ static void handle_stats(ks_conn_t *c, const ks_request_t *req)
 	ks_reply_send(c, NULL);
 }
 
+/* A backend without an "auto" target (cuda): its explicit targets, and
+ * the compiler identity for the newest of them. */
+static void hello_targets(ks_conn_t *c, const ks_backend_t *be)
+{
+	char names[64][KS_MAX_NAME + 1];
+	ks_buf_t id;
+	int i, n = be->targets(names, 64);
+
+	if (n <= 0)
+		return;
+	ks_buf_puts(&c->out, ",\"target\":null,\"targets\":[");
+	for (i = 0; i < n; i++) {
+		ks_buf_puts(&c->out, i ? "," : "");
+		ks_buf_json_str(&c->out, names[i]);
+	}
+	ks_buf_puts(&c->out, "]");
+	ks_buf_init(&id);
+	if (be->identity(names[n - 1], &id) == KS_OK && id.data) {
+		ks_buf_puts(&c->out, ",\"compiler\":");
+		ks_buf_json_str(&c->out, id.data);
+	}
+	ks_buf_close(&id);
+}
+
 static void handle_hello(ks_conn_t *c, const ks_request_t *req)
 {
 	const ks_backend_t *const *bes;
@@ -450,6 +474,8 @@ static void handle_hello(ks_conn_t *c, const ks_request_t *req)
 			ks_buf_json_str(&c->out, target);
 			ks_buf_puts(&c->out, ",\"compiler\":");
 			ks_buf_json_str(&c->out, id.data);
+		} else if (be->targets) {
+			hello_targets(c, be);
 		}
 		ks_buf_close(&id);
 		ks_buf_puts(&c->out, "}");
@@ -498,6 +524,7 @@ static int build_meta(ks_buf_t *m, const ks_get_t *g, const ks_ir_kernel_t *k,
     const ks_jit_artifact_t *ja)
 {
 	char key[KS_HASH_HEX], sum[KS_HASH_HEX];
+	ks_buf_t grid;
 	ks_hash_t h;
 	int i, first;
 
@@ -530,18 +557,24 @@ static int build_meta(ks_buf_t *m, const ks_get_t *g, const ks_ir_kernel_t *k,
 	}
 	ks_buf_puts(m, "]");
 	meta_params(m, k);
-	ks_buf_puts(m, ",\"launch\":{\"groups\":");
+	/* groups: a number, or a C expression of the dynamic dimensions.
+	 * GPUs launch grid x block threads (one block per work-group, one
+	 * thread per lane); cpu hosts run groups [0, groups). */
+	ks_buf_init(&grid);
 	if (k->grid->kind == KS_X_CONST) {
-		ks_buf_printf(m, "%" PRId64, k->grid->i);
+		ks_buf_printf(&grid, "%" PRId64, k->grid->i);
 	} else {
 		ks_buf_t e;
 
 		ks_buf_init(&e);
 		ks_ir_print_c_expr(k, k->grid, &e);
-		ks_buf_json_str(m, e.data ? e.data : "");
+		ks_buf_json_str(&grid, e.data ? e.data : "");
 		ks_buf_close(&e);
 	}
-	ks_buf_printf(m, ",\"lanes\":%d}", k->nlanes);
+	ks_buf_printf(m, ",\"launch\":{\"groups\":%s,\"lanes\":%d,"
+	    "\"grid\":[%s,1,1],\"block\":[%d,1,1]}", grid.data, k->nlanes,
+	    grid.data, k->nlanes);
+	ks_buf_close(&grid);
 	ks_buf_printf(m, ",\"compile_ms\":%.3f,\"compiler\":", ja->compile_ms);
 	return ks_buf_json_str(m, g->identity);
 }

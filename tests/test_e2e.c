@@ -863,3 +863,46 @@ Test(e2e, abandoned_queued_compiles_are_not_run)
 	cr_assert_leq(e2e_stat(D.sock, "compiles") - e2e_stat(D.sock,
 	    "abandoned"), 3, "compiles ran for a client that left");
 }
+
+/* hello names every backend of the table: an available one with its
+ * compiler identity, an unavailable one with the reason. */
+Test(e2e, hello_lists_every_backend_with_its_identity)
+{
+	e2e_reply_t r;
+	const cJSON *b;
+	int n = 0;
+
+	cr_assert_eq(e2e_call(D.sock, "{\"op\":\"hello\"}", &r), 0);
+	cr_assert_eq(e2e_num(r.h, "protocol"), 1);
+	cJSON_ArrayForEach(b, cJSON_GetObjectItem(r.h, "backends")) {
+		const cJSON *why = cJSON_GetObjectItem(b, "reason");
+		const cJSON *id = cJSON_GetObjectItem(b, "compiler");
+
+		n++;
+		if (cJSON_IsTrue(cJSON_GetObjectItem(b, "available")))
+			cr_assert(cJSON_IsString(id) && *id->valuestring,
+			    "%s lacks its compiler identity",
+			    cJSON_GetObjectItem(b, "name")->valuestring);
+		else
+			cr_assert(cJSON_IsString(why) && *why->valuestring);
+	}
+	cr_assert_eq(n, 3, "cpu, cuda and opencl");
+	e2e_reply_free(&r);
+}
+
+Test(e2e, launch_gives_groups_grid_and_block)
+{
+	e2e_reply_t r;
+	const cJSON *l;
+
+	cr_assert_eq(e2e_call(D.sock, get_json("f32", "\"N\":64,\"K\":64",
+	    "\"M\"", "meta"), &r), 0);
+	l = cJSON_GetObjectItem(r.h, "launch");
+	cr_assert_str_eq(cJSON_GetObjectItem(l, "groups")->valuestring,
+	    "M*16");
+	cr_assert_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(l, "grid"),
+	    0)->valuestring, "M*16");
+	cr_assert_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(l, "block"),
+	    0)->valuedouble, 32);
+	e2e_reply_free(&r);
+}
