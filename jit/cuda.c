@@ -289,20 +289,6 @@ static const char *const cuda_opts[] = {
 	"--std=c++17",
 };
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* "sm_90" -> 90; -1 if T is not sm_ followed by 2 or 3 digits, no leading
  * zero. */
 static int parse_sm(const char *t)
@@ -336,7 +322,7 @@ static int check_target(const char *target, int *sm, char *err,
 	int i, rc;
 
 	if (target == NULL || strcmp(target, "auto") == 0) {
-		seterr(err, errlen, "cuda needs an explicit target such as "
+		ks_set_err(err, errlen, "cuda needs an explicit target such as "
 		    "sm_90");
 		return KS_E_BAD_TARGET;
 	}
@@ -349,7 +335,7 @@ static int check_target(const char *target, int *sm, char *err,
 	ks_buf_init(&list);
 	for (i = 0; i < nvrtc.narchs; i++)
 		ks_buf_printf(&list, "%ssm_%d", i ? " " : "", nvrtc.archs[i]);
-	seterr(err, errlen, "cuda target '%.*s' is not accepted by NVRTC "
+	ks_set_err(err, errlen, "cuda target '%.*s' is not accepted by NVRTC "
 	    "%d.%d; use one of: %s", KS_MAX_NAME, target, nvrtc.major,
 	    nvrtc.minor, list.data ? list.data : "");
 	ks_buf_close(&list);
@@ -369,7 +355,7 @@ static int cuda_resolve_target(const char *requested, char *out,
 	if (rc != KS_OK)
 		return rc;
 	if ((size_t)snprintf(out, outlen, "sm_%d", sm) >= outlen) {
-		seterr(err, errlen, "target name too long");
+		ks_set_err(err, errlen, "target name too long");
 		return KS_E_INVAL;
 	}
 	return KS_OK;
@@ -476,9 +462,9 @@ static void log_error(nvrtcProgram prog, const char *prefix, char *err,
 	if (nvrtc.GetProgramLogSize(prog, &n) == 0 && n > 1 &&
 	    (log = calloc(1, n + 1)) != NULL &&
 	    nvrtc.GetProgramLog(prog, log) == 0)
-		seterr(err, errlen, "%s: %s", prefix, log);
+		ks_set_err(err, errlen, "%s: %s", prefix, log);
 	else
-		seterr(err, errlen, "%s", prefix);
+		ks_set_err(err, errlen, "%s", prefix);
 	free(log);
 }
 
@@ -492,20 +478,20 @@ static int take_output(nvrtcProgram prog, int cubin, ks_jit_artifact_t *out,
 
 	r = cubin ? nvrtc.GetCUBINSize(prog, &n) : nvrtc.GetPTXSize(prog, &n);
 	if (r != 0 || n == 0) {
-		seterr(err, errlen, "nvrtcGet%sSize: %s", cubin ? "CUBIN" :
+		ks_set_err(err, errlen, "nvrtcGet%sSize: %s", cubin ? "CUBIN" :
 		    "PTX", nvrtc.GetErrorString(r));
 		return KS_E_COMPILE;
 	}
 	p = malloc(n);
 	if (p == NULL) {
-		seterr(err, errlen, "out of memory");
+		ks_set_err(err, errlen, "out of memory");
 		return KS_E_NOMEM;
 	}
 	r = cubin ? nvrtc.GetCUBIN(prog, (char *)p) :
 	    nvrtc.GetPTX(prog, (char *)p);
 	if (r != 0) {
 		free(p);
-		seterr(err, errlen, "nvrtcGet%s: %s", cubin ? "CUBIN" : "PTX",
+		ks_set_err(err, errlen, "nvrtcGet%s: %s", cubin ? "CUBIN" : "PTX",
 		    nvrtc.GetErrorString(r));
 		return KS_E_COMPILE;
 	}
@@ -533,7 +519,7 @@ static int cuda_compile(const ks_ir_kernel_t *k, const char *target,
 
 	memset(out, 0, sizeof(*out));
 	if (cuda_check_format(format) != KS_OK) {
-		seterr(err, errlen, "cuda backend produces formats 'ptx' and "
+		ks_set_err(err, errlen, "cuda backend produces formats 'ptx' and "
 		    "'cubin'");
 		return KS_E_BAD_FORMAT;
 	}
@@ -542,7 +528,7 @@ static int cuda_compile(const ks_ir_kernel_t *k, const char *target,
 		return rc;
 	cubin = strcmp(format, "cubin") == 0;
 	if (cubin && (nvrtc.GetCUBINSize == NULL || nvrtc.GetCUBIN == NULL)) {
-		seterr(err, errlen, "NVRTC %d.%d cannot produce cubin (11.1 "
+		ks_set_err(err, errlen, "NVRTC %d.%d cannot produce cubin (11.1 "
 		    "or later can)", nvrtc.major, nvrtc.minor);
 		return KS_E_BAD_FORMAT;
 	}
@@ -561,7 +547,7 @@ static int cuda_compile(const ks_ir_kernel_t *k, const char *target,
 
 	r = nvrtc.CreateProgram(&prog, src.data, name, 0, NULL, NULL);
 	if (r != 0) {
-		seterr(err, errlen, "nvrtcCreateProgram: %s",
+		ks_set_err(err, errlen, "nvrtcCreateProgram: %s",
 		    nvrtc.GetErrorString(r));
 		ks_buf_close(&src);
 		return KS_E_COMPILE;

@@ -174,20 +174,6 @@ static cl_dev_t *devs;
 static int ndevs;
 static char devs_why[256];          /* why there is none */
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* A string property of a platform or device, NUL-terminated, or "?". */
 static void plat_str(cl_platform_id p, cl_platform_info what, char *out,
     size_t len)
@@ -381,12 +367,12 @@ static int cl_available(char *err, size_t errlen)
 {
 	pthread_once(&devs_once, devs_init);
 	if (ndevs == 0) {
-		seterr(err, errlen, "%s", devs_why);
+		ks_set_err(err, errlen, "%s", devs_why);
 		return KS_E_BACKEND_UNAVAILABLE;
 	}
 	if (auto_dev() != NULL)
 		return KS_OK;
-	seterr(err, errlen, "no usable OpenCL device (%d found); %s: %s",
+	ks_set_err(err, errlen, "no usable OpenCL device (%d found); %s: %s",
 	    ndevs, devs[0].target, devs[0].unusable);
 	return KS_E_BACKEND_UNAVAILABLE;
 }
@@ -409,14 +395,14 @@ static int get_dev(const char *target, const cl_dev_t **out, char *err,
 		return KS_OK;
 	}
 	if (v != NULL) {
-		seterr(err, errlen, "opencl device %s cannot be used: %s",
+		ks_set_err(err, errlen, "opencl device %s cannot be used: %s",
 		    v->target, v->unusable);
 		return KS_E_BAD_TARGET;
 	}
 	ks_buf_init(&list);
 	for (i = 0; i < ndevs; i++)
 		ks_buf_printf(&list, "%s%s", i ? ", " : "", devs[i].target);
-	seterr(err, errlen, "opencl target '%.*s' names no device; use auto, "
+	ks_set_err(err, errlen, "opencl target '%.*s' names no device; use auto, "
 	    "one of: %s, or <platform>:<device> indices", KS_MAX_NAME,
 	    target, list.data ? list.data : "");
 	ks_buf_close(&list);
@@ -432,7 +418,7 @@ static int cl_resolve_target(const char *requested, char *out,
 	if (rc != KS_OK)
 		return rc;
 	if (strlen(v->target) >= outlen) {
-		seterr(err, errlen, "target name too long");
+		ks_set_err(err, errlen, "target name too long");
 		return KS_E_INVAL;
 	}
 	memcpy(out, v->target, strlen(v->target) + 1);
@@ -475,9 +461,9 @@ static void build_log(cl_program prog, cl_device_id dev, const char *prefix,
 	    &n) == CL_SUCCESS && n > 1 && (log = calloc(1, n + 1)) != NULL &&
 	    clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, n, log,
 	    NULL) == CL_SUCCESS)
-		seterr(err, errlen, "%s: %s", prefix, log);
+		ks_set_err(err, errlen, "%s: %s", prefix, log);
 	else
-		seterr(err, errlen, "%s", prefix);
+		ks_set_err(err, errlen, "%s", prefix);
 	free(log);
 }
 
@@ -491,19 +477,19 @@ static int take_binary(cl_program prog, ks_jit_artifact_t *out, char *err,
 	rc = clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof(n), &n,
 	    NULL);
 	if (rc != CL_SUCCESS || n == 0) {
-		seterr(err, errlen, "CL_PROGRAM_BINARY_SIZES: %d, size %zu",
+		ks_set_err(err, errlen, "CL_PROGRAM_BINARY_SIZES: %d, size %zu",
 		    (int)rc, n);
 		return KS_E_COMPILE;
 	}
 	p = malloc(n);
 	if (p == NULL) {
-		seterr(err, errlen, "out of memory");
+		ks_set_err(err, errlen, "out of memory");
 		return KS_E_NOMEM;
 	}
 	rc = clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof(p), &p, NULL);
 	if (rc != CL_SUCCESS) {
 		free(p);
-		seterr(err, errlen, "CL_PROGRAM_BINARIES: %d", (int)rc);
+		ks_set_err(err, errlen, "CL_PROGRAM_BINARIES: %d", (int)rc);
 		return KS_E_COMPILE;
 	}
 	out->bytes = p;
@@ -527,12 +513,12 @@ static int cl_compile(const ks_ir_kernel_t *k, const char *target,
 
 	memset(out, 0, sizeof(*out));
 	if (cl_check_format(format) != KS_OK) {
-		seterr(err, errlen, "opencl backend produces format 'clbin' "
+		ks_set_err(err, errlen, "opencl backend produces format 'clbin' "
 		    "only");
 		return KS_E_BAD_FORMAT;
 	}
 	if (target == NULL || strcmp(target, "auto") == 0) {
-		seterr(err, errlen, "opencl target '%s' is not resolved",
+		ks_set_err(err, errlen, "opencl target '%s' is not resolved",
 		    target ? target : "(null)");
 		return KS_E_BAD_TARGET;
 	}
@@ -550,7 +536,7 @@ static int cl_compile(const ks_ir_kernel_t *k, const char *target,
 	props[2] = 0;
 	ctx = clCreateContext(props, 1, &v->device, NULL, NULL, &crc);
 	if (ctx == NULL) {
-		seterr(err, errlen, "clCreateContext on %s: %d", v->target,
+		ks_set_err(err, errlen, "clCreateContext on %s: %d", v->target,
 		    (int)crc);
 		ks_buf_close(&src);
 		return KS_E_COMPILE;
@@ -558,7 +544,7 @@ static int cl_compile(const ks_ir_kernel_t *k, const char *target,
 	text = src.data;
 	prog = clCreateProgramWithSource(ctx, 1, &text, &src.len, &crc);
 	if (prog == NULL) {
-		seterr(err, errlen, "clCreateProgramWithSource: %d", (int)crc);
+		ks_set_err(err, errlen, "clCreateProgramWithSource: %d", (int)crc);
 		rc = KS_E_COMPILE;
 	} else {
 		crc = clBuildProgram(prog, 1, &v->device, cl_opts, NULL, NULL);
