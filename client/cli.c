@@ -657,20 +657,14 @@ static int cmd_ping(const char *socket_path, int argc, char **argv)
 
 /* ---- generic ops ---- */
 
-/* Runs OP with FIELDS; prints the reply verbatim with --json, else hands
- * the parsed reply to PRINT.  Returns an exit status. */
-static int run_op(const char *socket_path, const char *op, const char *fields,
-    int as_json, int (*print)(const cJSON *reply))
+/* After a call that returned RC and TEXT on C: closes C, then prints the
+ * reply verbatim (--json) or hands it, parsed, to PRINT.  Returns an exit
+ * status. */
+static int show_reply(kspec_client_t *c, int rc, char *text, int as_json,
+    int (*print)(const cJSON *reply))
 {
-	kspec_client_t *c = NULL;
-	char *text = NULL;
 	cJSON *json;
-	int rc;
 
-	rc = open_client(socket_path, &c);
-	if (rc)
-		return rc;
-	rc = kspec_call(c, op, fields, &text);
 	if (rc) {
 		rc = fail(c, rc);
 		kspec_close(c);
@@ -687,6 +681,21 @@ static int run_op(const char *socket_path, const char *op, const char *fields,
 	rc = print(json);
 	cJSON_Delete(json);
 	return rc;
+}
+
+/* Runs OP with FIELDS and shows the reply (show_reply). */
+static int run_op(const char *socket_path, const char *op, const char *fields,
+    int as_json, int (*print)(const cJSON *reply))
+{
+	kspec_client_t *c = NULL;
+	char *text = NULL;
+	int rc;
+
+	rc = open_client(socket_path, &c);
+	if (rc)
+		return rc;
+	rc = kspec_call(c, op, fields, &text);
+	return show_reply(c, rc, text, as_json, print);
 }
 
 static const char *jstr(const cJSON *o, const char *name)
@@ -854,43 +863,17 @@ static int cmd_simple(const char *socket_path, const char *cmd, int argc,
 
 /* ---- explain ---- */
 
-static int cmd_explain(const char *socket_path, int argc, char **argv)
+static int print_explain(const cJSON *json)
 {
-	static spec_args_t args;
-	kspec_client_t *c = NULL;
-	const cJSON *comp, *v, *near;
-	char *text = NULL;
-	cJSON *json;
-	int rc, as_json;
+	const cJSON *v, *near;
 
-	rc = parse_spec_args("explain", argc, argv, &args);
-	if (rc >= 0)
-		return rc;
-	as_json = args.json;
-	rc = open_client(socket_path, &c);
-	if (rc)
-		return rc;
-	rc = kspec_explain(c, &args.spec, &text);
-	if (rc) {
-		rc = fail(c, rc);
-		kspec_close(c);
-		return rc;
-	}
-	kspec_close(c);
-	if (as_json) {
-		printf("%s\n", text);
-		kspec_free(text);
-		return EXIT_OK;
-	}
-	json = cJSON_Parse(text);
-	kspec_free(text);
 	printf("kernel     %s\nvariant    %s\nkey        %s\ncached     %s\n",
 	    jstr(json, "kernel"), jstr(json, "variant"), jstr(json, "key"),
 	    cJSON_IsString(cJSON_GetObjectItemCaseSensitive(json, "cached")) ?
 	    jstr(json, "cached") : "no");
-	comp = cJSON_GetObjectItemCaseSensitive(json, "components");
 	printf("components:\n");
-	cJSON_ArrayForEach(v, comp) {
+	cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(json,
+	    "components")) {
 		char *t = cJSON_IsString(v) ? NULL : cJSON_PrintUnformatted(v);
 
 		printf("  %-12s %s\n", v->string, t ? t : v->valuestring);
@@ -908,8 +891,24 @@ static int cmd_explain(const char *socket_path, int argc, char **argv)
 	    "cached"))) {
 		printf("nearest    none stored for this kernel\n");
 	}
-	cJSON_Delete(json);
 	return EXIT_OK;
+}
+
+static int cmd_explain(const char *socket_path, int argc, char **argv)
+{
+	static spec_args_t args;
+	kspec_client_t *c = NULL;
+	char *text = NULL;
+	int rc;
+
+	rc = parse_spec_args("explain", argc, argv, &args);
+	if (rc >= 0)
+		return rc;
+	rc = open_client(socket_path, &c);
+	if (rc)
+		return rc;
+	rc = kspec_explain(c, &args.spec, &text);
+	return show_reply(c, rc, text, args.json, print_explain);
 }
 
 /* ---- warm ---- */
