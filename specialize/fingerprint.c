@@ -37,8 +37,10 @@ static void field_int(ks_hasher_t *h, const char *name, long long v)
 	ks_hasher_field(h, name, s);
 }
 
+/* Hashes the variant and IR of one probe: VALS[i] is dim i's value in
+ * declared order, PROBE_DYNAMIC for a dynamic dim. */
 static void hash_probe(ks_hasher_t *h, const ks_kernel_def_t *def,
-    ks_dtype_t dtype, ks_mode_t mode, int64_t probe)
+    ks_dtype_t dtype, ks_mode_t mode, const int64_t *vals)
 {
 	ks_dim_t dims[KS_MAX_DIMS];
 	ks_spec_t spec;
@@ -49,10 +51,10 @@ static void hash_probe(ks_hasher_t *h, const ks_kernel_def_t *def,
 
 	for (i = 0; i < def->ndims; i++) {
 		dims[i].name = def->dims[i];
-		dims[i].is_const = probe != PROBE_DYNAMIC;
-		dims[i].value = probe;
+		dims[i].is_const = vals[i] != PROBE_DYNAMIC;
+		dims[i].value = vals[i];
+		field_int(h, "probe", (long long)vals[i]);
 	}
-	field_int(h, "probe", (long long)probe);
 	rc = ks_kernel_validate(def, dtype, mode, dims, def->ndims, &spec,
 	    err, sizeof err);
 	if (rc == KS_OK)
@@ -72,11 +74,12 @@ static void hash_probe(ks_hasher_t *h, const ks_kernel_def_t *def,
 static void compute(const ks_kernel_def_t *def, ks_hash_t *out)
 {
 	ks_hasher_t h;
-	int i, d, m;
+	int64_t vals[KS_MAX_DIMS];
+	int i, j, d, m;
 	size_t p;
 
 	ks_hasher_init(&h);
-	ks_hasher_field(&h, "format", "kspec-kernel-fingerprint-1");
+	ks_hasher_field(&h, "format", "kspec-kernel-fingerprint-2");
 	ks_hasher_field(&h, "kernel", def->name);
 	field_int(&h, "version", def->version);
 	for (i = 0; i < def->ndims; i++)
@@ -86,10 +89,17 @@ static void compute(const ks_kernel_def_t *def, ks_hash_t *out)
 		ks_hasher_field(&h, "guard", def->guards[i]);
 	}
 	for (d = 0; d < KS_DTYPE_COUNT; d++)
-		for (m = KS_MODE_EXACT; m <= KS_MODE_FAST; m++)
-			for (p = 0; p < sizeof probes / sizeof *probes; p++)
+		for (m = KS_MODE_EXACT; m <= KS_MODE_FAST; m++) {
+			for (p = 0; p < sizeof probes / sizeof *probes; p++) {
+				for (j = 0; j < def->ndims; j++)
+					vals[j] = probes[p];
 				hash_probe(&h, def, (ks_dtype_t)d,
-				    (ks_mode_t)m, probes[p]);
+				    (ks_mode_t)m, vals);
+			}
+			for (i = 0; i < def->nprobes; i++)
+				hash_probe(&h, def, (ks_dtype_t)d,
+				    (ks_mode_t)m, def->probes[i]);
+		}
 	ks_hasher_final(&h, out);
 }
 

@@ -394,6 +394,11 @@ typedef struct ks_kernel_def {
 	/* Builds the IR of `variant` for the spec (dims all still scalar
 	 * params; ks_specialize binds the constants afterwards). */
 	ks_ir_kernel_t *(*build)(const ks_spec_t *spec, const char *variant);
+	/* Extra probe shapes for the fingerprint, dims in declared order
+	 * (0: dynamic), so that every variant is selected by some probe;
+	 * NULL when the common probes (every dim at one value) suffice. */
+	const int64_t (*probes)[KS_MAX_DIMS];
+	int nprobes;
 } ks_kernel_def_t;
 
 /* The kernels of the library, one file each (k_<name>.c). */

@@ -112,7 +112,7 @@ static inline void gpu_check_golden(const char *got, const char *name)
 	    "%ld:\n--- emitted:\n%s", path, line, got);
 }
 
-/* ---- gemm IR with a chosen variant ---- */
+/* ---- a kernel's IR with a chosen variant ---- */
 
 static const char *gpu_forced_variant;
 
@@ -123,36 +123,50 @@ static inline const char *gpu_select_forced(const ks_spec_t *spec)
 }
 
 /*
- * The specialized gemm IR of VARIANT (NULL: the library's own choice) for
- * dtype DT, each dim a constant or dynamic (0).  Forcing a variant lets a
- * test run `general` at the shape of a specialization, and a
- * specialization whatever the selection policy says.
+ * The specialized IR of DEF's VARIANT (NULL: the library's own choice) for
+ * dtype DT and MODE, dim i a constant VALS[i] or dynamic (0), in declared
+ * order.  Forcing a variant lets a test run `general` at the shape of a
+ * specialization, and a specialization whatever the selection policy says.
  */
-static inline ks_ir_kernel_t *gpu_gemm_ir(const char *variant, ks_dtype_t dt,
-    int64_t M, int64_t N, int64_t K)
+static inline ks_ir_kernel_t *gpu_kernel_ir(const ks_kernel_def_t *def,
+    const char *variant, ks_dtype_t dt, ks_mode_t mode, const int64_t *vals)
 {
 	static ks_kernel_def_t forced;
-	ks_dim_t dims[3] = {
-		{ "M", M != 0, M }, { "N", N != 0, N }, { "K", K != 0, K },
-	};
-	const ks_kernel_def_t *def = &ks_kernel_gemm;
+	ks_dim_t dims[KS_MAX_DIMS];
 	ks_spec_t spec;
 	ks_ir_kernel_t *k = NULL;
 	char err[512];
+	int i;
 
+	for (i = 0; i < def->ndims; i++) {
+		dims[i].name = def->dims[i];
+		dims[i].is_const = vals[i] != 0;
+		dims[i].value = vals[i];
+	}
 	if (variant != NULL) {
-		forced = ks_kernel_gemm;
+		forced = *def;
 		forced.select = gpu_select_forced;
 		gpu_forced_variant = variant;
 		def = &forced;
 	}
-	cr_assert_eq(ks_kernel_validate(def, dt, KS_MODE_EXACT, dims, 3, &spec,
-	    err, sizeof err), KS_OK, "validate: %s", err);
+	cr_assert_eq(ks_kernel_validate(def, dt, mode, dims, def->ndims, &spec,
+	    err, sizeof err), KS_OK, "validate %s: %s", def->name, err);
 	cr_assert_eq(ks_specialize(&spec, &k, err, sizeof err), KS_OK,
-	    "specialize %s: %s", variant ? variant : "(selected)", err);
+	    "specialize %s.%s: %s", def->name, variant ? variant :
+	    "(selected)", err);
 	if (variant != NULL)
 		cr_assert_str_eq(k->variant, variant);
 	return k;
+}
+
+/* gemm's IR at (M, N, K), 0 for a dynamic dim. */
+static inline ks_ir_kernel_t *gpu_gemm_ir(const char *variant, ks_dtype_t dt,
+    int64_t M, int64_t N, int64_t K)
+{
+	const int64_t vals[3] = { M, N, K };
+
+	return gpu_kernel_ir(&ks_kernel_gemm, variant, dt, KS_MODE_EXACT,
+	    vals);
 }
 
 /* The emitted source of K by backend B; caller frees. */
@@ -357,6 +371,8 @@ static inline int64_t gpu_eval(const ks_ir_kernel_t *k, const ks_expr_t *e,
 		case KS_OP_MUL: return a * b;
 		case KS_OP_DIV: return a / b;
 		case KS_OP_REM: return a % b;
+		case KS_OP_MIN: return a < b ? a : b;
+		case KS_OP_MAX: return a > b ? a : b;
 		default: break;
 		}
 		break;
