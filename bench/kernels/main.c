@@ -28,6 +28,7 @@
 #include "../../jit/jit.h"
 #include "../../tests/ref.h"
 #include "../bench.h"
+#include "../layout.h"
 
 #define TRIALS 9
 #define TRIAL_NS 20000000.0
@@ -59,8 +60,6 @@ __attribute__((noinline)) static uint64_t read_loop(const uint64_t *p,
 static volatile uint64_t sink;
 
 /* ---- cases ---- */
-
-enum { MAXB = 8 };
 
 typedef struct {
 	const char *kernel;
@@ -97,95 +96,6 @@ static const case_t cases[] = {
 	{ "attention_decode", "B=8 S=2048", BF16, { 8, 32, 8, 128, 2048 },
 	    0 },
 };
-
-/* ---- buffers, by the kernel's parameter names ---- */
-
-typedef struct {
-	const char *name;
-	int64_t elems;
-	int i32;                /* int32 elements (positions, lengths) */
-	int written;
-	void *data;
-} buf_t;
-
-static int64_t dim(const ks_kernel_def_t *def, const int64_t *v,
-    const char *name)
-{
-	int i;
-
-	for (i = 0; i < def->ndims; i++)
-		if (strcmp(def->dims[i], name) == 0)
-			return v[i];
-	fprintf(stderr, "kernels: %s has no dim %s\n", def->name, name);
-	exit(1);
-}
-
-#define D_(n) dim(def, v, n)
-
-/* The buffers of DEF at dims V; returns the count. */
-static int layout(const ks_kernel_def_t *def, const int64_t *v, buf_t *b)
-{
-	const char *n = def->name;
-	int c = 0;
-
-#define B_(nm, el, i32, w) (b[c++] = (buf_t){ nm, (el), i32, w, NULL })
-	if (strcmp(n, "gemm") == 0) {
-		B_("x", D_("M") * D_("K"), 0, 0);
-		B_("W", D_("N") * D_("K"), 0, 0);
-		B_("y", D_("M") * D_("N"), 0, 1);
-	} else if (strcmp(n, "rmsnorm") == 0 ||
-	    strcmp(n, "add_rmsnorm") == 0) {
-		B_("x", D_("R") * D_("H"), 0, 0);
-		if (n[0] == 'a')
-			B_("res", D_("R") * D_("H"), 0, 1);
-		B_("w", D_("H"), 0, 0);
-		B_("y", D_("R") * D_("H"), 0, 1);
-	} else if (strcmp(n, "softmax") == 0) {
-		B_("x", D_("R") * D_("L"), 0, 0);
-		B_("y", D_("R") * D_("L"), 0, 1);
-	} else if (strcmp(n, "rope") == 0) {
-		B_("x", D_("T") * D_("Hn") * D_("D"), 0, 1);
-		B_("pos", D_("T"), 1, 0);
-		/* Only the T rows of cs at the positions are read. */
-		B_("cs", D_("P") * D_("D"), 0, 0);
-	} else if (strcmp(n, "silu_mul") == 0) {
-		B_("gu", D_("T") * 2 * D_("F"), 0, 0);
-		B_("y", D_("T") * D_("F"), 0, 1);
-	} else if (strcmp(n, "attention_decode") == 0) {
-		B_("q", D_("B") * D_("Hq") * D_("D"), 0, 0);
-		B_("k", D_("B") * D_("S") * D_("Hkv") * D_("D"), 0, 0);
-		B_("v", D_("B") * D_("S") * D_("Hkv") * D_("D"), 0, 0);
-		B_("lens", D_("B"), 1, 0);
-		B_("o", D_("B") * D_("Hq") * D_("D"), 0, 1);
-	} else {
-		fprintf(stderr, "kernels: no layout for %s\n", n);
-		exit(1);
-	}
-#undef B_
-	return c;
-}
-
-/* Bytes the kernel must move: each buffer read once (rope's cs: the T rows
- * it uses), each written buffer written once more. */
-static double moved(const ks_kernel_def_t *def, const int64_t *v,
-    const buf_t *b, int nb, size_t es)
-{
-	double sum = 0;
-	int i;
-
-	for (i = 0; i < nb; i++) {
-		double el = (double)b[i].elems, size = b[i].i32 ? 4 : (double)es;
-
-		if (strcmp(def->name, "rope") == 0 &&
-		    strcmp(b[i].name, "cs") == 0)
-			el = (double)(D_("T") * D_("D"));
-		if (strcmp(b[i].name, "y") == 0 || strcmp(b[i].name, "o") == 0)
-			sum += el * size;       /* written only */
-		else
-			sum += el * size * (b[i].written ? 2 : 1);
-	}
-	return sum;
-}
 
 /* ---- compiling a variant ---- */
 
@@ -397,7 +307,7 @@ static void bench_case(const case_t *c)
 {
 	const ks_kernel_def_t *def = ks_kernel_find(c->kernel);
 	size_t es = ks_dtype_size(c->dtype);
-	buf_t b[MAXB];
+	buf_t b[LAY_MAXB];
 	prog_t progs[3];
 	run_t runs[MAXRUN];
 	refs_t f = { 0 };
@@ -411,23 +321,7 @@ static void bench_case(const case_t *c)
 		return;
 	}
 	nb = layout(def, c->dims, b);
-	for (i = 0; i < nb; i++) {
-		size_t sz = (size_t)b[i].elems * (b[i].i32 ? 4 : es);
-
-		b[i].data = aligned_alloc(64, (sz + 63) / 64 * 64);
-		if (b[i].i32) {
-			int32_t *p = b[i].data;
-			int64_t j;
-
-			for (j = 0; j < b[i].elems; j++)
-				p[j] = strcmp(b[i].name, "lens") == 0 ?
-				    (int32_t)dim(def, c->dims, "S") :
-				    (int32_t)(j % dim(def, c->dims, "P"));
-		} else {
-			ref_fill(b[i].data, (int)c->dtype, b[i].elems,
-			    (uint64_t)i + 1);
-		}
-	}
+	lay_fill(def, c->dims, b, nb, c->dtype, 1);
 	bytes = moved(def, c->dims, b, nb, es);
 	work = flops ? 2.0 * (double)c->dims[0] * (double)c->dims[1] *
 	    (double)c->dims[2] : bytes;
