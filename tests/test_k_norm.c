@@ -12,7 +12,9 @@
  * := rmsnorm(res)` run as two kernels.  Row lengths 1, 31, 32, 33, 100,
  * 4096 (the guard's edge), 4097 (just past it: general), 4100; every dim
  * dynamic, and constant dims through the library's own selection.  Each
- * checker is shown to catch a planted bug.
+ * checker is shown to catch a planted bug.  Selection, ABI order, shape
+ * errors and the point of row_local (one read of the row) are checked on
+ * the IR; every variant x dtype compiles with NVRTC where it exists.
  *
  * Compiles are the cost (libgccjit about 0.1 s, PoCL seconds): one
  * program per variant x dtype with the dims dynamic serves every shape;
@@ -970,4 +972,36 @@ Test(norm, bad_shapes_are_rejected_with_a_clear_error)
 		cr_assert_not_null(k);
 		ks_ir_free(k);
 	}
+}
+
+/* ---- cuda ---- */
+
+/* Every variant x dtype compiles with NVRTC to PTX for sm_90 (no GPU
+ * here to run it; bench/gpu runs kernels where one is lent). */
+Test(norm, every_variant_compiles_for_cuda)
+{
+	static const int64_t shapes[2][2] = { { 0, 0 }, { 0, 4096 } };
+	static const char *const variants[2] = { "general", "row_local" };
+	ks_jit_artifact_t a;
+	char err[8192];
+	int kind, v;
+	size_t i;
+
+	if (ks_backend_cuda.available(err, sizeof err) != KS_OK)
+		cr_skip_test("NVRTC not available: %s", err);
+	for (kind = RMS; kind <= SMAX; kind++)
+		for (v = 0; v < 2; v++)
+			for (i = 0; i < sizeof dtypes / sizeof *dtypes; i++) {
+				ks_ir_kernel_t *k = gpu_kernel_ir(def_of(kind),
+				    variants[v], dtypes[i], KS_MODE_EXACT,
+				    shapes[v]);
+
+				cr_assert_eq(ks_backend_cuda.compile(k, "sm_90",
+				    "ptx", &a, err, sizeof err), KS_OK,
+				    "%s.%s %s: %s", kind_names[kind],
+				    variants[v], ks_dtype_name(dtypes[i]), err);
+				cr_assert_gt(a.len, 0);
+				ks_jit_artifact_close(&a);
+				ks_ir_free(k);
+			}
 }
