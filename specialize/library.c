@@ -13,6 +13,9 @@
 
 static const ks_kernel_def_t *const library[] = {
 	&ks_kernel_gemm,
+	&ks_kernel_rmsnorm,
+	&ks_kernel_add_rmsnorm,
+	&ks_kernel_softmax,
 };
 
 #define NKERNELS ((int)(sizeof library / sizeof library[0]))

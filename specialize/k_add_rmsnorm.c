@@ -1,0 +1,121 @@
+/*
+ * add_rmsnorm: the residual add fused with rmsnorm.  For r < R, j < H:
+ * res[r][j] := x[r][j] + res[r][j] (stored in the dtype), then
+ * y[r] := rmsnorm(res[r], w, eps) of the stored values.
+ *
+ * x, res and y are RxH, w has H elements, row-major, all in the request
+ * dtype.  Parameters, in ABI order: x (read), res (read and write), w
+ * (read), y (write), R, H (i64), eps (f32).
+ *
+ * Arithmetic (part of this definition): h_j = x_j + res_j in f32 from
+ * exact loads, stored into res[r][j] once, round-to-nearest-even; then
+ * res_j is loaded back (so rmsnorm sees the rounded h) and exactly
+ * rmsnorm's arithmetic follows (k_rmsnorm.c): ss = canonical sum of
+ * fma(h_j, h_j, acc), mean = ss / f32(H), inv = 1.0 / sqrt(mean + eps),
+ * y_j = (h_j * inv) * w_j.  Therefore add_rmsnorm(x, res) gives, bit for
+ * bit, `res := round(x + res); y := rmsnorm(res)`.
+ *
+ * Schedule (k_norm.h): one work-group per row, two passes; every pass
+ * gives element j to lane j % 32, so a lane reads back only the res
+ * elements it stored itself, in program order, and no barrier is needed
+ * between the store and the load.  `general` reads res back in both
+ * passes; `row_local` (H a constant <= 4096) keeps the rounded h in the
+ * local array `row`, so the second pass reads no global input but w.
+ * Same arithmetic, so the same bits.  Mode "fast" selects what "exact"
+ * selects.
+ */
+#include "k_norm.h"
+
+#include <stdio.h>
+
+static const char *const add_rmsnorm_dims[] = { "R", "H" };
+
+typedef struct {
+	int x, res, w, y, eps;  /* parameters */
+	int acc, inv;           /* lane sum of squares, uniform 1/rms */
+} add_rmsnorm_t;
+
+/* Pass 1: res[ro + j] = x[ro + j] + res[ro + j]; hv = res[ro + j] (row[j]
+ * = hv for row_local); acc = fma(hv, hv, acc). */
+static void add_sum_squares(ks_row_t *r, void *ctx, ks_stmt_t *block,
+    int j, const char *sfx)
+{
+	add_rmsnorm_t *n = ctx;
+	ks_ir_kernel_t *k = r->k;
+	char name[16];
+	int hv;
+
+	ks_s_append(k, block, ks_s_store(k, n->res, ks_row_at(r, j),
+	    ks_x_bin(k, KS_OP_ADD, ks_x_load(k, n->x, ks_row_at(r, j)),
+	    ks_x_load(k, n->res, ks_row_at(r, j)))));
+	snprintf(name, sizeof name, "hv%s", sfx);
+	hv = ks_row_decl(r, block, name, KS_TY_F32, KS_VAR_LANE,
+	    ks_x_load(k, n->res, ks_row_at(r, j)));
+	if (r->row >= 0)
+		ks_s_append(k, block, ks_s_lstore(k, r->row, ks_x_var(k, j),
+		    ks_x_var(k, hv)));
+	ks_s_append(k, block, ks_s_assign(k, n->acc, ks_x_fma(k,
+	    ks_x_var(k, hv), ks_x_var(k, hv), ks_x_var(k, n->acc))));
+}
+
+/* Pass 2: y[ro + j] = (h_j * inv) * w[j], h_j from res or from row. */
+static void scale(ks_row_t *r, void *ctx, ks_stmt_t *block, int j,
+    const char *sfx)
+{
+	add_rmsnorm_t *n = ctx;
+	ks_ir_kernel_t *k = r->k;
+
+	(void)sfx;
+	ks_row_rms_store(r, block, j, r->row >= 0 ?
+	    ks_x_lload(k, r->row, ks_x_var(k, j)) :
+	    ks_x_load(k, n->res, ks_row_at(r, j)), n->inv, n->w, n->y);
+}
+
+static ks_ir_kernel_t *add_rmsnorm_build(const ks_spec_t *spec,
+    const char *variant)
+{
+	int local = ks_row_is_local(spec, variant);
+	add_rmsnorm_t n;
+	ks_row_t r;
+	ks_ir_kernel_t *k;
+	int R, H;
+
+	if (local < 0)
+		return NULL;
+	k = ks_ir_new("add_rmsnorm", variant, KS_ROW_LANES);
+	n.x = ks_ir_buffer(k, "x", spec->dtype, KS_ACCESS_READ);
+	n.res = ks_ir_buffer(k, "res", spec->dtype,
+	    KS_ACCESS_READ | KS_ACCESS_WRITE);
+	n.w = ks_ir_buffer(k, "w", spec->dtype, KS_ACCESS_READ);
+	n.y = ks_ir_buffer(k, "y", spec->dtype, KS_ACCESS_WRITE);
+	R = ks_ir_scalar(k, "R", KS_TY_I64);
+	H = ks_ir_scalar(k, "H", KS_TY_I64);
+	n.eps = ks_ir_scalar(k, "eps", KS_TY_F32);
+	ks_row_begin(&r, k, R, H, local ?
+	    spec->dims[KS_ROW_DIM_H].value : 0);
+	n.acc = ks_row_decl(&r, k->body, "acc", KS_TY_F32, KS_VAR_LANE,
+	    ks_x_f32(k, 0.0f));
+	ks_row_pass(&r, add_sum_squares, &n);
+	n.inv = ks_row_rms_inv(&r, n.acc, n.eps);
+	if (local)
+		ks_s_append(k, k->body, ks_s_barrier(k));
+	ks_row_pass(&r, scale, &n);
+	return k;
+}
+
+const ks_kernel_def_t ks_kernel_add_rmsnorm = {
+	.name = "add_rmsnorm",
+	.summary = "res[r][j] += x[r][j] (stored), then y = rmsnorm(res, w, "
+	    "eps); x, res, y RxH, w H, row-major",
+	.version = 1,
+	.dims = add_rmsnorm_dims,
+	.ndims = 2,
+	.variants = ks_row_variants,
+	.nvariants = 2,
+	.select = ks_row_select,
+	.guards = ks_row_guards_h,
+	.check = ks_row_check,
+	.build = add_rmsnorm_build,
+	.probes = ks_row_probes,
+	.nprobes = KS_ROW_NPROBES,
+};

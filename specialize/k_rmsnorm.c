@@ -1,0 +1,115 @@
+/*
+ * rmsnorm: y[r][j] = x[r][j] / sqrt(mean_j(x[r][j]^2) + eps) * w[j], for
+ * r < R, j < H.
+ *
+ * x and y are RxH, w has H elements, row-major, all in the request dtype.
+ * Parameters, in ABI order: x (read), w (read), y (write), R, H (i64), eps
+ * (f32).
+ *
+ * Arithmetic (part of this definition), per row, in f32 from loads that
+ * convert exactly: ss = canonical sum of fma(x_j, x_j, acc) (DESIGN.md
+ * section 5: lane l accumulates j = l (mod 32) in increasing j from 0.0,
+ * then the tree 16, 8, 4, 2, 1); mean = ss / f32(H) (H converted to
+ * nearest even, IEEE division); inv = 1.0 / sqrt(mean + eps) (correctly
+ * rounded square root and division); y_j = (x_j * inv) * w_j, two
+ * multiplies in that order, no fma; each y_j stored once, converted to the
+ * dtype round-to-nearest-even.
+ *
+ * Schedule (k_norm.h): one work-group of 32 lanes per row, grid R; two
+ * passes over the row (sum of squares, then scale and store), each in
+ * full chunks of 32 and a guarded tail chunk.  Variants: `general` (any R,
+ * H) loads x in both passes; `row_local` (H a constant <= 4096) keeps x in
+ * the local array `row` after the first pass, so x is read once.  Same
+ * arithmetic, so the same bits.  No non-exact variant: mode "fast"
+ * selects what "exact" selects.
+ */
+#include "k_norm.h"
+
+#include <stdio.h>
+
+static const char *const rmsnorm_dims[] = { "R", "H" };
+
+typedef struct {
+	int x, w, y, eps;       /* parameters */
+	int acc, inv;           /* lane sum of squares, uniform 1/rms */
+} rmsnorm_t;
+
+/* Pass 1: xv = x[ro + j] (row[j] = xv for row_local); acc = fma(xv, xv,
+ * acc). */
+static void sum_squares(ks_row_t *r, void *ctx, ks_stmt_t *block, int j,
+    const char *sfx)
+{
+	rmsnorm_t *n = ctx;
+	ks_ir_kernel_t *k = r->k;
+	char name[16];
+	int xv;
+
+	snprintf(name, sizeof name, "xv%s", sfx);
+	xv = ks_row_decl(r, block, name, KS_TY_F32, KS_VAR_LANE,
+	    ks_x_load(k, n->x, ks_row_at(r, j)));
+	if (r->row >= 0)
+		ks_s_append(k, block, ks_s_lstore(k, r->row, ks_x_var(k, j),
+		    ks_x_var(k, xv)));
+	ks_s_append(k, block, ks_s_assign(k, n->acc, ks_x_fma(k,
+	    ks_x_var(k, xv), ks_x_var(k, xv), ks_x_var(k, n->acc))));
+}
+
+/* Pass 2: y[ro + j] = (x_j * inv) * w[j], x_j from x or from row. */
+static void scale(ks_row_t *r, void *ctx, ks_stmt_t *block, int j,
+    const char *sfx)
+{
+	rmsnorm_t *n = ctx;
+	ks_ir_kernel_t *k = r->k;
+
+	(void)sfx;
+	ks_row_rms_store(r, block, j, r->row >= 0 ?
+	    ks_x_lload(k, r->row, ks_x_var(k, j)) :
+	    ks_x_load(k, n->x, ks_row_at(r, j)), n->inv, n->w, n->y);
+}
+
+static ks_ir_kernel_t *rmsnorm_build(const ks_spec_t *spec,
+    const char *variant)
+{
+	int local = ks_row_is_local(spec, variant);
+	rmsnorm_t n;
+	ks_row_t r;
+	ks_ir_kernel_t *k;
+	int R, H;
+
+	if (local < 0)
+		return NULL;
+	k = ks_ir_new("rmsnorm", variant, KS_ROW_LANES);
+	n.x = ks_ir_buffer(k, "x", spec->dtype, KS_ACCESS_READ);
+	n.w = ks_ir_buffer(k, "w", spec->dtype, KS_ACCESS_READ);
+	n.y = ks_ir_buffer(k, "y", spec->dtype, KS_ACCESS_WRITE);
+	R = ks_ir_scalar(k, "R", KS_TY_I64);
+	H = ks_ir_scalar(k, "H", KS_TY_I64);
+	n.eps = ks_ir_scalar(k, "eps", KS_TY_F32);
+	ks_row_begin(&r, k, R, H, local ?
+	    spec->dims[KS_ROW_DIM_H].value : 0);
+	n.acc = ks_row_decl(&r, k->body, "acc", KS_TY_F32, KS_VAR_LANE,
+	    ks_x_f32(k, 0.0f));
+	ks_row_pass(&r, sum_squares, &n);
+	n.inv = ks_row_rms_inv(&r, n.acc, n.eps);
+	if (local)
+		ks_s_append(k, k->body, ks_s_barrier(k));
+	ks_row_pass(&r, scale, &n);
+	return k;
+}
+
+const ks_kernel_def_t ks_kernel_rmsnorm = {
+	.name = "rmsnorm",
+	.summary = "y[r][j] = x[r][j] / sqrt(mean_j x[r][j]^2 + eps) * w[j]; "
+	    "x, y RxH, w H, row-major",
+	.version = 1,
+	.dims = rmsnorm_dims,
+	.ndims = 2,
+	.variants = ks_row_variants,
+	.nvariants = 2,
+	.select = ks_row_select,
+	.guards = ks_row_guards_h,
+	.check = ks_row_check,
+	.build = rmsnorm_build,
+	.probes = ks_row_probes,
+	.nprobes = KS_ROW_NPROBES,
+};
