@@ -133,7 +133,8 @@ static inline void ref_rmsnorm_f64(const void *x, const void *w, double *y,
 
 /*
  * y[r][j] = e_j * (1 / s): m the canonical max (lane partials from -inf),
- * e_j = expf(x_j - m) (libm, as the cpu backend), s the canonical sum of
+ * e_j = ref_expf(x_j - m) (kspec's exp, tests/ref.h), s the canonical
+ * sum of
  * e_j with plain adds from 0.  ROW is scratch of L floats.
  */
 static inline void ref_softmax(const void *x, void *y, int dt, int64_t R,
@@ -153,7 +154,7 @@ static inline void ref_softmax(const void *x, void *y, int dt, int64_t R,
 		for (l = 0; l < 32; l++)
 			part[l] = 0.0f;
 		for (j = 0; j < L; j++) {
-			row[j] = expf(ref_load(x, dt, r * L + j) - m);
+			row[j] = ref_expf(ref_load(x, dt, r * L + j) - m);
 			part[j % 32] = part[j % 32] + row[j];
 		}
 		s = ref_tree_sum(part);
