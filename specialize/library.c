@@ -13,6 +13,8 @@
 
 static const ks_kernel_def_t *const library[] = {
 	&ks_kernel_gemm,
+	&ks_kernel_rope,
+	&ks_kernel_silu_mul,
 };
 
 #define NKERNELS ((int)(sizeof library / sizeof library[0]))
