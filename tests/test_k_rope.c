@@ -331,7 +331,8 @@ typedef struct {
 
 /*
  * The programs every backend runs, per dtype: general and decode with the
- * dims dynamic (every shape class), and general with D bound, which is the
+ * dims dynamic (every shape class), general at the constant T = 2 (just
+ * outside decode's guard), and general with D bound, which is the
  * head-dim specialization (64, 128, 256: no guard) and its neighbours
  * (96, 80: the tail guard kept).
  */
@@ -344,6 +345,7 @@ static const rprog_spec_t rope_progs[] = {
 	{ "decode", { 1, 0, 0, 0 }, {
 		{ 1, 4, 128, 30 }, { 1, 3, 64, 9 }, { 1, 2, 96, 5 },
 		{ 1, 2, 80, 7 }, { 1, 1, 256, 3 }, { 1, 2, 7, 3 } }, 6 },
+	{ "general", { 2, 0, 0, 0 }, { { 2, 3, 128, 9 }, { 2, 2, 80, 3 } }, 2 },
 	{ "general", { 0, 0, 128, 0 }, { { 8, 4, 128, 40 } }, 1 },
 	{ "general", { 0, 0, 64, 0 }, { { 8, 3, 64, 12 } }, 1 },
 	{ "general", { 0, 0, 256, 0 }, { { 8, 2, 256, 12 } }, 1 },
