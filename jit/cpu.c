@@ -78,6 +78,19 @@ static const char *const cpu_targets[] = {
 static const char *const cpu_opts[] = {
 	"-O3",
 	"-ffp-contract=off",
+	/*
+	 * libgccjit 12 gives GCC_JIT_FUNCTION_ALWAYS_INLINE functions the
+	 * always_inline attribute but, unlike the C front end, not
+	 * DECL_DISREGARD_INLINE_LIMITS, so inlining the ksh_ helpers stays
+	 * heuristic: a call that branch-probability guessing marks cold
+	 * ("call is unlikely and code size would grow", e.g. the f16 store of
+	 * rope's tail with D = 96 bound) is refused, and the refused
+	 * always_inline call is then a compile error.  This limit makes every
+	 * helper (the f16 store grows a caller by about 20) inline
+	 * regardless; the helpers are the only inlinable functions of an
+	 * artifact, and they were inlined everywhere else already.
+	 */
+	"--param=max-inline-insns-size=100",
 };
 
 /*

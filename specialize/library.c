@@ -16,6 +16,8 @@ static const ks_kernel_def_t *const library[] = {
 	&ks_kernel_rmsnorm,
 	&ks_kernel_add_rmsnorm,
 	&ks_kernel_softmax,
+	&ks_kernel_rope,
+	&ks_kernel_silu_mul,
 };
 
 #define NKERNELS ((int)(sizeof library / sizeof library[0]))

@@ -406,6 +406,8 @@ extern const ks_kernel_def_t ks_kernel_gemm;
 extern const ks_kernel_def_t ks_kernel_rmsnorm;
 extern const ks_kernel_def_t ks_kernel_add_rmsnorm;
 extern const ks_kernel_def_t ks_kernel_softmax;
+extern const ks_kernel_def_t ks_kernel_rope;
+extern const ks_kernel_def_t ks_kernel_silu_mul;
 
 /* The library, in a fixed order. */
 const ks_kernel_def_t *const *ks_kernels(int *count);

@@ -1,0 +1,303 @@
+/*
+ * rope: rotary position embedding, half-split, in place.
+ *
+ * x is T x Hn x D (tokens, heads, head dim), pos is T int32 positions, cs
+ * is P x D: row p holds cos in columns [0, D/2) and sin in [D/2, D), in the
+ * request dtype.  Parameters, in ABI order: x (read and write), pos (i32,
+ * read), cs (read), T, Hn, D, P (i64).
+ *
+ * Definition (the arithmetic; docs/kernels.md): for each token t, head h
+ * and pair i < D/2, with p = pos[t], c = cs[p][i], s = cs[p][D/2 + i], x0 =
+ * x[t][h][i], x1 = x[t][h][D/2 + i]:
+ *
+ *   y0 = x0 * c - x1 * s       (two f32 multiplies, then the subtraction)
+ *   y1 = x1 * c + x0 * s       (two f32 multiplies, then the addition)
+ *
+ * each stored once in place, converted to the dtype round-to-nearest-even;
+ * no fma.  A position outside [0, P) leaves the token's values unchanged
+ * and reads no row of cs.  D must be even (check rejects an odd constant
+ * D); with a dynamic odd D the pairs are i < floor(D/2), the last column
+ * x[t][h][D-1] is left unchanged and cs is read at p*D + [0, 2*floor(D/2)),
+ * so nothing outside the buffers is touched.
+ *
+ * Schedule (changes no arithmetic): one work-group per (t, h) row, grid
+ * T * Hn; the row offset into x is group * D, since group = t * Hn + h.
+ * Lane l handles the pairs i = l (mod 32): full chunks of 32 pairs (i0 up
+ * to D/2 - (D/2) % 32, no guard in LANES), then one guarded tail chunk
+ * under `if (D/2) % 32 != 0`.  Each lane loads x0 and x1 before it stores
+ * either, and no other lane touches its pair, so in-place is race-free.
+ * The position test is a uniform `if` around the whole row.
+ *
+ * With D bound to a constant the tail folds away when D/2 is a multiple
+ * of 32 (D = 64, 128, 256), and the chunk loop (1, 2 or 4 trips) is
+ * removed or unrolled by the passes: that IS the head-dim specialization,
+ * so there is no separate variant for it.
+ *
+ * Variants: `general` (any T, Hn, D, P) and `decode` (guard: T is the
+ * constant 1): grid Hn, p = pos[0], no division of the group index.
+ */
+#include "specialize.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { NLANES = 32 };
+
+static const char *const rope_dims[] = { "T", "Hn", "D", "P" };
+enum { DIM_T, DIM_HN, DIM_D, DIM_P };
+
+static const char *const rope_variants[] = { "general", "decode" };
+static const char *const rope_guards[] = {
+	"any T, Hn, D, P, constant or dynamic",
+	"T is the constant 1",
+};
+
+/* Fingerprint probes, dims in declared order (0: dynamic): decode at a
+ * model's shape and fully dynamic, and general with the head dim bound. */
+static const int64_t rope_probes[][KS_MAX_DIMS] = {
+	{ 1, 32, 128, 4096 },
+	{ 1, 0, 0, 0 },
+	{ 0, 0, 128, 0 },
+	{ 8, 8, 96, 2048 },
+};
+
+static int is_decode(const ks_spec_t *spec)
+{
+	const ks_dim_t *t = &spec->dims[DIM_T];
+
+	return t->is_const && t->value == 1;
+}
+
+static const char *rope_select(const ks_spec_t *spec)
+{
+	return is_decode(spec) ? "decode" : "general";
+}
+
+/*
+ * Checks that buffer BUF of the product of the NDIM dims in IDX fits
+ * KS_MAX_ELEMS when all of them are constant (overflow-checked).
+ */
+static int check_buffer(const ks_spec_t *spec, const char *buf,
+    const int *idx, int ndim, char *err, size_t errlen)
+{
+	char dims[64] = "", vals[96] = "";
+	int64_t n = 1;
+	int i, over = 0;
+	size_t dl, vl;
+
+	for (i = 0; i < ndim; i++)
+		if (!spec->dims[idx[i]].is_const)
+			return KS_OK;
+	for (i = 0; i < ndim; i++)
+		over |= ks_mul_overflow(n, spec->dims[idx[i]].value, &n);
+	if (!over && n <= KS_MAX_ELEMS)
+		return KS_OK;
+	for (i = 0; i < ndim; i++) {
+		dl = strlen(dims);
+		vl = strlen(vals);
+		snprintf(dims + dl, sizeof dims - dl, "%s%s", i ? "*" : "",
+		    spec->dims[idx[i]].name);
+		snprintf(vals + vl, sizeof vals - vl, "%s%lld", i ? "*" : "",
+		    (long long)spec->dims[idx[i]].value);
+	}
+	if (err != NULL && errlen > 0)
+		snprintf(err, errlen, "buffer %s of %s = %s elements exceeds "
+		    "the limit of %lld", buf, dims, vals,
+		    (long long)KS_MAX_ELEMS);
+	return KS_E_TOO_LARGE;
+}
+
+static int rope_check(const ks_spec_t *spec, char *err, size_t errlen)
+{
+	static const int x_dims[] = { DIM_T, DIM_HN, DIM_D };
+	static const int pos_dims[] = { DIM_T };
+	static const int cs_dims[] = { DIM_P, DIM_D };
+	const ks_dim_t *d = &spec->dims[DIM_D];
+	int rc;
+
+	if (d->is_const && d->value % 2 != 0) {
+		if (err != NULL && errlen > 0)
+			snprintf(err, errlen, "rope: D must be even (got "
+			    "%lld): column i is rotated with column i + D/2",
+			    (long long)d->value);
+		return KS_E_BAD_SHAPE;
+	}
+	rc = check_buffer(spec, "x", x_dims, 3, err, errlen);
+	rc = rc ? rc : check_buffer(spec, "pos", pos_dims, 1, err, errlen);
+	return rc ? rc : check_buffer(spec, "cs", cs_dims, 2, err, errlen);
+}
+
+/* ---- the builder ---- */
+
+typedef struct {
+	ks_ir_kernel_t *k;
+	int x, pos, cs, T, Hn, D, P;    /* parameters */
+	int xo, co;                     /* uniform row offsets into x, cs */
+} rope_t;
+
+static ks_expr_t *c64(rope_t *r, int64_t v)
+{
+	return ks_x_i64(r->k, v);
+}
+
+static ks_expr_t *par(rope_t *r, int p)
+{
+	return ks_x_param(r->k, p);
+}
+
+static ks_expr_t *var(rope_t *r, int v)
+{
+	return ks_x_var(r->k, v);
+}
+
+static ks_expr_t *bin(rope_t *r, ks_binop_t op, ks_expr_t *a, ks_expr_t *b)
+{
+	return ks_x_bin(r->k, op, a, b);
+}
+
+/* D / 2, the number of pairs; a fresh tree per use so that it folds once
+ * D is bound (a variable would hide the constant from the fold pass). */
+static ks_expr_t *half(rope_t *r)
+{
+	return bin(r, KS_OP_DIV, par(r, r->D), c64(r, 2));
+}
+
+/* D/2 - (D/2) % 32: the end of the full chunks. */
+static ks_expr_t *half_main(rope_t *r)
+{
+	return bin(r, KS_OP_SUB, half(r), bin(r, KS_OP_REM, half(r),
+	    c64(r, NLANES)));
+}
+
+static int decl(rope_t *r, ks_stmt_t *block, const char *name, ks_ty_t t,
+    ks_var_scope_t scope, ks_expr_t *init)
+{
+	int v = ks_ir_var(r->k, name, t, scope);
+
+	ks_s_append(r->k, block, ks_s_decl(r->k, v, init));
+	return v;
+}
+
+/*
+ * Appends to BLOCK, inside LANES, the rotation of pair I (a lane
+ * variable); SFX ("v" main, "t" tail) names the lane variables.  Loads
+ * first, then the two stores, in the order of the definition.
+ */
+static void rotate(rope_t *r, ks_stmt_t *block, char sfx, int i)
+{
+	ks_ir_kernel_t *k = r->k;
+	char name[8];
+	int c, s, x0, x1;
+
+	snprintf(name, sizeof name, "c%c", sfx);
+	c = decl(r, block, name, KS_TY_F32, KS_VAR_LANE, ks_x_load(k, r->cs,
+	    bin(r, KS_OP_ADD, var(r, r->co), var(r, i))));
+	snprintf(name, sizeof name, "s%c", sfx);
+	s = decl(r, block, name, KS_TY_F32, KS_VAR_LANE, ks_x_load(k, r->cs,
+	    bin(r, KS_OP_ADD, bin(r, KS_OP_ADD, var(r, r->co), half(r)),
+	    var(r, i))));
+	snprintf(name, sizeof name, "x0%c", sfx);
+	x0 = decl(r, block, name, KS_TY_F32, KS_VAR_LANE, ks_x_load(k, r->x,
+	    bin(r, KS_OP_ADD, var(r, r->xo), var(r, i))));
+	snprintf(name, sizeof name, "x1%c", sfx);
+	x1 = decl(r, block, name, KS_TY_F32, KS_VAR_LANE, ks_x_load(k, r->x,
+	    bin(r, KS_OP_ADD, bin(r, KS_OP_ADD, var(r, r->xo), half(r)),
+	    var(r, i))));
+	/* y0 = x0 * c - x1 * s */
+	ks_s_append(k, block, ks_s_store(k, r->x, bin(r, KS_OP_ADD,
+	    var(r, r->xo), var(r, i)), bin(r, KS_OP_SUB,
+	    bin(r, KS_OP_MUL, var(r, x0), var(r, c)),
+	    bin(r, KS_OP_MUL, var(r, x1), var(r, s)))));
+	/* y1 = x1 * c + x0 * s */
+	ks_s_append(k, block, ks_s_store(k, r->x, bin(r, KS_OP_ADD,
+	    bin(r, KS_OP_ADD, var(r, r->xo), half(r)), var(r, i)),
+	    bin(r, KS_OP_ADD, bin(r, KS_OP_MUL, var(r, x1), var(r, c)),
+	    bin(r, KS_OP_MUL, var(r, x0), var(r, s)))));
+}
+
+static ks_ir_kernel_t *rope_build(const ks_spec_t *spec, const char *variant)
+{
+	rope_t r = { 0 };
+	ks_ir_kernel_t *k;
+	ks_stmt_t *body, *valid, *loop, *lanes, *tail, *guard;
+	ks_expr_t *p;
+	int decode, pv, i0, iv, it;
+
+	if (strcmp(variant, "general") == 0)
+		decode = 0;
+	else if (strcmp(variant, "decode") == 0 && is_decode(spec))
+		decode = 1;
+	else
+		return NULL;
+	k = ks_ir_new("rope", variant, NLANES);
+	r.k = k;
+	r.x = ks_ir_buffer(k, "x", spec->dtype,
+	    KS_ACCESS_READ | KS_ACCESS_WRITE);
+	r.pos = ks_ir_buffer_i32(k, "pos", KS_ACCESS_READ);
+	r.cs = ks_ir_buffer(k, "cs", spec->dtype, KS_ACCESS_READ);
+	r.T = ks_ir_scalar(k, "T", KS_TY_I64);
+	r.Hn = ks_ir_scalar(k, "Hn", KS_TY_I64);
+	r.D = ks_ir_scalar(k, "D", KS_TY_I64);
+	r.P = ks_ir_scalar(k, "P", KS_TY_I64);
+	body = k->body;
+
+	/* Work-group = one (t, h) row: group = t * Hn + h. */
+	if (decode) {
+		k->grid = par(&r, r.Hn);
+		p = ks_x_load(k, r.pos, c64(&r, 0));
+	} else {
+		k->grid = bin(&r, KS_OP_MUL, par(&r, r.T), par(&r, r.Hn));
+		p = ks_x_load(k, r.pos, bin(&r, KS_OP_DIV, ks_x_group(k),
+		    par(&r, r.Hn)));
+	}
+	pv = decl(&r, body, "p", KS_TY_I64, KS_VAR_UNIFORM,
+	    ks_x_cast(k, KS_TY_I64, p));
+	valid = ks_s_if(k, bin(&r, KS_OP_AND,
+	    bin(&r, KS_OP_LE, c64(&r, 0), var(&r, pv)),
+	    bin(&r, KS_OP_LT, var(&r, pv), par(&r, r.P))));
+	ks_s_append(k, body, valid);
+	r.xo = decl(&r, valid->body, "xo", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&r, KS_OP_MUL, ks_x_group(k), par(&r, r.D)));
+	r.co = decl(&r, valid->body, "co", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&r, KS_OP_MUL, var(&r, pv), par(&r, r.D)));
+
+	/* Full chunks: i = i0 + lane < D/2 - (D/2) % 32, no guard. */
+	i0 = ks_ir_var(k, "i0", KS_TY_I64, KS_VAR_UNIFORM);
+	loop = ks_s_for(k, i0, c64(&r, 0), half_main(&r), NLANES);
+	ks_s_append(k, valid->body, loop);
+	lanes = ks_s_lanes(k);
+	ks_s_append(k, loop->body, lanes);
+	iv = decl(&r, lanes->body, "i", KS_TY_I64, KS_VAR_LANE,
+	    bin(&r, KS_OP_ADD, var(&r, i0), ks_x_lane(k)));
+	rotate(&r, lanes->body, 'v', iv);
+
+	/* Tail chunk: i = D/2 - (D/2) % 32 + lane, guarded by i < D/2. */
+	tail = ks_s_if(k, bin(&r, KS_OP_NE, bin(&r, KS_OP_REM, half(&r),
+	    c64(&r, NLANES)), c64(&r, 0)));
+	ks_s_append(k, valid->body, tail);
+	lanes = ks_s_lanes(k);
+	ks_s_append(k, tail->body, lanes);
+	it = decl(&r, lanes->body, "it", KS_TY_I64, KS_VAR_LANE,
+	    bin(&r, KS_OP_ADD, half_main(&r), ks_x_lane(k)));
+	guard = ks_s_if(k, bin(&r, KS_OP_LT, var(&r, it), half(&r)));
+	ks_s_append(k, lanes->body, guard);
+	rotate(&r, guard->body, 't', it);
+	return k;
+}
+
+const ks_kernel_def_t ks_kernel_rope = {
+	.name = "rope",
+	.summary = "x[t][h] rotated in place by the angles of row pos[t] of "
+	    "cs (cos | sin), half-split pairs (i, i + D/2)",
+	.version = 1,
+	.dims = rope_dims,
+	.ndims = 4,
+	.variants = rope_variants,
+	.nvariants = 2,
+	.select = rope_select,
+	.guards = rope_guards,
+	.check = rope_check,
+	.build = rope_build,
+	.probes = rope_probes,
+	.nprobes = (int)(sizeof rope_probes / sizeof rope_probes[0]),
+};
