@@ -2,12 +2,15 @@
  * The buffers of each library kernel, by the names of its parameters, for
  * the benchmarks (bench/kernels on the cpu, bench/gpu/check on a GPU):
  * sizes at given dims, the bytes a launch must move, and test data (values
- * in [-1, 1) stored in the dtype; positions t % P; every sequence full,
- * lens = S).  Header-only; needs only the kernel definitions.
+ * in [-1, 1) stored in the dtype; rope's cs a real cos/sin table, so that
+ * rotating in place again and again keeps x's magnitude; positions t % P;
+ * every sequence full, lens = S).  Header-only; needs only the kernel
+ * definitions.
  */
 #ifndef KS_BENCH_LAYOUT_H
 #define KS_BENCH_LAYOUT_H
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +90,16 @@ static inline size_t lay_bytes(const buf_t *b, size_t es)
 	return (size_t)b->elems * (b->i32 ? 4 : es);
 }
 
+/* Elements of B a launch reads: all of them, except rope's cs, of which it
+ * reads the T rows at the positions (at most P). */
+static inline int64_t lay_read_elems(const ks_kernel_def_t *def,
+    const int64_t *v, const buf_t *b)
+{
+	if (strcmp(def->name, "rope") == 0 && strcmp(b->name, "cs") == 0)
+		return (D_("T") < D_("P") ? D_("T") : D_("P")) * D_("D");
+	return b->elems;
+}
+
 /* Bytes a launch must move: each buffer read once (rope's cs: only the T
  * rows at the positions), each read-write buffer written once more, an
  * output (y, o) written once. */
@@ -97,11 +110,9 @@ static inline double moved(const ks_kernel_def_t *def, const int64_t *v,
 	int i;
 
 	for (i = 0; i < nb; i++) {
-		double el = (double)b[i].elems, size = b[i].i32 ? 4 : (double)es;
+		double el = (double)lay_read_elems(def, v, &b[i]);
+		double size = b[i].i32 ? 4 : (double)es;
 
-		if (strcmp(def->name, "rope") == 0 &&
-		    strcmp(b[i].name, "cs") == 0)
-			el = (double)(D_("T") * D_("D"));
 		if (strcmp(b[i].name, "y") == 0 || strcmp(b[i].name, "o") == 0)
 			sum += el * size;
 		else
@@ -124,6 +135,22 @@ static inline void lay_fill(const ks_kernel_def_t *def, const int64_t *v,
 		if (b[i].data == NULL) {
 			fprintf(stderr, "layout: out of memory\n");
 			exit(1);
+		}
+		if (strcmp(def->name, "rope") == 0 &&
+		    strcmp(b[i].name, "cs") == 0) {
+			int64_t D = D_("D"), h = D / 2, p, c;
+
+			for (p = 0; p < D_("P"); p++)
+				for (c = 0; c < h; c++) {
+					double a = (double)p * pow(10000.0,
+					    -2.0 * (double)c / (double)D);
+
+					ref_store(b[i].data, (int)dt, p * D + c,
+					    (float)cos(a));
+					ref_store(b[i].data, (int)dt,
+					    p * D + h + c, (float)sin(a));
+				}
+			continue;
 		}
 		if (!b[i].i32) {
 			ref_fill(b[i].data, (int)dt, b[i].elems,

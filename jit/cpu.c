@@ -65,15 +65,19 @@ static const char *const cpu_targets[] = {
 /*
  * Options of every compile, after -march; all of them are in the identity
  * (and so in the request key).  -O3 vectorizes the lane loops;
- * -ffp-contract=off forbids implicit fma (DESIGN.md section 5).  Nothing
- * else is needed: the defaults already forbid reassociation and keep
- * signed zeros, NaNs and trapping semantics, and the output is
- * byte-reproducible as is (two compiles of one IR give identical .so
- * files: no temporary path reaches the object, the assembly names its
- * source "fake.c", and there is no debug info; checked across processes
- * and TMPDIRs).  -fno-math-errno and -fno-trapping-math were measured to
- * change nothing in the vectorized gemv code (IF-guarded tails included),
- * so they are left out rather than widen what must be argued safe.
+ * -ffp-contract=off forbids implicit fma (DESIGN.md section 5).  The
+ * defaults already forbid reassociation and keep signed zeros and NaNs,
+ * and the output is byte-reproducible as is (two compiles of one IR give
+ * identical .so files: no temporary path reaches the object, the assembly
+ * names its source "fake.c", and there is no debug info; checked across
+ * processes and TMPDIRs).
+ *
+ * -fno-trapping-math is NOT used although it would let GCC if-convert
+ * float comparisons: it also enables folds that change values (GCC 12
+ * turns f32(i64(x)) into trunc(x), which keeps the sign of -0; test_opencl
+ * caught it).  The helpers compare bit patterns as integers instead, which
+ * never trap, so their lane loops vectorize under the strict defaults.
+ * -fno-math-errno is left out: it was measured to change nothing.
  */
 static const char *const cpu_opts[] = {
 	"-O3",
@@ -556,32 +560,64 @@ static void build_f16_store(lower_t *L)
 }
 
 /*
+ * The order key of an f32 bit pattern: the pattern as a signed integer,
+ * with the magnitude bits of negative values flipped, so that integer
+ * order is the float order on non-NaN values with -0 below +0, and equal
+ * keys are equal patterns.  Integer comparisons never trap, so selects on
+ * them if-convert inside lane loops (float comparisons may raise invalid
+ * and GCC keeps them as branches under the default -ftrapping-math).
+ */
+static gcc_jit_rvalue *f32_key(lower_t *L, gcc_jit_rvalue *bits)
+{
+	gcc_jit_type *i = L->t_i32;
+	gcc_jit_rvalue *s = let(L, i, cast(L, bits, i));
+
+	return let(L, i, op(L, GCC_JIT_BINARY_OP_BITWISE_XOR, i, s,
+	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, i,
+	    op(L, GCC_JIT_BINARY_OP_RSHIFT, i, s, cint(L, i, 31)),
+	    cint(L, i, 0x7fffffff))));
+}
+
+/* Whether the f32 bit pattern BITS is a NaN (an integer comparison). */
+static gcc_jit_rvalue *f32_isnan(lower_t *L, gcc_jit_rvalue *bits)
+{
+	gcc_jit_type *u = L->t_u32;
+
+	return cmp(L, GCC_JIT_COMPARISON_GT, op(L,
+	    GCC_JIT_BINARY_OP_BITWISE_AND, u, bits, cint(L, u, 0x7fffffff)),
+	    cint(L, u, 0x7f800000));
+}
+
+/*
  * f32 min and max.  Semantics: those of C fminf/fmaxf (IEEE 754-2008
  * minNum/maxNum): a NaN operand is ignored, the result is NaN only when
- * both are NaN.  Where C leaves the choice open, it is fixed here so every
- * backend agrees: -0 is below +0 (min(-0, +0) = -0, max(-0, +0) = +0).
- * Branch-free on the bit patterns, so it vectorizes; no libm call.
+ * both are NaN (then b).  Where C leaves the choice open, it is fixed here
+ * so every backend agrees: -0 is below +0 (min(-0, +0) = -0, max(-0, +0) =
+ * +0).  Computed on the bit patterns with integer comparisons (f32_key),
+ * branch-free, so it vectorizes; no libm call.  The C dialects' helpers
+ * compute the same function with float comparisons.
  */
 static void build_fminmax(lower_t *L, int is_max)
 {
 	gcc_jit_type *u = L->t_u32;
-	gcc_jit_rvalue *a[2], *ai, *bi, *take_b, *r, *eq;
+	gcc_jit_rvalue *a[2], *ai, *bi, *ka, *kb, *take_b, *r;
 
 	helper_begin(L, is_max ? "ksh_fmaxf" : "ksh_fminf", L->t_f32, L->t_f32,
 	    2, a);
 	ai = let(L, u, bitcast(L, a[0], u));
 	bi = let(L, u, bitcast(L, a[1], u));
+	ka = f32_key(L, ai);
+	kb = f32_key(L, bi);
+	/* b when a is NaN, or b is not NaN and beyond a. */
 	take_b = op(L, GCC_JIT_BINARY_OP_BITWISE_OR, u,
+	    cast(L, f32_isnan(L, ai), u),
+	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u,
+	    cast(L, cmp(L, GCC_JIT_COMPARISON_EQ, cast(L, f32_isnan(L, bi), u),
+	    cint(L, u, 0)), u),
 	    cast(L, cmp(L, is_max ? GCC_JIT_COMPARISON_GT :
-	    GCC_JIT_COMPARISON_LT, a[1], a[0]), u),
-	    cast(L, cmp(L, GCC_JIT_COMPARISON_NE, a[0], a[0]), u));
+	    GCC_JIT_COMPARISON_LT, kb, ka), u)));
 	r = let(L, u, sel(L, u, cmp(L, GCC_JIT_COMPARISON_NE, take_b,
 	    cint(L, u, 0)), bi, ai));
-	/* Equal operands differ at most in the sign of zero. */
-	eq = let(L, u, op(L, is_max ? GCC_JIT_BINARY_OP_BITWISE_AND :
-	    GCC_JIT_BINARY_OP_BITWISE_OR, u, ai, bi));
-	r = let(L, u, sel(L, u, cmp(L, GCC_JIT_COMPARISON_EQ, a[0], a[1]),
-	    eq, r));
 	gcc_jit_block_end_with_return(L->blk, NULL, bitcast(L, r, L->t_f32));
 }
 
@@ -608,12 +644,25 @@ static void build_iminmax(lower_t *L, int is_max)
 static gcc_jit_rvalue *call(lower_t *L, int h, int n, gcc_jit_rvalue *a,
     gcc_jit_rvalue *b);
 
+/* The order key (f32_key) of the constant F. */
+static gcc_jit_rvalue *key_of(lower_t *L, float f)
+{
+	uint32_t u;
+	int32_t k;
+
+	memcpy(&u, &f, sizeof u);
+	k = (int32_t)u;
+	k ^= (k >> 31) & 0x7fffffff;
+	return cint(L, L->t_i32, (long)k);
+}
+
 static void build_expf(lower_t *L)
 {
 	static const float poly[] = { 1.3981999507e-3f, 8.3334519073e-3f,
 		4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f };
 	gcc_jit_type *f = L->t_f32, *u = L->t_u32, *i = L->t_i32;
 	gcc_jit_rvalue *a[1], *x, *xc, *kf, *r, *p, *k, *k1, *y, *res, *fa[3];
+	gcc_jit_rvalue *xb, *kx;
 	size_t j;
 
 	helper_begin(L, "ksh_expf", f, f, 1, a);
@@ -646,11 +695,16 @@ static void build_expf(lower_t *L)
 	    op(L, GCC_JIT_BINARY_OP_LSHIFT, u, cast(L, op(L,
 	    GCC_JIT_BINARY_OP_PLUS, i, op(L, GCC_JIT_BINARY_OP_MINUS, i, k,
 	    k1), cint(L, i, 127)), u), cint(L, u, 23)), f)));
-	res = let(L, u, sel(L, u, cmp(L, GCC_JIT_COMPARISON_LT, x,
-	    f32c(L, -103.972084f)), cint(L, u, 0), bitcast(L, y, u)));
-	res = let(L, u, sel(L, u, cmp(L, GCC_JIT_COMPARISON_GT, x,
-	    f32c(L, 88.7228394f)), cint(L, u, 0x7f800000), res));
-	res = let(L, u, sel(L, u, cmp(L, GCC_JIT_COMPARISON_NE, x, x),
+	/* The special cases on the order key of x (integer comparisons:
+	 * see f32_key); a NaN is selected last, so its key does not
+	 * matter before. */
+	xb = let(L, u, bitcast(L, x, u));
+	kx = f32_key(L, xb);
+	res = let(L, u, sel(L, u, cmp(L, GCC_JIT_COMPARISON_LT, kx,
+	    key_of(L, -103.972084f)), cint(L, u, 0), bitcast(L, y, u)));
+	res = let(L, u, sel(L, u, cmp(L, GCC_JIT_COMPARISON_GT, kx,
+	    key_of(L, 88.7228394f)), cint(L, u, 0x7f800000), res));
+	res = let(L, u, sel(L, u, f32_isnan(L, xb),
 	    bitcast(L, op(L, GCC_JIT_BINARY_OP_PLUS, f, x, x), u), res));
 	gcc_jit_block_end_with_return(L->blk, NULL, bitcast(L, res, f));
 }

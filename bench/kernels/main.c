@@ -228,6 +228,8 @@ typedef struct {
 } run_t;
 
 typedef struct {
+	const ks_kernel_def_t *def;
+	const int64_t *dims;
 	const buf_t *b;         /* the kernel's own buffers */
 	int nb;
 	size_t es;
@@ -246,8 +248,9 @@ static void run_once(const run_t *r, const refs_t *f)
 		break;
 	case 1:
 		for (i = 0; i < f->nb; i++)
-			sink += read_loop(f->b[i].data, (size_t)f->b[i].elems *
-			    (f->b[i].i32 ? 4 : f->es) / 8);
+			sink += read_loop(f->b[i].data, (size_t)lay_read_elems(
+			    f->def, f->dims, &f->b[i]) * (f->b[i].i32 ? 4 :
+			    f->es) / 8);
 		break;
 	case 2:
 		cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)f->N, (int)f->K,
@@ -347,6 +350,8 @@ static void bench_case(const case_t *c)
 		snprintf(runs[n++].name, sizeof runs[0].name,
 		    "kspec all dynamic");
 	}
+	f.def = def;
+	f.dims = c->dims;
 	f.b = b;
 	f.nb = nb;
 	f.es = es;
