@@ -19,7 +19,7 @@
  * gives element j to lane j % 32, so a lane reads back only the res
  * elements it stored itself, in program order, and no barrier is needed
  * between the store and the load.  `general` reads res back in both
- * passes; `row_local` (H a constant <= 4096) keeps the rounded h in the
+ * passes; `row_local` (H a constant <= 4096, f16 or bf16) keeps the rounded h in the
  * local array `row`, so the second pass reads no global input but w.
  * Same arithmetic, so the same bits.  Mode "fast" selects what "exact"
  * selects.
@@ -112,7 +112,7 @@ const ks_kernel_def_t ks_kernel_add_rmsnorm = {
 	.ndims = 2,
 	.variants = ks_row_variants,
 	.nvariants = 2,
-	.select = ks_row_select,
+	.select = ks_row_select_half,
 	.guards = ks_row_guards_h,
 	.check = ks_row_check,
 	.build = add_rmsnorm_build,

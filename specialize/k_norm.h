@@ -56,6 +56,9 @@ extern const int64_t ks_row_probes[KS_ROW_NPROBES][KS_MAX_DIMS];
 /* "row_local" when the row length is a constant <= KS_IR_LOCAL_MAX, else
  * "general"; mode fast selects the same. */
 const char *ks_row_select(const ks_spec_t *spec);
+/* ks_row_select for f16 and bf16, "general" for f32 (rmsnorm and
+ * add_rmsnorm, where an f32 row_local was measured slower). */
+const char *ks_row_select_half(const ks_spec_t *spec);
 /* For a build of VARIANT: 0 for "general", 1 for "row_local" when SPEC
  * is within its guard, -1 otherwise (the build returns NULL then). */
 int ks_row_is_local(const ks_spec_t *spec, const char *variant);

@@ -18,7 +18,7 @@
  * Schedule (k_norm.h): one work-group of 32 lanes per row, grid R; two
  * passes over the row (sum of squares, then scale and store), each in
  * full chunks of 32 and a guarded tail chunk.  Variants: `general` (any R,
- * H) loads x in both passes; `row_local` (H a constant <= 4096) keeps x in
+ * H) loads x in both passes; `row_local` (H a constant <= 4096, f16 or bf16) keeps x in
  * the local array `row` after the first pass, so x is read once.  Same
  * arithmetic, so the same bits.  No non-exact variant: mode "fast"
  * selects what "exact" selects.
@@ -106,7 +106,7 @@ const ks_kernel_def_t ks_kernel_rmsnorm = {
 	.ndims = 2,
 	.variants = ks_row_variants,
 	.nvariants = 2,
-	.select = ks_row_select,
+	.select = ks_row_select_half,
 	.guards = ks_row_guards_h,
 	.check = ks_row_check,
 	.build = rmsnorm_build,

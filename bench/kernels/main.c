@@ -83,6 +83,7 @@ static const case_t cases[] = {
 	{ "rmsnorm", "prefill 512", BF16, { 512, 4096 }, 0 },
 	{ "rmsnorm", "prefill 512", F32, { 512, 4096 }, 0 },
 	{ "add_rmsnorm", "prefill 512", BF16, { 512, 4096 }, 0 },
+	{ "add_rmsnorm", "prefill 512", F32, { 512, 4096 }, 0 },
 	{ "softmax", "32 heads x 2048", BF16, { 32, 2048 }, 0 },
 	{ "softmax", "32 heads x 8192", F32, { 32, 8192 }, 0 },
 	{ "rope", "decode q", BF16, { 1, 32, 128, 8192 }, 0 },
