@@ -33,8 +33,10 @@
  * removed or unrolled by the passes: that IS the head-dim specialization,
  * so there is no separate variant for it.
  *
- * Variants: `general` (any T, Hn, D, P) and `decode` (guard: T is the
- * constant 1): grid Hn, p = pos[0], no division of the group index.
+ * One variant, `general` (any T, Hn, D, P).  One-token decode (T = 1) is
+ * served by binding T: a `decode` variant with grid Hn and p = pos[0] was
+ * measured at 1.00x of general with T bound (bench/kernels, T=1, Hn=32,
+ * D=128, bf16) and dropped.
  */
 #include "specialize.h"
 
@@ -46,14 +48,14 @@ enum { NLANES = 32 };
 static const char *const rope_dims[] = { "T", "Hn", "D", "P" };
 enum { DIM_T, DIM_HN, DIM_D, DIM_P };
 
-static const char *const rope_variants[] = { "general", "decode" };
+static const char *const rope_variants[] = { "general" };
 static const char *const rope_guards[] = {
 	"any T, Hn, D, P, constant or dynamic",
-	"T is the constant 1",
 };
 
-/* Fingerprint probes, dims in declared order (0: dynamic): decode at a
- * model's shape and fully dynamic, and general with the head dim bound. */
+/* Fingerprint probes, dims in declared order (0: dynamic): one-token
+ * decode at a model's shape and with the rest dynamic, and the head dim
+ * bound. */
 static const int64_t rope_probes[][KS_MAX_DIMS] = {
 	{ 1, 32, 128, 4096 },
 	{ 1, 0, 0, 0 },
@@ -61,16 +63,10 @@ static const int64_t rope_probes[][KS_MAX_DIMS] = {
 	{ 8, 8, 96, 2048 },
 };
 
-static int is_decode(const ks_spec_t *spec)
-{
-	const ks_dim_t *t = &spec->dims[DIM_T];
-
-	return t->is_const && t->value == 1;
-}
-
 static const char *rope_select(const ks_spec_t *spec)
 {
-	return is_decode(spec) ? "decode" : "general";
+	(void)spec;
+	return "general";
 }
 
 /*
@@ -221,13 +217,9 @@ static ks_ir_kernel_t *rope_build(const ks_spec_t *spec, const char *variant)
 	ks_ir_kernel_t *k;
 	ks_stmt_t *body, *valid, *loop, *lanes, *tail, *guard;
 	ks_expr_t *p;
-	int decode, pv, i0, iv, it;
+	int pv, i0, iv, it;
 
-	if (strcmp(variant, "general") == 0)
-		decode = 0;
-	else if (strcmp(variant, "decode") == 0 && is_decode(spec))
-		decode = 1;
-	else
+	if (strcmp(variant, "general") != 0)
 		return NULL;
 	k = ks_ir_new("rope", variant, NLANES);
 	r.k = k;
@@ -242,14 +234,9 @@ static ks_ir_kernel_t *rope_build(const ks_spec_t *spec, const char *variant)
 	body = k->body;
 
 	/* Work-group = one (t, h) row: group = t * Hn + h. */
-	if (decode) {
-		k->grid = par(&r, r.Hn);
-		p = ks_x_load(k, r.pos, c64(&r, 0));
-	} else {
-		k->grid = bin(&r, KS_OP_MUL, par(&r, r.T), par(&r, r.Hn));
-		p = ks_x_load(k, r.pos, bin(&r, KS_OP_DIV, ks_x_group(k),
-		    par(&r, r.Hn)));
-	}
+	k->grid = bin(&r, KS_OP_MUL, par(&r, r.T), par(&r, r.Hn));
+	p = ks_x_load(k, r.pos, bin(&r, KS_OP_DIV, ks_x_group(k),
+	    par(&r, r.Hn)));
 	pv = decl(&r, body, "p", KS_TY_I64, KS_VAR_UNIFORM,
 	    ks_x_cast(k, KS_TY_I64, p));
 	valid = ks_s_if(k, bin(&r, KS_OP_AND,
@@ -293,7 +280,7 @@ const ks_kernel_def_t ks_kernel_rope = {
 	.dims = rope_dims,
 	.ndims = 4,
 	.variants = rope_variants,
-	.nvariants = 2,
+	.nvariants = 1,
 	.select = rope_select,
 	.guards = rope_guards,
 	.check = rope_check,

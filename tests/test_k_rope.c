@@ -10,7 +10,7 @@
  *     P and INT32 extremes; D = 64, 128, 256 (bound: no guard left), 96
  *     and 80 (tail guard), dynamic odd D (last column untouched, nothing
  *     written or read out of bounds: canaries after x, NaN after cs);
- *     decode bitwise equal to general forced at its shape.
+ *     T bound to 1 (one-token decode) bitwise equal to T dynamic.
  *   - silu_mul: bitwise on cpu and OpenCL (exp is kspec's own on every
  *     backend, docs/ir.md: SILU_CL_ULPS is 0); within a stated bound
  *     of a double-precision silu; F a multiple of 256 (bound: no guard
@@ -330,9 +330,9 @@ typedef struct {
 } rprog_spec_t;
 
 /*
- * The programs every backend runs, per dtype: general and decode with the
- * dims dynamic (every shape class), general at the constant T = 2 (just
- * outside decode's guard), and general with D bound, which is the
+ * The programs every backend runs, per dtype: general with the dims
+ * dynamic (every shape class), with T bound to 1 (one-token decode) and
+ * to 2, and with D bound, which is the
  * head-dim specialization (64, 128, 256: no guard) and its neighbours
  * (96, 80: the tail guard kept).
  */
@@ -342,7 +342,7 @@ static const rprog_spec_t rope_progs[] = {
 		{ 8, 3, 96, 20 }, { 8, 2, 80, 11 }, { 8, 1, 2, 4 },
 		{ 8, 2, 66, 8 }, { 1, 4, 128, 30 }, { 8, 2, 33, 5 },
 		{ 8, 2, 65, 7 } }, 10 },
-	{ "decode", { 1, 0, 0, 0 }, {
+	{ "general", { 1, 0, 0, 0 }, {
 		{ 1, 4, 128, 30 }, { 1, 3, 64, 9 }, { 1, 2, 96, 5 },
 		{ 1, 2, 80, 7 }, { 1, 1, 256, 3 }, { 1, 2, 7, 3 } }, 6 },
 	{ "general", { 2, 0, 0, 0 }, { { 2, 3, 128, 9 }, { 2, 2, 80, 3 } }, 2 },
@@ -430,9 +430,9 @@ Test(k_rope, rope_opencl_every_variant_and_dtype_is_bitwise_reference_and_cpu)
 	env_close(&env);
 }
 
-/* decode at a fully constant model shape equals general forced at the very
- * same constants, and both equal the reference. */
-Test(k_rope, rope_decode_equals_general_at_the_decode_shape)
+/* One-token decode with every dim constant equals the same shape with
+ * every dim dynamic, and both equal the reference. */
+Test(k_rope, rope_decode_bound_equals_dynamic_at_the_decode_shape)
 {
 	static const rshape_t shapes[] = {
 		{ 1, 32, 128, 4096 }, { 1, 8, 96, 64 },
@@ -449,13 +449,13 @@ Test(k_rope, rope_decode_equals_general_at_the_decode_shape)
 
 			kp_open(&dec, rope_ir(NULL, dtypes[d], s->T, s->Hn,
 			    s->D, s->P), NULL);
-			cr_assert_str_eq(dec.k->variant, "decode");
-			kp_open(&gen, rope_ir("general", dtypes[d], s->T, s->Hn,
-			    s->D, s->P), NULL);
+			cr_assert_str_eq(dec.k->variant, "general");
+			kp_open(&gen, rope_ir("general", dtypes[d], 0, 0, 0, 0),
+			    NULL);
 			rcase_init(&c, dtypes[d], *s, s->P - 1, 77 + i);
 			a = rope_check(&dec, &c);
 			b = rope_check(&gen, &c);
-			kt_assert_bitwise("rope decode vs general", a, b,
+			kt_assert_bitwise("rope T=1 bound vs dynamic", a, b,
 			    dtypes[d], c.nx);
 			free(a);
 			free(b);
@@ -583,14 +583,14 @@ Test(k_rope, cpu_compiles_f16_stores_under_a_guess_cold_lane_guard)
 		}
 }
 
-Test(k_rope, rope_select_picks_decode_only_for_constant_t_1)
+Test(k_rope, rope_select_picks_general_for_every_shape)
 {
 	static const struct {
 		int64_t T, Hn, D, P;
 		const char *variant;
 	} cases[] = {
-		{ 1, 32, 128, 4096, "decode" }, { 1, 0, 0, 0, "decode" },
-		{ 1, 8, 96, 64, "decode" }, { 2, 32, 128, 4096, "general" },
+		{ 1, 32, 128, 4096, "general" }, { 1, 0, 0, 0, "general" },
+		{ 1, 8, 96, 64, "general" }, { 2, 32, 128, 4096, "general" },
 		{ 0, 32, 128, 4096, "general" }, { 17, 8, 64, 64, "general" },
 		{ 0, 0, 128, 0, "general" },
 	};
@@ -616,7 +616,7 @@ Test(k_rope, rope_select_picks_decode_only_for_constant_t_1)
 			cr_assert_str_eq(ks_kernel_rope.select(&spec),
 			    cases[i].variant, "case %zu", i);
 		}
-	/* decode refuses to build without the constant T = 1. */
+	/* No other variant builds (decode was dropped: no measured win). */
 	dims[0].is_const = 0;
 	cr_assert_eq(ks_kernel_validate(rope_def(), KS_DTYPE_F16,
 	    KS_MODE_EXACT, dims, 4, &spec, err, sizeof err), KS_OK);
