@@ -6,13 +6,23 @@
  * from the sources, for the device's own sm_XX), as PTX and as cubin,
  * loaded with the CUDA driver API (libcuda.so.1 through dlopen, never
  * linked), run on random data, and compared bit for bit with the canonical
- * reference of tests/ref.h.  Then the decode GEMV (gemv_m1, M=1,
- * N=K=4096, bf16) is timed with CUDA events (5 warm-up launches, 50 timed,
- * median) beside a device-to-device copy of the same bytes in the same
- * run.  Both rotate through 8 copies of W (256 MiB, several times the L2
- * of any current GPU), so the figures are memory bandwidth, not cache.
+ * reference of tests/ref.h.  Then every other kernel of the library
+ * (rmsnorm, add_rmsnorm, softmax, rope, silu_mul, attention_decode), each
+ * variant at small shapes with constant and dynamic dims, as cubin,
+ * against the plain-C references of tests/ref_*.h (bench/gpu/refs.h): bit
+ * for bit; kspec's exp is the same sequence on every backend, so kernels
+ * with exp are bitwise too, and a difference is reported in ulps.
  *
- * One table on stdout.  Exit status: 0 all bitwise equal; 1 a mismatch or
+ * Timing, with CUDA events (5 warm-up launches, 50 timed, median and
+ * 10th/90th percentiles): the decode GEMV (gemv_m1, M=1, N=K=4096, bf16)
+ * beside a device-to-device copy of the same bytes, rotating through 8
+ * copies of W (256 MiB, several times the L2 of any current GPU); then the
+ * decode set of an 8B-class model (GEMVs, rmsnorm, rope, silu_mul,
+ * attention over 2048 and 8192 positions, bf16) beside PyTorch's figures
+ * for the same operations, measured by bench/gpu/torch_ref.py in the same
+ * run (file $KSPEC_TORCH_REF, written by run.sh) when torch is installed.
+ *
+ * One table on stdout.  Exit status: 0 all checks pass; 1 a mismatch or
  * an error; 2 no CUDA device (no driver or no GPU: the check is skipped).
  * Built and run by bench/gpu/run.sh; needs only gcc and the CUDA headers.
  */

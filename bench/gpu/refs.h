@@ -10,6 +10,8 @@
 #include <math.h>
 
 #include "../layout.h"
+#include "../../tests/ref_norm.h"
+#include "../../tests/ref_rope.h"
 
 static inline void *ref_buf(buf_t *b, int nb, const char *name)
 {
@@ -29,9 +31,38 @@ static inline void ref_kernel(const ks_kernel_def_t *def, ks_dtype_t dt,
 
 #define V_(n) dim(def, v, n)
 #define B_(n) ref_buf(b, nb, n)
+	float *row;
+
 	if (strcmp(def->name, "gemm") == 0) {
 		ref_gemm(B_("x"), B_("W"), B_("y"), d, V_("M"), V_("N"),
 		    V_("K"));
+		return;
+	}
+	if (strcmp(def->name, "rmsnorm") == 0 ||
+	    strcmp(def->name, "add_rmsnorm") == 0) {
+		row = malloc(sizeof(float) * (size_t)V_("H"));
+		if (def->name[0] == 'r')
+			ref_rmsnorm(B_("x"), B_("w"), B_("y"), d, V_("R"),
+			    V_("H"), 1e-5f, row);
+		else
+			ref_add_rmsnorm(B_("x"), B_("res"), B_("w"), B_("y"),
+			    d, V_("R"), V_("H"), 1e-5f, row);
+		free(row);
+		return;
+	}
+	if (strcmp(def->name, "softmax") == 0) {
+		row = malloc(sizeof(float) * (size_t)V_("L"));
+		ref_softmax(B_("x"), B_("y"), d, V_("R"), V_("L"), row);
+		free(row);
+		return;
+	}
+	if (strcmp(def->name, "rope") == 0) {
+		ref_rope(B_("x"), B_("pos"), B_("cs"), d, V_("T"), V_("Hn"),
+		    V_("D"), V_("P"));
+		return;
+	}
+	if (strcmp(def->name, "silu_mul") == 0) {
+		ref_silu_mul(B_("gu"), B_("y"), d, V_("T"), V_("F"));
 		return;
 	}
 #undef V_
