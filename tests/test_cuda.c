@@ -281,8 +281,8 @@ Test(cuda, every_gemm_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)
 }
 
 /*
- * Every variant of every library kernel, in every dtype, at the first
- * fingerprint probe that selects it (constants baked) and, for general,
+ * Every variant of every library kernel, in every dtype that selects it,
+ * at the first fingerprint probe that selects it (constants baked) and, for general,
  * with every dim dynamic: NVRTC gives PTX naming the entry and the target,
  * and a cubin (ptxas inside NVRTC), for sm_80 and sm_90.
  */
@@ -290,7 +290,7 @@ Test(cuda, every_library_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)
 {
 	int64_t probes[64][KS_MAX_DIMS];
 	const ks_kernel_def_t *const *lib;
-	int n, i, p, np, v, a, done;
+	int n, i, p, np, v, a, done, any;
 	ks_dtype_t d;
 
 	need_nvrtc();
@@ -299,8 +299,9 @@ Test(cuda, every_library_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)
 		const ks_kernel_def_t *def = lib[i];
 
 		np = ks_kernel_probes(def, probes, 64);
-		for (d = 0; d < KS_DTYPE_COUNT; d++)
-			for (v = 0; v < def->nvariants; v++) {
+		for (v = 0; v < def->nvariants; v++) {
+			any = 0;
+			for (d = 0; d < KS_DTYPE_COUNT; d++) {
 				done = 0;
 				for (p = 0; p < np && !done; p++) {
 					ks_dim_t dims[KS_MAX_DIMS];
@@ -344,10 +345,13 @@ Test(cuda, every_library_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)
 					ks_ir_free(k);
 					done = 1;
 				}
-				cr_assert(done, "%s %s: no probe selects %s",
-				    def->name, ks_dtype_name(d),
-				    def->variants[v]);
+				any |= done;
 			}
+			/* A variant may be for some dtypes only (rmsnorm's
+			 * row_local is not selected in f32). */
+			cr_assert(any, "%s: no probe selects %s", def->name,
+			    def->variants[v]);
+		}
 	}
 }
 

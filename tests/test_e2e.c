@@ -576,7 +576,7 @@ Test(e2e, every_library_kernel_and_variant_is_listed_and_served)
 {
 	int64_t probes[64][KS_MAX_DIMS];
 	const ks_kernel_def_t *const *lib;
-	e2e_reply_t r = call_ok("{\"op\":\"kernels\"}");
+	e2e_reply_t g, r = call_ok("{\"op\":\"kernels\"}");
 	const cJSON *ks = cJSON_GetObjectItemCaseSensitive(r.h, "kernels");
 	char err[256];
 	int n, i, v, p, np, ocl;
@@ -636,11 +636,11 @@ Test(e2e, every_library_kernel_and_variant_is_listed_and_served)
 						    dyn++ ? "," : "",
 						    def->dims[j]);
 				sprintf(o, "]}");
-				e2e_reply_free(&r);
-				r = call_ok(req);
-				cr_assert_str_eq(e2e_str(&r, "variant"),
+				g = call_ok(req);
+				cr_assert_str_eq(e2e_str(&g, "variant"),
 				    backend_ocl ? "general" :
 				    def->variants[v], "%s", req);
+				e2e_reply_free(&g);
 				break;
 			}
 			cr_assert_lt(p, np, "%s: no probe serves %s",
