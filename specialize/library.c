@@ -13,6 +13,7 @@
 
 static const ks_kernel_def_t *const library[] = {
 	&ks_kernel_gemm,
+	&ks_kernel_attention_decode,
 };
 
 #define NKERNELS ((int)(sizeof library / sizeof library[0]))

@@ -403,6 +403,7 @@ typedef struct ks_kernel_def {
 
 /* The kernels of the library, one file each (k_<name>.c). */
 extern const ks_kernel_def_t ks_kernel_gemm;
+extern const ks_kernel_def_t ks_kernel_attention_decode;
 
 /* The library, in a fixed order. */
 const ks_kernel_def_t *const *ks_kernels(int *count);
