@@ -415,17 +415,21 @@ static void ev_pass(attn_t *t, ks_stmt_t *block)
 static void merge(attn_t *t, ks_stmt_t *block)
 {
 	ks_ir_kernel_t *k = t->k;
-	ks_stmt_t *cond, *lb;
+	ks_stmt_t *cond, *first, *later, *lb;
 	int mn[G_MAX], f[G_MAX], gg[G_MAX], g, j, d;
 
-	cond = ks_s_if(k, bin(t, KS_OP_EQ, var(t, t->c0), c64(t, 0)));
+	/* 0 < c0, not c0 == 0: clang warns about `if ((a == b))`, the
+	 * emitter's parentheses, on every PoCL build. */
+	cond = ks_s_if(k, bin(t, KS_OP_LT, c64(t, 0), var(t, t->c0)));
 	cond->orelse = ks_s_block(k);
+	first = cond->orelse;
+	later = cond->body;
 	ks_s_append(k, block, cond);
 	for (g = 0; g < t->nh; g++) {
-		assign(t, cond->body, t->m[g], var(t, t->mc[g]));
-		assign(t, cond->body, t->l[g], var(t, t->lc[g]));
+		assign(t, first, t->m[g], var(t, t->mc[g]));
+		assign(t, first, t->l[g], var(t, t->lc[g]));
 	}
-	lb = lanes(t, cond->body);
+	lb = lanes(t, first);
 	if (t->nj == 0) {
 		lb = d_loop(t, lb, "dc", &d);
 		ks_s_append(k, lb, ks_s_lstore(k, t->la, var(t, d),
@@ -438,20 +442,20 @@ static void merge(attn_t *t, ks_stmt_t *block)
 	}
 
 	for (g = 0; g < t->nh; g++) {
-		mn[g] = decl_gj(t, cond->orelse, "mn", g, -1, KS_TY_F32,
+		mn[g] = decl_gj(t, later, "mn", g, -1, KS_TY_F32,
 		    KS_VAR_UNIFORM, bin(t, KS_OP_MAX, var(t, t->m[g]),
 		    var(t, t->mc[g])));
-		f[g] = decl_gj(t, cond->orelse, "f", g, -1, KS_TY_F32,
+		f[g] = decl_gj(t, later, "f", g, -1, KS_TY_F32,
 		    KS_VAR_UNIFORM, expf_of(t, bin(t, KS_OP_SUB,
 		    var(t, t->m[g]), var(t, mn[g]))));
-		gg[g] = decl_gj(t, cond->orelse, "g", g, -1, KS_TY_F32,
+		gg[g] = decl_gj(t, later, "g", g, -1, KS_TY_F32,
 		    KS_VAR_UNIFORM, expf_of(t, bin(t, KS_OP_SUB,
 		    var(t, t->mc[g]), var(t, mn[g]))));
-		assign(t, cond->orelse, t->l[g], add(t, mul(t,
+		assign(t, later, t->l[g], add(t, mul(t,
 		    var(t, t->l[g]), var(t, f[g])), mul(t, var(t, t->lc[g]),
 		    var(t, gg[g]))));
 	}
-	lb = lanes(t, cond->orelse);
+	lb = lanes(t, later);
 	if (t->nj == 0) {
 		lb = d_loop(t, lb, "dm", &d);
 		ks_s_append(k, lb, ks_s_lstore(k, t->la, var(t, d), add(t,
@@ -465,7 +469,7 @@ static void merge(attn_t *t, ks_stmt_t *block)
 				    var(t, t->ac[g][j]), var(t, gg[g]))));
 	}
 	for (g = 0; g < t->nh; g++)
-		assign(t, cond->orelse, t->m[g], var(t, mn[g]));
+		assign(t, later, t->m[g], var(t, mn[g]));
 }
 
 /* The stores of o, appended to BLOCK: a / l where n > 0, else 0.0; nothing

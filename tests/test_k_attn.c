@@ -389,6 +389,14 @@ static const case_t head_dim_cases[] = {
 	{ 1, 8, 1, 128, 260, { 260 }, 60 },
 };
 
+/* Through head_dim at D = 64 and at D = 256. */
+static const case_t head_dim64_cases[] = {
+	{ 2, 4, 2, 64, 100, { 100, 65 }, 0 },
+};
+static const case_t head_dim256_cases[] = {
+	{ 2, 2, 1, 256, 70, { 70, 3 }, 0 },
+};
+
 /* Through gqa at Hq = 8, Hkv = 2, D = 128 (G = 4; B, S dynamic). */
 static const case_t gqa4_cases[] = {
 	{ 6, 8, 2, 128, 130, { 0, 1, 63, 64, 65, 130 }, 0 },
@@ -560,6 +568,7 @@ Test(attn, fingerprint_probes_select_every_variant)
 static void cpu_dtype(ks_dtype_t dt)
 {
 	prog_t gen, hd, g4, g8, ref;
+	int64_t d;
 
 	prog_cpu(&gen, attn_ir(NULL, dt, 0, 0, 0, 0, 0));
 	cr_assert_str_eq(gen.k->variant, "general");
@@ -574,6 +583,13 @@ static void cpu_dtype(ks_dtype_t dt)
 	check_equal(&hd, &ref, dt, head_dim_cases, NELEM(head_dim_cases));
 	prog_free(&hd);
 	prog_free(&ref);
+	for (d = 64; d <= 256; d += 192) {
+		prog_cpu(&hd, attn_ir(NULL, dt, 0, 0, 0, d, 0));
+		cr_assert_str_eq(hd.k->variant, "head_dim");
+		check_cases(&hd, dt, d == 64 ? head_dim64_cases :
+		    head_dim256_cases, 1, NULL);
+		prog_free(&hd);
+	}
 
 	prog_cpu(&g4, attn_ir(NULL, dt, 0, 8, 2, 128, 0));
 	cr_assert_str_eq(g4.k->variant, "gqa");
@@ -586,7 +602,10 @@ static void cpu_dtype(ks_dtype_t dt)
 	prog_cpu(&g8, attn_ir(NULL, dt, 0, 8, 1, 64, 0));
 	cr_assert_str_eq(g8.k->variant, "gqa");
 	check_cases(&g8, dt, gqa8_cases, NELEM(gqa8_cases), NULL);
+	prog_cpu(&ref, attn_ir("general", dt, 0, 8, 1, 64, 0));
+	check_equal(&g8, &ref, dt, gqa8_cases, NELEM(gqa8_cases));
 	prog_free(&g8);
+	prog_free(&ref);
 }
 
 Test(attn, cpu_f32_every_variant_is_bitwise_canonical) { cpu_dtype(KS_DTYPE_F32); }
