@@ -93,7 +93,7 @@ $(BUILD)/tests/%: tests/%.c $(DAEMON_OBJ) $(BUILD)/libkspec.a $(wildcard tests/*
 
 # Benchmarks run where they are built: -march=native gives the reference
 # loops the machine's full vector width.
-$(BUILD)/bench/%: bench/%/main.c $(DAEMON_OBJ) $(BUILD)/libkspec.a
+$(BUILD)/bench/%: bench/%/main.c $(DAEMON_OBJ) $(BUILD)/libkspec.a $(wildcard bench/*.h tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O3 -march=native -o $@ $< $(DAEMON_OBJ) $(CLIENT_LIB_OBJ) $(LDLIBS) -lopenblas
 

@@ -717,11 +717,25 @@ static int print_kernels(const cJSON *r)
 	const cJSON *k, *v;
 
 	cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(r, "kernels")) {
-		printf("%s (v%d): %s\n  parameters:", jstr(k, "name"),
+		printf("%s (v%d): %s\n  shape:", jstr(k, "name"),
 		    (int)jnum(k, "version"), jstr(k, "summary"));
 		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(k,
 		    "dims"))
 			printf(" %s", cJSON_IsString(v) ? v->valuestring : "?");
+		printf("\n  arguments:");
+		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(k,
+		    "params")) {
+			const char *acc = jstr(v, "access");
+
+			if (strcmp(jstr(v, "kind"), "buffer") == 0)
+				printf(" %s[%s,%s]", jstr(v, "name"),
+				    strcmp(jstr(v, "dtype"), "i32") == 0 ?
+				    "i32" : "dtype", strcmp(acc, "read") == 0 ?
+				    "r" : strcmp(acc, "write") == 0 ? "w" : "rw");
+			else
+				printf(" %s:%s", jstr(v, "name"),
+				    jstr(v, "dtype"));
+		}
 		printf("\n  dtypes:");
 		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(k,
 		    "dtypes"))

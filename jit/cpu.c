@@ -252,7 +252,7 @@ static int cpu_identity(const char *target, ks_buf_t *out)
 
 enum {
 	H_F16_LOAD, H_BF16_LOAD, H_F16_STORE, H_BF16_STORE,
-	H_FMIN, H_FMAX, H_IMIN, H_IMAX,
+	H_FMIN, H_FMAX, H_IMIN, H_IMAX, H_EXP,
 	H_COUNT
 };
 
@@ -271,7 +271,6 @@ typedef struct {
 	gcc_jit_function *helper[H_COUNT];
 	gcc_jit_function *fmaf;
 	gcc_jit_function *sqrtf, *fabsf; /* gcc builtins */
-	gcc_jit_function *expf;         /* libm, imported on first use */
 	int serial;                     /* for unique local and block names */
 	int rc;
 	char *err;
@@ -584,6 +583,65 @@ static void build_iminmax(lower_t *L, int is_max)
 	    a[0], a[1]), a[0], a[1]));
 }
 
+/*
+ * kspec's exp (docs/ir.md; tests/ref.h ref_expf is the same sequence in
+ * plain C): clamp, k = rint(x log2 e) by the 1.5 * 2^23 trick, r = x - k
+ * ln2 in two fma steps, a degree-7 polynomial in Horner form with fma,
+ * the scale 2^k as two exact powers of two, and the special cases (NaN,
+ * overflow, underflow) selected on the bit patterns.  Only IEEE f32
+ * operations, integer operations and bit casts: bitwise equal to the C
+ * dialects' ksh_expf and vectorizable (no call, no branch).
+ */
+static gcc_jit_rvalue *call(lower_t *L, int h, int n, gcc_jit_rvalue *a,
+    gcc_jit_rvalue *b);
+
+static void build_expf(lower_t *L)
+{
+	static const float poly[] = { 1.3981999507e-3f, 8.3334519073e-3f,
+		4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f };
+	gcc_jit_type *f = L->t_f32, *u = L->t_u32, *i = L->t_i32;
+	gcc_jit_rvalue *a[1], *x, *xc, *kf, *r, *p, *k, *k1, *y, *res, *fa[3];
+	size_t j;
+
+	helper_begin(L, "ksh_expf", f, f, 1, a);
+	x = a[0];
+	xc = let(L, f, call(L, H_FMAX, 2, x, f32c(L, -104.0f)));
+	xc = let(L, f, call(L, H_FMIN, 2, xc, f32c(L, 89.0f)));
+	kf = let(L, f, op(L, GCC_JIT_BINARY_OP_MULT, f, xc,
+	    f32c(L, 1.44269502f)));
+	kf = let(L, f, op(L, GCC_JIT_BINARY_OP_PLUS, f, kf,
+	    f32c(L, 12582912.0f)));
+	kf = let(L, f, op(L, GCC_JIT_BINARY_OP_MINUS, f, kf,
+	    f32c(L, 12582912.0f)));
+#define FMA_(A, B, C) (fa[0] = (A), fa[1] = (B), fa[2] = (C), \
+	let(L, f, gcc_jit_context_new_call(L->ctx, NULL, L->fmaf, 3, fa)))
+	r = FMA_(kf, f32c(L, -0.693145752f), xc);
+	r = FMA_(kf, f32c(L, -1.42860677e-6f), r);
+	p = FMA_(f32c(L, 1.9875691500e-4f), r, f32c(L, poly[0]));
+	for (j = 1; j < sizeof poly / sizeof poly[0]; j++)
+		p = FMA_(p, r, f32c(L, poly[j]));
+	p = FMA_(p, let(L, f, op(L, GCC_JIT_BINARY_OP_MULT, f, r, r)), r);
+#undef FMA_
+	p = let(L, f, op(L, GCC_JIT_BINARY_OP_PLUS, f, p, f32c(L, 1.0f)));
+	k = let(L, i, cast(L, kf, i));
+	k1 = let(L, i, op(L, GCC_JIT_BINARY_OP_DIVIDE, i, k, cint(L, i, 2)));
+	y = let(L, f, op(L, GCC_JIT_BINARY_OP_MULT, f, p, bitcast(L,
+	    op(L, GCC_JIT_BINARY_OP_LSHIFT, u, cast(L, op(L,
+	    GCC_JIT_BINARY_OP_PLUS, i, k1, cint(L, i, 127)), u),
+	    cint(L, u, 23)), f)));
+	y = let(L, f, op(L, GCC_JIT_BINARY_OP_MULT, f, y, bitcast(L,
+	    op(L, GCC_JIT_BINARY_OP_LSHIFT, u, cast(L, op(L,
+	    GCC_JIT_BINARY_OP_PLUS, i, op(L, GCC_JIT_BINARY_OP_MINUS, i, k,
+	    k1), cint(L, i, 127)), u), cint(L, u, 23)), f)));
+	res = let(L, u, sel(L, u, cmp(L, GCC_JIT_COMPARISON_LT, x,
+	    f32c(L, -103.972084f)), cint(L, u, 0), bitcast(L, y, u)));
+	res = let(L, u, sel(L, u, cmp(L, GCC_JIT_COMPARISON_GT, x,
+	    f32c(L, 88.7228394f)), cint(L, u, 0x7f800000), res));
+	res = let(L, u, sel(L, u, cmp(L, GCC_JIT_COMPARISON_NE, x, x),
+	    bitcast(L, op(L, GCC_JIT_BINARY_OP_PLUS, f, x, x), u), res));
+	gcc_jit_block_end_with_return(L->blk, NULL, bitcast(L, res, f));
+}
+
 /* The helper H, built on first use (the set built depends only on the IR,
  * so output stays deterministic). */
 static gcc_jit_function *helper(lower_t *L, int h)
@@ -602,6 +660,7 @@ static gcc_jit_function *helper(lower_t *L, int h)
 	case H_FMAX: build_fminmax(L, 1); break;
 	case H_IMIN: build_iminmax(L, 0); break;
 	case H_IMAX: build_iminmax(L, 1); break;
+	case H_EXP: build_expf(L); break;
 	}
 	L->helper[h] = L->fn;
 	L->fn = fn;
@@ -828,26 +887,13 @@ static gcc_jit_rvalue *lower_load(lower_t *L, const ks_expr_t *e)
 	}
 }
 
-/* libm's expf, declared on first use (the artifact links -lm). */
-static gcc_jit_function *import_expf(lower_t *L)
-{
-	gcc_jit_param *x;
-
-	if (L->expf != NULL)
-		return L->expf;
-	x = gcc_jit_context_new_param(L->ctx, NULL, L->t_f32, "x");
-	L->expf = gcc_jit_context_new_function(L->ctx, NULL,
-	    GCC_JIT_FUNCTION_IMPORTED, L->t_f32, "expf", 1, &x, 0);
-	return L->expf;
-}
-
 /*
  * KS_X_UN.  sqrt is __builtin_sqrtf: sqrtss, correctly rounded (without
  * -fno-math-errno GCC adds a call to sqrtf for negative operands only, to
  * set errno; the value is the same NaN class).  abs is __builtin_fabsf
  * (a sign-bit mask) on f32 and GCC's ABS on i64; neg is unary minus (a
- * sign-bit flip on f32).  exp calls libm's expf: not bitwise equal to the
- * GPU backends (docs/backends.md).
+ * sign-bit flip on f32).  exp is kspec's own (ksh_expf, above), bitwise
+ * equal on every backend.
  */
 static gcc_jit_rvalue *lower_un(lower_t *L, const ks_expr_t *e)
 {
@@ -876,8 +922,7 @@ static gcc_jit_rvalue *lower_un(lower_t *L, const ks_expr_t *e)
 		break;
 	case KS_UN_EXP:
 		if (f)
-			return gcc_jit_context_new_call(L->ctx, NULL,
-			    import_expf(L), 1, &a);
+			return call(L, H_EXP, 1, a, NULL);
 		break;
 	case KS_UN_COUNT:
 		break;

@@ -92,7 +92,6 @@ static const ks_c_dialect_t cuda_dialect = {
 	.fma = "fmaf",
 	.sqrt = "sqrtf",                /* --prec-sqrt=true: IEEE */
 	.fabs = "fabsf",
-	.exp = "expf",                  /* not __expf: 2 ulp (CUDA guide) */
 	.i64_to_f32 = "__ll2float_rn",
 	.f32_to_i64 = "__float2ll_rz",
 	.max_lanes = 32,                /* one warp: the shuffle tree */

@@ -31,7 +31,7 @@
 
 enum {
 	H_F16_LOAD, H_BF16_LOAD, H_F16_STORE, H_BF16_STORE,
-	H_FMIN, H_FMAX, H_IMIN, H_IMAX, H_IABS,
+	H_FMIN, H_FMAX, H_IMIN, H_IMAX, H_IABS, H_EXP,
 	H_COUNT
 };
 
@@ -249,6 +249,37 @@ static void helper(emit_t *E, int h)
 		    "{\n"
 		    "\treturn a < 0 ? -a : a;\n"
 		    "}\n\n", fn);
+		break;
+	case H_EXP:
+		put(E, "/* kspec's exp (docs/ir.md): the sequence of cpu.c's "
+		    "ksh_expf. */\n"
+		    "%sfloat ksh_expf(float x)\n"
+		    "{\n"
+		    "\tfloat xc = ksh_fminf(ksh_fmaxf(x, -104.0f), 89.0f);\n"
+		    "\tfloat kf = (xc * 1.44269502f + 12582912.0f) - "
+		    "12582912.0f;\n"
+		    "\tfloat r = %s(kf, -0.693145752f, xc);\n"
+		    "\tfloat p;\n"
+		    "\tint k, k1;\n"
+		    "\n"
+		    "\tr = %s(kf, -1.42860677e-6f, r);\n"
+		    "\tp = %s(1.9875691500e-4f, r, 1.3981999507e-3f);\n"
+		    "\tp = %s(p, r, 8.3334519073e-3f);\n"
+		    "\tp = %s(p, r, 4.1665795894e-2f);\n"
+		    "\tp = %s(p, r, 1.6666665459e-1f);\n"
+		    "\tp = %s(p, r, 5.0000001201e-1f);\n"
+		    "\tp = %s(p, r * r, r) + 1.0f;\n"
+		    "\tk = (int)kf;\n"
+		    "\tk1 = k / 2;\n"
+		    "\tp = p * %s((ks_u32)(k1 + 127) << 23);\n"
+		    "\tp = p * %s((ks_u32)(k - k1 + 127) << 23);\n"
+		    "\tif (x != x)\n"
+		    "\t\treturn x + x;\n"
+		    "\tif (x > 88.7228394f)\n"
+		    "\t\treturn %s(0x7f800000u);\n"
+		    "\treturn x < -103.972084f ? 0.0f : p;\n"
+		    "}\n\n", fn, d->fma, d->fma, d->fma, d->fma, d->fma,
+		    d->fma, d->fma, d->fma, u2f, u2f, u2f);
 		break;
 	}
 }
@@ -502,7 +533,12 @@ static void un(emit_t *E, const ks_expr_t *e)
 		fn = f ? E->d->sqrt : NULL;
 		break;
 	case KS_UN_EXP:
-		fn = f ? E->d->exp : NULL;
+		if (f) {
+			use(E, H_FMIN);
+			use(E, H_FMAX);
+			use(E, H_EXP);
+			fn = "ksh_expf";
+		}
 		break;
 	case KS_UN_COUNT:
 		break;

@@ -68,7 +68,6 @@ struct ks_c_dialect {
 	const char *fma;        /* f32 fused multiply-add, one rounding */
 	const char *sqrt;       /* f32 square root, correctly rounded */
 	const char *fabs;       /* f32 absolute value */
-	const char *exp;        /* f32 exponential (library accuracy) */
 	const char *i64_to_f32; /* round to nearest even */
 	const char *f32_to_i64; /* toward zero */
 	int max_lanes;          /* largest block the dialect's reduce serves */

@@ -142,7 +142,6 @@ static const ks_c_dialect_t cl_dialect = {
 	.fma = "fma",
 	.sqrt = "sqrt",                 /* -cl-fp32-correctly-rounded-... */
 	.fabs = "fabs",
-	.exp = "exp",                   /* 3 ulp (OpenCL 1.2 7.4) */
 	.i64_to_f32 = "convert_float_rte",
 	.f32_to_i64 = "convert_long_rtz",
 	.max_lanes = 256,

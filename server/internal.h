@@ -205,6 +205,9 @@ ks_flight_t *ks_flight_join(ks_srv_t *srv, const ks_get_t *g, int prio,
     int *joined);
 /* Hands queued flights to free compile slots, gets first. */
 void ks_srv_dispatch(ks_srv_t *srv);
+/* Appends ,"params":[...]: K's unbound parameters in entry order, as the
+ * get reply and the kernels op give them (docs/protocol.md). */
+void ks_srv_params_json(ks_buf_t *m, const ks_ir_kernel_t *k);
 /* Adds a waiter (takes a reference on its connection). */
 int ks_flight_wait(ks_flight_t *f, ks_waiter_t *w);
 

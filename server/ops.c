@@ -14,6 +14,28 @@
 
 /* ---- kernels ---- */
 
+/* The entry parameters of DEF's general variant with every dim dynamic
+ * (f32): every argument any of its artifacts can take, in order. */
+static void general_params(ks_buf_t *out, const ks_kernel_def_t *def)
+{
+	ks_dim_t dims[KS_MAX_DIMS];
+	ks_ir_kernel_t *k = NULL;
+	ks_spec_t spec;
+	char err[256];
+	int i;
+
+	for (i = 0; i < def->ndims; i++)
+		dims[i] = (ks_dim_t){ def->dims[i], 0, 0 };
+	if (ks_kernel_validate(def, KS_DTYPE_F32, KS_MODE_EXACT, dims,
+	    def->ndims, &spec, err, sizeof err) != KS_OK ||
+	    ks_specialize(&spec, &k, err, sizeof err) != KS_OK) {
+		ks_buf_puts(out, ",\"params\":[]");
+		return;
+	}
+	ks_srv_params_json(out, k);
+	ks_ir_free(k);
+}
+
 void ks_op_kernels(ks_conn_t *c, const ks_request_t *req)
 {
 	const ks_kernel_def_t *const *all;
@@ -47,7 +69,9 @@ void ks_op_kernels(ks_conn_t *c, const ks_request_t *req)
 			ks_buf_json_str(&c->out, k->guards ? k->guards[j] : "");
 			ks_buf_puts(&c->out, "}");
 		}
-		ks_buf_puts(&c->out, "]}");
+		ks_buf_puts(&c->out, "]");
+		general_params(&c->out, k);
+		ks_buf_puts(&c->out, "}");
 	}
 	ks_buf_puts(&c->out, "]");
 	ks_reply_end(c, 0);

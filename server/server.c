@@ -493,7 +493,7 @@ static void handle_hello(ks_conn_t *c, const ks_request_t *req)
 
 /* ---- compiles ---- */
 
-static void meta_params(ks_buf_t *m, const ks_ir_kernel_t *k)
+void ks_srv_params_json(ks_buf_t *m, const ks_ir_kernel_t *k)
 {
 	int i, first = 1;
 
@@ -507,7 +507,8 @@ static void meta_params(ks_buf_t *m, const ks_ir_kernel_t *k)
 		ks_buf_json_str(m, p->name);
 		if (p->kind == KS_PARAM_BUFFER)
 			ks_buf_printf(m, ",\"kind\":\"buffer\",\"dtype\":\"%s\","
-			    "\"access\":\"%s\"}", ks_dtype_name(p->dtype),
+			    "\"access\":\"%s\"}", p->type == KS_TY_I32 ? "i32" :
+			    ks_dtype_name(p->dtype),
 			    p->access == (KS_ACCESS_READ | KS_ACCESS_WRITE) ?
 			    "readwrite" : p->access == KS_ACCESS_WRITE ?
 			    "write" : "read");
@@ -556,7 +557,7 @@ static int build_meta(ks_buf_t *m, const ks_get_t *g, const ks_ir_kernel_t *k,
 		first = 0;
 	}
 	ks_buf_puts(m, "]");
-	meta_params(m, k);
+	ks_srv_params_json(m, k);
 	/* groups: a number, or a C expression of the dynamic dimensions.
 	 * GPUs launch grid x block threads (one block per work-group, one
 	 * thread per lane); cpu hosts run groups [0, groups). */

@@ -25,6 +25,8 @@
 /* Every dim at this value (0: every dim dynamic). */
 static const int64_t probes[] = { PROBE_DYNAMIC, 1, 2, 17, 4096, 4100 };
 
+enum { MAX_PROBES = 64 };
+
 /* One per library kernel; ks_kernels() is a fixed table far smaller. */
 static ks_hash_t prints[64];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -71,12 +73,26 @@ static void hash_probe(ks_hasher_t *h, const ks_kernel_def_t *def,
 	ks_ir_free(k);
 }
 
+int ks_kernel_probes(const ks_kernel_def_t *def,
+    int64_t (*out)[KS_MAX_DIMS], int max)
+{
+	int n = 0, i;
+	size_t p;
+
+	for (p = 0; p < sizeof probes / sizeof *probes && n < max; p++, n++)
+		for (i = 0; i < def->ndims; i++)
+			out[n][i] = probes[p];
+	for (p = 0; p < (size_t)def->nprobes && n < max; p++, n++)
+		for (i = 0; i < def->ndims; i++)
+			out[n][i] = def->probes[p][i];
+	return n;
+}
+
 static void compute(const ks_kernel_def_t *def, ks_hash_t *out)
 {
 	ks_hasher_t h;
-	int64_t vals[KS_MAX_DIMS];
-	int i, j, d, m;
-	size_t p;
+	int64_t probe_list[MAX_PROBES][KS_MAX_DIMS];   /* 8 KB */
+	int i, d, m, p, nprobes;
 
 	ks_hasher_init(&h);
 	ks_hasher_field(&h, "format", "kspec-kernel-fingerprint-2");
@@ -88,18 +104,12 @@ static void compute(const ks_kernel_def_t *def, ks_hash_t *out)
 		ks_hasher_field(&h, "variant", def->variants[i]);
 		ks_hasher_field(&h, "guard", def->guards[i]);
 	}
+	nprobes = ks_kernel_probes(def, probe_list, MAX_PROBES);
 	for (d = 0; d < KS_DTYPE_COUNT; d++)
-		for (m = KS_MODE_EXACT; m <= KS_MODE_FAST; m++) {
-			for (p = 0; p < sizeof probes / sizeof *probes; p++) {
-				for (j = 0; j < def->ndims; j++)
-					vals[j] = probes[p];
+		for (m = KS_MODE_EXACT; m <= KS_MODE_FAST; m++)
+			for (p = 0; p < nprobes; p++)
 				hash_probe(&h, def, (ks_dtype_t)d,
-				    (ks_mode_t)m, vals);
-			}
-			for (i = 0; i < def->nprobes; i++)
-				hash_probe(&h, def, (ks_dtype_t)d,
-				    (ks_mode_t)m, def->probes[i]);
-		}
+				    (ks_mode_t)m, probe_list[p]);
 	ks_hasher_final(&h, out);
 }
 

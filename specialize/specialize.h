@@ -134,9 +134,9 @@ typedef enum {
  * on f32, two's complement on i64; ABS of INT64_MIN is undefined, kernels
  * do not use it).  SQRT is f32 only and IEEE correctly rounded on every
  * backend, so it is bitwise equal across backends.  EXP is f32 only and
- * transcendental: each backend uses its own library (cpu libm expf, CUDA
- * expf, OpenCL exp), accurate to a few ulp but NOT bitwise equal across
- * backends; docs/backends.md states the bounds.
+ * defined by kspec (docs/ir.md): one fixed sequence of f32 operations that
+ * every backend emits, within 1.01 ulp of e^x and bitwise equal across
+ * backends.
  */
 typedef enum {
 	KS_UN_NEG, KS_UN_ABS, KS_UN_SQRT, KS_UN_EXP,
@@ -424,6 +424,11 @@ int ks_kernel_validate(const ks_kernel_def_t *def, ks_dtype_t dtype,
  * the printed IR of every variant at fixed probe shapes, for each dtype.
  * Computed once; stable across runs and machines. */
 const ks_hash_t *ks_kernel_fingerprint(const ks_kernel_def_t *def);
+/* The probe shapes the fingerprint samples, dims in declared order (0:
+ * dynamic): every dim dynamic, every dim at 1, 2, 17, 4096, 4100, then the
+ * kernel's own probes.  Writes at most MAX; returns the count. */
+int ks_kernel_probes(const ks_kernel_def_t *def,
+    int64_t (*out)[KS_MAX_DIMS], int max);
 /* The same hash computed now, uncached, for any definition (one outside the
  * library included, e.g. in tests).  Returns KS_OK, or KS_E_INVAL for NULL. */
 int ks_kernel_fingerprint_compute(const ks_kernel_def_t *def,

@@ -119,6 +119,61 @@ static inline void ref_store(void *buf, int dtype, int64_t i, float v)
 		((uint16_t *)buf)[i] = ref_f32_to_bf16(v);
 }
 
+/* ---- exp ---- */
+
+/*
+ * kspec's exp (docs/ir.md): every backend computes exactly this sequence
+ * of IEEE f32 operations, so exp is bitwise equal across backends and
+ * vectorizes on CPUs.  The argument is clamped to [-104, 89] (NaN to
+ * -104, harmlessly: the result is selected away), split as x = k ln2 + r
+ * with k = rint(x log2 e) (by the 1.5 * 2^23 trick) and ln2 in two parts;
+ * e^r by a degree-7 polynomial (Cephes expf) in Horner form with fma; the
+ * scale 2^k applied as two exact powers of two 2^(k/2) 2^(k - k/2), so a
+ * subnormal result is rounded once.  NaN gives a quiet NaN, x > 88.7228394
+ * gives +Inf, x < -103.972084 gives +0.  Within 2 ulp of e^x (tests).
+ */
+static inline float ref_pow2i(int32_t k)        /* k in [-126, 127] */
+{
+	return ref_bits_f32((uint32_t)(k + 127) << 23);
+}
+
+static inline float ref_expf(float x)
+{
+	volatile float t;       /* no contraction, no reassociation */
+	float xc, kf, r, p, z, y;
+	int32_t k, k1;
+
+	xc = x < -104.0f ? -104.0f : x;
+	xc = xc > 89.0f ? 89.0f : xc;
+	xc = x != x ? -104.0f : xc;
+	t = xc * 1.44269502f;
+	t = t + 12582912.0f;
+	kf = t - 12582912.0f;
+	r = fmaf(kf, -0.693145752f, xc);
+	r = fmaf(kf, -1.42860677e-6f, r);
+	p = fmaf(1.9875691500e-4f, r, 1.3981999507e-3f);
+	p = fmaf(p, r, 8.3334519073e-3f);
+	p = fmaf(p, r, 4.1665795894e-2f);
+	p = fmaf(p, r, 1.6666665459e-1f);
+	p = fmaf(p, r, 5.0000001201e-1f);
+	t = r * r;
+	z = t;
+	p = fmaf(p, z, r);
+	t = p + 1.0f;
+	p = t;
+	k = (int32_t)kf;
+	k1 = k / 2;
+	t = p * ref_pow2i(k1);
+	y = t * ref_pow2i(k - k1);
+	if (x != x)
+		return x + x;
+	if (x > 88.7228394f)
+		return ref_bits_f32(0x7f800000u);
+	if (x < -103.972084f)
+		return 0.0f;
+	return y;
+}
+
 /* ---- canonical reduction ---- */
 
 /* Lane l accumulates a[j]*b[j] for j = l (mod 32) in increasing j with

@@ -280,6 +280,77 @@ Test(cuda, every_gemm_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)
 		}
 }
 
+/*
+ * Every variant of every library kernel, in every dtype, at the first
+ * fingerprint probe that selects it (constants baked) and, for general,
+ * with every dim dynamic: NVRTC gives PTX naming the entry and the target,
+ * and a cubin (ptxas inside NVRTC), for sm_80 and sm_90.
+ */
+Test(cuda, every_library_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)
+{
+	int64_t probes[64][KS_MAX_DIMS];
+	const ks_kernel_def_t *const *lib;
+	int n, i, p, np, v, a, done;
+	ks_dtype_t d;
+
+	need_nvrtc();
+	lib = ks_kernels(&n);
+	for (i = 0; i < n; i++) {
+		const ks_kernel_def_t *def = lib[i];
+
+		np = ks_kernel_probes(def, probes, 64);
+		for (d = 0; d < KS_DTYPE_COUNT; d++)
+			for (v = 0; v < def->nvariants; v++) {
+				done = 0;
+				for (p = 0; p < np && !done; p++) {
+					ks_dim_t dims[KS_MAX_DIMS];
+					ks_spec_t spec;
+					ks_ir_kernel_t *k;
+					char err[512];
+					int j;
+
+					for (j = 0; j < def->ndims; j++) {
+						dims[j].name = def->dims[j];
+						dims[j].is_const =
+						    probes[p][j] != 0;
+						dims[j].value = probes[p][j];
+					}
+					if (ks_kernel_validate(def, d,
+					    KS_MODE_EXACT, dims, def->ndims,
+					    &spec, err, sizeof err) != KS_OK ||
+					    strcmp(def->select(&spec),
+					    def->variants[v]) != 0)
+						continue;
+					cr_assert_eq(ks_specialize(&spec, &k,
+					    err, sizeof err), KS_OK, "%s", err);
+					for (a = 0; a < 2; a++) {
+						ks_jit_artifact_t ptx, cubin;
+						char entry[128], *t;
+
+						compile(k, archs[a], "ptx", &ptx);
+						compile(k, archs[a], "cubin",
+						    &cubin);
+						t = ptx_text(&ptx);
+						snprintf(entry, sizeof entry,
+						    ".entry %s(", k->entry);
+						cr_assert(strstr(t, entry) !=
+						    NULL, "%s", entry);
+						cr_assert(memcmp(cubin.bytes,
+						    "\177ELF", 4) == 0);
+						free(t);
+						ks_jit_artifact_close(&ptx);
+						ks_jit_artifact_close(&cubin);
+					}
+					ks_ir_free(k);
+					done = 1;
+				}
+				cr_assert(done, "%s %s: no probe selects %s",
+				    def->name, ks_dtype_name(d),
+				    def->variants[v]);
+			}
+	}
+}
+
 Test(cuda, ptx_of_every_gemm_variant_assembles_with_ptxas)
 {
 	const char *tool = find_ptxas();

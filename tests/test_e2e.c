@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include "../jit/jit.h"
 #include "e2e.h"
 #include "ref.h"
 
@@ -561,6 +562,92 @@ Test(e2e, kernels_lists_gemm_with_variants_and_guards)
 			    "guard")->valuestring) > 0;
 	}
 	cr_assert(found && gemv);
+	e2e_reply_free(&r);
+}
+
+/*
+ * Every kernel of the library is listed with its entry arguments, and each
+ * of its variants is served by get on the cpu backend at the first
+ * fingerprint probe that selects it (constants baked); the reply names
+ * that variant and the artifact loads.  Where OpenCL is available, each
+ * kernel's general variant with every dim dynamic is served there too.
+ */
+Test(e2e, every_library_kernel_and_variant_is_listed_and_served)
+{
+	int64_t probes[64][KS_MAX_DIMS];
+	const ks_kernel_def_t *const *lib;
+	e2e_reply_t r = call_ok("{\"op\":\"kernels\"}");
+	const cJSON *ks = cJSON_GetObjectItemCaseSensitive(r.h, "kernels");
+	char err[256];
+	int n, i, v, p, np, ocl;
+
+	ocl = ks_backend_opencl.available(err, sizeof err) == KS_OK;
+	if (!ocl)
+		cr_log_warn("no OpenCL device, cpu only: %s", err);
+	lib = ks_kernels(&n);
+	cr_assert_eq(cJSON_GetArraySize(ks), n);
+	for (i = 0; i < n; i++) {
+		const ks_kernel_def_t *def = lib[i];
+		const cJSON *k = cJSON_GetArrayItem(ks, i);
+		const cJSON *params = cJSON_GetObjectItem(k, "params");
+
+		cr_assert_str_eq(cJSON_GetObjectItem(k, "name")->valuestring,
+		    def->name);
+		cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(k,
+		    "variants")), def->nvariants);
+		/* Every dim is among the general variant's arguments. */
+		cr_assert_geq(cJSON_GetArraySize(params), def->ndims + 1,
+		    "%s", def->name);
+		np = ks_kernel_probes(def, probes, 64);
+		for (v = 0; v < def->nvariants + ocl; v++) {
+			int backend_ocl = v == def->nvariants;
+
+			for (p = 0; p < np; p++) {
+				char req[1024], *o = req;
+				ks_dim_t dims[KS_MAX_DIMS];
+				ks_spec_t spec;
+				int j, dyn = 0;
+
+				for (j = 0; j < def->ndims; j++)
+					dims[j] = (ks_dim_t){ def->dims[j],
+					    probes[p][j] != 0, probes[p][j] };
+				if (ks_kernel_validate(def, KS_DTYPE_BF16,
+				    KS_MODE_EXACT, dims, def->ndims, &spec,
+				    err, sizeof err) != KS_OK)
+					continue;
+				if (backend_ocl ? probes[p][0] != 0 :
+				    strcmp(def->select(&spec),
+				    def->variants[v]) != 0)
+					continue;
+				o += sprintf(o, "{\"op\":\"get\",\"return\":"
+				    "\"meta\",\"kernel\":\"%s\",\"backend\":"
+				    "\"%s\",\"dtype\":\"bf16\",\"shape\":{",
+				    def->name, backend_ocl ? "opencl" : "cpu");
+				for (j = 0; j < def->ndims; j++)
+					if (probes[p][j] != 0)
+						o += sprintf(o, "%s\"%s\":%lld",
+						    o[-1] == '{' ? "" : ",",
+						    def->dims[j],
+						    (long long)probes[p][j]);
+				o += sprintf(o, "},\"dynamic\":[");
+				for (j = 0; j < def->ndims; j++)
+					if (probes[p][j] == 0)
+						o += sprintf(o, "%s\"%s\"",
+						    dyn++ ? "," : "",
+						    def->dims[j]);
+				sprintf(o, "]}");
+				e2e_reply_free(&r);
+				r = call_ok(req);
+				cr_assert_str_eq(e2e_str(&r, "variant"),
+				    backend_ocl ? "general" :
+				    def->variants[v], "%s", req);
+				break;
+			}
+			cr_assert_lt(p, np, "%s: no probe serves %s",
+			    def->name, backend_ocl ? "opencl" :
+			    def->variants[v]);
+		}
+	}
 	e2e_reply_free(&r);
 }
 

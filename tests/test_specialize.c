@@ -1213,6 +1213,65 @@ Test(specialize, fingerprint_is_stable_and_follows_the_definition)
 	cr_assert_not(ks_hash_eq(a, &changed));
 }
 
+/*
+ * Every kernel of the library is a consistent definition, and every one of
+ * its variants is selected by some fingerprint probe in some dtype, so the
+ * fingerprint covers its IR (and not only its name and guard).  Each
+ * probe's IR passes the verifier.
+ */
+Test(specialize, every_library_variant_is_selected_by_a_fingerprint_probe)
+{
+	int64_t probes[64][KS_MAX_DIMS];
+	const ks_kernel_def_t *const *lib;
+	int n, i, p, np, v, d, seen[16];
+
+	lib = ks_kernels(&n);
+	cr_assert_gt(n, 0);
+	for (i = 0; i < n; i++) {
+		const ks_kernel_def_t *def = lib[i];
+
+		cr_assert_leq(def->nvariants, 16);
+		cr_assert_str_eq(def->variants[0], "general", "%s", def->name);
+		cr_assert_eq(ks_kernel_find(def->name), def);
+		memset(seen, 0, sizeof seen);
+		np = ks_kernel_probes(def, probes, 64);
+		cr_assert_geq(np, 6);
+		for (p = 0; p < np; p++)
+			for (d = 0; d < KS_DTYPE_COUNT; d++) {
+				ks_dim_t dims[KS_MAX_DIMS];
+				ks_ir_kernel_t *k;
+				ks_spec_t spec;
+				char err[512];
+				int j;
+
+				for (j = 0; j < def->ndims; j++) {
+					dims[j].name = def->dims[j];
+					dims[j].is_const = probes[p][j] != 0;
+					dims[j].value = probes[p][j];
+				}
+				if (ks_kernel_validate(def, (ks_dtype_t)d,
+				    KS_MODE_EXACT, dims, def->ndims, &spec, err,
+				    sizeof err) != KS_OK)
+					continue;
+				cr_assert_eq(ks_specialize(&spec, &k, err,
+				    sizeof err), KS_OK, "%s probe %d: %s",
+				    def->name, p, err);
+				for (v = 0; v < def->nvariants; v++)
+					if (strcmp(k->variant,
+					    def->variants[v]) == 0)
+						seen[v] = 1;
+				cr_assert_eq(ks_ir_verify(k, err, sizeof err),
+				    KS_OK, "%s.%s: %s", def->name, k->variant,
+				    err);
+				ks_ir_free(k);
+			}
+		for (v = 0; v < def->nvariants; v++)
+			cr_assert(seen[v], "%s: no probe selects variant %s "
+			    "(add one to the definition's probes)", def->name,
+			    def->variants[v]);
+	}
+}
+
 /* ---- the IR computes gemm in the canonical order ---- */
 
 /*

@@ -19,12 +19,15 @@
 #include <cuda.h>
 
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../jit/jit.h"
 #include "../../tests/ref.h"
+#include "../layout.h"
+#include "refs.h"
 
 /* ---- the driver API, loaded at run time ---- */
 
@@ -189,6 +192,34 @@ static int64_t eval(const ks_ir_kernel_t *k, const ks_expr_t *e,
 	case KS_OP_MUL: return a * b;
 	case KS_OP_DIV: return a / b;
 	case KS_OP_REM: return a % b;
+	default: exit(1);
+	}
+}
+
+/* The grid over constants and the values of the scalar parameters, by
+ * parameter index. */
+static int64_t kgrid(const ks_ir_kernel_t *k, const ks_expr_t *e,
+    const int64_t *vals)
+{
+	int64_t a, b;
+
+	if (e->kind == KS_X_CONST)
+		return e->i;
+	if (e->kind == KS_X_PARAM)
+		return k->params[e->param].bound ? k->params[e->param].value :
+		    vals[e->param];
+	if (e->kind != KS_X_BIN)
+		exit(1);
+	a = kgrid(k, e->a, vals);
+	b = kgrid(k, e->b, vals);
+	switch (e->op) {
+	case KS_OP_ADD: return a + b;
+	case KS_OP_SUB: return a - b;
+	case KS_OP_MUL: return a * b;
+	case KS_OP_DIV: return a / b;
+	case KS_OP_REM: return a % b;
+	case KS_OP_MIN: return a < b ? a : b;
+	case KS_OP_MAX: return a > b ? a : b;
 	default: exit(1);
 	}
 }
@@ -445,6 +476,339 @@ static void time_decode(const char *target)
 	free(want);
 }
 
+/* ---- every library kernel ---- */
+
+/* Whether K calls exp (its results are then checked within a bound, not
+ * bitwise: the device's expf is not glibc's). */
+static ks_expr_t *find_exp(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
+    int in_lanes)
+{
+	(void)k;
+	(void)in_lanes;
+	if (e->kind == KS_X_UN && e->un == KS_UN_EXP)
+		*(int *)ctx = 1;
+	return e;
+}
+
+static int uses_exp(ks_ir_kernel_t *k)
+{
+	int found = 0;
+	ks_ir_visitor_t v = { &found, find_exp, NULL };
+
+	ks_ir_walk(k, &v);
+	return found;
+}
+
+/* The IR of DEF's VARIANT (NULL: selected) with dim i constant where bit
+ * i of CONSTS is set. */
+static ks_ir_kernel_t *kernel_ir(const ks_kernel_def_t *def,
+    const char *variant, ks_dtype_t dt, const int64_t *v, unsigned consts)
+{
+	static ks_kernel_def_t forced;
+	ks_dim_t dims[KS_MAX_DIMS];
+	ks_ir_kernel_t *k = NULL;
+	ks_spec_t spec;
+	char err[512];
+	int i;
+
+	for (i = 0; i < def->ndims; i++)
+		dims[i] = (ks_dim_t){ def->dims[i], (consts >> i) & 1, v[i] };
+	if (variant != NULL) {
+		forced = *def;
+		forced.select = select_forced;
+		forced_variant = variant;
+		def = &forced;
+	}
+	if (ks_kernel_validate(def, dt, KS_MODE_EXACT, dims, def->ndims, &spec,
+	    err, sizeof err) != KS_OK || ks_specialize(&spec, &k, err,
+	    sizeof err) != KS_OK) {
+		fprintf(stderr, "check: %s %s: %s\n", def->name, variant ?
+		    variant : "(selected)", err);
+		exit(1);
+	}
+	return k;
+}
+
+/* Device copies of a case's buffers and its launch arguments. */
+typedef struct {
+	const ks_kernel_def_t *def;
+	ks_ir_kernel_t *k;
+	buf_t b[LAY_MAXB];
+	int nb;
+	CUdeviceptr dev[LAY_MAXB];
+	size_t bytes[LAY_MAXB];
+	void *params[16];
+	CUdeviceptr ptr[16];
+	int64_t i64[16];
+	float f32[16];
+	unsigned grid;
+} kcase_t;
+
+static void kcase_bind(kcase_t *c, const int64_t *v)
+{
+	int i, j, n = 0;
+
+	for (i = 0; i < c->k->nparams; i++) {
+		const ks_ir_param_t *p = &c->k->params[i];
+
+		if (p->kind == KS_PARAM_BUFFER) {
+			for (j = 0; j < c->nb; j++)
+				if (strcmp(c->b[j].name, p->name) == 0)
+					c->ptr[i] = c->dev[j];
+			c->params[n++] = &c->ptr[i];
+		} else if (p->bound) {
+			continue;
+		} else if (p->type == KS_TY_F32) {
+			c->f32[i] = strcmp(p->name, "scale") == 0 ?
+			    1.0f / sqrtf((float)dim(c->def, v, "D")) : 1e-5f;
+			c->params[n++] = &c->f32[i];
+		} else {
+			c->i64[i] = dim(c->def, v, p->name);
+			c->params[n++] = &c->i64[i];
+		}
+	}
+	c->grid = (unsigned)kgrid(c->k, c->k->grid, c->i64);
+}
+
+static void kcase_launch(kcase_t *c, CUfunction fn)
+{
+	if (c->grid > 0)
+		CU(cu.LaunchKernel(fn, c->grid, 1, 1, (unsigned)c->k->nlanes,
+		    1, 1, 0, NULL, c->params, NULL));
+}
+
+/* Distance of A from B in units of the dtype's last place (0 when the
+ * bits are equal; large across a sign change or a NaN). */
+static double ulps(const void *a, const void *b, ks_dtype_t dt, int64_t i)
+{
+	double x = ref_load(a, (int)dt, i), y = ref_load(b, (int)dt, i);
+	int e;
+
+	if (memcmp((const char *)a + i * (int64_t)ks_dtype_size(dt),
+	    (const char *)b + i * (int64_t)ks_dtype_size(dt),
+	    ks_dtype_size(dt)) == 0)
+		return 0;
+	if (x != x || y != y)
+		return 1e30;
+	frexp(y, &e);
+	return fabs(x - y) / ldexp(1.0, e - (dt == KS_DTYPE_F32 ? 24 :
+	    dt == KS_DTYPE_F16 ? 11 : 8));
+}
+
+/* Outputs of a kernel with exp may differ from the glibc reference by
+ * at most this many ulps of the dtype. */
+#define EXP_ULPS 8.0
+
+/*
+ * One case: DEF's VARIANT at dims V (constant where CONSTS), as cubin, on
+ * small random data, against the plain-C reference of tests/ref*.h
+ * (bench/gpu/refs.h): bitwise, or within EXP_ULPS for kernels with exp.
+ */
+static void check_kernel(const char *target, const char *kernel,
+    const char *variant, ks_dtype_t dt, const int64_t *v, unsigned consts)
+{
+	size_t es = ks_dtype_size(dt);
+	void *want[LAY_MAXB] = { 0 };
+	char what[160], result[80], dims[96];
+	kcase_t c;
+	loaded_t l;
+	double worst = 0;
+	int64_t bad = 0, total = 0, e;
+	int i, o = 0, exp_used;
+	CUresult r;
+
+	memset(&c, 0, sizeof c);
+	c.def = ks_kernel_find(kernel);
+	if (c.def == NULL) {
+		printf("check: %s is not in the library\n", kernel);
+		mismatches++;
+		return;
+	}
+	c.k = kernel_ir(c.def, variant, dt, v, consts);
+	exp_used = uses_exp(c.k);
+	c.nb = layout(c.def, v, c.b);
+	lay_fill(c.def, v, c.b, c.nb, dt, 7);
+	for (i = 0; i < c.nb; i++) {
+		c.bytes[i] = lay_bytes(&c.b[i], es);
+		CU(cu.MemAlloc(&c.dev[i], c.bytes[i] ? c.bytes[i] : 1));
+		if (c.b[i].written)
+			CU(cu.MemsetD8(c.dev[i], 0xff, c.bytes[i]));
+		if (strcmp(c.b[i].name, "y") && strcmp(c.b[i].name, "o"))
+			CU(cu.MemcpyHtoD(c.dev[i], c.b[i].data, c.bytes[i]));
+	}
+	kcase_bind(&c, v);
+	ref_kernel(c.def, dt, v, c.b, c.nb);  /* in place on the host */
+	for (i = 0; i < c.def->ndims; i++)
+		o += snprintf(dims + o, sizeof dims - (size_t)o, "%s%s=%lld%s",
+		    i ? "," : "", c.def->dims[i], (long long)v[i],
+		    (consts >> i) & 1 ? "" : "*");
+	snprintf(what, sizeof what, "%s.%s %s %s", kernel, c.k->variant,
+	    ks_dtype_name(dt), dims);
+	r = load_kernel(c.k, target, "cubin", &l);
+	if (r != CUDA_SUCCESS) {
+		snprintf(result, sizeof result, "LOAD: %.52s", cu_error(r));
+		mismatches++;
+		row(what, "cubin", result, 0, 0);
+	} else {
+		kcase_launch(&c, l.fn);
+		CU(cu.CtxSynchronize());
+		for (i = 0; i < c.nb; i++) {
+			if (!c.b[i].written)
+				continue;
+			want[i] = malloc(c.bytes[i]);
+			CU(cu.MemcpyDtoH(want[i], c.dev[i], c.bytes[i]));
+			for (e = 0; e < c.b[i].elems; e++) {
+				double u = ulps(want[i], c.b[i].data, dt, e);
+
+				bad += exp_used ? u > EXP_ULPS : u != 0;
+				worst = u > worst ? u : worst;
+				total++;
+			}
+			free(want[i]);
+		}
+		if (bad == 0 && worst == 0)
+			snprintf(result, sizeof result, "bitwise ok");
+		else if (bad == 0)
+			snprintf(result, sizeof result, "ok, <= %.1f ulp (exp)",
+			    worst);
+		else
+			snprintf(result, sizeof result, "MISMATCH %lld/%lld",
+			    (long long)bad, (long long)total);
+		mismatches += bad != 0;
+		row(what, "cubin", result, 0, 0);
+		unload_kernel(&l);
+	}
+	for (i = 0; i < c.nb; i++) {
+		CU(cu.MemFree(c.dev[i]));
+		free(c.b[i].data);
+	}
+	ks_ir_free(c.k);
+}
+
+/* ---- the decode set, timed beside PyTorch ---- */
+
+/* `torch NAME MEDIAN P10 P90` lines of bench/gpu/torch_ref.py, from the
+ * file $KSPEC_TORCH_REF; 0 when absent. */
+static double torch_us(const char *name)
+{
+	const char *path = getenv("KSPEC_TORCH_REF");
+	char line[256], n[64];
+	double med, result = 0;
+	FILE *f;
+
+	if (path == NULL || (f = fopen(path, "r")) == NULL)
+		return 0;
+	while (fgets(line, sizeof line, f) != NULL)
+		if (sscanf(line, "torch %63s %lf", n, &med) == 2 &&
+		    strcmp(n, name) == 0)
+			result = med;
+	fclose(f);
+	return result;
+}
+
+/* Times the selected variant of KERNEL at the all-constant decode shape V
+ * (bf16) with CUDA events, WARMUP then RUNS launches; prints it beside
+ * PyTorch's figure for TORCH_NAME. */
+static void time_kernel(const char *target, const char *kernel,
+    const char *torch_name, const int64_t *v)
+{
+	kcase_t c;
+	loaded_t l;
+	float ms[RUNS];
+	CUevent a, b;
+	double bytes, us, ref;
+	char what[160], result[96];
+	int i;
+
+	memset(&c, 0, sizeof c);
+	c.def = ks_kernel_find(kernel);
+	if (c.def == NULL)
+		return;
+	c.k = kernel_ir(c.def, NULL, KS_DTYPE_BF16, v, ~0u);
+	c.nb = layout(c.def, v, c.b);
+	lay_fill(c.def, v, c.b, c.nb, KS_DTYPE_BF16, 3);
+	for (i = 0; i < c.nb; i++) {
+		c.bytes[i] = lay_bytes(&c.b[i], 2);
+		CU(cu.MemAlloc(&c.dev[i], c.bytes[i]));
+		CU(cu.MemcpyHtoD(c.dev[i], c.b[i].data, c.bytes[i]));
+	}
+	kcase_bind(&c, v);
+	CU(load_kernel(c.k, target, "cubin", &l));
+	CU(cu.EventCreate(&a, CU_EVENT_DEFAULT));
+	CU(cu.EventCreate(&b, CU_EVENT_DEFAULT));
+	for (i = -WARMUP; i < RUNS; i++) {
+		CU(cu.EventRecord(a, NULL));
+		kcase_launch(&c, l.fn);
+		CU(cu.EventRecord(b, NULL));
+		CU(cu.EventSynchronize(b));
+		if (i >= 0)
+			CU(cu.EventElapsedTime(&ms[i], a, b));
+	}
+	CU(cu.EventDestroy(a));
+	CU(cu.EventDestroy(b));
+	qsort(ms, RUNS, sizeof ms[0], cmp_float);
+	us = ms[RUNS / 2] * 1e3;
+	bytes = moved(c.def, v, c.b, c.nb, 2);
+	ref = torch_us(torch_name);
+	snprintf(what, sizeof what, "%s.%s bf16 (%s)", kernel, c.k->variant,
+	    torch_name);
+	if (ref > 0)
+		snprintf(result, sizeof result, "torch %.2f us: %.2fx", ref,
+		    ref / us);
+	else
+		snprintf(result, sizeof result, "no torch figure");
+	row(what, "cubin", result, us, bytes / (us * 1e3));
+	unload_kernel(&l);
+	for (i = 0; i < c.nb; i++) {
+		CU(cu.MemFree(c.dev[i]));
+		free(c.b[i].data);
+	}
+	ks_ir_free(c.k);
+}
+
+/*
+ * Correctness cases of the library beside gemm: each variant at a small
+ * shape, constant dims (consts bit i: dim i constant) and all dynamic,
+ * just outside the guards; every dtype.
+ */
+static const struct {
+	const char *kernel, *variant;
+	int64_t dims[KS_MAX_DIMS];
+	unsigned consts;
+} lib_cases[] = {
+	{ "rmsnorm", NULL, { 3, 4096 }, 3 },
+	{ "rmsnorm", "general", { 3, 4096 }, 3 },
+	{ "rmsnorm", NULL, { 5, 4100 }, 0 },
+	{ "add_rmsnorm", NULL, { 3, 4096 }, 3 },
+	{ "add_rmsnorm", NULL, { 5, 100 }, 0 },
+	{ "softmax", NULL, { 4, 2048 }, 3 },
+	{ "softmax", NULL, { 3, 8193 }, 0 },
+	{ "rope", NULL, { 1, 32, 128, 512 }, 15 },
+	{ "rope", NULL, { 7, 8, 128, 512 }, 15 },
+	{ "rope", NULL, { 5, 4, 96, 64 }, 0 },
+	{ "silu_mul", NULL, { 1, 14336 }, 3 },
+	{ "silu_mul", NULL, { 3, 1000 }, 0 },
+	{ "attention_decode", NULL, { 2, 32, 8, 128, 300 }, 31 },
+	{ "attention_decode", "head_dim", { 2, 32, 8, 128, 300 }, 31 },
+	{ "attention_decode", "general", { 2, 32, 8, 128, 300 }, 31 },
+	{ "attention_decode", NULL, { 2, 8, 2, 64, 129 }, 0 },
+	{ "attention_decode", NULL, { 1, 4, 4, 96, 65 }, 31 },
+};
+
+/* The decode set of an 8B-class model, bf16, timed beside PyTorch. */
+static const struct {
+	const char *kernel, *torch;
+	int64_t dims[KS_MAX_DIMS];
+} decode_set[] = {
+	{ "gemm", "gemv", { 1, 4096, 4096 } },
+	{ "gemm", "gemv_down", { 1, 4096, 14336 } },
+	{ "rmsnorm", "rmsnorm", { 1, 4096 } },
+	{ "rope", "rope", { 1, 32, 128, 8192 } },
+	{ "silu_mul", "silu_mul", { 1, 14336 } },
+	{ "attention_decode", "attention_2048", { 1, 32, 8, 128, 2048 } },
+	{ "attention_decode", "attention_8192", { 1, 32, 8, 128, 8192 } },
+};
+
 int main(void)
 {
 	static const ks_dtype_t dts[] = { KS_DTYPE_F32, KS_DTYPE_F16,
@@ -454,7 +818,7 @@ int main(void)
 	ks_buf_t id;
 	CUdevice dev;
 	CUcontext ctx;
-	size_t d;
+	size_t d, i;
 
 	if (!load_driver(why, sizeof why)) {
 		printf("no CUDA device: %s\n", why);
@@ -510,9 +874,19 @@ int main(void)
 		check_case(target, "small_m", dts[d], 16, 33, 100, 1);
 		check_case(target, "small_m", dts[d], 4, 4096, 4096, 7);
 	}
+	for (d = 0; d < sizeof dts / sizeof dts[0]; d++)
+		for (i = 0; i < sizeof lib_cases / sizeof lib_cases[0]; i++)
+			check_kernel(target, lib_cases[i].kernel,
+			    lib_cases[i].variant, dts[d], lib_cases[i].dims,
+			    lib_cases[i].consts);
 	time_decode(target);
+	for (i = 0; i < sizeof decode_set / sizeof decode_set[0]; i++)
+		time_kernel(target, decode_set[i].kernel,
+		    decode_set[i].torch, decode_set[i].dims);
 	printf("\nGB/s: bytes the launch must move / median time (GEMV: x, W "
-	    "and y; copy: read + write).\n");
+	    "and y; copy: read + write).\n* marks a dynamic dim.  torch: "
+	    "bench/gpu/torch_ref.py in the same run; Nx = torch time / kspec "
+	    "time.\n");
 	CU(cu.PrimaryCtxRelease(dev));
 	if (mismatches > 0) {
 		printf("%d check(s) MISMATCH\n", mismatches);

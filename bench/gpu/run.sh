@@ -2,11 +2,15 @@
 # The GPU check of the cuda backend (issue 3, DESIGN.md section 10): builds
 # bench/gpu/check from the sources of base/, specialize/ and the cuda
 # backend (jit/emit_c.c, jit/cuda.c) with only a C compiler and the CUDA
-# headers, nothing fetched, then runs it: every gemm variant x dtype,
-# compiled by kspec's NVRTC backend for this GPU, checked bit for bit
-# against tests/ref.h, and the decode GEMV timed beside a device-to-device
-# copy.  One table; exit 0 when all is bitwise equal, 1 on any mismatch or
-# error, 2 when there is no CUDA device (skipped).  Well under 5 minutes.
+# headers, nothing fetched, then runs it: every kernel of the library x
+# variant x dtype, compiled by kspec's NVRTC backend for this GPU, checked
+# against the plain-C references of tests/ (bit for bit; kernels with exp
+# within a stated ulp bound), the decode GEMV timed beside a
+# device-to-device copy, and the decode set of an 8B-class model timed
+# beside PyTorch (bench/gpu/torch_ref.py: cuBLAS GEMV, scaled dot-product
+# attention) when torch is installed.  One table; exit 0 when all checks
+# pass, 1 on any mismatch or error, 2 when there is no CUDA device
+# (skipped).  Under 5 minutes.
 #
 # Usage: bench/gpu/run.sh    (from anywhere; builds into build/gpu/)
 # Env: CUDA_HOME (default /usr/local/cuda), CC (default cc).
@@ -34,4 +38,14 @@ if [ -z "${KSPEC_NVRTC:-}" ] && [ -e "$CUDA_HOME/lib64/libnvrtc.so" ]; then
 	KSPEC_NVRTC="$CUDA_HOME/lib64/libnvrtc.so"
 	export KSPEC_NVRTC
 fi
-exec timeout 280 "$out/check"
+# PyTorch's decode figures, in the same run, when torch and a GPU are
+# there (nothing is installed or fetched); the check prints them beside
+# its own.
+if command -v python3 >/dev/null 2>&1; then
+	timeout 100 python3 bench/gpu/torch_ref.py >"$out/torch.txt" 2>&1 ||
+	    true
+	cat "$out/torch.txt"
+	KSPEC_TORCH_REF="$out/torch.txt"
+	export KSPEC_TORCH_REF
+fi
+exec timeout 180 "$out/check"

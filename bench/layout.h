@@ -1,0 +1,142 @@
+/*
+ * The buffers of each library kernel, by the names of its parameters, for
+ * the benchmarks (bench/kernels on the cpu, bench/gpu/check on a GPU):
+ * sizes at given dims, the bytes a launch must move, and test data (values
+ * in [-1, 1) stored in the dtype; positions t % P; every sequence full,
+ * lens = S).  Header-only; needs only the kernel definitions.
+ */
+#ifndef KS_BENCH_LAYOUT_H
+#define KS_BENCH_LAYOUT_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../specialize/specialize.h"
+#include "../tests/ref.h"
+
+enum { LAY_MAXB = 8 };
+
+typedef struct {
+	const char *name;
+	int64_t elems;
+	int i32;                /* int32 elements (positions, lengths) */
+	int written;
+	void *data;
+} buf_t;
+
+static inline int64_t dim(const ks_kernel_def_t *def, const int64_t *v,
+    const char *name)
+{
+	int i;
+
+	for (i = 0; i < def->ndims; i++)
+		if (strcmp(def->dims[i], name) == 0)
+			return v[i];
+	fprintf(stderr, "layout: %s has no dim %s\n", def->name, name);
+	exit(1);
+}
+
+#define D_(n) dim(def, v, n)
+
+/* The buffers of DEF at dims V (declared order); returns the count. */
+static inline int layout(const ks_kernel_def_t *def, const int64_t *v,
+    buf_t *b)
+{
+	const char *n = def->name;
+	int c = 0;
+
+#define B_(nm, el, i32, w) (b[c++] = (buf_t){ nm, (el), i32, w, NULL })
+	if (strcmp(n, "gemm") == 0) {
+		B_("x", D_("M") * D_("K"), 0, 0);
+		B_("W", D_("N") * D_("K"), 0, 0);
+		B_("y", D_("M") * D_("N"), 0, 1);
+	} else if (strcmp(n, "rmsnorm") == 0 ||
+	    strcmp(n, "add_rmsnorm") == 0) {
+		B_("x", D_("R") * D_("H"), 0, 0);
+		if (n[0] == 'a')
+			B_("res", D_("R") * D_("H"), 0, 1);
+		B_("w", D_("H"), 0, 0);
+		B_("y", D_("R") * D_("H"), 0, 1);
+	} else if (strcmp(n, "softmax") == 0) {
+		B_("x", D_("R") * D_("L"), 0, 0);
+		B_("y", D_("R") * D_("L"), 0, 1);
+	} else if (strcmp(n, "rope") == 0) {
+		B_("x", D_("T") * D_("Hn") * D_("D"), 0, 1);
+		B_("pos", D_("T"), 1, 0);
+		B_("cs", D_("P") * D_("D"), 0, 0);
+	} else if (strcmp(n, "silu_mul") == 0) {
+		B_("gu", D_("T") * 2 * D_("F"), 0, 0);
+		B_("y", D_("T") * D_("F"), 0, 1);
+	} else if (strcmp(n, "attention_decode") == 0) {
+		B_("q", D_("B") * D_("Hq") * D_("D"), 0, 0);
+		B_("k", D_("B") * D_("S") * D_("Hkv") * D_("D"), 0, 0);
+		B_("v", D_("B") * D_("S") * D_("Hkv") * D_("D"), 0, 0);
+		B_("lens", D_("B"), 1, 0);
+		B_("o", D_("B") * D_("Hq") * D_("D"), 0, 1);
+	} else {
+		fprintf(stderr, "layout: no layout for %s\n", n);
+		exit(1);
+	}
+#undef B_
+	return c;
+}
+
+static inline size_t lay_bytes(const buf_t *b, size_t es)
+{
+	return (size_t)b->elems * (b->i32 ? 4 : es);
+}
+
+/* Bytes a launch must move: each buffer read once (rope's cs: only the T
+ * rows at the positions), each read-write buffer written once more, an
+ * output (y, o) written once. */
+static inline double moved(const ks_kernel_def_t *def, const int64_t *v,
+    const buf_t *b, int nb, size_t es)
+{
+	double sum = 0;
+	int i;
+
+	for (i = 0; i < nb; i++) {
+		double el = (double)b[i].elems, size = b[i].i32 ? 4 : (double)es;
+
+		if (strcmp(def->name, "rope") == 0 &&
+		    strcmp(b[i].name, "cs") == 0)
+			el = (double)(D_("T") * D_("D"));
+		if (strcmp(b[i].name, "y") == 0 || strcmp(b[i].name, "o") == 0)
+			sum += el * size;
+		else
+			sum += el * size * (b[i].written ? 2 : 1);
+	}
+	return sum;
+}
+
+/* Allocates (64-byte aligned) and fills the NB buffers of B. */
+static inline void lay_fill(const ks_kernel_def_t *def, const int64_t *v,
+    buf_t *b, int nb, ks_dtype_t dt, uint64_t seed)
+{
+	int i;
+	int64_t j;
+
+	for (i = 0; i < nb; i++) {
+		size_t sz = lay_bytes(&b[i], ks_dtype_size(dt));
+
+		b[i].data = aligned_alloc(64, (sz + 63) / 64 * 64);
+		if (b[i].data == NULL) {
+			fprintf(stderr, "layout: out of memory\n");
+			exit(1);
+		}
+		if (!b[i].i32) {
+			ref_fill(b[i].data, (int)dt, b[i].elems,
+			    seed + (uint64_t)i);
+			continue;
+		}
+		for (j = 0; j < b[i].elems; j++)
+			((int32_t *)b[i].data)[j] =
+			    strcmp(b[i].name, "lens") == 0 ?
+			    (int32_t)D_("S") : (int32_t)(j % D_("P"));
+	}
+}
+
+#undef D_
+
+#endif
