@@ -22,7 +22,8 @@
  * exp(m - m'), g = exp(m_c - m'), l = l*f + l_c*g, a[d] = a[d]*f +
  * a_c[d]*g (two products, then the sum; no fma), m = m'.  o[d] = a[d] /
  * l (IEEE division); n = 0 gives o = 0.  max is the IR's (fmaxf, -0 <
- * +0), exp the backend's (KS_UN_EXP: bitwise only per backend).
+ * +0), exp the IR's (kspec's own sequence, docs/ir.md), so the result is
+ * the same bits on every backend.
  *
  * Chunk partials depend on nothing but their chunk, so a GPU schedule may
  * compute them in parallel (split-KV) and merge them in the same chain

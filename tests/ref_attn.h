@@ -2,8 +2,9 @@
  * Plain-C references of attention_decode, written from the definition in
  * docs/kernels.md and independent of the IR: the canonical order
  * (chunks of 64 positions, canonical dot, sequential max and sums, the
- * left-to-right merge chain) with libm expf, as the cpu backend computes
- * it, and a double-precision one for sanity.  Header-only.
+ * left-to-right merge chain) with kspec's exp (ref_expf, the sequence every
+ * backend computes, docs/ir.md), so every backend must give its bits; and
+ * a double-precision one for sanity.  Header-only.
  *
  * ref_attn_decode_bug() takes planted bugs for the tests that show each
  * checker is not vacuous; ref_attn_decode() is it with none.
@@ -113,7 +114,7 @@ static inline void ref_attn_decode_bug(const void *q, const void *k,
 				lc[c] = 0.0f;
 				for (p = p0; p < p1; p++) {
 					ko = ((b * S + p) * Hkv + kvh) * D;
-					e = expf(sc[p - p0] - mc[c]);
+					e = ref_expf(sc[p - p0] - mc[c]);
 					lc[c] = lc[c] + e;
 					for (d = 0; d < D; d++)
 						ac[c * D + d] = fmaf(e,
@@ -130,8 +131,8 @@ static inline void ref_attn_decode_bug(const void *q, const void *k,
 				    i;
 
 				mn = ref_attn_maxf(m, mc[cc]);
-				f = expf(m - mn);
-				g = expf(mc[cc] - mn);
+				f = ref_expf(m - mn);
+				g = ref_expf(mc[cc] - mn);
 				e = l * f;
 				l = e + lc[cc] * g;
 				for (d = 0; d < D; d++) {
