@@ -576,8 +576,9 @@ Test(e2e, every_library_kernel_and_variant_is_listed_and_served)
 {
 	int64_t probes[64][KS_MAX_DIMS];
 	const ks_kernel_def_t *const *lib;
-	e2e_reply_t r = call_ok("{\"op\":\"kernels\"}");
-	const cJSON *ks = cJSON_GetObjectItemCaseSensitive(r.h, "kernels");
+	/* The kernels reply stays alive while the gets reuse r. */
+	e2e_reply_t kr = call_ok("{\"op\":\"kernels\"}"), r = { 0 };
+	const cJSON *ks = cJSON_GetObjectItemCaseSensitive(kr.h, "kernels");
 	char err[256];
 	int n, i, v, p, np, ocl;
 
@@ -649,6 +650,7 @@ Test(e2e, every_library_kernel_and_variant_is_listed_and_served)
 		}
 	}
 	e2e_reply_free(&r);
+	e2e_reply_free(&kr);
 }
 
 Test(e2e, explain_names_the_component_that_differs)
