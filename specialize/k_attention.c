@@ -112,10 +112,12 @@ static const char *attn_select(const ks_spec_t *spec)
 }
 
 /* Elements of a buffer whose dims (indices into the spec, NDIM of them)
- * are all constant; a dynamic dim leaves the size to the launch. */
+ * are all constant, overflow-checked; a dynamic dim leaves the size to
+ * the launch. */
 static int check_buffer(const ks_spec_t *spec, const char *buf,
     const int *dims, int ndim, char *err, size_t errlen)
 {
+	char names[64] = "";
 	int64_t n = 1;
 	int i;
 
@@ -128,9 +130,12 @@ static int check_buffer(const ks_spec_t *spec, const char *buf,
 			break;
 	if (i == ndim)
 		return KS_OK;
+	for (i = 0; i < ndim; i++)
+		snprintf(names + strlen(names), sizeof names - strlen(names),
+		    "%s%s", i ? "*" : "", attn_dims[dims[i]]);
 	if (err != NULL && errlen > 0)
-		snprintf(err, errlen, "buffer %s of %d dims exceeds the limit "
-		    "of %lld elements", buf, ndim, (long long)KS_MAX_ELEMS);
+		snprintf(err, errlen, "buffer %s of %s elements exceeds the "
+		    "limit of %lld", buf, names, (long long)KS_MAX_ELEMS);
 	return KS_E_TOO_LARGE;
 }
 
