@@ -18,6 +18,7 @@ static const ks_kernel_def_t *const library[] = {
 	&ks_kernel_softmax,
 	&ks_kernel_rope,
 	&ks_kernel_silu_mul,
+	&ks_kernel_attention_decode,
 };
 
 #define NKERNELS ((int)(sizeof library / sizeof library[0]))
