@@ -87,13 +87,15 @@ install: all
 $(BUILD)/libkspec.so: $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(CLIENT_LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(DAEMON_OBJ) $(BUILD)/libkspec.a $(wildcard tests/*.h)
+$(BUILD)/tests/%: tests/%.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
+	    $(wildcard tests/*.h bench/*.h bench/gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(DAEMON_OBJ) $(CLIENT_LIB_OBJ) $(LDLIBS) $(TEST_LIBS)
 
 # Benchmarks run where they are built: -march=native gives the reference
 # loops the machine's full vector width.
-$(BUILD)/bench/%: bench/%/main.c $(DAEMON_OBJ) $(BUILD)/libkspec.a $(wildcard bench/*.h tests/*.h)
+$(BUILD)/bench/%: bench/%/main.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
+	    $(wildcard bench/*.h tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O3 -march=native -o $@ $< $(DAEMON_OBJ) $(CLIENT_LIB_OBJ) $(LDLIBS) -lopenblas
 

@@ -37,6 +37,7 @@
 #include "../../jit/jit.h"
 #include "../../tests/ref.h"
 #include "../layout.h"
+#include "cases.h"
 #include "refs.h"
 
 /* ---- the driver API, loaded at run time ---- */
@@ -776,35 +777,6 @@ static void time_kernel(const char *target, const char *kernel,
 	ks_ir_free(c.k);
 }
 
-/*
- * Correctness cases of the library beside gemm: each variant at a small
- * shape, constant dims (consts bit i: dim i constant) and all dynamic,
- * just outside the guards; every dtype.
- */
-static const struct {
-	const char *kernel, *variant;
-	int64_t dims[KS_MAX_DIMS];
-	unsigned consts;
-} lib_cases[] = {
-	{ "rmsnorm", NULL, { 3, 4096 }, 3 },
-	{ "rmsnorm", "general", { 3, 4096 }, 3 },
-	{ "rmsnorm", NULL, { 5, 4100 }, 0 },
-	{ "add_rmsnorm", NULL, { 3, 4096 }, 3 },
-	{ "add_rmsnorm", NULL, { 5, 100 }, 0 },
-	{ "softmax", NULL, { 4, 2048 }, 3 },
-	{ "softmax", NULL, { 3, 8193 }, 0 },
-	{ "rope", NULL, { 1, 32, 128, 512 }, 15 },
-	{ "rope", NULL, { 7, 8, 128, 512 }, 15 },
-	{ "rope", NULL, { 5, 4, 96, 64 }, 0 },
-	{ "silu_mul", NULL, { 1, 14336 }, 3 },
-	{ "silu_mul", NULL, { 3, 1000 }, 0 },
-	{ "attention_decode", NULL, { 2, 32, 8, 128, 300 }, 31 },
-	{ "attention_decode", "head_dim", { 2, 32, 8, 128, 300 }, 31 },
-	{ "attention_decode", "general", { 2, 32, 8, 128, 300 }, 31 },
-	{ "attention_decode", NULL, { 2, 8, 2, 64, 129 }, 0 },
-	{ "attention_decode", NULL, { 1, 4, 4, 96, 65 }, 31 },
-};
-
 /* The decode set of an 8B-class model, bf16, timed beside PyTorch. */
 static const struct {
 	const char *kernel, *torch;
@@ -885,10 +857,10 @@ int main(void)
 		check_case(target, "small_m", dts[d], 4, 4096, 4096, 7);
 	}
 	for (d = 0; d < sizeof dts / sizeof dts[0]; d++)
-		for (i = 0; i < sizeof lib_cases / sizeof lib_cases[0]; i++)
-			check_kernel(target, lib_cases[i].kernel,
-			    lib_cases[i].variant, dts[d], lib_cases[i].dims,
-			    lib_cases[i].consts);
+		for (i = 0; i < sizeof gpu_cases / sizeof gpu_cases[0]; i++)
+			check_kernel(target, gpu_cases[i].kernel,
+			    gpu_cases[i].variant, dts[d], gpu_cases[i].dims,
+			    gpu_cases[i].consts);
 	time_decode(target);
 	for (i = 0; i < sizeof decode_set / sizeof decode_set[0]; i++)
 		time_kernel(target, decode_set[i].kernel,

@@ -12,6 +12,7 @@
 #include "../layout.h"
 #include "../../tests/ref_norm.h"
 #include "../../tests/ref_rope.h"
+#include "../../tests/ref_attn.h"
 
 static inline void *ref_buf(buf_t *b, int nb, const char *name)
 {
@@ -59,6 +60,12 @@ static inline void ref_kernel(const ks_kernel_def_t *def, ks_dtype_t dt,
 	if (strcmp(def->name, "rope") == 0) {
 		ref_rope(B_("x"), B_("pos"), B_("cs"), d, V_("T"), V_("Hn"),
 		    V_("D"), V_("P"));
+		return;
+	}
+	if (strcmp(def->name, "attention_decode") == 0) {
+		ref_attn_decode(B_("q"), B_("k"), B_("v"), B_("lens"), B_("o"),
+		    d, V_("B"), V_("Hq"), V_("Hkv"), V_("D"), V_("S"),
+		    1.0f / sqrtf((float)V_("D")));
 		return;
 	}
 	if (strcmp(def->name, "silu_mul") == 0) {
