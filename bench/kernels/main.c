@@ -217,7 +217,7 @@ static void prog_close(prog_t *p)
 
 /* ---- timing ---- */
 
-enum { MAXRUN = 6 };
+enum { MAXRUN = 8 };
 
 typedef struct {
 	char name[64];
@@ -312,7 +312,7 @@ static void bench_case(const case_t *c)
 	const ks_kernel_def_t *def = ks_kernel_find(c->kernel);
 	size_t es = ks_dtype_size(c->dtype);
 	buf_t b[LAY_MAXB];
-	prog_t progs[3];
+	prog_t progs[MAXRUN];
 	run_t runs[MAXRUN];
 	refs_t f = { 0 };
 	char dims[128];
@@ -330,20 +330,25 @@ static void bench_case(const case_t *c)
 	work = flops ? 2.0 * (double)c->dims[0] * (double)c->dims[1] *
 	    (double)c->dims[2] : bytes;
 
-	/* The selected variant, general forced at the same shape, and
-	 * every dim dynamic. */
+	/* The selected variant, every other variant that applies forced at
+	 * the same constant shape (general always does), and every dim
+	 * dynamic. */
 	if (prog_open(&progs[np], def, c->dtype, c->dims, NULL, 0, b,
 	    nb) == 0) {
 		runs[n] = (run_t){ .kind = 0, .prog = &progs[np++] };
 		snprintf(runs[n++].name, sizeof runs[0].name, "kspec %s",
 		    progs[0].k->variant);
 	}
-	if (np == 1 && strcmp(progs[0].k->variant, "general") != 0 &&
-	    prog_open(&progs[np], def, c->dtype, c->dims, "general", 0, b,
-	    nb) == 0) {
+	for (i = 0; i < def->nvariants && np == n; i++) {
+		if (np > 0 && strcmp(progs[0].k->variant,
+		    def->variants[i]) == 0)
+			continue;
+		if (prog_open(&progs[np], def, c->dtype, c->dims,
+		    def->variants[i], 0, b, nb) != 0)
+			continue;
 		runs[n] = (run_t){ .kind = 0, .prog = &progs[np++] };
 		snprintf(runs[n++].name, sizeof runs[0].name,
-		    "kspec general, same");
+		    "kspec %s, forced", def->variants[i]);
 	}
 	if (prog_open(&progs[np], def, c->dtype, c->dims, NULL, 1, b,
 	    nb) == 0) {
@@ -389,11 +394,13 @@ static void bench_case(const case_t *c)
 			    runs[0].med / runs[i].med);
 		printf("\n");
 	}
-	if (np > 1)
+	for (i = 0; i < np - 1; i++)
+		if (strcmp(progs[i].k->variant, "general") == 0)
+			break;
+	if (np > 1 && i < np - 1)
 		printf("  specialization: %s is %.2fx general at this shape, "
 		    "%.2fx all dynamic\n", progs[0].k->variant,
-		    np == 3 ? runs[0].med / runs[1].med : 1.0,
-		    runs[0].med / runs[np - 1].med);
+		    runs[0].med / runs[i].med, runs[0].med / runs[np - 1].med);
 	for (i = 0; i < np; i++)
 		prog_close(&progs[i]);
 	for (i = 0; i < nb; i++)
