@@ -12,15 +12,17 @@
  * Schedule (changes no arithmetic): a work-group computes RB = 4
  * consecutive outputs n0..n0+3 of one row m, with 4 lane accumulators in
  * one shared k loop, so each x element is loaded once per lane and used 4
- * times.  The hot lane loop has no branch: a row past N - 1 is clamped to
+ * times; general computes them for MB = 4 rows at once (a 4 x 4 tile, 16
+ * accumulators: each W element is also used 4 times).  The hot lane loop has no branch: a row past N - 1 is clamped to
  * N - 1 for loads (a duplicate, harmless computation) and only the store is
  * guarded by n < N.  k runs in full chunks of 32 (k0 up to K - K % 32, no
  * guard in LANES) and then one guarded tail chunk, under `if K % 32 != 0`,
  * which folds away when K is a constant multiple of 32.
  *
  * Variants: `general` (any M, N, K, constant or dynamic), grid
- * M * ((N + 3) / 4), m = group / ((N + 3) / 4), n0 = group % ((N + 3) / 4)
- * * 4; `gemv_m1` (guard: M is the constant 1), grid (N + 3) / 4, n0 =
+ * ((M + 3) / 4) * ((N + 3) / 4), m0 = group / ((N + 3) / 4) * 4, n0 =
+ * group % ((N + 3) / 4) * 4; the tile when all of m0..m0+3 are rows, else
+ * the 1..3 last rows one at a time with the one-row code; `gemv_m1` (guard: M is the constant 1), grid (N + 3) / 4, n0 =
  * group * 4, no m; `small_m` (guard: M is a constant in 2..16, the width
  * of a speculative-decoding verify step), grid (N + 3) / 4, n0 = group *
  * 4, and the work-group computes the RB outputs for all M rows: per lane
@@ -37,7 +39,8 @@
 
 enum {
 	NLANES = 32,
-	RB = 4,         /* output rows per work-group */
+	RB = 4,         /* output columns (rows of W) per work-group */
+	MB = 4,         /* rows of x per work-group (general) */
 	SMALL_M_MAX = 16,
 };
 
@@ -169,11 +172,12 @@ static void accumulate(gemm_t *g, ks_stmt_t *block, const char *xname,
  * PFX names the lane variables ("v" in the main loop, "t" in the tail).
  */
 static void accumulate_rows(gemm_t *g, ks_stmt_t *block, char pfx,
-    int k_var, int64_t M, const int *wo, const int *acc)
+    int k_var, int64_t M, int xb, const int *wo, const int *acc)
 {
 	char name[32];
 	int r, wv[RB], xv;
 	int64_t m;
+	ks_expr_t *xi;
 
 	for (r = 0; r < RB; r++) {
 		snprintf(name, sizeof name, "w%c%d", pfx, r);
@@ -183,9 +187,12 @@ static void accumulate_rows(gemm_t *g, ks_stmt_t *block, char pfx,
 	}
 	for (m = 0; m < M; m++) {
 		snprintf(name, sizeof name, "x%c%d", pfx, (int)m);
+		xi = bin(g, KS_OP_MUL, c64(g, m), par(g, g->K));
+		if (xb >= 0)
+			xi = bin(g, KS_OP_ADD, var(g, xb), xi);
 		xv = decl(g, block, name, KS_TY_F32, KS_VAR_LANE,
-		    ks_x_load(g->k, g->x, bin(g, KS_OP_ADD, bin(g, KS_OP_MUL,
-		    c64(g, m), par(g, g->K)), var(g, k_var))));
+		    ks_x_load(g->k, g->x, bin(g, KS_OP_ADD, xi,
+		    var(g, k_var))));
 		for (r = 0; r < RB; r++)
 			ks_s_append(g->k, block, ks_s_assign(g->k,
 			    acc[m * RB + r], ks_x_fma(g->k, var(g, xv),
@@ -231,7 +238,7 @@ static void build_small_m(gemm_t *g, int64_t M)
 	ks_s_append(k, loop->body, lanes);
 	kv = decl(g, lanes->body, "k", KS_TY_I64, KS_VAR_LANE,
 	    bin(g, KS_OP_ADD, var(g, k0), ks_x_lane(k)));
-	accumulate_rows(g, lanes->body, 'v', kv, M, wo, acc);
+	accumulate_rows(g, lanes->body, 'v', kv, M, -1, wo, acc);
 
 	/* Tail chunk: k = K - K % 32 + lane, guarded by k < K. */
 	tail = ks_s_if(k, bin(g, KS_OP_NE, bin(g, KS_OP_REM, par(g, g->K),
@@ -243,7 +250,7 @@ static void build_small_m(gemm_t *g, int64_t M)
 	    bin(g, KS_OP_ADD, k_main(g), ks_x_lane(k)));
 	guard = ks_s_if(k, bin(g, KS_OP_LT, var(g, kt), par(g, g->K)));
 	ks_s_append(k, lanes->body, guard);
-	accumulate_rows(g, guard->body, 't', kt, M, wo, acc);
+	accumulate_rows(g, guard->body, 't', kt, M, -1, wo, acc);
 
 	/* One store per output: y[m * N + n0 + r], for n0 + r < N. */
 	for (r = 0; r < RB; r++) {
@@ -259,25 +266,144 @@ static void build_small_m(gemm_t *g, int64_t M)
 	}
 }
 
-static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
+/*
+ * Appends to BLOCK the computation of the RB outputs n0..n0+3 of one row:
+ * the lane accumulators, the k loop (full chunks, then the guarded tail),
+ * and one store per output y[yo + r] for n0 + r < N.  XO is the uniform
+ * variable of the row's offset into x, or -1 for offset 0 (gemv_m1); WO
+ * the clamped row offsets into W.
+ */
+static void build_row(gemm_t *g, ks_stmt_t *block, int n0, int xo, int yo,
+    const int *wo)
 {
-	static const char *const wo_names[RB] = { "wo0", "wo1", "wo2", "wo3" };
 	static const char *const acc_names[RB] = {
 		"acc0", "acc1", "acc2", "acc3" };
+	ks_ir_kernel_t *k = g->k;
+	ks_stmt_t *loop, *lanes, *tail, *guard;
+	int acc[RB], k0, kv, kt, r;
+
+	for (r = 0; r < RB; r++)
+		acc[r] = decl(g, block, acc_names[r], KS_TY_F32, KS_VAR_LANE,
+		    ks_x_f32(k, 0.0f));
+
+	/* Full chunks: k = k0 + lane < K - K % 32, no guard. */
+	k0 = ks_ir_var(k, "k0", KS_TY_I64, KS_VAR_UNIFORM);
+	loop = ks_s_for(k, k0, c64(g, 0), k_main(g), NLANES);
+	ks_s_append(k, block, loop);
+	lanes = ks_s_lanes(k);
+	ks_s_append(k, loop->body, lanes);
+	kv = decl(g, lanes->body, "k", KS_TY_I64, KS_VAR_LANE,
+	    bin(g, KS_OP_ADD, var(g, k0), ks_x_lane(k)));
+	accumulate(g, lanes->body, "xv", kv, xo, wo, acc);
+
+	/* Tail chunk: k = K - K % 32 + lane, guarded by k < K. */
+	tail = ks_s_if(k, bin(g, KS_OP_NE, bin(g, KS_OP_REM, par(g, g->K),
+	    c64(g, NLANES)), c64(g, 0)));
+	ks_s_append(k, block, tail);
+	lanes = ks_s_lanes(k);
+	ks_s_append(k, tail->body, lanes);
+	kt = decl(g, lanes->body, "kt", KS_TY_I64, KS_VAR_LANE,
+	    bin(g, KS_OP_ADD, k_main(g), ks_x_lane(k)));
+	guard = ks_s_if(k, bin(g, KS_OP_LT, var(g, kt), par(g, g->K)));
+	ks_s_append(k, lanes->body, guard);
+	accumulate(g, guard->body, "xt", kt, xo, wo, acc);
+
+	/* One store per output, converted to the dtype there. */
+	for (r = 0; r < RB; r++) {
+		guard = ks_s_if(k, bin(g, KS_OP_LT, bin(g, KS_OP_ADD,
+		    var(g, n0), c64(g, r)), par(g, g->N)));
+		ks_s_append(k, block, guard);
+		ks_s_append(k, guard->body, ks_s_store(k, g->y,
+		    bin(g, KS_OP_ADD, var(g, yo), c64(g, r)),
+		    ks_x_reduce(k, KS_RED_SUM, acc[r])));
+	}
+}
+
+/*
+ * Appends to BLOCK the MB x RB tile of outputs (rows m0..m0+3, columns
+ * n0..n0+3), all MB rows present: per lane and chunk each W element is
+ * loaded once and used for the MB rows, each x element once and used for
+ * the RB rows of W, as small_m does (accumulate_rows, the same operand
+ * order as accumulate()).  XB is the uniform variable m0 * K.
+ */
+static void build_tile(gemm_t *g, ks_stmt_t *block, int m0, int n0, int xb,
+    const int *wo)
+{
+	ks_ir_kernel_t *k = g->k;
+	ks_stmt_t *loop, *lanes, *tail, *guard;
+	int acc[MB * RB], k0, kv, kt, r, i;
+	char name[32];
+
+	for (i = 0; i < MB; i++)
+		for (r = 0; r < RB; r++) {
+			snprintf(name, sizeof name, "tacc%d_%d", i, r);
+			acc[i * RB + r] = decl(g, block, name, KS_TY_F32,
+			    KS_VAR_LANE, ks_x_f32(k, 0.0f));
+		}
+	k0 = ks_ir_var(k, "tk0", KS_TY_I64, KS_VAR_UNIFORM);
+	loop = ks_s_for(k, k0, c64(g, 0), k_main(g), NLANES);
+	ks_s_append(k, block, loop);
+	lanes = ks_s_lanes(k);
+	ks_s_append(k, loop->body, lanes);
+	kv = decl(g, lanes->body, "tk", KS_TY_I64, KS_VAR_LANE,
+	    bin(g, KS_OP_ADD, var(g, k0), ks_x_lane(k)));
+	accumulate_rows(g, lanes->body, 'v', kv, MB, xb, wo, acc);
+
+	tail = ks_s_if(k, bin(g, KS_OP_NE, bin(g, KS_OP_REM, par(g, g->K),
+	    c64(g, NLANES)), c64(g, 0)));
+	ks_s_append(k, block, tail);
+	lanes = ks_s_lanes(k);
+	ks_s_append(k, tail->body, lanes);
+	kt = decl(g, lanes->body, "tkt", KS_TY_I64, KS_VAR_LANE,
+	    bin(g, KS_OP_ADD, k_main(g), ks_x_lane(k)));
+	guard = ks_s_if(k, bin(g, KS_OP_LT, var(g, kt), par(g, g->K)));
+	ks_s_append(k, lanes->body, guard);
+	accumulate_rows(g, guard->body, 't', kt, MB, xb, wo, acc);
+
+	/* y[(m0 + i) * N + n0 + r] for n0 + r < N. */
+	for (r = 0; r < RB; r++) {
+		guard = ks_s_if(k, bin(g, KS_OP_LT, bin(g, KS_OP_ADD,
+		    var(g, n0), c64(g, r)), par(g, g->N)));
+		ks_s_append(k, block, guard);
+		for (i = 0; i < MB; i++)
+			ks_s_append(k, guard->body, ks_s_store(k, g->y,
+			    bin(g, KS_OP_ADD, bin(g, KS_OP_ADD,
+			    bin(g, KS_OP_MUL, bin(g, KS_OP_ADD, var(g, m0),
+			    c64(g, i)), par(g, g->N)), var(g, n0)),
+			    c64(g, r)), ks_x_reduce(k, KS_RED_SUM,
+			    acc[i * RB + r])));
+	}
+}
+
+/* Declares wo0..wo3 in BLOCK: the offsets into W of rows n0..n0+3, each
+ * clamped to the last row (see the header). */
+static void decl_wo(gemm_t *g, ks_stmt_t *block, int n0, int *wo)
+{
+	static const char *const wo_names[RB] = { "wo0", "wo1", "wo2", "wo3" };
+	int r;
+
+	for (r = 0; r < RB; r++)
+		wo[r] = decl(g, block, wo_names[r], KS_TY_I64, KS_VAR_UNIFORM,
+		    bin(g, KS_OP_MUL, bin(g, KS_OP_MIN, bin(g, KS_OP_ADD,
+		    var(g, n0), c64(g, r)), bin(g, KS_OP_SUB, par(g, g->N),
+		    c64(g, 1))), par(g, g->K)));
+}
+
+static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
+{
 	gemm_t g = { 0 };
 	ks_ir_kernel_t *k;
-	ks_stmt_t *body, *loop, *lanes, *tail, *guard;
-	ks_expr_t *nblocks;
-	int nb, m, n0, xo = -1, yo, wo[RB], acc[RB];
-	int k0, kv, kt, r, m1;
+	ks_stmt_t *body, *full, *rows;
+	int nb, m0, n0, m, xb, xo, yo, wo[RB], general;
 
-	if (strcmp(variant, "gemv_m1") == 0)
-		m1 = 1;
+	if (strcmp(variant, "gemv_m1") == 0 && spec->dims[DIM_M].is_const &&
+	    spec->dims[DIM_M].value == 1)
+		general = 0;
 	else if (strcmp(variant, "general") == 0)
-		m1 = 0;
+		general = 1;
 	else if (strcmp(variant, "small_m") == 0 &&
 	    is_small_m(&spec->dims[DIM_M]))
-		m1 = -1;
+		general = -1;
 	else
 		return NULL;
 	k = ks_ir_new("gemm", variant, NLANES);
@@ -289,77 +415,57 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	g.N = ks_ir_scalar(k, "N", KS_TY_I64);
 	g.K = ks_ir_scalar(k, "K", KS_TY_I64);
 	body = k->body;
-	if (m1 < 0) {
+	if (general < 0) {
 		build_small_m(&g, spec->dims[DIM_M].value);
 		return k;
 	}
-
-	/* ceil(N / RB) row blocks per row of y. */
-	nblocks = bin(&g, KS_OP_DIV, bin(&g, KS_OP_ADD, par(&g, g.N),
-	    c64(&g, RB - 1)), c64(&g, RB));
-	if (m1) {
-		k->grid = nblocks;
+	if (!general) {
+		/* gemv_m1: ceil(N / RB) groups, one row. */
+		k->grid = bin(&g, KS_OP_DIV, bin(&g, KS_OP_ADD, par(&g, g.N),
+		    c64(&g, RB - 1)), c64(&g, RB));
 		n0 = decl(&g, body, "n0", KS_TY_I64, KS_VAR_UNIFORM,
 		    bin(&g, KS_OP_MUL, ks_x_group(k), c64(&g, RB)));
 		yo = decl(&g, body, "yo", KS_TY_I64, KS_VAR_UNIFORM,
 		    var(&g, n0));
-	} else {
-		k->grid = bin(&g, KS_OP_MUL, par(&g, g.M), nblocks);
-		nb = decl(&g, body, "nb", KS_TY_I64, KS_VAR_UNIFORM,
-		    bin(&g, KS_OP_DIV, bin(&g, KS_OP_ADD, par(&g, g.N),
-		    c64(&g, RB - 1)), c64(&g, RB)));
-		m = decl(&g, body, "m", KS_TY_I64, KS_VAR_UNIFORM,
-		    bin(&g, KS_OP_DIV, ks_x_group(k), var(&g, nb)));
-		n0 = decl(&g, body, "n0", KS_TY_I64, KS_VAR_UNIFORM,
-		    bin(&g, KS_OP_MUL, bin(&g, KS_OP_REM, ks_x_group(k),
-		    var(&g, nb)), c64(&g, RB)));
-		xo = decl(&g, body, "xo", KS_TY_I64, KS_VAR_UNIFORM,
-		    bin(&g, KS_OP_MUL, var(&g, m), par(&g, g.K)));
-		yo = decl(&g, body, "yo", KS_TY_I64, KS_VAR_UNIFORM,
-		    bin(&g, KS_OP_ADD, bin(&g, KS_OP_MUL, var(&g, m),
-		    par(&g, g.N)), var(&g, n0)));
+		decl_wo(&g, body, n0, wo);
+		build_row(&g, body, n0, -1, yo, wo);
+		return k;
 	}
-	/* Row offsets into W, clamped to the last row (see the header). */
-	for (r = 0; r < RB; r++)
-		wo[r] = decl(&g, body, wo_names[r], KS_TY_I64, KS_VAR_UNIFORM,
-		    bin(&g, KS_OP_MUL, bin(&g, KS_OP_MIN, bin(&g, KS_OP_ADD,
-		    var(&g, n0), c64(&g, r)), bin(&g, KS_OP_SUB, par(&g, g.N),
-		    c64(&g, 1))), par(&g, g.K)));
-	for (r = 0; r < RB; r++)
-		acc[r] = decl(&g, body, acc_names[r], KS_TY_F32, KS_VAR_LANE,
-		    ks_x_f32(k, 0.0f));
 
-	/* Full chunks: k = k0 + lane < K - K % 32, no guard. */
-	k0 = ks_ir_var(k, "k0", KS_TY_I64, KS_VAR_UNIFORM);
-	loop = ks_s_for(k, k0, c64(&g, 0), k_main(&g), NLANES);
-	ks_s_append(k, body, loop);
-	lanes = ks_s_lanes(k);
-	ks_s_append(k, loop->body, lanes);
-	kv = decl(&g, lanes->body, "k", KS_TY_I64, KS_VAR_LANE,
-	    bin(&g, KS_OP_ADD, var(&g, k0), ks_x_lane(k)));
-	accumulate(&g, lanes->body, "xv", kv, xo, wo, acc);
+	/* general: ceil(M / MB) * ceil(N / RB) groups, group = mb * nb +
+	 * the column block. */
+	k->grid = bin(&g, KS_OP_MUL, bin(&g, KS_OP_DIV, bin(&g, KS_OP_ADD,
+	    par(&g, g.M), c64(&g, MB - 1)), c64(&g, MB)), bin(&g, KS_OP_DIV,
+	    bin(&g, KS_OP_ADD, par(&g, g.N), c64(&g, RB - 1)), c64(&g, RB)));
+	nb = decl(&g, body, "nb", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&g, KS_OP_DIV, bin(&g, KS_OP_ADD, par(&g, g.N),
+	    c64(&g, RB - 1)), c64(&g, RB)));
+	m0 = decl(&g, body, "m0", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&g, KS_OP_MUL, bin(&g, KS_OP_DIV, ks_x_group(k), var(&g, nb)),
+	    c64(&g, MB)));
+	n0 = decl(&g, body, "n0", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&g, KS_OP_MUL, bin(&g, KS_OP_REM, ks_x_group(k),
+	    var(&g, nb)), c64(&g, RB)));
+	decl_wo(&g, body, n0, wo);
 
-	/* Tail chunk: k = K - K % 32 + lane, guarded by k < K. */
-	tail = ks_s_if(k, bin(&g, KS_OP_NE, bin(&g, KS_OP_REM, par(&g, g.K),
-	    c64(&g, NLANES)), c64(&g, 0)));
-	ks_s_append(k, body, tail);
-	lanes = ks_s_lanes(k);
-	ks_s_append(k, tail->body, lanes);
-	kt = decl(&g, lanes->body, "kt", KS_TY_I64, KS_VAR_LANE,
-	    bin(&g, KS_OP_ADD, k_main(&g), ks_x_lane(k)));
-	guard = ks_s_if(k, bin(&g, KS_OP_LT, var(&g, kt), par(&g, g.K)));
-	ks_s_append(k, lanes->body, guard);
-	accumulate(&g, guard->body, "xt", kt, xo, wo, acc);
-
-	/* One store per output, converted to the dtype there. */
-	for (r = 0; r < RB; r++) {
-		guard = ks_s_if(k, bin(&g, KS_OP_LT, bin(&g, KS_OP_ADD,
-		    var(&g, n0), c64(&g, r)), par(&g, g.N)));
-		ks_s_append(k, body, guard);
-		ks_s_append(k, guard->body, ks_s_store(k, g.y,
-		    bin(&g, KS_OP_ADD, var(&g, yo), c64(&g, r)),
-		    ks_x_reduce(k, KS_RED_SUM, acc[r])));
-	}
+	/* All MB rows present: the tile; else the 1..3 last rows one by
+	 * one (M = 1 with M dynamic runs exactly the one-row code). */
+	full = ks_s_if(k, bin(&g, KS_OP_LE, bin(&g, KS_OP_ADD, var(&g, m0),
+	    c64(&g, MB)), par(&g, g.M)));
+	ks_s_append(k, body, full);
+	xb = decl(&g, full->body, "xb", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&g, KS_OP_MUL, var(&g, m0), par(&g, g.K)));
+	build_tile(&g, full->body, m0, n0, xb, wo);
+	full->orelse = ks_s_block(k);
+	m = ks_ir_var(k, "m", KS_TY_I64, KS_VAR_UNIFORM);
+	rows = ks_s_for(k, m, var(&g, m0), par(&g, g.M), 1);
+	ks_s_append(k, full->orelse, rows);
+	xo = decl(&g, rows->body, "xo", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&g, KS_OP_MUL, var(&g, m), par(&g, g.K)));
+	yo = decl(&g, rows->body, "yo", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&g, KS_OP_ADD, bin(&g, KS_OP_MUL, var(&g, m), par(&g, g.N)),
+	    var(&g, n0)));
+	build_row(&g, rows->body, n0, xo, yo, wo);
 	return k;
 }
 
@@ -367,7 +473,7 @@ const ks_kernel_def_t ks_kernel_gemm = {
 	.name = "gemm",
 	.summary = "y[m][n] = sum_k x[m][k] * W[n][k]; x MxK, W NxK, y MxN, "
 	    "row-major",
-	.version = 2,
+	.version = 3,
 	.dims = gemm_dims,
 	.ndims = 3,
 	.variants = gemm_variants,

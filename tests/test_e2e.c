@@ -986,9 +986,9 @@ Test(e2e, launch_gives_groups_grid_and_block)
 	    "\"M\"", "meta"), &r), 0);
 	l = cJSON_GetObjectItem(r.h, "launch");
 	cr_assert_str_eq(cJSON_GetObjectItem(l, "groups")->valuestring,
-	    "M*16");
+	    "(M+3)/4*16");
 	cr_assert_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(l, "grid"),
-	    0)->valuestring, "M*16");
+	    0)->valuestring, "(M+3)/4*16");
 	cr_assert_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(l, "block"),
 	    0)->valuedouble, 32);
 	e2e_reply_free(&r);
