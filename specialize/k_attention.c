@@ -29,9 +29,11 @@
  * compute them in parallel (split-KV) and merge them in the same chain
  * with the same bits.  Here a work-group computes its chunks in sequence.
  * The scores of the current chunk go to a local array (64 floats per head)
- * between the score pass and the e/V pass; lane 0 stores them, a barrier
- * publishes them, and a second barrier at the end of the chunk keeps the
- * next chunk's stores from overtaking the readers of this one.
+ * and the chunk maxima to another; lane 0 stores them, a barrier publishes
+ * them, the exp phase turns the scores into e_p in place in the lanes
+ * (vectorized on the cpu), a second barrier publishes those to the e/V
+ * pass, and a third at the end of the chunk keeps the next chunk's stores
+ * from overtaking the readers of this one.
  *
  * Shapes the kernel cannot serve.  check() rejects a constant D > 512 and
  * constant Hq, Hkv with Hq % Hkv != 0.  With dynamic dims the kernel
@@ -176,6 +178,7 @@ typedef struct {
 	int nh;         /* query heads per work-group: 1, or G (gqa) */
 	int nj;         /* D / 32 lanes variables per head; 0: general */
 	int sc;         /* local: scores of the chunk, CH per head */
+	int mcl;        /* local: the chunk maxima mc, one per head */
 	int la, lac;    /* locals a, a_c (general) */
 	int qo[G_MAX];  /* uniform: offset of head g's row of q and o */
 	int kvo;        /* uniform: offset of k/v at position 0 */
@@ -370,6 +373,44 @@ static void score_pass(attn_t *t, ks_stmt_t *block)
 	for (g = 0; g < t->nh; g++)
 		assign(t, body, t->mc[g], bin(t, KS_OP_MAX, var(t, t->mc[g]),
 		    var(t, sp[g])));
+	/* The chunk maxima, for the exp phase. */
+	lb = lanes(t, block);
+	first = ks_s_if(k, bin(t, KS_OP_EQ, ks_x_lane(k), c64(t, 0)));
+	ks_s_append(k, lb, first);
+	for (g = 0; g < t->nh; g++)
+		ks_s_append(k, first->body, ks_s_lstore(k, t->mcl,
+		    c64(t, g), var(t, t->mc[g])));
+}
+
+/*
+ * The exp phase of one chunk, appended to BLOCK (after the barrier that
+ * publishes sc and mcl): sc[i] = exp(sc[i] - mc) in place, so that the
+ * exps run in the lanes (vectorized on the cpu) instead of once per
+ * position in uniform code.  A loop over the 2G slots of 32 entries (lane
+ * l of slot j takes entry 32j + l: head j / 2, position c0 + 32 (j % 2) +
+ * l); the chunk maxima come from the local array mcl, so that the loop
+ * body is one exp whatever G (the unroll pass unrolls it up to 8 slots;
+ * 16 inlined exps make GCC refuse to inline ksh_expf).  Each lane reads
+ * and writes only its own entries.  Entries past cend (a short last
+ * chunk) hold scores of no position (stale or never stored); their exps
+ * are computed and never read.
+ */
+static void exp_phase(attn_t *t, ks_stmt_t *block)
+{
+	ks_ir_kernel_t *k = t->k;
+	ks_stmt_t *loop, *lb;
+	int j;
+
+	j = ks_ir_var(k, "j", KS_TY_I64, KS_VAR_UNIFORM);
+	loop = ks_s_for(k, j, c64(t, 0), c64(t, (int64_t)t->nh * CH / NLANES),
+	    1);
+	ks_s_append(k, block, loop);
+	lb = lanes(t, loop->body);
+	ks_s_append(k, lb, ks_s_lstore(k, t->sc, add(t, mul(t, var(t, j),
+	    c64(t, NLANES)), ks_x_lane(k)), expf_of(t, bin(t, KS_OP_SUB,
+	    ks_x_lload(k, t->sc, add(t, mul(t, var(t, j), c64(t, NLANES)),
+	    ks_x_lane(k))), ks_x_lload(k, t->mcl, bin(t, KS_OP_DIV,
+	    var(t, j), c64(t, CH / NLANES)))))));
 }
 
 /*
@@ -390,8 +431,7 @@ static void ev_pass(attn_t *t, ks_stmt_t *block)
 	vo = decl(t, body, "vo", KS_TY_I64, KS_VAR_UNIFORM, pos_off(t, p));
 	for (g = 0; g < t->nh; g++) {
 		e[g] = decl_gj(t, body, "e", g, -1, KS_TY_F32, KS_VAR_UNIFORM,
-		    expf_of(t, bin(t, KS_OP_SUB, ks_x_lload(k, t->sc,
-		    sc_index(t, g, p)), var(t, t->mc[g]))));
+		    ks_x_lload(k, t->sc, sc_index(t, g, p)));
 		assign(t, body, t->lc[g], add(t, var(t, t->lc[g]),
 		    var(t, e[g])));
 	}
@@ -630,6 +670,7 @@ static ks_ir_kernel_t *attn_build(const ks_spec_t *spec, const char *variant)
 	t.S = ks_ir_scalar(k, "S", KS_TY_I64);
 	t.scale = ks_ir_scalar(k, "scale", KS_TY_F32);
 	t.sc = ks_ir_local(k, "sc", CH * nh);
+	t.mcl = ks_ir_local(k, "mcl", nh);
 	if (nj == 0) {
 		t.la = ks_ir_local(k, "a", D_MAX);
 		t.lac = ks_ir_local(k, "ac", D_MAX);
@@ -661,6 +702,8 @@ static ks_ir_kernel_t *attn_build(const ks_spec_t *spec, const char *variant)
 	}
 	score_pass(&t, cb);
 	ks_s_append(k, cb, ks_s_barrier(k));    /* sc stored -> read */
+	exp_phase(&t, cb);
+	ks_s_append(k, cb, ks_s_barrier(k));    /* e stored -> read */
 	ev_pass(&t, cb);
 	merge(&t, cb);
 	ks_s_append(k, cb, ks_s_barrier(k));    /* sc read -> next stores */
