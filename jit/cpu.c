@@ -797,6 +797,56 @@ static gcc_jit_rvalue *combine(lower_t *L, int is_max, ks_ty_t t,
  * t[l + s] for s = n/4 .. 1.  No loop is left for GCC to reorder, and
  * -ffp-contract=off with no -ffast-math means it may not reassociate.
  */
+/*
+ * The f32 sum tree over 32 lanes with vector operations for the levels of
+ * 16, 8 and 4 (t[l] = v[l] + v[l + s] for l < s is one element-wise add of
+ * two s-wide vectors: the same additions, each correctly rounded, so the
+ * same bits), then scalar for 2 and 1.  The lane array is read and written
+ * through under-aligned vector types (unaligned loads and stores).  A
+ * REDUCE per position is hot in attention_decode; the scalar tree was about
+ * half of its time.
+ */
+static gcc_jit_rvalue *reduce_sum32(lower_t *L, gcc_jit_rvalue *src)
+{
+	gcc_jit_type *f = L->t_f32;
+	gcc_jit_lvalue *tmp = local(L, gcc_jit_context_new_array_type(L->ctx,
+	    NULL, f, 16), "red");
+	gcc_jit_rvalue *x, *y;
+	int s;
+
+	for (s = 16; s >= 4; s /= 2) {
+		gcc_jit_type *vt = gcc_jit_type_get_aligned(
+		    gcc_jit_type_get_vector(f, (size_t)s), 4);
+		gcc_jit_type *vp = gcc_jit_type_get_pointer(vt);
+
+#define VEC_AT_(arr, i) gcc_jit_rvalue_dereference(gcc_jit_context_new_cast( \
+	L->ctx, NULL, gcc_jit_lvalue_get_address( \
+	gcc_jit_context_new_array_access(L->ctx, NULL, (arr), \
+	cint(L, L->t_i64, (i))), NULL), vp), NULL)
+		x = rv(VEC_AT_(src, 0));
+		y = rv(VEC_AT_(src, s));
+		assign(L, VEC_AT_(rv(tmp), 0),
+		    op(L, GCC_JIT_BINARY_OP_PLUS, vt, x, y));
+#undef VEC_AT_
+		src = rv(tmp);
+	}
+	for (s = 2; s >= 1; s /= 2) {
+		int l;
+
+		for (l = 0; l < s; l++) {
+			x = rv(gcc_jit_context_new_array_access(L->ctx, NULL,
+			    src, cint(L, L->t_i64, l)));
+			y = rv(gcc_jit_context_new_array_access(L->ctx, NULL,
+			    src, cint(L, L->t_i64, l + s)));
+			assign(L, gcc_jit_context_new_array_access(L->ctx,
+			    NULL, rv(tmp), cint(L, L->t_i64, l)),
+			    op(L, GCC_JIT_BINARY_OP_PLUS, f, x, y));
+		}
+	}
+	return rv(gcc_jit_context_new_array_access(L->ctx, NULL, rv(tmp),
+	    cint(L, L->t_i64, 0)));
+}
+
 static gcc_jit_rvalue *lower_reduce(lower_t *L, const ks_expr_t *e)
 {
 	const ks_ir_var_t *v = &L->k->vars[e->var];
@@ -817,6 +867,8 @@ static gcc_jit_rvalue *lower_reduce(lower_t *L, const ks_expr_t *e)
 	if (n == 1)
 		return rv(gcc_jit_context_new_array_access(L->ctx, NULL, src,
 		    cint(L, L->t_i64, 0)));
+	if (n == 32 && !is_max && v->type == KS_TY_F32)
+		return reduce_sum32(L, src);
 	tmp = local(L, gcc_jit_context_new_array_type(L->ctx, NULL, t, n / 2),
 	    "red");
 	for (s = n / 2; s >= 1; s /= 2) {
