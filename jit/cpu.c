@@ -17,7 +17,9 @@
  *     over a local float[32] with fmaf is what GCC vectorizes into packed
  *     FMAs; 32 separate scalars would stay scalar (DESIGN.md section 8);
  *   - KS_X_REDUCE is the canonical tree t[l] = v[l] op v[l + s] for
- *     s = nlanes/2 .. 1, fully unrolled, in that order; result t[0];
+ *     s = nlanes/2 .. 1, fully unrolled, in that order; result t[0] (an
+ *     f32 sum of 32 lanes does its 16-, 8- and 4-wide levels as vector
+ *     adds, reduce_sum32);
  *   - loads and stores convert between the storage dtype and f32 through
  *     small always-inline helpers written with integer bit operations, so
  *     they are exact, independent of the FP environment's rounding of
