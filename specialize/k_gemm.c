@@ -23,8 +23,8 @@
  * ((M + 3) / 4) * ((N + 3) / 4), m0 = group / ((N + 3) / 4) * 4, n0 =
  * group % ((N + 3) / 4) * 4; the tile when all of m0..m0+3 are rows, else
  * the 1..3 last rows one at a time with the one-row code; `gemv_m1` (guard: M is the constant 1), grid (N + 3) / 4, n0 =
- * group * 4, no m; `small_m` (guard: M is a constant in 2..16, the width
- * of a speculative-decoding verify step), grid (N + 3) / 4, n0 = group *
+ * group * 4, no m; `small_m` (guard: M is a constant in 2..3, a narrow
+ * speculative-decoding verify step; wider ones run general's 4-row tile), grid (N + 3) / 4, n0 = group *
  * 4, and the work-group computes the RB outputs for all M rows: per lane
  * and chunk, each W element is loaded once and used for the M rows, each x
  * element once and used for the RB rows of W (M * RB lane accumulators).
@@ -41,7 +41,7 @@ enum {
 	NLANES = 32,
 	RB = 4,         /* output columns (rows of W) per work-group */
 	MB = 4,         /* rows of x per work-group (general) */
-	SMALL_M_MAX = 16,
+	SMALL_M_MAX = 3,        /* measured: a loss beside general at 8, 16 */
 };
 
 static const char *const gemm_dims[] = { "M", "N", "K" };
@@ -52,7 +52,7 @@ static const char *const gemm_variants[] = {
 static const char *const gemm_guards[] = {
 	"any M, N, K, constant or dynamic",
 	"M is the constant 1",
-	"M is a constant in 2..16",
+	"M is a constant in 2..3",
 };
 
 /* Whether M is a constant that small_m serves. */
@@ -201,7 +201,7 @@ static void accumulate_rows(gemm_t *g, ks_stmt_t *block, char pfx,
 }
 
 /*
- * small_m: the body after the parameters, for the constant M (2..16).
+ * small_m: the body after the parameters, for the constant M (2..3).
  * The same chunking, clamping and tail as the other variants (see the
  * header), with the M rows of x in one work-group.
  */

@@ -294,7 +294,8 @@ Test(gemm, general_shapes_are_bitwise_canonical)
 {
 	static const shape_t shapes[] = {
 		{ 2, 256, 4096, 0, 0, 0 },      /* small_m width */
-		{ 17, 100, 300, 0, 0, 0 },      /* just past small_m */
+		{ 4, 100, 300, 0, 0, 0 },       /* just past small_m */
+		{ 17, 100, 300, 0, 0, 0 },      /* 4 tiles and one row */
 		{ 3, 50, 4100, 0, 0, 0 },       /* K not a multiple of 32 */
 		{ 4, 1, 777, 0, 0, 0 },         /* N = 1 */
 		{ 3, 5, 64, 0, 0, 0 },          /* N = 5: a partial row block */

@@ -172,7 +172,7 @@ Test(specialize, golden_small_m_verify_width_matches_file)
 	ks_dtype_t d;
 
 	for (d = 0; d < KS_DTYPE_COUNT; d++) {
-		ks_ir_kernel_t *k = gemm(d, 4, 4096, 4096);
+		ks_ir_kernel_t *k = gemm(d, 3, 4096, 4096);
 		char name[64];
 
 		cr_assert_str_eq(k->variant, "small_m");
@@ -1129,9 +1129,11 @@ Test(specialize, select_picks_gemv_m1_small_m_and_general_by_m)
 	int64_t m;
 
 	cr_assert_str_eq(selected(KS_MODE_EXACT, 1), "gemv_m1");
-	for (m = 2; m <= 16; m++)
+	for (m = 2; m <= 3; m++)
 		cr_assert_str_eq(selected(KS_MODE_EXACT, m), "small_m",
 		    "M=%lld", (long long)m);
+	cr_assert_str_eq(selected(KS_MODE_EXACT, 4), "general");
+	cr_assert_str_eq(selected(KS_MODE_EXACT, 16), "general");
 	cr_assert_str_eq(selected(KS_MODE_EXACT, 17), "general");
 	cr_assert_str_eq(selected(KS_MODE_EXACT, 4096), "general");
 	cr_assert_str_eq(selected(KS_MODE_EXACT, DYN), "general");
@@ -1150,10 +1152,10 @@ Test(specialize, select_picks_gemv_m1_small_m_and_general_by_m)
 	cr_assert_str_eq(k->entry, "ks_gemm_general");
 	ks_ir_free(k);
 	cr_assert_str_eq(ks_kernel_gemm.variants[2], "small_m");
-	cr_assert_str_eq(ks_kernel_gemm.guards[2], "M is a constant in 2..16");
+	cr_assert_str_eq(ks_kernel_gemm.guards[2], "M is a constant in 2..3");
 }
 
-/* small_m is built only where its guard holds: a dynamic M or one past 16
+/* small_m is built only where its guard holds: a dynamic M or one past 3
  * has no small_m IR. */
 Test(specialize, small_m_is_built_only_inside_its_guard)
 {
@@ -1164,10 +1166,10 @@ Test(specialize, small_m_is_built_only_inside_its_guard)
 	cr_assert_eq(gemm_spec(KS_DTYPE_F32, KS_MODE_EXACT, DYN, 8, 8, &spec,
 	    err, sizeof err), KS_OK);
 	cr_assert_null(ks_kernel_gemm.build(&spec, "small_m"));
-	cr_assert_eq(gemm_spec(KS_DTYPE_F32, KS_MODE_EXACT, 17, 8, 8, &spec,
+	cr_assert_eq(gemm_spec(KS_DTYPE_F32, KS_MODE_EXACT, 4, 8, 8, &spec,
 	    err, sizeof err), KS_OK);
 	cr_assert_null(ks_kernel_gemm.build(&spec, "small_m"));
-	cr_assert_eq(gemm_spec(KS_DTYPE_F32, KS_MODE_EXACT, 16, 8, 8, &spec,
+	cr_assert_eq(gemm_spec(KS_DTYPE_F32, KS_MODE_EXACT, 3, 8, 8, &spec,
 	    err, sizeof err), KS_OK);
 	k = ks_kernel_gemm.build(&spec, "small_m");
 	cr_assert_not_null(k);
@@ -1641,12 +1643,12 @@ Test(specialize, gemv_m1_and_general_agree_bitwise)
 }
 
 /* small_m does the arithmetic of general for every output: the same bits
- * at M = 2 and M = 16, with both K tails and a partial row block, and its
+ * at M = 2 and M = 3, with both K tails and a partial row block, and its
  * loads and stores stay in bounds (the interpreter checks them). */
 Test(specialize, small_m_and_general_agree_bitwise)
 {
 	static const int64_t shapes[][3] = {
-		{ 2, 11, 97 }, { 16, 5, 70 }, { 7, 1, 31 }, { 16, 9, 64 },
+		{ 2, 11, 97 }, { 3, 5, 70 }, { 2, 1, 31 }, { 3, 9, 64 },
 	};
 	size_t i;
 

@@ -853,8 +853,8 @@ int main(void)
 		check_case(target, "gemv_m1", dts[d], 1, 4096, 4096, 7);
 		check_case(target, "gemv_m1", dts[d], 1, 37, 4100, 1);
 		check_case(target, "small_m", dts[d], 2, 9, 4100, 1);
-		check_case(target, "small_m", dts[d], 16, 33, 100, 1);
-		check_case(target, "small_m", dts[d], 4, 4096, 4096, 7);
+		check_case(target, "small_m", dts[d], 3, 33, 100, 1);
+		check_case(target, "small_m", dts[d], 3, 4096, 4096, 7);
 	}
 	for (d = 0; d < sizeof dts / sizeof dts[0]; d++)
 		for (i = 0; i < sizeof gpu_cases / sizeof gpu_cases[0]; i++)

@@ -120,10 +120,6 @@ void ks_gemm_small_m(
 	float v_acc2_1 = 0.0f;
 	float v_acc2_2 = 0.0f;
 	float v_acc2_3 = 0.0f;
-	float v_acc3_0 = 0.0f;
-	float v_acc3_1 = 0.0f;
-	float v_acc3_2 = 0.0f;
-	float v_acc3_3 = 0.0f;
 	for (ks_i64 v_k0 = 0L; v_k0 < 4096L; v_k0 += 32L) {
 		/* lanes: this thread is lane ks_lane */
 		{
@@ -147,147 +143,110 @@ void ks_gemm_small_m(
 			v_acc2_1 = fma(v_xv2, v_wv1, v_acc2_1);
 			v_acc2_2 = fma(v_xv2, v_wv2, v_acc2_2);
 			v_acc2_3 = fma(v_xv2, v_wv3, v_acc2_3);
-			float v_xv3 = ksh_f16_to_f32(p_x[(12288L + v_k)]);
-			v_acc3_0 = fma(v_xv3, v_wv0, v_acc3_0);
-			v_acc3_1 = fma(v_xv3, v_wv1, v_acc3_1);
-			v_acc3_2 = fma(v_xv3, v_wv2, v_acc3_2);
-			v_acc3_3 = fma(v_xv3, v_wv3, v_acc3_3);
 		}
 	}
 	const float ks_t0 = ksh_reduce_sum_f32(v_acc0_0, ks_lane, ks_red_f32);
 	const float ks_t1 = ksh_reduce_sum_f32(v_acc1_0, ks_lane, ks_red_f32);
 	const float ks_t2 = ksh_reduce_sum_f32(v_acc2_0, ks_lane, ks_red_f32);
-	const float ks_t3 = ksh_reduce_sum_f32(v_acc3_0, ks_lane, ks_red_f32);
 	if ((v_n0 < 4096L)) {
 		{
-			const ks_i64 ks_t4 = v_n0;
-			const float ks_t5 = ks_t0;
+			const ks_i64 ks_t3 = v_n0;
+			const float ks_t4 = ks_t0;
 
 			if (ks_lane == 0)
-				p_y[ks_t4] = ksh_f32_to_f16(ks_t5);
+				p_y[ks_t3] = ksh_f32_to_f16(ks_t4);
 		}
 		{
-			const ks_i64 ks_t6 = (4096L + v_n0);
-			const float ks_t7 = ks_t1;
+			const ks_i64 ks_t5 = (4096L + v_n0);
+			const float ks_t6 = ks_t1;
 
 			if (ks_lane == 0)
-				p_y[ks_t6] = ksh_f32_to_f16(ks_t7);
+				p_y[ks_t5] = ksh_f32_to_f16(ks_t6);
 		}
 		{
-			const ks_i64 ks_t8 = (8192L + v_n0);
-			const float ks_t9 = ks_t2;
+			const ks_i64 ks_t7 = (8192L + v_n0);
+			const float ks_t8 = ks_t2;
 
 			if (ks_lane == 0)
-				p_y[ks_t8] = ksh_f32_to_f16(ks_t9);
-		}
-		{
-			const ks_i64 ks_t10 = (12288L + v_n0);
-			const float ks_t11 = ks_t3;
-
-			if (ks_lane == 0)
-				p_y[ks_t10] = ksh_f32_to_f16(ks_t11);
+				p_y[ks_t7] = ksh_f32_to_f16(ks_t8);
 		}
 	}
-	const float ks_t12 = ksh_reduce_sum_f32(v_acc0_1, ks_lane, ks_red_f32);
-	const float ks_t13 = ksh_reduce_sum_f32(v_acc1_1, ks_lane, ks_red_f32);
-	const float ks_t14 = ksh_reduce_sum_f32(v_acc2_1, ks_lane, ks_red_f32);
-	const float ks_t15 = ksh_reduce_sum_f32(v_acc3_1, ks_lane, ks_red_f32);
+	const float ks_t9 = ksh_reduce_sum_f32(v_acc0_1, ks_lane, ks_red_f32);
+	const float ks_t10 = ksh_reduce_sum_f32(v_acc1_1, ks_lane, ks_red_f32);
+	const float ks_t11 = ksh_reduce_sum_f32(v_acc2_1, ks_lane, ks_red_f32);
 	if (((v_n0 + 1L) < 4096L)) {
 		{
-			const ks_i64 ks_t16 = (v_n0 + 1L);
-			const float ks_t17 = ks_t12;
+			const ks_i64 ks_t12 = (v_n0 + 1L);
+			const float ks_t13 = ks_t9;
+
+			if (ks_lane == 0)
+				p_y[ks_t12] = ksh_f32_to_f16(ks_t13);
+		}
+		{
+			const ks_i64 ks_t14 = ((4096L + v_n0) + 1L);
+			const float ks_t15 = ks_t10;
+
+			if (ks_lane == 0)
+				p_y[ks_t14] = ksh_f32_to_f16(ks_t15);
+		}
+		{
+			const ks_i64 ks_t16 = ((8192L + v_n0) + 1L);
+			const float ks_t17 = ks_t11;
 
 			if (ks_lane == 0)
 				p_y[ks_t16] = ksh_f32_to_f16(ks_t17);
 		}
-		{
-			const ks_i64 ks_t18 = ((4096L + v_n0) + 1L);
-			const float ks_t19 = ks_t13;
-
-			if (ks_lane == 0)
-				p_y[ks_t18] = ksh_f32_to_f16(ks_t19);
-		}
-		{
-			const ks_i64 ks_t20 = ((8192L + v_n0) + 1L);
-			const float ks_t21 = ks_t14;
-
-			if (ks_lane == 0)
-				p_y[ks_t20] = ksh_f32_to_f16(ks_t21);
-		}
-		{
-			const ks_i64 ks_t22 = ((12288L + v_n0) + 1L);
-			const float ks_t23 = ks_t15;
-
-			if (ks_lane == 0)
-				p_y[ks_t22] = ksh_f32_to_f16(ks_t23);
-		}
 	}
-	const float ks_t24 = ksh_reduce_sum_f32(v_acc0_2, ks_lane, ks_red_f32);
-	const float ks_t25 = ksh_reduce_sum_f32(v_acc1_2, ks_lane, ks_red_f32);
-	const float ks_t26 = ksh_reduce_sum_f32(v_acc2_2, ks_lane, ks_red_f32);
-	const float ks_t27 = ksh_reduce_sum_f32(v_acc3_2, ks_lane, ks_red_f32);
+	const float ks_t18 = ksh_reduce_sum_f32(v_acc0_2, ks_lane, ks_red_f32);
+	const float ks_t19 = ksh_reduce_sum_f32(v_acc1_2, ks_lane, ks_red_f32);
+	const float ks_t20 = ksh_reduce_sum_f32(v_acc2_2, ks_lane, ks_red_f32);
 	if (((v_n0 + 2L) < 4096L)) {
 		{
-			const ks_i64 ks_t28 = (v_n0 + 2L);
-			const float ks_t29 = ks_t24;
+			const ks_i64 ks_t21 = (v_n0 + 2L);
+			const float ks_t22 = ks_t18;
 
 			if (ks_lane == 0)
-				p_y[ks_t28] = ksh_f32_to_f16(ks_t29);
+				p_y[ks_t21] = ksh_f32_to_f16(ks_t22);
 		}
 		{
-			const ks_i64 ks_t30 = ((4096L + v_n0) + 2L);
-			const float ks_t31 = ks_t25;
+			const ks_i64 ks_t23 = ((4096L + v_n0) + 2L);
+			const float ks_t24 = ks_t19;
+
+			if (ks_lane == 0)
+				p_y[ks_t23] = ksh_f32_to_f16(ks_t24);
+		}
+		{
+			const ks_i64 ks_t25 = ((8192L + v_n0) + 2L);
+			const float ks_t26 = ks_t20;
+
+			if (ks_lane == 0)
+				p_y[ks_t25] = ksh_f32_to_f16(ks_t26);
+		}
+	}
+	const float ks_t27 = ksh_reduce_sum_f32(v_acc0_3, ks_lane, ks_red_f32);
+	const float ks_t28 = ksh_reduce_sum_f32(v_acc1_3, ks_lane, ks_red_f32);
+	const float ks_t29 = ksh_reduce_sum_f32(v_acc2_3, ks_lane, ks_red_f32);
+	if (((v_n0 + 3L) < 4096L)) {
+		{
+			const ks_i64 ks_t30 = (v_n0 + 3L);
+			const float ks_t31 = ks_t27;
 
 			if (ks_lane == 0)
 				p_y[ks_t30] = ksh_f32_to_f16(ks_t31);
 		}
 		{
-			const ks_i64 ks_t32 = ((8192L + v_n0) + 2L);
-			const float ks_t33 = ks_t26;
+			const ks_i64 ks_t32 = ((4096L + v_n0) + 3L);
+			const float ks_t33 = ks_t28;
 
 			if (ks_lane == 0)
 				p_y[ks_t32] = ksh_f32_to_f16(ks_t33);
 		}
 		{
-			const ks_i64 ks_t34 = ((12288L + v_n0) + 2L);
-			const float ks_t35 = ks_t27;
+			const ks_i64 ks_t34 = ((8192L + v_n0) + 3L);
+			const float ks_t35 = ks_t29;
 
 			if (ks_lane == 0)
 				p_y[ks_t34] = ksh_f32_to_f16(ks_t35);
-		}
-	}
-	const float ks_t36 = ksh_reduce_sum_f32(v_acc0_3, ks_lane, ks_red_f32);
-	const float ks_t37 = ksh_reduce_sum_f32(v_acc1_3, ks_lane, ks_red_f32);
-	const float ks_t38 = ksh_reduce_sum_f32(v_acc2_3, ks_lane, ks_red_f32);
-	const float ks_t39 = ksh_reduce_sum_f32(v_acc3_3, ks_lane, ks_red_f32);
-	if (((v_n0 + 3L) < 4096L)) {
-		{
-			const ks_i64 ks_t40 = (v_n0 + 3L);
-			const float ks_t41 = ks_t36;
-
-			if (ks_lane == 0)
-				p_y[ks_t40] = ksh_f32_to_f16(ks_t41);
-		}
-		{
-			const ks_i64 ks_t42 = ((4096L + v_n0) + 3L);
-			const float ks_t43 = ks_t37;
-
-			if (ks_lane == 0)
-				p_y[ks_t42] = ksh_f32_to_f16(ks_t43);
-		}
-		{
-			const ks_i64 ks_t44 = ((8192L + v_n0) + 3L);
-			const float ks_t45 = ks_t38;
-
-			if (ks_lane == 0)
-				p_y[ks_t44] = ksh_f32_to_f16(ks_t45);
-		}
-		{
-			const ks_i64 ks_t46 = ((12288L + v_n0) + 3L);
-			const float ks_t47 = ks_t39;
-
-			if (ks_lane == 0)
-				p_y[ks_t46] = ksh_f32_to_f16(ks_t47);
 		}
 	}
 }
