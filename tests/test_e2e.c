@@ -567,24 +567,88 @@ Test(e2e, kernels_lists_gemm_with_variants_and_guards)
 }
 
 /*
+ * Serves VARIANT of DEF on BACKEND at the first fingerprint probe that
+ * selects it (bf16, constants baked, the other dims dynamic) and checks the
+ * reply names the variant; on cpu the artifact itself comes back and loads
+ * (its entry resolves).  Returns 0 when no probe selects the variant.
+ */
+static int serve_variant(const ks_kernel_def_t *def, const char *variant,
+    const char *backend)
+{
+	int64_t probes[64][KS_MAX_DIMS];
+	int np = ks_kernel_probes(def, probes, 64), p, j, dyn;
+	int cpu = strcmp(backend, "cpu") == 0;
+
+	for (p = 0; p < np; p++) {
+		char req[1024], err[256], *o = req;
+		ks_dim_t dims[KS_MAX_DIMS];
+		ks_spec_t spec;
+		e2e_reply_t g;
+		e2e_entry_t fn;
+		ks_so_t *h;
+
+		for (j = 0; j < def->ndims; j++)
+			dims[j] = (ks_dim_t){ def->dims[j], probes[p][j] != 0,
+			    probes[p][j] };
+		if (ks_kernel_validate(def, KS_DTYPE_BF16, KS_MODE_EXACT, dims,
+		    def->ndims, &spec, err, sizeof err) != KS_OK ||
+		    strcmp(def->select(&spec), variant) != 0)
+			continue;
+		o += sprintf(o, "{\"op\":\"get\",\"return\":\"%s\",\"kernel\":"
+		    "\"%s\",\"backend\":\"%s\",%s\"dtype\":\"bf16\","
+		    "\"shape\":{", cpu ? "artifact" : "meta", def->name,
+		    backend, strcmp(backend, "cuda") == 0 ?
+		    "\"target\":\"sm_90\",\"format\":\"ptx\"," : "");
+		for (j = 0; j < def->ndims; j++)
+			if (probes[p][j] != 0)
+				o += sprintf(o, "%s\"%s\":%lld", o[-1] == '{' ?
+				    "" : ",", def->dims[j],
+				    (long long)probes[p][j]);
+		o += sprintf(o, "},\"dynamic\":[");
+		for (j = 0, dyn = 0; j < def->ndims; j++)
+			if (probes[p][j] == 0)
+				o += sprintf(o, "%s\"%s\"", dyn++ ? "," : "",
+				    def->dims[j]);
+		sprintf(o, "]}");
+		g = call_ok(req);
+		cr_assert_str_eq(e2e_str(&g, "variant"), variant, "%s", req);
+		if (cpu) {
+			h = e2e_load(g.payload, g.len, e2e_str(&g, "entry"),
+			    &fn);
+			cr_assert_not_null(h, "%s: the artifact does not load",
+			    req);
+			ks_so_unload(h);
+		}
+		e2e_reply_free(&g);
+		return 1;
+	}
+	return 0;
+}
+
+/*
  * Every kernel of the library is listed with its entry arguments, and each
- * of its variants is served by get on the cpu backend at the first
- * fingerprint probe that selects it (constants baked); the reply names
- * that variant and the artifact loads.  Where OpenCL is available, each
- * kernel's general variant with every dim dynamic is served there too.
+ * of its variants is served by get on every backend available (cpu always;
+ * opencl and cuda where they are, else a visible warning) at the first
+ * fingerprint probe that selects it.
  */
 Test(e2e, every_library_kernel_and_variant_is_listed_and_served)
 {
-	int64_t probes[64][KS_MAX_DIMS];
+	static const char *const backends[] = { "cpu", "opencl", "cuda" };
+	const ks_backend_t *const be[] = { &ks_backend_cpu,
+		&ks_backend_opencl, &ks_backend_cuda };
 	const ks_kernel_def_t *const *lib;
-	e2e_reply_t g, r = call_ok("{\"op\":\"kernels\"}");
+	e2e_reply_t r = call_ok("{\"op\":\"kernels\"}");
 	const cJSON *ks = cJSON_GetObjectItemCaseSensitive(r.h, "kernels");
 	char err[256];
-	int n, i, v, p, np, ocl;
+	int n, i, v, b, avail[3];
 
-	ocl = ks_backend_opencl.available(err, sizeof err) == KS_OK;
-	if (!ocl)
-		cr_log_warn("no OpenCL device, cpu only: %s", err);
+	for (b = 0; b < 3; b++) {
+		avail[b] = be[b]->available(err, sizeof err) == KS_OK;
+		if (!avail[b])
+			cr_log_warn("%s unavailable, not served: %s",
+			    backends[b], err);
+	}
+	cr_assert(avail[0], "the cpu backend is always available");
 	lib = ks_kernels(&n);
 	cr_assert_eq(cJSON_GetArraySize(ks), n);
 	for (i = 0; i < n; i++) {
@@ -599,55 +663,13 @@ Test(e2e, every_library_kernel_and_variant_is_listed_and_served)
 		/* Every dim is among the general variant's arguments. */
 		cr_assert_geq(cJSON_GetArraySize(params), def->ndims + 1,
 		    "%s", def->name);
-		np = ks_kernel_probes(def, probes, 64);
-		for (v = 0; v < def->nvariants + ocl; v++) {
-			int backend_ocl = v == def->nvariants;
-
-			for (p = 0; p < np; p++) {
-				char req[1024], *o = req;
-				ks_dim_t dims[KS_MAX_DIMS];
-				ks_spec_t spec;
-				int j, dyn = 0;
-
-				for (j = 0; j < def->ndims; j++)
-					dims[j] = (ks_dim_t){ def->dims[j],
-					    probes[p][j] != 0, probes[p][j] };
-				if (ks_kernel_validate(def, KS_DTYPE_BF16,
-				    KS_MODE_EXACT, dims, def->ndims, &spec,
-				    err, sizeof err) != KS_OK)
-					continue;
-				if (backend_ocl ? probes[p][0] != 0 :
-				    strcmp(def->select(&spec),
-				    def->variants[v]) != 0)
-					continue;
-				o += sprintf(o, "{\"op\":\"get\",\"return\":"
-				    "\"meta\",\"kernel\":\"%s\",\"backend\":"
-				    "\"%s\",\"dtype\":\"bf16\",\"shape\":{",
-				    def->name, backend_ocl ? "opencl" : "cpu");
-				for (j = 0; j < def->ndims; j++)
-					if (probes[p][j] != 0)
-						o += sprintf(o, "%s\"%s\":%lld",
-						    o[-1] == '{' ? "" : ",",
-						    def->dims[j],
-						    (long long)probes[p][j]);
-				o += sprintf(o, "},\"dynamic\":[");
-				for (j = 0; j < def->ndims; j++)
-					if (probes[p][j] == 0)
-						o += sprintf(o, "%s\"%s\"",
-						    dyn++ ? "," : "",
-						    def->dims[j]);
-				sprintf(o, "]}");
-				g = call_ok(req);
-				cr_assert_str_eq(e2e_str(&g, "variant"),
-				    backend_ocl ? "general" :
-				    def->variants[v], "%s", req);
-				e2e_reply_free(&g);
-				break;
-			}
-			cr_assert_lt(p, np, "%s: no probe serves %s",
-			    def->name, backend_ocl ? "opencl" :
-			    def->variants[v]);
-		}
+		for (v = 0; v < def->nvariants; v++)
+			for (b = 0; b < 3; b++)
+				if (avail[b])
+					cr_assert(serve_variant(def,
+					    def->variants[v], backends[b]),
+					    "%s: no probe serves %s",
+					    def->name, def->variants[v]);
 	}
 	e2e_reply_free(&r);
 }
