@@ -3,7 +3,9 @@
  * the benchmarks (bench/kernels on the cpu, bench/gpu/check on a GPU):
  * sizes at given dims, the bytes a launch must move, and test data (values
  * in [-1, 1) stored in the dtype; rope's cs a real cos/sin table, so that
- * rotating in place again and again keeps x's magnitude; positions t % P;
+ * rotating in place again and again keeps x's magnitude; positions
+ * (37 t + 11) % P, so that a single token is not at position 0, where the
+ * rotation is the identity;
  * every sequence full, lens = S).  Header-only; needs only the kernel
  * definitions.
  */
@@ -160,7 +162,8 @@ static inline void lay_fill(const ks_kernel_def_t *def, const int64_t *v,
 		for (j = 0; j < b[i].elems; j++)
 			((int32_t *)b[i].data)[j] =
 			    strcmp(b[i].name, "lens") == 0 ?
-			    (int32_t)D_("S") : (int32_t)(j % D_("P"));
+			    (int32_t)D_("S") : (int32_t)((j * 37 + 11) %
+			    D_("P"));
 	}
 }
 
