@@ -41,6 +41,7 @@ enum {
 	NLANES = 32,
 	RB = 4,         /* output columns (rows of W) per work-group */
 	MB = 4,         /* rows of x per work-group (general) */
+	TILE_MAX = 4,   /* the most rows of one tile (MB, small_m's M) */
 	SMALL_M_MAX = 3,        /* measured: a loss beside general at 8, 16 */
 };
 
@@ -54,6 +55,9 @@ static const char *const gemm_guards[] = {
 	"M is the constant 1",
 	"M is a constant in 2..3",
 };
+
+_Static_assert(SMALL_M_MAX <= TILE_MAX && MB <= TILE_MAX,
+    "a tile holds TILE_MAX rows at most");
 
 /* Whether M is a constant that small_m serves. */
 static int is_small_m(const ks_dim_t *m)
@@ -201,72 +205,6 @@ static void accumulate_rows(gemm_t *g, ks_stmt_t *block, char pfx,
 }
 
 /*
- * small_m: the body after the parameters, for the constant M (2..3).
- * The same chunking, clamping and tail as the other variants (see the
- * header), with the M rows of x in one work-group.
- */
-static void build_small_m(gemm_t *g, int64_t M)
-{
-	static const char *const wo_names[RB] = { "wo0", "wo1", "wo2", "wo3" };
-	ks_ir_kernel_t *k = g->k;
-	ks_stmt_t *body = k->body, *loop, *lanes, *tail, *guard;
-	int n0, wo[RB], acc[RB * SMALL_M_MAX], k0, kv, kt, r;
-	int64_t m;
-	char name[32];
-
-	k->grid = bin(g, KS_OP_DIV, bin(g, KS_OP_ADD, par(g, g->N),
-	    c64(g, RB - 1)), c64(g, RB));
-	n0 = decl(g, body, "n0", KS_TY_I64, KS_VAR_UNIFORM,
-	    bin(g, KS_OP_MUL, ks_x_group(k), c64(g, RB)));
-	for (r = 0; r < RB; r++)
-		wo[r] = decl(g, body, wo_names[r], KS_TY_I64, KS_VAR_UNIFORM,
-		    bin(g, KS_OP_MUL, bin(g, KS_OP_MIN, bin(g, KS_OP_ADD,
-		    var(g, n0), c64(g, r)), bin(g, KS_OP_SUB, par(g, g->N),
-		    c64(g, 1))), par(g, g->K)));
-	for (m = 0; m < M; m++)
-		for (r = 0; r < RB; r++) {
-			snprintf(name, sizeof name, "acc%d_%d", (int)m, r);
-			acc[m * RB + r] = decl(g, body, name, KS_TY_F32,
-			    KS_VAR_LANE, ks_x_f32(k, 0.0f));
-		}
-
-	/* Full chunks: k = k0 + lane < K - K % 32, no guard. */
-	k0 = ks_ir_var(k, "k0", KS_TY_I64, KS_VAR_UNIFORM);
-	loop = ks_s_for(k, k0, c64(g, 0), k_main(g), NLANES);
-	ks_s_append(k, body, loop);
-	lanes = ks_s_lanes(k);
-	ks_s_append(k, loop->body, lanes);
-	kv = decl(g, lanes->body, "k", KS_TY_I64, KS_VAR_LANE,
-	    bin(g, KS_OP_ADD, var(g, k0), ks_x_lane(k)));
-	accumulate_rows(g, lanes->body, 'v', kv, M, -1, wo, acc);
-
-	/* Tail chunk: k = K - K % 32 + lane, guarded by k < K. */
-	tail = ks_s_if(k, bin(g, KS_OP_NE, bin(g, KS_OP_REM, par(g, g->K),
-	    c64(g, NLANES)), c64(g, 0)));
-	ks_s_append(k, body, tail);
-	lanes = ks_s_lanes(k);
-	ks_s_append(k, tail->body, lanes);
-	kt = decl(g, lanes->body, "kt", KS_TY_I64, KS_VAR_LANE,
-	    bin(g, KS_OP_ADD, k_main(g), ks_x_lane(k)));
-	guard = ks_s_if(k, bin(g, KS_OP_LT, var(g, kt), par(g, g->K)));
-	ks_s_append(k, lanes->body, guard);
-	accumulate_rows(g, guard->body, 't', kt, M, -1, wo, acc);
-
-	/* One store per output: y[m * N + n0 + r], for n0 + r < N. */
-	for (r = 0; r < RB; r++) {
-		guard = ks_s_if(k, bin(g, KS_OP_LT, bin(g, KS_OP_ADD,
-		    var(g, n0), c64(g, r)), par(g, g->N)));
-		ks_s_append(k, body, guard);
-		for (m = 0; m < M; m++)
-			ks_s_append(k, guard->body, ks_s_store(k, g->y,
-			    bin(g, KS_OP_ADD, bin(g, KS_OP_ADD,
-			    bin(g, KS_OP_MUL, c64(g, m), par(g, g->N)),
-			    var(g, n0)), c64(g, r)),
-			    ks_x_reduce(k, KS_RED_SUM, acc[m * RB + r])));
-	}
-}
-
-/*
  * Appends to BLOCK the computation of the RB outputs n0..n0+3 of one row:
  * the lane accumulators, the k loop (full chunks, then the guarded tail),
  * and one store per output y[yo + r] for n0 + r < N.  XO is the uniform
@@ -320,21 +258,23 @@ static void build_row(gemm_t *g, ks_stmt_t *block, int n0, int xo, int yo,
 }
 
 /*
- * Appends to BLOCK the MB x RB tile of outputs (rows m0..m0+3, columns
- * n0..n0+3), all MB rows present: per lane and chunk each W element is
- * loaded once and used for the MB rows, each x element once and used for
- * the RB rows of W, as small_m does (accumulate_rows, the same operand
- * order as accumulate()).  XB is the uniform variable m0 * K.
+ * Appends to BLOCK the ROWS x RB tile of outputs (rows m0..m0+ROWS-1,
+ * columns n0..n0+3), all rows present: per lane and chunk each W element
+ * is loaded once and used for the ROWS rows, each x element once and used
+ * for the RB rows of W (accumulate_rows, the same operand order as
+ * accumulate()).  M0 is the uniform variable of the first row and XB that
+ * of m0 * K, or both -1 for rows from 0 (small_m, all M rows).
  */
-static void build_tile(gemm_t *g, ks_stmt_t *block, int m0, int n0, int xb,
-    const int *wo)
+static void build_tile(gemm_t *g, ks_stmt_t *block, int64_t rows, int m0,
+    int n0, int xb, const int *wo)
 {
 	ks_ir_kernel_t *k = g->k;
 	ks_stmt_t *loop, *lanes, *tail, *guard;
-	int acc[MB * RB], k0, kv, kt, r, i;
+	int acc[TILE_MAX * RB], k0, kv, kt, r, i;
+	ks_expr_t *row;
 	char name[32];
 
-	for (i = 0; i < MB; i++)
+	for (i = 0; i < rows; i++)
 		for (r = 0; r < RB; r++) {
 			snprintf(name, sizeof name, "tacc%d_%d", i, r);
 			acc[i * RB + r] = decl(g, block, name, KS_TY_F32,
@@ -347,7 +287,7 @@ static void build_tile(gemm_t *g, ks_stmt_t *block, int m0, int n0, int xb,
 	ks_s_append(k, loop->body, lanes);
 	kv = decl(g, lanes->body, "tk", KS_TY_I64, KS_VAR_LANE,
 	    bin(g, KS_OP_ADD, var(g, k0), ks_x_lane(k)));
-	accumulate_rows(g, lanes->body, 'v', kv, MB, xb, wo, acc);
+	accumulate_rows(g, lanes->body, 'v', kv, rows, xb, wo, acc);
 
 	tail = ks_s_if(k, bin(g, KS_OP_NE, bin(g, KS_OP_REM, par(g, g->K),
 	    c64(g, NLANES)), c64(g, 0)));
@@ -358,20 +298,22 @@ static void build_tile(gemm_t *g, ks_stmt_t *block, int m0, int n0, int xb,
 	    bin(g, KS_OP_ADD, k_main(g), ks_x_lane(k)));
 	guard = ks_s_if(k, bin(g, KS_OP_LT, var(g, kt), par(g, g->K)));
 	ks_s_append(k, lanes->body, guard);
-	accumulate_rows(g, guard->body, 't', kt, MB, xb, wo, acc);
+	accumulate_rows(g, guard->body, 't', kt, rows, xb, wo, acc);
 
 	/* y[(m0 + i) * N + n0 + r] for n0 + r < N. */
 	for (r = 0; r < RB; r++) {
 		guard = ks_s_if(k, bin(g, KS_OP_LT, bin(g, KS_OP_ADD,
 		    var(g, n0), c64(g, r)), par(g, g->N)));
 		ks_s_append(k, block, guard);
-		for (i = 0; i < MB; i++)
+		for (i = 0; i < rows; i++) {
+			row = m0 >= 0 ? bin(g, KS_OP_ADD, var(g, m0),
+			    c64(g, i)) : c64(g, i);
 			ks_s_append(k, guard->body, ks_s_store(k, g->y,
 			    bin(g, KS_OP_ADD, bin(g, KS_OP_ADD,
-			    bin(g, KS_OP_MUL, bin(g, KS_OP_ADD, var(g, m0),
-			    c64(g, i)), par(g, g->N)), var(g, n0)),
-			    c64(g, r)), ks_x_reduce(k, KS_RED_SUM,
-			    acc[i * RB + r])));
+			    bin(g, KS_OP_MUL, row, par(g, g->N)),
+			    var(g, n0)), c64(g, r)), ks_x_reduce(k,
+			    KS_RED_SUM, acc[i * RB + r])));
+		}
 	}
 }
 
@@ -416,7 +358,13 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	g.K = ks_ir_scalar(k, "K", KS_TY_I64);
 	body = k->body;
 	if (general < 0) {
-		build_small_m(&g, spec->dims[DIM_M].value);
+		/* small_m: ceil(N / RB) groups, all M rows in each. */
+		k->grid = bin(&g, KS_OP_DIV, bin(&g, KS_OP_ADD, par(&g, g.N),
+		    c64(&g, RB - 1)), c64(&g, RB));
+		n0 = decl(&g, body, "n0", KS_TY_I64, KS_VAR_UNIFORM,
+		    bin(&g, KS_OP_MUL, ks_x_group(k), c64(&g, RB)));
+		decl_wo(&g, body, n0, wo);
+		build_tile(&g, body, spec->dims[DIM_M].value, -1, n0, -1, wo);
 		return k;
 	}
 	if (!general) {
@@ -455,7 +403,7 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	ks_s_append(k, body, full);
 	xb = decl(&g, full->body, "xb", KS_TY_I64, KS_VAR_UNIFORM,
 	    bin(&g, KS_OP_MUL, var(&g, m0), par(&g, g.K)));
-	build_tile(&g, full->body, m0, n0, xb, wo);
+	build_tile(&g, full->body, MB, m0, n0, xb, wo);
 	full->orelse = ks_s_block(k);
 	m = ks_ir_var(k, "m", KS_TY_I64, KS_VAR_UNIFORM);
 	rows = ks_s_for(k, m, var(&g, m0), par(&g, g.M), 1);

@@ -338,3 +338,48 @@ int ks_ir_print_c_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,
 {
 	return c_expr(k, e, 0, 0, out);
 }
+
+/* The value of a launch expression (the subset ks_ir_print_c_expr prints):
+ * VALS[p] is the value of unbound i64 scalar parameter p. */
+int ks_ir_eval_launch(const ks_ir_kernel_t *k, const ks_expr_t *e,
+    const int64_t *vals, int64_t *out)
+{
+	const ks_ir_param_t *p;
+	int64_t a, b;
+	int rc;
+
+	switch (e->kind) {
+	case KS_X_CONST:
+		if (e->type != KS_TY_I64)
+			return KS_E_UNSUPPORTED;
+		*out = e->i;
+		return KS_OK;
+	case KS_X_PARAM:
+		if (e->param < 0 || e->param >= k->nparams)
+			return KS_E_INVAL;
+		p = &k->params[e->param];
+		if (p->kind != KS_PARAM_SCALAR || p->type != KS_TY_I64)
+			return KS_E_UNSUPPORTED;
+		*out = p->bound ? p->value : vals[e->param];
+		return KS_OK;
+	case KS_X_BIN:
+		if (e->type != KS_TY_I64 || e->op > KS_OP_REM)
+			return KS_E_UNSUPPORTED;
+		rc = ks_ir_eval_launch(k, e->a, vals, &a);
+		rc = rc ? rc : ks_ir_eval_launch(k, e->b, vals, &b);
+		if (rc != KS_OK)
+			return rc;
+		if ((e->op == KS_OP_DIV || e->op == KS_OP_REM) && b == 0)
+			return KS_E_INVAL;
+		switch (e->op) {
+		case KS_OP_ADD: *out = a + b; break;
+		case KS_OP_SUB: *out = a - b; break;
+		case KS_OP_MUL: *out = a * b; break;
+		case KS_OP_DIV: *out = a / b; break;
+		default: *out = a % b; break;
+		}
+		return KS_OK;
+	default:
+		return KS_E_UNSUPPORTED;
+	}
+}

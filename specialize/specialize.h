@@ -335,6 +335,11 @@ int ks_ir_print(const ks_ir_kernel_t *k, ks_buf_t *out);
  * used for the reply's launch when dimensions are dynamic. */
 int ks_ir_print_c_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,
     ks_buf_t *out);
+/* Evaluates a launch expression (the grid: i64 constants, i64 scalar
+ * params, + - * / %); VALS[p] is the value of unbound scalar param p.
+ * KS_E_UNSUPPORTED outside that subset, KS_E_INVAL on a division by 0. */
+int ks_ir_eval_launch(const ks_ir_kernel_t *k, const ks_expr_t *e,
+    const int64_t *vals, int64_t *out);
 /* Checks types, scopes (lane vars only in LANES, no nested LANES, uniform
  * vars not assigned in LANES), declarations before use, grid is i64.
  * Returns KS_OK or KS_E_INTERNAL with a message in err. */

@@ -353,34 +353,17 @@ typedef struct {
 static inline int64_t gpu_eval(const ks_ir_kernel_t *k, const ks_expr_t *e,
     const gpu_arg_t *args)
 {
-	int64_t a, b;
+	int64_t vals[64] = { 0 }, v = 0;
+	int i;
 
-	switch (e->kind) {
-	case KS_X_CONST:
-		return e->i;
-	case KS_X_PARAM:
-		if (k->params[e->param].bound)
-			return k->params[e->param].value;
-		return *(const int64_t *)args[e->param].data;
-	case KS_X_BIN:
-		a = gpu_eval(k, e->a, args);
-		b = gpu_eval(k, e->b, args);
-		switch (e->op) {
-		case KS_OP_ADD: return a + b;
-		case KS_OP_SUB: return a - b;
-		case KS_OP_MUL: return a * b;
-		case KS_OP_DIV: return a / b;
-		case KS_OP_REM: return a % b;
-		case KS_OP_MIN: return a < b ? a : b;
-		case KS_OP_MAX: return a > b ? a : b;
-		default: break;
-		}
-		break;
-	default:
-		break;
-	}
-	cr_assert_fail("grid expression kind %d not evaluable", (int)e->kind);
-	return 0;
+	cr_assert_leq(k->nparams, 64);
+	for (i = 0; i < k->nparams; i++)
+		if (k->params[i].kind == KS_PARAM_SCALAR &&
+		    k->params[i].type == KS_TY_I64 && !k->params[i].bound)
+			vals[i] = *(const int64_t *)args[i].data;
+	cr_assert_eq(ks_ir_eval_launch(k, e, vals, &v), KS_OK,
+	    "launch expression of %s.%s not evaluable", k->name, k->variant);
+	return v;
 }
 
 /* Compiles K on the cpu backend and runs the whole grid on ARGS (buffers

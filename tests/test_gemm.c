@@ -23,39 +23,15 @@ typedef struct {
 	int dyn_m, dyn_n, dyn_k;        /* passed as scalars, not baked */
 } shape_t;
 
-/* Value of an i64 expression over the kernel's scalar params (the grid);
- * VALS[p] is the value of param p. */
+/* Value of the grid; VALS[p] is the value of param p. */
 static int64_t eval(const ks_ir_kernel_t *k, const ks_expr_t *e,
     const int64_t *vals)
 {
-	int64_t a, b;
+	int64_t v = 0;
 
-	switch (e->kind) {
-	case KS_X_CONST:
-		return e->i;
-	case KS_X_PARAM:
-		return k->params[e->param].bound ? k->params[e->param].value :
-		    vals[e->param];
-	case KS_X_BIN:
-		a = eval(k, e->a, vals);
-		b = eval(k, e->b, vals);
-		switch (e->op) {
-		case KS_OP_ADD: return a + b;
-		case KS_OP_SUB: return a - b;
-		case KS_OP_MUL: return a * b;
-		case KS_OP_DIV: return a / b;
-		case KS_OP_REM: return a % b;
-		case KS_OP_MIN: return a < b ? a : b;
-		case KS_OP_MAX: return a > b ? a : b;
-		default: break;
-		}
-		break;
-	default:
-		break;
-	}
-	cr_assert_fail("grid expression kind %d op %d not evaluable",
-	    (int)e->kind, (int)e->op);
-	return 0;
+	cr_assert_eq(ks_ir_eval_launch(k, e, vals, &v), KS_OK,
+	    "grid not evaluable");
+	return v;
 }
 
 /* Specializes gemm for SH and DT, compiles, runs it on x, W into y.

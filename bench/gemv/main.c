@@ -13,31 +13,6 @@
 
 #define TRIALS 15
 
-/* The reference: sums 64-bit words with four independent vector
- * accumulators (built with -march=native, so at the machine's full vector
- * width), bound by memory like a gemv.  noinline keeps it honest. */
-typedef uint64_t v4_t __attribute__((vector_size(32)));
-
-__attribute__((noinline)) static uint64_t read_loop(const uint64_t *p,
-    size_t n)
-{
-	v4_t s0 = { 0 }, s1 = { 0 }, s2 = { 0 }, s3 = { 0 }, v;
-	size_t i;
-
-	for (i = 0; i + 16 <= n; i += 16) {
-		memcpy(&v, p + i, 32);
-		s0 += v;
-		memcpy(&v, p + i + 4, 32);
-		s1 += v;
-		memcpy(&v, p + i + 8, 32);
-		s2 += v;
-		memcpy(&v, p + i + 12, 32);
-		s3 += v;
-	}
-	s0 += s1 + s2 + s3;
-	return s0[0] + s0[1] + s0[2] + s0[3];
-}
-
 static volatile uint64_t sink;
 
 int main(void)

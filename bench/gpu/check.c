@@ -182,57 +182,17 @@ static ks_ir_kernel_t *gemm_ir(const char *variant, ks_dtype_t dt,
 	return k;
 }
 
-/* Value of the grid over constants and the dims. */
-static int64_t eval(const ks_ir_kernel_t *k, const ks_expr_t *e,
-    const int64_t *dims)
+/* The grid; VALS[p] is the value of scalar parameter p. */
+static int64_t grid_of(const ks_ir_kernel_t *k, const int64_t *vals)
 {
-	int64_t a, b;
+	int64_t g;
 
-	if (e->kind == KS_X_CONST)
-		return e->i;
-	if (e->kind == KS_X_PARAM)
-		return k->params[e->param].bound ? k->params[e->param].value :
-		    dims[e->param - 3];
-	if (e->kind != KS_X_BIN)
+	if (ks_ir_eval_launch(k, k->grid, vals, &g) != KS_OK) {
+		fprintf(stderr, "check: %s.%s: grid not evaluable\n", k->name,
+		    k->variant);
 		exit(1);
-	a = eval(k, e->a, dims);
-	b = eval(k, e->b, dims);
-	switch (e->op) {
-	case KS_OP_ADD: return a + b;
-	case KS_OP_SUB: return a - b;
-	case KS_OP_MUL: return a * b;
-	case KS_OP_DIV: return a / b;
-	case KS_OP_REM: return a % b;
-	default: exit(1);
 	}
-}
-
-/* The grid over constants and the values of the scalar parameters, by
- * parameter index. */
-static int64_t kgrid(const ks_ir_kernel_t *k, const ks_expr_t *e,
-    const int64_t *vals)
-{
-	int64_t a, b;
-
-	if (e->kind == KS_X_CONST)
-		return e->i;
-	if (e->kind == KS_X_PARAM)
-		return k->params[e->param].bound ? k->params[e->param].value :
-		    vals[e->param];
-	if (e->kind != KS_X_BIN)
-		exit(1);
-	a = kgrid(k, e->a, vals);
-	b = kgrid(k, e->b, vals);
-	switch (e->op) {
-	case KS_OP_ADD: return a + b;
-	case KS_OP_SUB: return a - b;
-	case KS_OP_MUL: return a * b;
-	case KS_OP_DIV: return a / b;
-	case KS_OP_REM: return a % b;
-	case KS_OP_MIN: return a < b ? a : b;
-	case KS_OP_MAX: return a > b ? a : b;
-	default: exit(1);
-	}
+	return g;
 }
 
 typedef struct {
@@ -289,6 +249,7 @@ static void launch(const ks_ir_kernel_t *k, CUfunction fn, CUdeviceptr *x,
     CUdeviceptr *w, CUdeviceptr *y, int64_t *dims)
 {
 	void *params[8];
+	int64_t vals[6] = { 0, 0, 0, dims[0], dims[1], dims[2] };
 	int i, n = 0;
 
 	for (i = 0; i < k->nparams; i++) {
@@ -300,7 +261,7 @@ static void launch(const ks_ir_kernel_t *k, CUfunction fn, CUdeviceptr *x,
 		else if (!p->bound)
 			params[n++] = &dims[i - 3];
 	}
-	CU(cu.LaunchKernel(fn, (unsigned)eval(k, k->grid, dims), 1, 1,
+	CU(cu.LaunchKernel(fn, (unsigned)grid_of(k, vals), 1, 1,
 	    (unsigned)k->nlanes, 1, 1, 0, NULL, params, NULL));
 }
 
@@ -578,7 +539,7 @@ static void kcase_bind(kcase_t *c, const int64_t *v)
 			c->params[n++] = &c->i64[i];
 		}
 	}
-	c->grid = (unsigned)kgrid(c->k, c->k->grid, c->i64);
+	c->grid = (unsigned)grid_of(c->k, c->i64);
 }
 
 static void kcase_launch(kcase_t *c, CUfunction fn)

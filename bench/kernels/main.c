@@ -33,30 +33,6 @@
 #define TRIALS 9
 #define TRIAL_NS 20000000.0
 
-/* ---- the plain read loop (as bench/gemv) ---- */
-
-typedef uint64_t v4_t __attribute__((vector_size(32)));
-
-__attribute__((noinline)) static uint64_t read_loop(const uint64_t *p,
-    size_t n)
-{
-	v4_t s0 = { 0 }, s1 = { 0 }, s2 = { 0 }, s3 = { 0 }, v;
-	size_t i;
-
-	for (i = 0; i + 16 <= n; i += 16) {
-		memcpy(&v, p + i, 32);
-		s0 += v;
-		memcpy(&v, p + i + 4, 32);
-		s1 += v;
-		memcpy(&v, p + i + 8, 32);
-		s2 += v;
-		memcpy(&v, p + i + 12, 32);
-		s3 += v;
-	}
-	s0 += s1 + s2 + s3;
-	return s0[0] + s0[1] + s0[2] + s0[3];
-}
-
 static volatile uint64_t sink;
 
 /* ---- cases ---- */
@@ -122,32 +98,6 @@ typedef struct {
 	uint64_t groups;
 } prog_t;
 
-static int64_t eval(const ks_ir_kernel_t *k, const ks_expr_t *e,
-    const int64_t *vals)
-{
-	int64_t a, b;
-
-	if (e->kind == KS_X_CONST)
-		return e->i;
-	if (e->kind == KS_X_PARAM)
-		return k->params[e->param].bound ? k->params[e->param].value :
-		    vals[e->param];
-	a = eval(k, e->a, vals);
-	b = eval(k, e->b, vals);
-	switch (e->op) {
-	case KS_OP_ADD: return a + b;
-	case KS_OP_SUB: return a - b;
-	case KS_OP_MUL: return a * b;
-	case KS_OP_DIV: return a / b;
-	case KS_OP_REM: return a % b;
-	case KS_OP_MIN: return a < b ? a : b;
-	case KS_OP_MAX: return a > b ? a : b;
-	default: break;
-	}
-	fprintf(stderr, "kernels: grid not evaluable\n");
-	exit(1);
-}
-
 /*
  * Compiles DEF at dims V (VARIANT NULL: the library's choice; DYNAMIC:
  * every dim a launch argument) and binds the buffers B.  Returns 0, or -1
@@ -161,6 +111,7 @@ static int prog_open(prog_t *p, const ks_kernel_def_t *def, ks_dtype_t dt,
 	ks_spec_t spec;
 	ks_jit_artifact_t a;
 	char target[KS_MAX_NAME], err[4096];
+	int64_t groups;
 	int i, j, np = 0;
 
 	memset(p, 0, sizeof *p);
@@ -208,7 +159,11 @@ static int prog_open(prog_t *p, const ks_kernel_def_t *def, ks_dtype_t dt,
 			p->params[np++] = &p->i64[i];
 		}
 	}
-	p->groups = (uint64_t)eval(p->k, p->k->grid, p->i64);
+	if (ks_ir_eval_launch(p->k, p->k->grid, p->i64, &groups) != KS_OK) {
+		fprintf(stderr, "kernels: %s: grid not evaluable\n", def->name);
+		exit(1);
+	}
+	p->groups = (uint64_t)groups;
 	return 0;
 }
 

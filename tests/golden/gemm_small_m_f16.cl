@@ -108,46 +108,46 @@ void ks_gemm_small_m(
 	ks_i64 v_wo1 = (ksh_imin((v_n0 + 1L), 4095L) * 4096L);
 	ks_i64 v_wo2 = (ksh_imin((v_n0 + 2L), 4095L) * 4096L);
 	ks_i64 v_wo3 = (ksh_imin((v_n0 + 3L), 4095L) * 4096L);
-	float v_acc0_0 = 0.0f;
-	float v_acc0_1 = 0.0f;
-	float v_acc0_2 = 0.0f;
-	float v_acc0_3 = 0.0f;
-	float v_acc1_0 = 0.0f;
-	float v_acc1_1 = 0.0f;
-	float v_acc1_2 = 0.0f;
-	float v_acc1_3 = 0.0f;
-	float v_acc2_0 = 0.0f;
-	float v_acc2_1 = 0.0f;
-	float v_acc2_2 = 0.0f;
-	float v_acc2_3 = 0.0f;
-	for (ks_i64 v_k0 = 0L; v_k0 < 4096L; v_k0 += 32L) {
+	float v_tacc0_0 = 0.0f;
+	float v_tacc0_1 = 0.0f;
+	float v_tacc0_2 = 0.0f;
+	float v_tacc0_3 = 0.0f;
+	float v_tacc1_0 = 0.0f;
+	float v_tacc1_1 = 0.0f;
+	float v_tacc1_2 = 0.0f;
+	float v_tacc1_3 = 0.0f;
+	float v_tacc2_0 = 0.0f;
+	float v_tacc2_1 = 0.0f;
+	float v_tacc2_2 = 0.0f;
+	float v_tacc2_3 = 0.0f;
+	for (ks_i64 v_tk0 = 0L; v_tk0 < 4096L; v_tk0 += 32L) {
 		/* lanes: this thread is lane ks_lane */
 		{
-			ks_i64 v_k = (v_k0 + ks_lane);
-			float v_wv0 = ksh_f16_to_f32(p_W[(v_wo0 + v_k)]);
-			float v_wv1 = ksh_f16_to_f32(p_W[(v_wo1 + v_k)]);
-			float v_wv2 = ksh_f16_to_f32(p_W[(v_wo2 + v_k)]);
-			float v_wv3 = ksh_f16_to_f32(p_W[(v_wo3 + v_k)]);
-			float v_xv0 = ksh_f16_to_f32(p_x[v_k]);
-			v_acc0_0 = fma(v_xv0, v_wv0, v_acc0_0);
-			v_acc0_1 = fma(v_xv0, v_wv1, v_acc0_1);
-			v_acc0_2 = fma(v_xv0, v_wv2, v_acc0_2);
-			v_acc0_3 = fma(v_xv0, v_wv3, v_acc0_3);
-			float v_xv1 = ksh_f16_to_f32(p_x[(4096L + v_k)]);
-			v_acc1_0 = fma(v_xv1, v_wv0, v_acc1_0);
-			v_acc1_1 = fma(v_xv1, v_wv1, v_acc1_1);
-			v_acc1_2 = fma(v_xv1, v_wv2, v_acc1_2);
-			v_acc1_3 = fma(v_xv1, v_wv3, v_acc1_3);
-			float v_xv2 = ksh_f16_to_f32(p_x[(8192L + v_k)]);
-			v_acc2_0 = fma(v_xv2, v_wv0, v_acc2_0);
-			v_acc2_1 = fma(v_xv2, v_wv1, v_acc2_1);
-			v_acc2_2 = fma(v_xv2, v_wv2, v_acc2_2);
-			v_acc2_3 = fma(v_xv2, v_wv3, v_acc2_3);
+			ks_i64 v_tk = (v_tk0 + ks_lane);
+			float v_wv0 = ksh_f16_to_f32(p_W[(v_wo0 + v_tk)]);
+			float v_wv1 = ksh_f16_to_f32(p_W[(v_wo1 + v_tk)]);
+			float v_wv2 = ksh_f16_to_f32(p_W[(v_wo2 + v_tk)]);
+			float v_wv3 = ksh_f16_to_f32(p_W[(v_wo3 + v_tk)]);
+			float v_xv0 = ksh_f16_to_f32(p_x[v_tk]);
+			v_tacc0_0 = fma(v_xv0, v_wv0, v_tacc0_0);
+			v_tacc0_1 = fma(v_xv0, v_wv1, v_tacc0_1);
+			v_tacc0_2 = fma(v_xv0, v_wv2, v_tacc0_2);
+			v_tacc0_3 = fma(v_xv0, v_wv3, v_tacc0_3);
+			float v_xv1 = ksh_f16_to_f32(p_x[(4096L + v_tk)]);
+			v_tacc1_0 = fma(v_xv1, v_wv0, v_tacc1_0);
+			v_tacc1_1 = fma(v_xv1, v_wv1, v_tacc1_1);
+			v_tacc1_2 = fma(v_xv1, v_wv2, v_tacc1_2);
+			v_tacc1_3 = fma(v_xv1, v_wv3, v_tacc1_3);
+			float v_xv2 = ksh_f16_to_f32(p_x[(8192L + v_tk)]);
+			v_tacc2_0 = fma(v_xv2, v_wv0, v_tacc2_0);
+			v_tacc2_1 = fma(v_xv2, v_wv1, v_tacc2_1);
+			v_tacc2_2 = fma(v_xv2, v_wv2, v_tacc2_2);
+			v_tacc2_3 = fma(v_xv2, v_wv3, v_tacc2_3);
 		}
 	}
-	const float ks_t0 = ksh_reduce_sum_f32(v_acc0_0, ks_lane, ks_red_f32);
-	const float ks_t1 = ksh_reduce_sum_f32(v_acc1_0, ks_lane, ks_red_f32);
-	const float ks_t2 = ksh_reduce_sum_f32(v_acc2_0, ks_lane, ks_red_f32);
+	const float ks_t0 = ksh_reduce_sum_f32(v_tacc0_0, ks_lane, ks_red_f32);
+	const float ks_t1 = ksh_reduce_sum_f32(v_tacc1_0, ks_lane, ks_red_f32);
+	const float ks_t2 = ksh_reduce_sum_f32(v_tacc2_0, ks_lane, ks_red_f32);
 	if ((v_n0 < 4096L)) {
 		{
 			const ks_i64 ks_t3 = v_n0;
@@ -171,9 +171,9 @@ void ks_gemm_small_m(
 				p_y[ks_t7] = ksh_f32_to_f16(ks_t8);
 		}
 	}
-	const float ks_t9 = ksh_reduce_sum_f32(v_acc0_1, ks_lane, ks_red_f32);
-	const float ks_t10 = ksh_reduce_sum_f32(v_acc1_1, ks_lane, ks_red_f32);
-	const float ks_t11 = ksh_reduce_sum_f32(v_acc2_1, ks_lane, ks_red_f32);
+	const float ks_t9 = ksh_reduce_sum_f32(v_tacc0_1, ks_lane, ks_red_f32);
+	const float ks_t10 = ksh_reduce_sum_f32(v_tacc1_1, ks_lane, ks_red_f32);
+	const float ks_t11 = ksh_reduce_sum_f32(v_tacc2_1, ks_lane, ks_red_f32);
 	if (((v_n0 + 1L) < 4096L)) {
 		{
 			const ks_i64 ks_t12 = (v_n0 + 1L);
@@ -197,9 +197,9 @@ void ks_gemm_small_m(
 				p_y[ks_t16] = ksh_f32_to_f16(ks_t17);
 		}
 	}
-	const float ks_t18 = ksh_reduce_sum_f32(v_acc0_2, ks_lane, ks_red_f32);
-	const float ks_t19 = ksh_reduce_sum_f32(v_acc1_2, ks_lane, ks_red_f32);
-	const float ks_t20 = ksh_reduce_sum_f32(v_acc2_2, ks_lane, ks_red_f32);
+	const float ks_t18 = ksh_reduce_sum_f32(v_tacc0_2, ks_lane, ks_red_f32);
+	const float ks_t19 = ksh_reduce_sum_f32(v_tacc1_2, ks_lane, ks_red_f32);
+	const float ks_t20 = ksh_reduce_sum_f32(v_tacc2_2, ks_lane, ks_red_f32);
 	if (((v_n0 + 2L) < 4096L)) {
 		{
 			const ks_i64 ks_t21 = (v_n0 + 2L);
@@ -223,9 +223,9 @@ void ks_gemm_small_m(
 				p_y[ks_t25] = ksh_f32_to_f16(ks_t26);
 		}
 	}
-	const float ks_t27 = ksh_reduce_sum_f32(v_acc0_3, ks_lane, ks_red_f32);
-	const float ks_t28 = ksh_reduce_sum_f32(v_acc1_3, ks_lane, ks_red_f32);
-	const float ks_t29 = ksh_reduce_sum_f32(v_acc2_3, ks_lane, ks_red_f32);
+	const float ks_t27 = ksh_reduce_sum_f32(v_tacc0_3, ks_lane, ks_red_f32);
+	const float ks_t28 = ksh_reduce_sum_f32(v_tacc1_3, ks_lane, ks_red_f32);
+	const float ks_t29 = ksh_reduce_sum_f32(v_tacc2_3, ks_lane, ks_red_f32);
 	if (((v_n0 + 3L) < 4096L)) {
 		{
 			const ks_i64 ks_t30 = (v_n0 + 3L);

@@ -37,46 +37,46 @@ ks_gemm_small_m(
 	ks_i64 v_wo1 = (ksh_imin((v_n0 + 1LL), 4095LL) * 4096LL);
 	ks_i64 v_wo2 = (ksh_imin((v_n0 + 2LL), 4095LL) * 4096LL);
 	ks_i64 v_wo3 = (ksh_imin((v_n0 + 3LL), 4095LL) * 4096LL);
-	float v_acc0_0 = 0.0f;
-	float v_acc0_1 = 0.0f;
-	float v_acc0_2 = 0.0f;
-	float v_acc0_3 = 0.0f;
-	float v_acc1_0 = 0.0f;
-	float v_acc1_1 = 0.0f;
-	float v_acc1_2 = 0.0f;
-	float v_acc1_3 = 0.0f;
-	float v_acc2_0 = 0.0f;
-	float v_acc2_1 = 0.0f;
-	float v_acc2_2 = 0.0f;
-	float v_acc2_3 = 0.0f;
-	for (ks_i64 v_k0 = 0LL; v_k0 < 4096LL; v_k0 += 32LL) {
+	float v_tacc0_0 = 0.0f;
+	float v_tacc0_1 = 0.0f;
+	float v_tacc0_2 = 0.0f;
+	float v_tacc0_3 = 0.0f;
+	float v_tacc1_0 = 0.0f;
+	float v_tacc1_1 = 0.0f;
+	float v_tacc1_2 = 0.0f;
+	float v_tacc1_3 = 0.0f;
+	float v_tacc2_0 = 0.0f;
+	float v_tacc2_1 = 0.0f;
+	float v_tacc2_2 = 0.0f;
+	float v_tacc2_3 = 0.0f;
+	for (ks_i64 v_tk0 = 0LL; v_tk0 < 4096LL; v_tk0 += 32LL) {
 		/* lanes: this thread is lane ks_lane */
 		{
-			ks_i64 v_k = (v_k0 + ks_lane);
-			float v_wv0 = (p_W[(v_wo0 + v_k)]);
-			float v_wv1 = (p_W[(v_wo1 + v_k)]);
-			float v_wv2 = (p_W[(v_wo2 + v_k)]);
-			float v_wv3 = (p_W[(v_wo3 + v_k)]);
-			float v_xv0 = (p_x[v_k]);
-			v_acc0_0 = fmaf(v_xv0, v_wv0, v_acc0_0);
-			v_acc0_1 = fmaf(v_xv0, v_wv1, v_acc0_1);
-			v_acc0_2 = fmaf(v_xv0, v_wv2, v_acc0_2);
-			v_acc0_3 = fmaf(v_xv0, v_wv3, v_acc0_3);
-			float v_xv1 = (p_x[(4096LL + v_k)]);
-			v_acc1_0 = fmaf(v_xv1, v_wv0, v_acc1_0);
-			v_acc1_1 = fmaf(v_xv1, v_wv1, v_acc1_1);
-			v_acc1_2 = fmaf(v_xv1, v_wv2, v_acc1_2);
-			v_acc1_3 = fmaf(v_xv1, v_wv3, v_acc1_3);
-			float v_xv2 = (p_x[(8192LL + v_k)]);
-			v_acc2_0 = fmaf(v_xv2, v_wv0, v_acc2_0);
-			v_acc2_1 = fmaf(v_xv2, v_wv1, v_acc2_1);
-			v_acc2_2 = fmaf(v_xv2, v_wv2, v_acc2_2);
-			v_acc2_3 = fmaf(v_xv2, v_wv3, v_acc2_3);
+			ks_i64 v_tk = (v_tk0 + ks_lane);
+			float v_wv0 = (p_W[(v_wo0 + v_tk)]);
+			float v_wv1 = (p_W[(v_wo1 + v_tk)]);
+			float v_wv2 = (p_W[(v_wo2 + v_tk)]);
+			float v_wv3 = (p_W[(v_wo3 + v_tk)]);
+			float v_xv0 = (p_x[v_tk]);
+			v_tacc0_0 = fmaf(v_xv0, v_wv0, v_tacc0_0);
+			v_tacc0_1 = fmaf(v_xv0, v_wv1, v_tacc0_1);
+			v_tacc0_2 = fmaf(v_xv0, v_wv2, v_tacc0_2);
+			v_tacc0_3 = fmaf(v_xv0, v_wv3, v_tacc0_3);
+			float v_xv1 = (p_x[(4096LL + v_tk)]);
+			v_tacc1_0 = fmaf(v_xv1, v_wv0, v_tacc1_0);
+			v_tacc1_1 = fmaf(v_xv1, v_wv1, v_tacc1_1);
+			v_tacc1_2 = fmaf(v_xv1, v_wv2, v_tacc1_2);
+			v_tacc1_3 = fmaf(v_xv1, v_wv3, v_tacc1_3);
+			float v_xv2 = (p_x[(8192LL + v_tk)]);
+			v_tacc2_0 = fmaf(v_xv2, v_wv0, v_tacc2_0);
+			v_tacc2_1 = fmaf(v_xv2, v_wv1, v_tacc2_1);
+			v_tacc2_2 = fmaf(v_xv2, v_wv2, v_tacc2_2);
+			v_tacc2_3 = fmaf(v_xv2, v_wv3, v_tacc2_3);
 		}
 	}
-	const float ks_t0 = ksh_reduce_sum_f32(v_acc0_0);
-	const float ks_t1 = ksh_reduce_sum_f32(v_acc1_0);
-	const float ks_t2 = ksh_reduce_sum_f32(v_acc2_0);
+	const float ks_t0 = ksh_reduce_sum_f32(v_tacc0_0);
+	const float ks_t1 = ksh_reduce_sum_f32(v_tacc1_0);
+	const float ks_t2 = ksh_reduce_sum_f32(v_tacc2_0);
 	if ((v_n0 < 4096LL)) {
 		{
 			const ks_i64 ks_t3 = v_n0;
@@ -100,9 +100,9 @@ ks_gemm_small_m(
 				p_y[ks_t7] = (ks_t8);
 		}
 	}
-	const float ks_t9 = ksh_reduce_sum_f32(v_acc0_1);
-	const float ks_t10 = ksh_reduce_sum_f32(v_acc1_1);
-	const float ks_t11 = ksh_reduce_sum_f32(v_acc2_1);
+	const float ks_t9 = ksh_reduce_sum_f32(v_tacc0_1);
+	const float ks_t10 = ksh_reduce_sum_f32(v_tacc1_1);
+	const float ks_t11 = ksh_reduce_sum_f32(v_tacc2_1);
 	if (((v_n0 + 1LL) < 4096LL)) {
 		{
 			const ks_i64 ks_t12 = (v_n0 + 1LL);
@@ -126,9 +126,9 @@ ks_gemm_small_m(
 				p_y[ks_t16] = (ks_t17);
 		}
 	}
-	const float ks_t18 = ksh_reduce_sum_f32(v_acc0_2);
-	const float ks_t19 = ksh_reduce_sum_f32(v_acc1_2);
-	const float ks_t20 = ksh_reduce_sum_f32(v_acc2_2);
+	const float ks_t18 = ksh_reduce_sum_f32(v_tacc0_2);
+	const float ks_t19 = ksh_reduce_sum_f32(v_tacc1_2);
+	const float ks_t20 = ksh_reduce_sum_f32(v_tacc2_2);
 	if (((v_n0 + 2LL) < 4096LL)) {
 		{
 			const ks_i64 ks_t21 = (v_n0 + 2LL);
@@ -152,9 +152,9 @@ ks_gemm_small_m(
 				p_y[ks_t25] = (ks_t26);
 		}
 	}
-	const float ks_t27 = ksh_reduce_sum_f32(v_acc0_3);
-	const float ks_t28 = ksh_reduce_sum_f32(v_acc1_3);
-	const float ks_t29 = ksh_reduce_sum_f32(v_acc2_3);
+	const float ks_t27 = ksh_reduce_sum_f32(v_tacc0_3);
+	const float ks_t28 = ksh_reduce_sum_f32(v_tacc1_3);
+	const float ks_t29 = ksh_reduce_sum_f32(v_tacc2_3);
 	if (((v_n0 + 3LL) < 4096LL)) {
 		{
 			const ks_i64 ks_t30 = (v_n0 + 3LL);
