@@ -25,10 +25,15 @@ static int find_scalar(const ks_ir_kernel_t *k, const char *name)
 int ks_specialize(const ks_spec_t *spec, ks_ir_kernel_t **out, char *err,
     size_t errlen)
 {
+	return ks_specialize_variant(spec, NULL, out, err, errlen);
+}
+
+int ks_specialize_variant(const ks_spec_t *spec, const char *variant,
+    ks_ir_kernel_t **out, char *err, size_t errlen)
+{
 	const ks_kernel_def_t *def;
 	ks_ir_kernel_t *k;
-	const char *variant;
-	int i, p, rc;
+	int i, p, rc, forced = variant != NULL;
 
 	if (err != NULL && errlen > 0)
 		err[0] = '\0';
@@ -36,13 +41,16 @@ int ks_specialize(const ks_spec_t *spec, ks_ir_kernel_t **out, char *err,
 		return KS_E_INVAL;
 	*out = NULL;
 	def = spec->def;
-	variant = def->select(spec);
+	if (!forced)
+		variant = def->select(spec);
 	k = variant != NULL ? def->build(spec, variant) : NULL;
 	if (k == NULL) {
 		if (err != NULL && errlen > 0)
-			snprintf(err, errlen, "%s: no IR for variant %s",
-			    def->name, variant != NULL ? variant : "(none)");
-		return KS_E_INTERNAL;
+			snprintf(err, errlen, forced ? "%s: variant %s does "
+			    "not apply to this shape" : "%s: no IR for variant "
+			    "%s", def->name, variant != NULL ? variant :
+			    "(none)");
+		return forced ? KS_E_UNSUPPORTED : KS_E_INTERNAL;
 	}
 	for (i = 0; i < spec->ndims; i++) {
 		if (!spec->dims[i].is_const)

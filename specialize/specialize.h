@@ -450,5 +450,11 @@ int ks_kernel_fingerprint_compute(const ks_kernel_def_t *def,
  */
 int ks_specialize(const ks_spec_t *spec, ks_ir_kernel_t **out, char *err,
     size_t errlen);
+/* ks_specialize with the variant chosen by the caller (NULL: the
+ * library's selection), for tests and benchmarks that compare a
+ * specialization with `general` at the same shape.  A variant whose guard
+ * does not hold is KS_E_UNSUPPORTED. */
+int ks_specialize_variant(const ks_spec_t *spec, const char *variant,
+    ks_ir_kernel_t **out, char *err, size_t errlen);
 
 #endif

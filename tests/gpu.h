@@ -114,14 +114,6 @@ static inline void gpu_check_golden(const char *got, const char *name)
 
 /* ---- a kernel's IR with a chosen variant ---- */
 
-static const char *gpu_forced_variant;
-
-static inline const char *gpu_select_forced(const ks_spec_t *spec)
-{
-	(void)spec;
-	return gpu_forced_variant;
-}
-
 /*
  * The specialized IR of DEF's VARIANT (NULL: the library's own choice) for
  * dtype DT and MODE, dim i a constant VALS[i] or dynamic (0), in declared
@@ -131,7 +123,6 @@ static inline const char *gpu_select_forced(const ks_spec_t *spec)
 static inline ks_ir_kernel_t *gpu_kernel_ir(const ks_kernel_def_t *def,
     const char *variant, ks_dtype_t dt, ks_mode_t mode, const int64_t *vals)
 {
-	static ks_kernel_def_t forced;
 	ks_dim_t dims[KS_MAX_DIMS];
 	ks_spec_t spec;
 	ks_ir_kernel_t *k = NULL;
@@ -143,17 +134,11 @@ static inline ks_ir_kernel_t *gpu_kernel_ir(const ks_kernel_def_t *def,
 		dims[i].is_const = vals[i] != 0;
 		dims[i].value = vals[i];
 	}
-	if (variant != NULL) {
-		forced = *def;
-		forced.select = gpu_select_forced;
-		gpu_forced_variant = variant;
-		def = &forced;
-	}
 	cr_assert_eq(ks_kernel_validate(def, dt, mode, dims, def->ndims, &spec,
 	    err, sizeof err), KS_OK, "validate %s: %s", def->name, err);
-	cr_assert_eq(ks_specialize(&spec, &k, err, sizeof err), KS_OK,
-	    "specialize %s.%s: %s", def->name, variant ? variant :
-	    "(selected)", err);
+	cr_assert_eq(ks_specialize_variant(&spec, variant, &k, err,
+	    sizeof err), KS_OK, "specialize %s.%s: %s", def->name, variant ?
+	    variant : "(selected)", err);
 	if (variant != NULL)
 		cr_assert_str_eq(k->variant, variant);
 	return k;
@@ -366,24 +351,16 @@ static inline int64_t gpu_eval(const ks_ir_kernel_t *k, const ks_expr_t *e,
 	return v;
 }
 
-/* Compiles K on the cpu backend and runs the whole grid on ARGS (buffers
- * updated in place). */
-static inline void gpu_run_cpu(const ks_ir_kernel_t *k, gpu_arg_t *args)
+/* Runs the whole grid of K, compiled and loaded as FN, on ARGS (one per
+ * declared parameter; bound scalars are skipped), buffers in place. */
+static inline void gpu_cpu_launch(const ks_ir_kernel_t *k,
+    ks_jit_cpu_entry_t fn, gpu_arg_t *args)
 {
-	char target[KS_MAX_NAME], err[2048];
 	void *params[32], *ptrs[32];
-	ks_jit_artifact_t a;
-	ks_jit_cpu_lib_t *lib;
-	ks_jit_cpu_entry_t fn;
 	int i, np = 0;
 
-	cr_assert_eq(ks_backend_cpu.resolve_target("auto", target,
-	    sizeof target, err, sizeof err), KS_OK, "%s", err);
-	cr_assert_eq(ks_backend_cpu.compile(k, target, "so", &a, err,
-	    sizeof err), KS_OK, "cpu: %s", err);
-	cr_assert_eq(ks_jit_cpu_load(a.bytes, a.len, k->entry, &lib, &fn, err,
-	    sizeof err), KS_OK, "%s", err);
-	for (i = 0; i < k->nparams && np < 32; i++) {
+	cr_assert_leq(k->nparams, 32);
+	for (i = 0; i < k->nparams; i++) {
 		const ks_ir_param_t *p = &k->params[i];
 
 		if (p->kind == KS_PARAM_SCALAR && p->bound)
@@ -396,6 +373,24 @@ static inline void gpu_run_cpu(const ks_ir_kernel_t *k, gpu_arg_t *args)
 		}
 	}
 	fn(params, 0, (uint64_t)gpu_eval(k, k->grid, args));
+}
+
+/* Compiles K on the cpu backend and runs the whole grid on ARGS (buffers
+ * updated in place). */
+static inline void gpu_run_cpu(const ks_ir_kernel_t *k, gpu_arg_t *args)
+{
+	char target[KS_MAX_NAME], err[2048];
+	ks_jit_artifact_t a;
+	ks_jit_cpu_lib_t *lib;
+	ks_jit_cpu_entry_t fn;
+
+	cr_assert_eq(ks_backend_cpu.resolve_target("auto", target,
+	    sizeof target, err, sizeof err), KS_OK, "%s", err);
+	cr_assert_eq(ks_backend_cpu.compile(k, target, "so", &a, err,
+	    sizeof err), KS_OK, "cpu: %s", err);
+	cr_assert_eq(ks_jit_cpu_load(a.bytes, a.len, k->entry, &lib, &fn, err,
+	    sizeof err), KS_OK, "%s", err);
+	gpu_cpu_launch(k, fn, args);
 	ks_jit_cpu_unload(lib);
 	ks_jit_artifact_close(&a);
 }

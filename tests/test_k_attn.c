@@ -163,28 +163,14 @@ static void prog_run(prog_t *p, prob_t *pr)
 		{ "B", c->B, 0 }, { "Hq", c->Hq, 0 }, { "Hkv", c->Hkv, 0 },
 		{ "D", c->D, 0 }, { "S", c->S, 0 }, { "scale", 0, pr->scale },
 	};
-	void *params[KT_MAX_PARAMS], *ptrs[KT_MAX_PARAMS];
 	kt_args_t a;
-	int i, np = 0;
 
 	kt_bind(&a, p->k, bufs, NELEM(bufs), vals, NELEM(vals));
 	if (p->cl) {
 		run_cl(p->env, p->k, &p->clp, a.args);
 		return;
 	}
-	for (i = 0; i < p->k->nparams; i++) {
-		const ks_ir_param_t *pa = &p->k->params[i];
-
-		if (pa->kind == KS_PARAM_SCALAR && pa->bound)
-			continue;
-		if (pa->kind == KS_PARAM_BUFFER) {
-			ptrs[i] = a.args[i].data;
-			params[np++] = &ptrs[i];
-		} else {
-			params[np++] = a.args[i].data;
-		}
-	}
-	p->fn(params, 0, (uint64_t)gpu_eval(p->k, p->k->grid, a.args));
+	gpu_cpu_launch(p->k, p->fn, a.args);
 }
 
 /* ---- checkers ---- */

@@ -172,8 +172,6 @@ static void kprog_run(kprog_t *p, data_t *d)
 		{ "eps", 0, d->eps },
 	};
 	kt_args_t a;
-	void *params[KT_MAX_PARAMS], *ptrs[KT_MAX_PARAMS];
-	int i, np = 0;
 
 	memcpy(d->res, d->res0, d->bytes);
 	memset(d->y, 0xff, d->bytes);
@@ -182,19 +180,7 @@ static void kprog_run(kprog_t *p, data_t *d)
 		run_cl(p->env, p->k, &p->cl, a.args);
 		return;
 	}
-	for (i = 0; i < p->k->nparams; i++) {
-		const ks_ir_param_t *pa = &p->k->params[i];
-
-		if (pa->kind == KS_PARAM_SCALAR && pa->bound)
-			continue;
-		if (pa->kind == KS_PARAM_BUFFER) {
-			ptrs[i] = a.args[i].data;
-			params[np++] = &ptrs[i];
-		} else {
-			params[np++] = a.args[i].data;
-		}
-	}
-	p->fn(params, 0, (uint64_t)gpu_eval(p->k, p->k->grid, a.args));
+	gpu_cpu_launch(p->k, p->fn, a.args);
 }
 
 /* ---- the checkers ---- */

@@ -87,28 +87,14 @@ static void kp_close(kprog_t *p)
 static void kp_run(kprog_t *p, const kt_buf_t *bufs, int nbufs,
     const kt_val_t *vals, int nvals)
 {
-	void *params[KT_MAX_PARAMS], *ptrs[KT_MAX_PARAMS];
 	kt_args_t a;
-	int i, np = 0;
 
 	kt_bind(&a, p->k, bufs, nbufs, vals, nvals);
 	if (p->env != NULL) {
 		run_cl(p->env, p->k, &p->cl, a.args);
 		return;
 	}
-	for (i = 0; i < p->k->nparams; i++) {
-		const ks_ir_param_t *pa = &p->k->params[i];
-
-		if (pa->kind == KS_PARAM_SCALAR && pa->bound)
-			continue;
-		if (pa->kind == KS_PARAM_BUFFER) {
-			ptrs[i] = a.args[i].data;
-			params[np++] = &ptrs[i];
-		} else {
-			params[np++] = a.args[i].data;
-		}
-	}
-	p->fn(params, 0, (uint64_t)gpu_eval(p->k, p->k->grid, a.args));
+	gpu_cpu_launch(p->k, p->fn, a.args);
 }
 
 static const char *backend_name(const kprog_t *p)

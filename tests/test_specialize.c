@@ -1169,6 +1169,15 @@ Test(specialize, small_m_is_built_only_inside_its_guard)
 	cr_assert_eq(gemm_spec(KS_DTYPE_F32, KS_MODE_EXACT, 4, 8, 8, &spec,
 	    err, sizeof err), KS_OK);
 	cr_assert_null(ks_kernel_gemm.build(&spec, "small_m"));
+	/* Forcing a variant outside its guard is refused with a reason;
+	 * general applies everywhere. */
+	cr_assert_eq(ks_specialize_variant(&spec, "small_m", &k, err,
+	    sizeof err), KS_E_UNSUPPORTED);
+	cr_assert(strstr(err, "does not apply") != NULL, "%s", err);
+	cr_assert_eq(ks_specialize_variant(&spec, "general", &k, err,
+	    sizeof err), KS_OK, "%s", err);
+	cr_assert_str_eq(k->variant, "general");
+	ks_ir_free(k);
 	cr_assert_eq(gemm_spec(KS_DTYPE_F32, KS_MODE_EXACT, 3, 8, 8, &spec,
 	    err, sizeof err), KS_OK);
 	k = ks_kernel_gemm.build(&spec, "small_m");

@@ -144,12 +144,27 @@ static void die_cu(CUresult r, const char *what)
 
 /* ---- kernels ---- */
 
-static const char *forced_variant;
-
-static const char *select_forced(const ks_spec_t *spec)
+/* The IR of DEF's VARIANT (NULL: selected) with dim i constant where bit
+ * i of CONSTS is set. */
+static ks_ir_kernel_t *kernel_ir(const ks_kernel_def_t *def,
+    const char *variant, ks_dtype_t dt, const int64_t *v, unsigned consts)
 {
-	(void)spec;
-	return forced_variant;
+	ks_dim_t dims[KS_MAX_DIMS];
+	ks_ir_kernel_t *k = NULL;
+	ks_spec_t spec;
+	char err[512];
+	int i;
+
+	for (i = 0; i < def->ndims; i++)
+		dims[i] = (ks_dim_t){ def->dims[i], (consts >> i) & 1, v[i] };
+	if (ks_kernel_validate(def, dt, KS_MODE_EXACT, dims, def->ndims, &spec,
+	    err, sizeof err) != KS_OK || ks_specialize_variant(&spec, variant,
+	    &k, err, sizeof err) != KS_OK) {
+		fprintf(stderr, "check: %s %s: %s\n", def->name, variant ?
+		    variant : "(selected)", err);
+		exit(1);
+	}
+	return k;
 }
 
 /* The specialized gemm IR of VARIANT (NULL: the library's choice); a dim
@@ -157,29 +172,10 @@ static const char *select_forced(const ks_spec_t *spec)
 static ks_ir_kernel_t *gemm_ir(const char *variant, ks_dtype_t dt,
     int64_t M, int64_t N, int64_t K)
 {
-	static ks_kernel_def_t forced;
-	ks_dim_t dims[3] = {
-		{ "M", M != 0, M }, { "N", N != 0, N }, { "K", K != 0, K },
-	};
-	const ks_kernel_def_t *def = &ks_kernel_gemm;
-	ks_ir_kernel_t *k = NULL;
-	ks_spec_t spec;
-	char err[512];
+	const int64_t v[3] = { M, N, K };
 
-	if (variant != NULL) {
-		forced = ks_kernel_gemm;
-		forced.select = select_forced;
-		forced_variant = variant;
-		def = &forced;
-	}
-	if (ks_kernel_validate(def, dt, KS_MODE_EXACT, dims, 3, &spec, err,
-	    sizeof err) != KS_OK || ks_specialize(&spec, &k, err,
-	    sizeof err) != KS_OK) {
-		fprintf(stderr, "check: gemm %s: %s\n", variant ? variant :
-		    "(selected)", err);
-		exit(1);
-	}
-	return k;
+	return kernel_ir(&ks_kernel_gemm, variant, dt, v, (M != 0) |
+	    (N != 0) << 1 | (K != 0) << 2);
 }
 
 /* The grid; VALS[p] is the value of scalar parameter p. */
@@ -469,36 +465,6 @@ static int uses_exp(ks_ir_kernel_t *k)
 
 	ks_ir_walk(k, &v);
 	return found;
-}
-
-/* The IR of DEF's VARIANT (NULL: selected) with dim i constant where bit
- * i of CONSTS is set. */
-static ks_ir_kernel_t *kernel_ir(const ks_kernel_def_t *def,
-    const char *variant, ks_dtype_t dt, const int64_t *v, unsigned consts)
-{
-	static ks_kernel_def_t forced;
-	ks_dim_t dims[KS_MAX_DIMS];
-	ks_ir_kernel_t *k = NULL;
-	ks_spec_t spec;
-	char err[512];
-	int i;
-
-	for (i = 0; i < def->ndims; i++)
-		dims[i] = (ks_dim_t){ def->dims[i], (consts >> i) & 1, v[i] };
-	if (variant != NULL) {
-		forced = *def;
-		forced.select = select_forced;
-		forced_variant = variant;
-		def = &forced;
-	}
-	if (ks_kernel_validate(def, dt, KS_MODE_EXACT, dims, def->ndims, &spec,
-	    err, sizeof err) != KS_OK || ks_specialize(&spec, &k, err,
-	    sizeof err) != KS_OK) {
-		fprintf(stderr, "check: %s %s: %s\n", def->name, variant ?
-		    variant : "(selected)", err);
-		exit(1);
-	}
-	return k;
 }
 
 /* Device copies of a case's buffers and its launch arguments. */

@@ -79,14 +79,6 @@ static const case_t cases[] = {
 
 /* ---- compiling a variant ---- */
 
-static const char *forced_variant;
-
-static const char *select_forced(const ks_spec_t *spec)
-{
-	(void)spec;
-	return forced_variant;
-}
-
 typedef struct {
 	ks_ir_kernel_t *k;
 	ks_jit_cpu_lib_t *lib;
@@ -106,7 +98,6 @@ typedef struct {
 static int prog_open(prog_t *p, const ks_kernel_def_t *def, ks_dtype_t dt,
     const int64_t *v, const char *variant, int dynamic, buf_t *b, int nb)
 {
-	ks_kernel_def_t forced;
 	ks_dim_t dims[KS_MAX_DIMS];
 	ks_spec_t spec;
 	ks_jit_artifact_t a;
@@ -117,15 +108,9 @@ static int prog_open(prog_t *p, const ks_kernel_def_t *def, ks_dtype_t dt,
 	memset(p, 0, sizeof *p);
 	for (i = 0; i < def->ndims; i++)
 		dims[i] = (ks_dim_t){ def->dims[i], !dynamic, v[i] };
-	if (variant != NULL) {
-		forced = *def;
-		forced.select = select_forced;
-		forced_variant = variant;
-		def = &forced;
-	}
 	if (ks_kernel_validate(def, dt, KS_MODE_EXACT, dims, def->ndims, &spec,
-	    err, sizeof err) != KS_OK ||
-	    ks_specialize(&spec, &p->k, err, sizeof err) != KS_OK)
+	    err, sizeof err) != KS_OK || ks_specialize_variant(&spec, variant,
+	    &p->k, err, sizeof err) != KS_OK)
 		return -1;
 	if (ks_backend_cpu.resolve_target("auto", target, sizeof target, err,
 	    sizeof err) != KS_OK || ks_backend_cpu.compile(p->k, target, "so",
