@@ -9,28 +9,28 @@
  * acc) in f32 from 0.0; the lanes combine with KS_X_REDUCE sum; the result
  * is stored once, converted to the dtype round-to-nearest-even.
  *
- * Schedule (changes no arithmetic): a work-group computes RB = 4
- * consecutive outputs n0..n0+3 of one row m, with 4 lane accumulators in
- * one shared k loop, so each x element is loaded once per lane and used 4
- * times; general computes them for MB = 4 rows at once (a 4 x 4 tile, 16
- * accumulators: each W element is also used 4 times).  The hot lane loop has no branch: a row past N - 1 is clamped to
- * N - 1 for loads (a duplicate, harmless computation) and only the store is
- * guarded by n < N.  k runs in full chunks of 32 (k0 up to K - K % 32, no
- * guard in LANES) and then one guarded tail chunk, under `if K % 32 != 0`,
+ * Schedule (changes no arithmetic): a work-group computes RB = 4 consecutive
+ * outputs n0..n0+3 of one row m, with 4 lane accumulators in one shared k loop,
+ * so each x element is loaded once per lane and used 4 times; general computes
+ * them for MB = 4 rows at once (a 4 x 4 tile, 16 accumulators: each W element
+ * is also used 4 times).  The hot lane loop has no branch: a row past N - 1 is
+ * clamped to N - 1 for loads (a duplicate, harmless computation) and only the
+ * store is guarded by n < N.  k runs in full chunks of 32 (k0 up to K - K % 32,
+ * no guard in LANES) and then one guarded tail chunk, under `if K % 32 != 0`,
  * which folds away when K is a constant multiple of 32.
  *
- * Variants: `general` (any M, N, K, constant or dynamic), grid
- * ((M + 3) / 4) * ((N + 3) / 4), m0 = group / ((N + 3) / 4) * 4, n0 =
- * group % ((N + 3) / 4) * 4; the tile when all of m0..m0+3 are rows, else
- * the 1..3 last rows one at a time with the one-row code; `gemv_m1` (guard: M is the constant 1), grid (N + 3) / 4, n0 =
- * group * 4, no m; `small_m` (guard: M is a constant in 2..3, a narrow
- * speculative-decoding verify step; wider ones run general's 4-row tile), grid (N + 3) / 4, n0 = group *
- * 4, and the work-group computes the RB outputs for all M rows: per lane
- * and chunk, each W element is loaded once and used for the M rows, each x
- * element once and used for the RB rows of W (M * RB lane accumulators).
- * All three do the same arithmetic per output, so they agree bit for bit.
- * gemm has no non-exact variant: mode "fast" selects exactly what "exact"
- * selects.
+ * Variants: `general` (any M, N, K, constant or dynamic), grid ((M + 3) / 4) *
+ * ((N + 3) / 4), m0 = group / ((N + 3) / 4) * 4, n0 = group % ((N + 3) / 4) *
+ * 4; the tile when all of m0..m0+3 are rows, else the 1..3 last rows one at a
+ * time with the one-row code; `gemv_m1` (guard: M is the constant 1), grid (N +
+ * 3) / 4, n0 = group * 4, no m; `small_m` (guard: M is a constant in 2..3, a
+ * narrow speculative-decoding verify step; wider ones run general's 4-row
+ * tile), grid (N + 3) / 4, n0 = group * 4, and the work-group computes the RB
+ * outputs for all M rows: per lane and chunk, each W element is loaded once and
+ * used for the M rows, each x element once and used for the RB rows of W (M *
+ * RB lane accumulators). All three do the same arithmetic per output, so they
+ * agree bit for bit. gemm has no non-exact variant: mode "fast" selects exactly
+ * what "exact" selects.
  */
 #include "specialize.h"
 

@@ -1,6 +1,6 @@
 /*
  * Private to specialize/: the row machinery shared by the row kernels
- * (k_rmsnorm.c, k_add_rmsnorm.c, k_softmax.c), implemented in k_norm.c.
+ * (k_rmsnorm.c: rmsnorm and add_rmsnorm; k_softmax.c), implemented in k_norm.c.
  *
  * A row kernel has two dims, R (rows) and a row length (H, or L for
  * softmax), declared in that order; one work-group of 32 lanes per row

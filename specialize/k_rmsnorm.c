@@ -15,71 +15,108 @@
  * multiplies in that order, no fma; each y_j stored once, converted to the
  * dtype round-to-nearest-even.
  *
- * Schedule (k_norm.h): one work-group of 32 lanes per row, grid R; two
- * passes over the row (sum of squares, then scale and store), each in
- * full chunks of 32 and a guarded tail chunk.  Variants: `general` (any R,
- * H) loads x in both passes; `row_local` (H a constant <= 4096, f16 or bf16) keeps x in
- * the local array `row` after the first pass, so x is read once.  Same
- * arithmetic, so the same bits.  No non-exact variant: mode "fast"
- * selects what "exact" selects.
+ * Schedule (k_norm.h): one work-group of 32 lanes per row, grid R; two passes
+ * over the row (sum of squares, then scale and store), each in full chunks of
+ * 32 and a guarded tail chunk.  Variants: `general` (any R, H) loads x in both
+ * passes; `row_local` (H a constant <= 4096, f16 or bf16) keeps x in the local
+ * array `row` after the first pass, so x is read once.  Same arithmetic, so the
+ * same bits.  No non-exact variant: mode "fast" selects what "exact" selects.
+ *
+ * add_rmsnorm, built by the same code: the residual add fused with rmsnorm.
+ * For r < R, j < H: res[r][j] := x[r][j] + res[r][j] (stored in the dtype),
+ * then y[r] := rmsnorm(res[r], w, eps) of the stored values.
+ *
+ * x, res and y are RxH, w has H elements, row-major, all in the request dtype.
+ * Parameters, in ABI order: x (read), res (read and write), w (read), y
+ * (write), R, H (i64), eps (f32).
+ *
+ * Arithmetic (part of this definition): h_j = x_j + res_j in f32 from exact
+ * loads, stored into res[r][j] once, round-to-nearest-even; then res_j is
+ * loaded back (so rmsnorm sees the rounded h) and exactly rmsnorm's arithmetic
+ * follows: ss = canonical sum of fma(h_j, h_j, acc), mean = ss / f32(H), inv =
+ * 1.0 / sqrt(mean + eps), y_j = (h_j * inv) * w_j.  Therefore add_rmsnorm(x,
+ * res) gives, bit for bit, `res := round(x + res); y := rmsnorm(res)`.
+ *
+ * add_rmsnorm's schedule: one work-group per row, two passes; every pass gives
+ * element j to lane j % 32, so a lane reads back only the res elements it
+ * stored itself, in program order, and no barrier is needed between the store
+ * and the load.  `general` reads res back in both passes; `row_local` (H a
+ * constant <= 4096, f16 or bf16) keeps the rounded h in the local array `row`,
+ * so the second pass reads no global input but w. Same arithmetic, so the same
+ * bits.  Mode "fast" selects what "exact" selects.
  */
 #include "k_norm.h"
 
 #include <stdio.h>
 
-static const char *const rmsnorm_dims[] = { "R", "H" };
+static const char *const rms_dims[] = { "R", "H" };
 
 typedef struct {
-	int x, w, y, eps;       /* parameters */
+	int x, res, w, y, eps;  /* parameters (res: add_rmsnorm only, else
+	                           -1) */
 	int acc, inv;           /* lane sum of squares, uniform 1/rms */
-} rmsnorm_t;
+} rms_t;
 
-/* Pass 1: xv = x[ro + j] (row[j] = xv for row_local); acc = fma(xv, xv,
- * acc). */
+/*
+ * Pass 1.  rmsnorm: xv = x[ro + j]; add_rmsnorm: res[ro + j] = x[ro + j] +
+ * res[ro + j], then hv = res[ro + j], read back rounded.  Then row[j] =
+ * the value for row_local, and acc = fma(v, v, acc).
+ */
 static void sum_squares(ks_row_t *r, void *ctx, ks_stmt_t *block, int j,
     const char *sfx)
 {
-	rmsnorm_t *n = ctx;
+	rms_t *n = ctx;
 	ks_ir_kernel_t *k = r->k;
+	int src = n->x, v;
 	char name[16];
-	int xv;
 
-	snprintf(name, sizeof name, "xv%s", sfx);
-	xv = ks_row_decl(r, block, name, KS_TY_F32, KS_VAR_LANE,
-	    ks_x_load(k, n->x, ks_row_at(r, j)));
+	if (n->res >= 0) {
+		ks_s_append(k, block, ks_s_store(k, n->res, ks_row_at(r, j),
+		    ks_x_bin(k, KS_OP_ADD, ks_x_load(k, n->x,
+		    ks_row_at(r, j)), ks_x_load(k, n->res,
+		    ks_row_at(r, j)))));
+		src = n->res;
+	}
+	snprintf(name, sizeof name, "%s%s", n->res >= 0 ? "hv" : "xv", sfx);
+	v = ks_row_decl(r, block, name, KS_TY_F32, KS_VAR_LANE,
+	    ks_x_load(k, src, ks_row_at(r, j)));
 	if (r->row >= 0)
 		ks_s_append(k, block, ks_s_lstore(k, r->row, ks_x_var(k, j),
-		    ks_x_var(k, xv)));
+		    ks_x_var(k, v)));
 	ks_s_append(k, block, ks_s_assign(k, n->acc, ks_x_fma(k,
-	    ks_x_var(k, xv), ks_x_var(k, xv), ks_x_var(k, n->acc))));
+	    ks_x_var(k, v), ks_x_var(k, v), ks_x_var(k, n->acc))));
 }
 
-/* Pass 2: y[ro + j] = (x_j * inv) * w[j], x_j from x or from row. */
+/* Pass 2: y[ro + j] = (v_j * inv) * w[j], v_j from x (res for
+ * add_rmsnorm) or from row. */
 static void scale(ks_row_t *r, void *ctx, ks_stmt_t *block, int j,
     const char *sfx)
 {
-	rmsnorm_t *n = ctx;
+	rms_t *n = ctx;
 	ks_ir_kernel_t *k = r->k;
 
 	(void)sfx;
 	ks_row_rms_store(r, block, j, r->row >= 0 ?
 	    ks_x_lload(k, r->row, ks_x_var(k, j)) :
-	    ks_x_load(k, n->x, ks_row_at(r, j)), n->inv, n->w, n->y);
+	    ks_x_load(k, n->res >= 0 ? n->res : n->x, ks_row_at(r, j)),
+	    n->inv, n->w, n->y);
 }
 
-static ks_ir_kernel_t *rmsnorm_build(const ks_spec_t *spec,
-    const char *variant)
+static ks_ir_kernel_t *build(const ks_spec_t *spec, const char *variant,
+    const char *name, int add)
 {
 	int local = ks_row_is_local(spec, variant);
-	rmsnorm_t n;
+	rms_t n;
 	ks_row_t r;
 	ks_ir_kernel_t *k;
 	int R, H;
 
 	if (local < 0)
 		return NULL;
-	k = ks_ir_new("rmsnorm", variant, KS_ROW_LANES);
+	k = ks_ir_new(name, variant, KS_ROW_LANES);
 	n.x = ks_ir_buffer(k, "x", spec->dtype, KS_ACCESS_READ);
+	n.res = add ? ks_ir_buffer(k, "res", spec->dtype,
+	    KS_ACCESS_READ | KS_ACCESS_WRITE) : -1;
 	n.w = ks_ir_buffer(k, "w", spec->dtype, KS_ACCESS_READ);
 	n.y = ks_ir_buffer(k, "y", spec->dtype, KS_ACCESS_WRITE);
 	R = ks_ir_scalar(k, "R", KS_TY_I64);
@@ -97,12 +134,24 @@ static ks_ir_kernel_t *rmsnorm_build(const ks_spec_t *spec,
 	return k;
 }
 
+static ks_ir_kernel_t *rmsnorm_build(const ks_spec_t *spec,
+    const char *variant)
+{
+	return build(spec, variant, "rmsnorm", 0);
+}
+
+static ks_ir_kernel_t *add_rmsnorm_build(const ks_spec_t *spec,
+    const char *variant)
+{
+	return build(spec, variant, "add_rmsnorm", 1);
+}
+
 const ks_kernel_def_t ks_kernel_rmsnorm = {
 	.name = "rmsnorm",
 	.summary = "y[r][j] = x[r][j] / sqrt(mean_j x[r][j]^2 + eps) * w[j]; "
 	    "x, y RxH, w H, row-major",
 	.version = 1,
-	.dims = rmsnorm_dims,
+	.dims = rms_dims,
 	.ndims = 2,
 	.variants = ks_row_variants,
 	.nvariants = 2,
@@ -110,6 +159,23 @@ const ks_kernel_def_t ks_kernel_rmsnorm = {
 	.guards = ks_row_guards_h,
 	.check = ks_row_check,
 	.build = rmsnorm_build,
+	.probes = ks_row_probes,
+	.nprobes = KS_ROW_NPROBES,
+};
+
+const ks_kernel_def_t ks_kernel_add_rmsnorm = {
+	.name = "add_rmsnorm",
+	.summary = "res[r][j] += x[r][j] (stored), then y = rmsnorm(res, w, "
+	    "eps); x, res, y RxH, w H, row-major",
+	.version = 1,
+	.dims = rms_dims,
+	.ndims = 2,
+	.variants = ks_row_variants,
+	.nvariants = 2,
+	.select = ks_row_select_half,
+	.guards = ks_row_guards_h,
+	.check = ks_row_check,
+	.build = add_rmsnorm_build,
 	.probes = ks_row_probes,
 	.nprobes = KS_ROW_NPROBES,
 };

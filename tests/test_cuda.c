@@ -282,9 +282,9 @@ Test(cuda, every_gemm_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)
 
 /*
  * Every variant of every library kernel, in every dtype that selects it,
- * at the first fingerprint probe that selects it (constants baked) and, for general,
- * with every dim dynamic: NVRTC gives PTX naming the entry and the target,
- * and a cubin (ptxas inside NVRTC), for sm_80 and sm_90.
+ * at the first fingerprint probe that selects it (constants baked; for
+ * general, every dim dynamic): NVRTC gives PTX naming the entry, and a
+ * cubin (ptxas inside NVRTC), for sm_80 and sm_90.
  */
 Test(cuda, every_library_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)
 {

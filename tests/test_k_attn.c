@@ -534,9 +534,21 @@ static void cpu_dtype(ks_dtype_t dt)
 	prog_free(&ref);
 }
 
-Test(attn, cpu_f32_every_variant_is_bitwise_canonical) { cpu_dtype(KS_DTYPE_F32); }
-Test(attn, cpu_f16_every_variant_is_bitwise_canonical) { cpu_dtype(KS_DTYPE_F16); }
-Test(attn, cpu_bf16_every_variant_is_bitwise_canonical) { cpu_dtype(KS_DTYPE_BF16); }
+Test(attn, cpu_f32_every_variant_is_bitwise_canonical)
+{
+	cpu_dtype(KS_DTYPE_F32);
+}
+
+Test(attn, cpu_f16_every_variant_is_bitwise_canonical)
+{
+	cpu_dtype(KS_DTYPE_F16);
+}
+
+Test(attn, cpu_bf16_every_variant_is_bitwise_canonical)
+{
+	cpu_dtype(KS_DTYPE_BF16);
+}
+
 
 /* Shapes the kernel does not serve, all dims dynamic: Hq not a multiple
  * of Hkv, Hkv > Hq, D > 512 (general only).  Nothing is written. */
