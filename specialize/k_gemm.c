@@ -21,16 +21,16 @@
  *
  * Variants: `general` (any M, N, K, constant or dynamic), grid ((M + 3) / 4) *
  * ((N + 3) / 4), m0 = group / ((N + 3) / 4) * 4, n0 = group % ((N + 3) / 4) *
- * 4; the tile when all of m0..m0+3 are rows, else the 1..3 last rows one at a
- * time with the one-row code; `gemv_m1` (guard: M is the constant 1), grid (N +
- * 3) / 4, n0 = group * 4, no m; `small_m` (guard: M is a constant in 2..3, a
- * narrow speculative-decoding verify step; wider ones run general's 4-row
- * tile), grid (N + 3) / 4, n0 = group * 4, and the work-group computes the RB
- * outputs for all M rows: per lane and chunk, each W element is loaded once and
- * used for the M rows, each x element once and used for the RB rows of W (M *
- * RB lane accumulators). All three do the same arithmetic per output, so they
- * agree bit for bit. gemm has no non-exact variant: mode "fast" selects exactly
- * what "exact" selects.
+ * 4, always the 4 x 4 tile: rows past M - 1 are clamped to M - 1 for loads like
+ * W's and only their stores are guarded, so no branch surrounds a reduction;
+ * `gemv_m1` (guard: M is the constant 1), grid (N + 3) / 4, n0 = group * 4, one
+ * row, 4 accumulators (measured 1.07-1.67x general at M = 1, which computes 4
+ * rows there); `small_m` (guard: M is a constant in 2..3, a narrow
+ * speculative-decoding verify step; wider ones run general's tile), grid (N +
+ * 3) / 4, n0 = group * 4, and the work-group computes the RB outputs for all M
+ * rows (M * RB lane accumulators). All three do the same arithmetic per output,
+ * so they agree bit for bit. gemm has no non-exact variant: mode "fast" selects
+ * exactly what "exact" selects.
  */
 #include "specialize.h"
 
@@ -176,7 +176,7 @@ static void accumulate(gemm_t *g, ks_stmt_t *block, const char *xname,
  * PFX names the lane variables ("v" in the main loop, "t" in the tail).
  */
 static void accumulate_rows(gemm_t *g, ks_stmt_t *block, char pfx,
-    int k_var, int64_t M, int xb, const int *wo, const int *acc)
+    int k_var, int64_t M, const int *xo, const int *wo, const int *acc)
 {
 	char name[32];
 	int r, wv[RB], xv;
@@ -191,9 +191,8 @@ static void accumulate_rows(gemm_t *g, ks_stmt_t *block, char pfx,
 	}
 	for (m = 0; m < M; m++) {
 		snprintf(name, sizeof name, "x%c%d", pfx, (int)m);
-		xi = bin(g, KS_OP_MUL, c64(g, m), par(g, g->K));
-		if (xb >= 0)
-			xi = bin(g, KS_OP_ADD, var(g, xb), xi);
+		xi = xo != NULL ? var(g, xo[m]) : bin(g, KS_OP_MUL, c64(g, m),
+		    par(g, g->K));
 		xv = decl(g, block, name, KS_TY_F32, KS_VAR_LANE,
 		    ks_x_load(g->k, g->x, bin(g, KS_OP_ADD, xi,
 		    var(g, k_var))));
@@ -259,14 +258,18 @@ static void build_row(gemm_t *g, ks_stmt_t *block, int n0, int xo, int yo,
 
 /*
  * Appends to BLOCK the ROWS x RB tile of outputs (rows m0..m0+ROWS-1,
- * columns n0..n0+3), all rows present: per lane and chunk each W element
- * is loaded once and used for the ROWS rows, each x element once and used
- * for the RB rows of W (accumulate_rows, the same operand order as
- * accumulate()).  M0 is the uniform variable of the first row and XB that
- * of m0 * K, or both -1 for rows from 0 (small_m, all M rows).
+ * columns n0..n0+3): per lane and chunk each W element is loaded once and
+ * used for the ROWS rows, each x element once and used for the RB rows of
+ * W (accumulate_rows, the same operand order as accumulate()).  M0 is the
+ * uniform variable of the first row and XO those of the rows' offsets
+ * into x, clamped to the last row like W's (a row past M - 1 recomputes
+ * row M - 1, harmless, and only its store is guarded by m0 + i < M); or
+ * M0 -1 and XO NULL for rows 0..ROWS-1, all present (small_m).  No branch
+ * surrounds a reduction: PoCL 3.1 drops stores after work-group
+ * reductions inside branches and loops of constant bounds.
  */
 static void build_tile(gemm_t *g, ks_stmt_t *block, int64_t rows, int m0,
-    int n0, int xb, const int *wo)
+    int n0, const int *xo, const int *wo)
 {
 	ks_ir_kernel_t *k = g->k;
 	ks_stmt_t *loop, *lanes, *tail, *guard;
@@ -287,7 +290,7 @@ static void build_tile(gemm_t *g, ks_stmt_t *block, int64_t rows, int m0,
 	ks_s_append(k, loop->body, lanes);
 	kv = decl(g, lanes->body, "tk", KS_TY_I64, KS_VAR_LANE,
 	    bin(g, KS_OP_ADD, var(g, k0), ks_x_lane(k)));
-	accumulate_rows(g, lanes->body, 'v', kv, rows, xb, wo, acc);
+	accumulate_rows(g, lanes->body, 'v', kv, rows, xo, wo, acc);
 
 	tail = ks_s_if(k, bin(g, KS_OP_NE, bin(g, KS_OP_REM, par(g, g->K),
 	    c64(g, NLANES)), c64(g, 0)));
@@ -298,23 +301,30 @@ static void build_tile(gemm_t *g, ks_stmt_t *block, int64_t rows, int m0,
 	    bin(g, KS_OP_ADD, k_main(g), ks_x_lane(k)));
 	guard = ks_s_if(k, bin(g, KS_OP_LT, var(g, kt), par(g, g->K)));
 	ks_s_append(k, lanes->body, guard);
-	accumulate_rows(g, guard->body, 't', kt, rows, xb, wo, acc);
+	accumulate_rows(g, guard->body, 't', kt, rows, xo, wo, acc);
 
-	/* y[(m0 + i) * N + n0 + r] for n0 + r < N. */
-	for (r = 0; r < RB; r++) {
-		guard = ks_s_if(k, bin(g, KS_OP_LT, bin(g, KS_OP_ADD,
-		    var(g, n0), c64(g, r)), par(g, g->N)));
-		ks_s_append(k, block, guard);
+	/* y[(m0 + i) * N + n0 + r] for n0 + r < N and m0 + i < M, one guard
+	 * per output (the emitters evaluate a store's reduction before its
+	 * guard, outside any branch). */
+	for (r = 0; r < RB; r++)
 		for (i = 0; i < rows; i++) {
+			ks_expr_t *in = bin(g, KS_OP_LT, bin(g, KS_OP_ADD,
+			    var(g, n0), c64(g, r)), par(g, g->N));
+
 			row = m0 >= 0 ? bin(g, KS_OP_ADD, var(g, m0),
 			    c64(g, i)) : c64(g, i);
+			if (m0 >= 0)
+				in = bin(g, KS_OP_AND, in, bin(g, KS_OP_LT,
+				    bin(g, KS_OP_ADD, var(g, m0), c64(g, i)),
+				    par(g, g->M)));
+			guard = ks_s_if(k, in);
+			ks_s_append(k, block, guard);
 			ks_s_append(k, guard->body, ks_s_store(k, g->y,
 			    bin(g, KS_OP_ADD, bin(g, KS_OP_ADD,
 			    bin(g, KS_OP_MUL, row, par(g, g->N)),
 			    var(g, n0)), c64(g, r)), ks_x_reduce(k,
 			    KS_RED_SUM, acc[i * RB + r])));
 		}
-	}
 }
 
 /* Declares wo0..wo3 in BLOCK: the offsets into W of rows n0..n0+3, each
@@ -335,8 +345,9 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 {
 	gemm_t g = { 0 };
 	ks_ir_kernel_t *k;
-	ks_stmt_t *body, *full, *rows;
-	int nb, m0, n0, m, xb, xo, yo, wo[RB], general;
+	ks_stmt_t *body;
+	int nb, m0, n0, yo, xo[MB], wo[RB], general, i;
+	char name[16];
 
 	if (strcmp(variant, "gemv_m1") == 0 && spec->dims[DIM_M].is_const &&
 	    spec->dims[DIM_M].value == 1)
@@ -364,7 +375,8 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 		n0 = decl(&g, body, "n0", KS_TY_I64, KS_VAR_UNIFORM,
 		    bin(&g, KS_OP_MUL, ks_x_group(k), c64(&g, RB)));
 		decl_wo(&g, body, n0, wo);
-		build_tile(&g, body, spec->dims[DIM_M].value, -1, n0, -1, wo);
+		build_tile(&g, body, spec->dims[DIM_M].value, -1, n0, NULL,
+		    wo);
 		return k;
 	}
 	if (!general) {
@@ -396,24 +408,15 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	    var(&g, nb)), c64(&g, RB)));
 	decl_wo(&g, body, n0, wo);
 
-	/* All MB rows present: the tile; else the 1..3 last rows one by
-	 * one (M = 1 with M dynamic runs exactly the one-row code). */
-	full = ks_s_if(k, bin(&g, KS_OP_LE, bin(&g, KS_OP_ADD, var(&g, m0),
-	    c64(&g, MB)), par(&g, g.M)));
-	ks_s_append(k, body, full);
-	xb = decl(&g, full->body, "xb", KS_TY_I64, KS_VAR_UNIFORM,
-	    bin(&g, KS_OP_MUL, var(&g, m0), par(&g, g.K)));
-	build_tile(&g, full->body, MB, m0, n0, xb, wo);
-	full->orelse = ks_s_block(k);
-	m = ks_ir_var(k, "m", KS_TY_I64, KS_VAR_UNIFORM);
-	rows = ks_s_for(k, m, var(&g, m0), par(&g, g.M), 1);
-	ks_s_append(k, full->orelse, rows);
-	xo = decl(&g, rows->body, "xo", KS_TY_I64, KS_VAR_UNIFORM,
-	    bin(&g, KS_OP_MUL, var(&g, m), par(&g, g.K)));
-	yo = decl(&g, rows->body, "yo", KS_TY_I64, KS_VAR_UNIFORM,
-	    bin(&g, KS_OP_ADD, bin(&g, KS_OP_MUL, var(&g, m), par(&g, g.N)),
-	    var(&g, n0)));
-	build_row(&g, rows->body, n0, xo, yo, wo);
+	/* The rows' offsets into x, clamped to the last row. */
+	for (i = 0; i < MB; i++) {
+		snprintf(name, sizeof name, "xo%d", i);
+		xo[i] = decl(&g, body, name, KS_TY_I64, KS_VAR_UNIFORM,
+		    bin(&g, KS_OP_MUL, bin(&g, KS_OP_MIN, bin(&g, KS_OP_ADD,
+		    var(&g, m0), c64(&g, i)), bin(&g, KS_OP_SUB, par(&g, g.M),
+		    c64(&g, 1))), par(&g, g.K)));
+	}
+	build_tile(&g, body, MB, m0, n0, xo, wo);
 	return k;
 }
 
@@ -421,7 +424,7 @@ const ks_kernel_def_t ks_kernel_gemm = {
 	.name = "gemm",
 	.summary = "y[m][n] = sum_k x[m][k] * W[n][k]; x MxK, W NxK, y MxN, "
 	    "row-major",
-	.version = 3,
+	.version = 4,
 	.dims = gemm_dims,
 	.ndims = 3,
 	.variants = gemm_variants,

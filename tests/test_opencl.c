@@ -142,6 +142,17 @@ static void check_gemm_dtype(ks_dtype_t dt)
 		check_gemm(&e, &g, dt, 1, nk_shapes[i][0], nk_shapes[i][1]);
 	gemm_prog_close(&g);
 
+	/* general with M bound: a constant 17 (four tiles and a partial
+	 * one) and, forced, 1 (PoCL once dropped stores after reductions
+	 * in loops of constant bounds: this caught it). */
+	gemm_prog(&e, &g, "general", dt, 17, 0, 0);
+	check_gemm(&e, &g, dt, 17, 33, 64);
+	check_gemm(&e, &g, dt, 17, 5, 4100);
+	gemm_prog_close(&g);
+	gemm_prog(&e, &g, "general", dt, 1, 0, 0);
+	check_gemm(&e, &g, dt, 1, 37, 4100);
+	gemm_prog_close(&g);
+
 	gemm_prog(&e, &g, "small_m", dt, 2, 0, 0);
 	for (i = 0; i < sizeof nk_shapes / sizeof *nk_shapes; i++)
 		check_gemm(&e, &g, dt, 2, nk_shapes[i][0], nk_shapes[i][1]);

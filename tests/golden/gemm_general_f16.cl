@@ -113,294 +113,246 @@ void ks_gemm_general(
 	ks_i64 v_wo1 = (ksh_imin((v_n0 + 1L), (p_N - 1L)) * p_K);
 	ks_i64 v_wo2 = (ksh_imin((v_n0 + 2L), (p_N - 1L)) * p_K);
 	ks_i64 v_wo3 = (ksh_imin((v_n0 + 3L), (p_N - 1L)) * p_K);
-	if (((v_m0 + 4L) <= p_M)) {
-		ks_i64 v_xb = (v_m0 * p_K);
-		float v_tacc0_0 = 0.0f;
-		float v_tacc0_1 = 0.0f;
-		float v_tacc0_2 = 0.0f;
-		float v_tacc0_3 = 0.0f;
-		float v_tacc1_0 = 0.0f;
-		float v_tacc1_1 = 0.0f;
-		float v_tacc1_2 = 0.0f;
-		float v_tacc1_3 = 0.0f;
-		float v_tacc2_0 = 0.0f;
-		float v_tacc2_1 = 0.0f;
-		float v_tacc2_2 = 0.0f;
-		float v_tacc2_3 = 0.0f;
-		float v_tacc3_0 = 0.0f;
-		float v_tacc3_1 = 0.0f;
-		float v_tacc3_2 = 0.0f;
-		float v_tacc3_3 = 0.0f;
-		for (ks_i64 v_tk0 = 0L; v_tk0 < (p_K - (p_K % 32L)); v_tk0 += 32L) {
-			/* lanes: this thread is lane ks_lane */
-			{
-				ks_i64 v_tk = (v_tk0 + ks_lane);
-				float v_wv0 = ksh_f16_to_f32(p_W[(v_wo0 + v_tk)]);
-				float v_wv1 = ksh_f16_to_f32(p_W[(v_wo1 + v_tk)]);
-				float v_wv2 = ksh_f16_to_f32(p_W[(v_wo2 + v_tk)]);
-				float v_wv3 = ksh_f16_to_f32(p_W[(v_wo3 + v_tk)]);
-				float v_xv0 = ksh_f16_to_f32(p_x[(v_xb + v_tk)]);
-				v_tacc0_0 = fma(v_xv0, v_wv0, v_tacc0_0);
-				v_tacc0_1 = fma(v_xv0, v_wv1, v_tacc0_1);
-				v_tacc0_2 = fma(v_xv0, v_wv2, v_tacc0_2);
-				v_tacc0_3 = fma(v_xv0, v_wv3, v_tacc0_3);
-				float v_xv1 = ksh_f16_to_f32(p_x[((v_xb + p_K) + v_tk)]);
-				v_tacc1_0 = fma(v_xv1, v_wv0, v_tacc1_0);
-				v_tacc1_1 = fma(v_xv1, v_wv1, v_tacc1_1);
-				v_tacc1_2 = fma(v_xv1, v_wv2, v_tacc1_2);
-				v_tacc1_3 = fma(v_xv1, v_wv3, v_tacc1_3);
-				float v_xv2 = ksh_f16_to_f32(p_x[((v_xb + (2L * p_K)) + v_tk)]);
-				v_tacc2_0 = fma(v_xv2, v_wv0, v_tacc2_0);
-				v_tacc2_1 = fma(v_xv2, v_wv1, v_tacc2_1);
-				v_tacc2_2 = fma(v_xv2, v_wv2, v_tacc2_2);
-				v_tacc2_3 = fma(v_xv2, v_wv3, v_tacc2_3);
-				float v_xv3 = ksh_f16_to_f32(p_x[((v_xb + (3L * p_K)) + v_tk)]);
-				v_tacc3_0 = fma(v_xv3, v_wv0, v_tacc3_0);
-				v_tacc3_1 = fma(v_xv3, v_wv1, v_tacc3_1);
-				v_tacc3_2 = fma(v_xv3, v_wv2, v_tacc3_2);
-				v_tacc3_3 = fma(v_xv3, v_wv3, v_tacc3_3);
+	ks_i64 v_xo0 = (ksh_imin(v_m0, (p_M - 1L)) * p_K);
+	ks_i64 v_xo1 = (ksh_imin((v_m0 + 1L), (p_M - 1L)) * p_K);
+	ks_i64 v_xo2 = (ksh_imin((v_m0 + 2L), (p_M - 1L)) * p_K);
+	ks_i64 v_xo3 = (ksh_imin((v_m0 + 3L), (p_M - 1L)) * p_K);
+	float v_tacc0_0 = 0.0f;
+	float v_tacc0_1 = 0.0f;
+	float v_tacc0_2 = 0.0f;
+	float v_tacc0_3 = 0.0f;
+	float v_tacc1_0 = 0.0f;
+	float v_tacc1_1 = 0.0f;
+	float v_tacc1_2 = 0.0f;
+	float v_tacc1_3 = 0.0f;
+	float v_tacc2_0 = 0.0f;
+	float v_tacc2_1 = 0.0f;
+	float v_tacc2_2 = 0.0f;
+	float v_tacc2_3 = 0.0f;
+	float v_tacc3_0 = 0.0f;
+	float v_tacc3_1 = 0.0f;
+	float v_tacc3_2 = 0.0f;
+	float v_tacc3_3 = 0.0f;
+	for (ks_i64 v_tk0 = 0L; v_tk0 < (p_K - (p_K % 32L)); v_tk0 += 32L) {
+		/* lanes: this thread is lane ks_lane */
+		{
+			ks_i64 v_tk = (v_tk0 + ks_lane);
+			float v_wv0 = ksh_f16_to_f32(p_W[(v_wo0 + v_tk)]);
+			float v_wv1 = ksh_f16_to_f32(p_W[(v_wo1 + v_tk)]);
+			float v_wv2 = ksh_f16_to_f32(p_W[(v_wo2 + v_tk)]);
+			float v_wv3 = ksh_f16_to_f32(p_W[(v_wo3 + v_tk)]);
+			float v_xv0 = ksh_f16_to_f32(p_x[(v_xo0 + v_tk)]);
+			v_tacc0_0 = fma(v_xv0, v_wv0, v_tacc0_0);
+			v_tacc0_1 = fma(v_xv0, v_wv1, v_tacc0_1);
+			v_tacc0_2 = fma(v_xv0, v_wv2, v_tacc0_2);
+			v_tacc0_3 = fma(v_xv0, v_wv3, v_tacc0_3);
+			float v_xv1 = ksh_f16_to_f32(p_x[(v_xo1 + v_tk)]);
+			v_tacc1_0 = fma(v_xv1, v_wv0, v_tacc1_0);
+			v_tacc1_1 = fma(v_xv1, v_wv1, v_tacc1_1);
+			v_tacc1_2 = fma(v_xv1, v_wv2, v_tacc1_2);
+			v_tacc1_3 = fma(v_xv1, v_wv3, v_tacc1_3);
+			float v_xv2 = ksh_f16_to_f32(p_x[(v_xo2 + v_tk)]);
+			v_tacc2_0 = fma(v_xv2, v_wv0, v_tacc2_0);
+			v_tacc2_1 = fma(v_xv2, v_wv1, v_tacc2_1);
+			v_tacc2_2 = fma(v_xv2, v_wv2, v_tacc2_2);
+			v_tacc2_3 = fma(v_xv2, v_wv3, v_tacc2_3);
+			float v_xv3 = ksh_f16_to_f32(p_x[(v_xo3 + v_tk)]);
+			v_tacc3_0 = fma(v_xv3, v_wv0, v_tacc3_0);
+			v_tacc3_1 = fma(v_xv3, v_wv1, v_tacc3_1);
+			v_tacc3_2 = fma(v_xv3, v_wv2, v_tacc3_2);
+			v_tacc3_3 = fma(v_xv3, v_wv3, v_tacc3_3);
+		}
+	}
+	if (((p_K % 32L) != 0L)) {
+		/* lanes: this thread is lane ks_lane */
+		{
+			ks_i64 v_tkt = ((p_K - (p_K % 32L)) + ks_lane);
+			if ((v_tkt < p_K)) {
+				float v_wt0 = ksh_f16_to_f32(p_W[(v_wo0 + v_tkt)]);
+				float v_wt1 = ksh_f16_to_f32(p_W[(v_wo1 + v_tkt)]);
+				float v_wt2 = ksh_f16_to_f32(p_W[(v_wo2 + v_tkt)]);
+				float v_wt3 = ksh_f16_to_f32(p_W[(v_wo3 + v_tkt)]);
+				float v_xt0 = ksh_f16_to_f32(p_x[(v_xo0 + v_tkt)]);
+				v_tacc0_0 = fma(v_xt0, v_wt0, v_tacc0_0);
+				v_tacc0_1 = fma(v_xt0, v_wt1, v_tacc0_1);
+				v_tacc0_2 = fma(v_xt0, v_wt2, v_tacc0_2);
+				v_tacc0_3 = fma(v_xt0, v_wt3, v_tacc0_3);
+				float v_xt1 = ksh_f16_to_f32(p_x[(v_xo1 + v_tkt)]);
+				v_tacc1_0 = fma(v_xt1, v_wt0, v_tacc1_0);
+				v_tacc1_1 = fma(v_xt1, v_wt1, v_tacc1_1);
+				v_tacc1_2 = fma(v_xt1, v_wt2, v_tacc1_2);
+				v_tacc1_3 = fma(v_xt1, v_wt3, v_tacc1_3);
+				float v_xt2 = ksh_f16_to_f32(p_x[(v_xo2 + v_tkt)]);
+				v_tacc2_0 = fma(v_xt2, v_wt0, v_tacc2_0);
+				v_tacc2_1 = fma(v_xt2, v_wt1, v_tacc2_1);
+				v_tacc2_2 = fma(v_xt2, v_wt2, v_tacc2_2);
+				v_tacc2_3 = fma(v_xt2, v_wt3, v_tacc2_3);
+				float v_xt3 = ksh_f16_to_f32(p_x[(v_xo3 + v_tkt)]);
+				v_tacc3_0 = fma(v_xt3, v_wt0, v_tacc3_0);
+				v_tacc3_1 = fma(v_xt3, v_wt1, v_tacc3_1);
+				v_tacc3_2 = fma(v_xt3, v_wt2, v_tacc3_2);
+				v_tacc3_3 = fma(v_xt3, v_wt3, v_tacc3_3);
 			}
 		}
-		if (((p_K % 32L) != 0L)) {
-			/* lanes: this thread is lane ks_lane */
-			{
-				ks_i64 v_tkt = ((p_K - (p_K % 32L)) + ks_lane);
-				if ((v_tkt < p_K)) {
-					float v_wt0 = ksh_f16_to_f32(p_W[(v_wo0 + v_tkt)]);
-					float v_wt1 = ksh_f16_to_f32(p_W[(v_wo1 + v_tkt)]);
-					float v_wt2 = ksh_f16_to_f32(p_W[(v_wo2 + v_tkt)]);
-					float v_wt3 = ksh_f16_to_f32(p_W[(v_wo3 + v_tkt)]);
-					float v_xt0 = ksh_f16_to_f32(p_x[(v_xb + v_tkt)]);
-					v_tacc0_0 = fma(v_xt0, v_wt0, v_tacc0_0);
-					v_tacc0_1 = fma(v_xt0, v_wt1, v_tacc0_1);
-					v_tacc0_2 = fma(v_xt0, v_wt2, v_tacc0_2);
-					v_tacc0_3 = fma(v_xt0, v_wt3, v_tacc0_3);
-					float v_xt1 = ksh_f16_to_f32(p_x[((v_xb + p_K) + v_tkt)]);
-					v_tacc1_0 = fma(v_xt1, v_wt0, v_tacc1_0);
-					v_tacc1_1 = fma(v_xt1, v_wt1, v_tacc1_1);
-					v_tacc1_2 = fma(v_xt1, v_wt2, v_tacc1_2);
-					v_tacc1_3 = fma(v_xt1, v_wt3, v_tacc1_3);
-					float v_xt2 = ksh_f16_to_f32(p_x[((v_xb + (2L * p_K)) + v_tkt)]);
-					v_tacc2_0 = fma(v_xt2, v_wt0, v_tacc2_0);
-					v_tacc2_1 = fma(v_xt2, v_wt1, v_tacc2_1);
-					v_tacc2_2 = fma(v_xt2, v_wt2, v_tacc2_2);
-					v_tacc2_3 = fma(v_xt2, v_wt3, v_tacc2_3);
-					float v_xt3 = ksh_f16_to_f32(p_x[((v_xb + (3L * p_K)) + v_tkt)]);
-					v_tacc3_0 = fma(v_xt3, v_wt0, v_tacc3_0);
-					v_tacc3_1 = fma(v_xt3, v_wt1, v_tacc3_1);
-					v_tacc3_2 = fma(v_xt3, v_wt2, v_tacc3_2);
-					v_tacc3_3 = fma(v_xt3, v_wt3, v_tacc3_3);
-				}
-			}
+	}
+	const float ks_t0 = ksh_reduce_sum_f32(v_tacc0_0, ks_lane, ks_red_f32);
+	if (((v_n0 < p_N) && (v_m0 < p_M))) {
+		{
+			const ks_i64 ks_t1 = ((v_m0 * p_N) + v_n0);
+			const float ks_t2 = ks_t0;
+
+			if (ks_lane == 0)
+				p_y[ks_t1] = ksh_f32_to_f16(ks_t2);
 		}
-		const float ks_t0 = ksh_reduce_sum_f32(v_tacc0_0, ks_lane, ks_red_f32);
-		const float ks_t1 = ksh_reduce_sum_f32(v_tacc1_0, ks_lane, ks_red_f32);
-		const float ks_t2 = ksh_reduce_sum_f32(v_tacc2_0, ks_lane, ks_red_f32);
-		const float ks_t3 = ksh_reduce_sum_f32(v_tacc3_0, ks_lane, ks_red_f32);
-		if ((v_n0 < p_N)) {
-			{
-				const ks_i64 ks_t4 = ((v_m0 * p_N) + v_n0);
-				const float ks_t5 = ks_t0;
+	}
+	const float ks_t3 = ksh_reduce_sum_f32(v_tacc1_0, ks_lane, ks_red_f32);
+	if (((v_n0 < p_N) && ((v_m0 + 1L) < p_M))) {
+		{
+			const ks_i64 ks_t4 = (((v_m0 + 1L) * p_N) + v_n0);
+			const float ks_t5 = ks_t3;
 
-				if (ks_lane == 0)
-					p_y[ks_t4] = ksh_f32_to_f16(ks_t5);
-			}
-			{
-				const ks_i64 ks_t6 = (((v_m0 + 1L) * p_N) + v_n0);
-				const float ks_t7 = ks_t1;
-
-				if (ks_lane == 0)
-					p_y[ks_t6] = ksh_f32_to_f16(ks_t7);
-			}
-			{
-				const ks_i64 ks_t8 = (((v_m0 + 2L) * p_N) + v_n0);
-				const float ks_t9 = ks_t2;
-
-				if (ks_lane == 0)
-					p_y[ks_t8] = ksh_f32_to_f16(ks_t9);
-			}
-			{
-				const ks_i64 ks_t10 = (((v_m0 + 3L) * p_N) + v_n0);
-				const float ks_t11 = ks_t3;
-
-				if (ks_lane == 0)
-					p_y[ks_t10] = ksh_f32_to_f16(ks_t11);
-			}
+			if (ks_lane == 0)
+				p_y[ks_t4] = ksh_f32_to_f16(ks_t5);
 		}
-		const float ks_t12 = ksh_reduce_sum_f32(v_tacc0_1, ks_lane, ks_red_f32);
-		const float ks_t13 = ksh_reduce_sum_f32(v_tacc1_1, ks_lane, ks_red_f32);
-		const float ks_t14 = ksh_reduce_sum_f32(v_tacc2_1, ks_lane, ks_red_f32);
-		const float ks_t15 = ksh_reduce_sum_f32(v_tacc3_1, ks_lane, ks_red_f32);
-		if (((v_n0 + 1L) < p_N)) {
-			{
-				const ks_i64 ks_t16 = (((v_m0 * p_N) + v_n0) + 1L);
-				const float ks_t17 = ks_t12;
+	}
+	const float ks_t6 = ksh_reduce_sum_f32(v_tacc2_0, ks_lane, ks_red_f32);
+	if (((v_n0 < p_N) && ((v_m0 + 2L) < p_M))) {
+		{
+			const ks_i64 ks_t7 = (((v_m0 + 2L) * p_N) + v_n0);
+			const float ks_t8 = ks_t6;
 
-				if (ks_lane == 0)
-					p_y[ks_t16] = ksh_f32_to_f16(ks_t17);
-			}
-			{
-				const ks_i64 ks_t18 = ((((v_m0 + 1L) * p_N) + v_n0) + 1L);
-				const float ks_t19 = ks_t13;
-
-				if (ks_lane == 0)
-					p_y[ks_t18] = ksh_f32_to_f16(ks_t19);
-			}
-			{
-				const ks_i64 ks_t20 = ((((v_m0 + 2L) * p_N) + v_n0) + 1L);
-				const float ks_t21 = ks_t14;
-
-				if (ks_lane == 0)
-					p_y[ks_t20] = ksh_f32_to_f16(ks_t21);
-			}
-			{
-				const ks_i64 ks_t22 = ((((v_m0 + 3L) * p_N) + v_n0) + 1L);
-				const float ks_t23 = ks_t15;
-
-				if (ks_lane == 0)
-					p_y[ks_t22] = ksh_f32_to_f16(ks_t23);
-			}
+			if (ks_lane == 0)
+				p_y[ks_t7] = ksh_f32_to_f16(ks_t8);
 		}
-		const float ks_t24 = ksh_reduce_sum_f32(v_tacc0_2, ks_lane, ks_red_f32);
-		const float ks_t25 = ksh_reduce_sum_f32(v_tacc1_2, ks_lane, ks_red_f32);
-		const float ks_t26 = ksh_reduce_sum_f32(v_tacc2_2, ks_lane, ks_red_f32);
-		const float ks_t27 = ksh_reduce_sum_f32(v_tacc3_2, ks_lane, ks_red_f32);
-		if (((v_n0 + 2L) < p_N)) {
-			{
-				const ks_i64 ks_t28 = (((v_m0 * p_N) + v_n0) + 2L);
-				const float ks_t29 = ks_t24;
+	}
+	const float ks_t9 = ksh_reduce_sum_f32(v_tacc3_0, ks_lane, ks_red_f32);
+	if (((v_n0 < p_N) && ((v_m0 + 3L) < p_M))) {
+		{
+			const ks_i64 ks_t10 = (((v_m0 + 3L) * p_N) + v_n0);
+			const float ks_t11 = ks_t9;
 
-				if (ks_lane == 0)
-					p_y[ks_t28] = ksh_f32_to_f16(ks_t29);
-			}
-			{
-				const ks_i64 ks_t30 = ((((v_m0 + 1L) * p_N) + v_n0) + 2L);
-				const float ks_t31 = ks_t25;
-
-				if (ks_lane == 0)
-					p_y[ks_t30] = ksh_f32_to_f16(ks_t31);
-			}
-			{
-				const ks_i64 ks_t32 = ((((v_m0 + 2L) * p_N) + v_n0) + 2L);
-				const float ks_t33 = ks_t26;
-
-				if (ks_lane == 0)
-					p_y[ks_t32] = ksh_f32_to_f16(ks_t33);
-			}
-			{
-				const ks_i64 ks_t34 = ((((v_m0 + 3L) * p_N) + v_n0) + 2L);
-				const float ks_t35 = ks_t27;
-
-				if (ks_lane == 0)
-					p_y[ks_t34] = ksh_f32_to_f16(ks_t35);
-			}
+			if (ks_lane == 0)
+				p_y[ks_t10] = ksh_f32_to_f16(ks_t11);
 		}
-		const float ks_t36 = ksh_reduce_sum_f32(v_tacc0_3, ks_lane, ks_red_f32);
-		const float ks_t37 = ksh_reduce_sum_f32(v_tacc1_3, ks_lane, ks_red_f32);
-		const float ks_t38 = ksh_reduce_sum_f32(v_tacc2_3, ks_lane, ks_red_f32);
-		const float ks_t39 = ksh_reduce_sum_f32(v_tacc3_3, ks_lane, ks_red_f32);
-		if (((v_n0 + 3L) < p_N)) {
-			{
-				const ks_i64 ks_t40 = (((v_m0 * p_N) + v_n0) + 3L);
-				const float ks_t41 = ks_t36;
+	}
+	const float ks_t12 = ksh_reduce_sum_f32(v_tacc0_1, ks_lane, ks_red_f32);
+	if ((((v_n0 + 1L) < p_N) && (v_m0 < p_M))) {
+		{
+			const ks_i64 ks_t13 = (((v_m0 * p_N) + v_n0) + 1L);
+			const float ks_t14 = ks_t12;
 
-				if (ks_lane == 0)
-					p_y[ks_t40] = ksh_f32_to_f16(ks_t41);
-			}
-			{
-				const ks_i64 ks_t42 = ((((v_m0 + 1L) * p_N) + v_n0) + 3L);
-				const float ks_t43 = ks_t37;
-
-				if (ks_lane == 0)
-					p_y[ks_t42] = ksh_f32_to_f16(ks_t43);
-			}
-			{
-				const ks_i64 ks_t44 = ((((v_m0 + 2L) * p_N) + v_n0) + 3L);
-				const float ks_t45 = ks_t38;
-
-				if (ks_lane == 0)
-					p_y[ks_t44] = ksh_f32_to_f16(ks_t45);
-			}
-			{
-				const ks_i64 ks_t46 = ((((v_m0 + 3L) * p_N) + v_n0) + 3L);
-				const float ks_t47 = ks_t39;
-
-				if (ks_lane == 0)
-					p_y[ks_t46] = ksh_f32_to_f16(ks_t47);
-			}
+			if (ks_lane == 0)
+				p_y[ks_t13] = ksh_f32_to_f16(ks_t14);
 		}
-	} else {
-		for (ks_i64 v_m = v_m0; v_m < p_M; v_m += 1L) {
-			ks_i64 v_xo = (v_m * p_K);
-			ks_i64 v_yo = ((v_m * p_N) + v_n0);
-			float v_acc0 = 0.0f;
-			float v_acc1 = 0.0f;
-			float v_acc2 = 0.0f;
-			float v_acc3 = 0.0f;
-			for (ks_i64 v_k0 = 0L; v_k0 < (p_K - (p_K % 32L)); v_k0 += 32L) {
-				/* lanes: this thread is lane ks_lane */
-				{
-					ks_i64 v_k = (v_k0 + ks_lane);
-					float v_xv = ksh_f16_to_f32(p_x[(v_xo + v_k)]);
-					v_acc0 = fma(v_xv, ksh_f16_to_f32(p_W[(v_wo0 + v_k)]), v_acc0);
-					v_acc1 = fma(v_xv, ksh_f16_to_f32(p_W[(v_wo1 + v_k)]), v_acc1);
-					v_acc2 = fma(v_xv, ksh_f16_to_f32(p_W[(v_wo2 + v_k)]), v_acc2);
-					v_acc3 = fma(v_xv, ksh_f16_to_f32(p_W[(v_wo3 + v_k)]), v_acc3);
-				}
-			}
-			if (((p_K % 32L) != 0L)) {
-				/* lanes: this thread is lane ks_lane */
-				{
-					ks_i64 v_kt = ((p_K - (p_K % 32L)) + ks_lane);
-					if ((v_kt < p_K)) {
-						float v_xt = ksh_f16_to_f32(p_x[(v_xo + v_kt)]);
-						v_acc0 = fma(v_xt, ksh_f16_to_f32(p_W[(v_wo0 + v_kt)]), v_acc0);
-						v_acc1 = fma(v_xt, ksh_f16_to_f32(p_W[(v_wo1 + v_kt)]), v_acc1);
-						v_acc2 = fma(v_xt, ksh_f16_to_f32(p_W[(v_wo2 + v_kt)]), v_acc2);
-						v_acc3 = fma(v_xt, ksh_f16_to_f32(p_W[(v_wo3 + v_kt)]), v_acc3);
-					}
-				}
-			}
-			const float ks_t48 = ksh_reduce_sum_f32(v_acc0, ks_lane, ks_red_f32);
-			if ((v_n0 < p_N)) {
-				{
-					const ks_i64 ks_t49 = v_yo;
-					const float ks_t50 = ks_t48;
+	}
+	const float ks_t15 = ksh_reduce_sum_f32(v_tacc1_1, ks_lane, ks_red_f32);
+	if ((((v_n0 + 1L) < p_N) && ((v_m0 + 1L) < p_M))) {
+		{
+			const ks_i64 ks_t16 = ((((v_m0 + 1L) * p_N) + v_n0) + 1L);
+			const float ks_t17 = ks_t15;
 
-					if (ks_lane == 0)
-						p_y[ks_t49] = ksh_f32_to_f16(ks_t50);
-				}
-			}
-			const float ks_t51 = ksh_reduce_sum_f32(v_acc1, ks_lane, ks_red_f32);
-			if (((v_n0 + 1L) < p_N)) {
-				{
-					const ks_i64 ks_t52 = (v_yo + 1L);
-					const float ks_t53 = ks_t51;
+			if (ks_lane == 0)
+				p_y[ks_t16] = ksh_f32_to_f16(ks_t17);
+		}
+	}
+	const float ks_t18 = ksh_reduce_sum_f32(v_tacc2_1, ks_lane, ks_red_f32);
+	if ((((v_n0 + 1L) < p_N) && ((v_m0 + 2L) < p_M))) {
+		{
+			const ks_i64 ks_t19 = ((((v_m0 + 2L) * p_N) + v_n0) + 1L);
+			const float ks_t20 = ks_t18;
 
-					if (ks_lane == 0)
-						p_y[ks_t52] = ksh_f32_to_f16(ks_t53);
-				}
-			}
-			const float ks_t54 = ksh_reduce_sum_f32(v_acc2, ks_lane, ks_red_f32);
-			if (((v_n0 + 2L) < p_N)) {
-				{
-					const ks_i64 ks_t55 = (v_yo + 2L);
-					const float ks_t56 = ks_t54;
+			if (ks_lane == 0)
+				p_y[ks_t19] = ksh_f32_to_f16(ks_t20);
+		}
+	}
+	const float ks_t21 = ksh_reduce_sum_f32(v_tacc3_1, ks_lane, ks_red_f32);
+	if ((((v_n0 + 1L) < p_N) && ((v_m0 + 3L) < p_M))) {
+		{
+			const ks_i64 ks_t22 = ((((v_m0 + 3L) * p_N) + v_n0) + 1L);
+			const float ks_t23 = ks_t21;
 
-					if (ks_lane == 0)
-						p_y[ks_t55] = ksh_f32_to_f16(ks_t56);
-				}
-			}
-			const float ks_t57 = ksh_reduce_sum_f32(v_acc3, ks_lane, ks_red_f32);
-			if (((v_n0 + 3L) < p_N)) {
-				{
-					const ks_i64 ks_t58 = (v_yo + 3L);
-					const float ks_t59 = ks_t57;
+			if (ks_lane == 0)
+				p_y[ks_t22] = ksh_f32_to_f16(ks_t23);
+		}
+	}
+	const float ks_t24 = ksh_reduce_sum_f32(v_tacc0_2, ks_lane, ks_red_f32);
+	if ((((v_n0 + 2L) < p_N) && (v_m0 < p_M))) {
+		{
+			const ks_i64 ks_t25 = (((v_m0 * p_N) + v_n0) + 2L);
+			const float ks_t26 = ks_t24;
 
-					if (ks_lane == 0)
-						p_y[ks_t58] = ksh_f32_to_f16(ks_t59);
-				}
-			}
+			if (ks_lane == 0)
+				p_y[ks_t25] = ksh_f32_to_f16(ks_t26);
+		}
+	}
+	const float ks_t27 = ksh_reduce_sum_f32(v_tacc1_2, ks_lane, ks_red_f32);
+	if ((((v_n0 + 2L) < p_N) && ((v_m0 + 1L) < p_M))) {
+		{
+			const ks_i64 ks_t28 = ((((v_m0 + 1L) * p_N) + v_n0) + 2L);
+			const float ks_t29 = ks_t27;
+
+			if (ks_lane == 0)
+				p_y[ks_t28] = ksh_f32_to_f16(ks_t29);
+		}
+	}
+	const float ks_t30 = ksh_reduce_sum_f32(v_tacc2_2, ks_lane, ks_red_f32);
+	if ((((v_n0 + 2L) < p_N) && ((v_m0 + 2L) < p_M))) {
+		{
+			const ks_i64 ks_t31 = ((((v_m0 + 2L) * p_N) + v_n0) + 2L);
+			const float ks_t32 = ks_t30;
+
+			if (ks_lane == 0)
+				p_y[ks_t31] = ksh_f32_to_f16(ks_t32);
+		}
+	}
+	const float ks_t33 = ksh_reduce_sum_f32(v_tacc3_2, ks_lane, ks_red_f32);
+	if ((((v_n0 + 2L) < p_N) && ((v_m0 + 3L) < p_M))) {
+		{
+			const ks_i64 ks_t34 = ((((v_m0 + 3L) * p_N) + v_n0) + 2L);
+			const float ks_t35 = ks_t33;
+
+			if (ks_lane == 0)
+				p_y[ks_t34] = ksh_f32_to_f16(ks_t35);
+		}
+	}
+	const float ks_t36 = ksh_reduce_sum_f32(v_tacc0_3, ks_lane, ks_red_f32);
+	if ((((v_n0 + 3L) < p_N) && (v_m0 < p_M))) {
+		{
+			const ks_i64 ks_t37 = (((v_m0 * p_N) + v_n0) + 3L);
+			const float ks_t38 = ks_t36;
+
+			if (ks_lane == 0)
+				p_y[ks_t37] = ksh_f32_to_f16(ks_t38);
+		}
+	}
+	const float ks_t39 = ksh_reduce_sum_f32(v_tacc1_3, ks_lane, ks_red_f32);
+	if ((((v_n0 + 3L) < p_N) && ((v_m0 + 1L) < p_M))) {
+		{
+			const ks_i64 ks_t40 = ((((v_m0 + 1L) * p_N) + v_n0) + 3L);
+			const float ks_t41 = ks_t39;
+
+			if (ks_lane == 0)
+				p_y[ks_t40] = ksh_f32_to_f16(ks_t41);
+		}
+	}
+	const float ks_t42 = ksh_reduce_sum_f32(v_tacc2_3, ks_lane, ks_red_f32);
+	if ((((v_n0 + 3L) < p_N) && ((v_m0 + 2L) < p_M))) {
+		{
+			const ks_i64 ks_t43 = ((((v_m0 + 2L) * p_N) + v_n0) + 3L);
+			const float ks_t44 = ks_t42;
+
+			if (ks_lane == 0)
+				p_y[ks_t43] = ksh_f32_to_f16(ks_t44);
+		}
+	}
+	const float ks_t45 = ksh_reduce_sum_f32(v_tacc3_3, ks_lane, ks_red_f32);
+	if ((((v_n0 + 3L) < p_N) && ((v_m0 + 3L) < p_M))) {
+		{
+			const ks_i64 ks_t46 = ((((v_m0 + 3L) * p_N) + v_n0) + 3L);
+			const float ks_t47 = ks_t45;
+
+			if (ks_lane == 0)
+				p_y[ks_t46] = ksh_f32_to_f16(ks_t47);
 		}
 	}
 }

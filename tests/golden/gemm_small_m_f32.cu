@@ -75,104 +75,120 @@ ks_gemm_small_m(
 		}
 	}
 	const float ks_t0 = ksh_reduce_sum_f32(v_tacc0_0);
-	const float ks_t1 = ksh_reduce_sum_f32(v_tacc1_0);
-	const float ks_t2 = ksh_reduce_sum_f32(v_tacc2_0);
 	if ((v_n0 < 4096LL)) {
 		{
-			const ks_i64 ks_t3 = v_n0;
-			const float ks_t4 = ks_t0;
+			const ks_i64 ks_t1 = v_n0;
+			const float ks_t2 = ks_t0;
 
 			if (ks_lane == 0)
-				p_y[ks_t3] = (ks_t4);
+				p_y[ks_t1] = (ks_t2);
 		}
+	}
+	const float ks_t3 = ksh_reduce_sum_f32(v_tacc1_0);
+	if ((v_n0 < 4096LL)) {
 		{
-			const ks_i64 ks_t5 = (4096LL + v_n0);
-			const float ks_t6 = ks_t1;
+			const ks_i64 ks_t4 = (4096LL + v_n0);
+			const float ks_t5 = ks_t3;
 
 			if (ks_lane == 0)
-				p_y[ks_t5] = (ks_t6);
+				p_y[ks_t4] = (ks_t5);
 		}
+	}
+	const float ks_t6 = ksh_reduce_sum_f32(v_tacc2_0);
+	if ((v_n0 < 4096LL)) {
 		{
 			const ks_i64 ks_t7 = (8192LL + v_n0);
-			const float ks_t8 = ks_t2;
+			const float ks_t8 = ks_t6;
 
 			if (ks_lane == 0)
 				p_y[ks_t7] = (ks_t8);
 		}
 	}
 	const float ks_t9 = ksh_reduce_sum_f32(v_tacc0_1);
-	const float ks_t10 = ksh_reduce_sum_f32(v_tacc1_1);
-	const float ks_t11 = ksh_reduce_sum_f32(v_tacc2_1);
 	if (((v_n0 + 1LL) < 4096LL)) {
 		{
-			const ks_i64 ks_t12 = (v_n0 + 1LL);
-			const float ks_t13 = ks_t9;
+			const ks_i64 ks_t10 = (v_n0 + 1LL);
+			const float ks_t11 = ks_t9;
 
 			if (ks_lane == 0)
-				p_y[ks_t12] = (ks_t13);
+				p_y[ks_t10] = (ks_t11);
 		}
+	}
+	const float ks_t12 = ksh_reduce_sum_f32(v_tacc1_1);
+	if (((v_n0 + 1LL) < 4096LL)) {
 		{
-			const ks_i64 ks_t14 = ((4096LL + v_n0) + 1LL);
-			const float ks_t15 = ks_t10;
+			const ks_i64 ks_t13 = ((4096LL + v_n0) + 1LL);
+			const float ks_t14 = ks_t12;
 
 			if (ks_lane == 0)
-				p_y[ks_t14] = (ks_t15);
+				p_y[ks_t13] = (ks_t14);
 		}
+	}
+	const float ks_t15 = ksh_reduce_sum_f32(v_tacc2_1);
+	if (((v_n0 + 1LL) < 4096LL)) {
 		{
 			const ks_i64 ks_t16 = ((8192LL + v_n0) + 1LL);
-			const float ks_t17 = ks_t11;
+			const float ks_t17 = ks_t15;
 
 			if (ks_lane == 0)
 				p_y[ks_t16] = (ks_t17);
 		}
 	}
 	const float ks_t18 = ksh_reduce_sum_f32(v_tacc0_2);
-	const float ks_t19 = ksh_reduce_sum_f32(v_tacc1_2);
-	const float ks_t20 = ksh_reduce_sum_f32(v_tacc2_2);
 	if (((v_n0 + 2LL) < 4096LL)) {
 		{
-			const ks_i64 ks_t21 = (v_n0 + 2LL);
-			const float ks_t22 = ks_t18;
+			const ks_i64 ks_t19 = (v_n0 + 2LL);
+			const float ks_t20 = ks_t18;
 
 			if (ks_lane == 0)
-				p_y[ks_t21] = (ks_t22);
+				p_y[ks_t19] = (ks_t20);
 		}
+	}
+	const float ks_t21 = ksh_reduce_sum_f32(v_tacc1_2);
+	if (((v_n0 + 2LL) < 4096LL)) {
 		{
-			const ks_i64 ks_t23 = ((4096LL + v_n0) + 2LL);
-			const float ks_t24 = ks_t19;
+			const ks_i64 ks_t22 = ((4096LL + v_n0) + 2LL);
+			const float ks_t23 = ks_t21;
 
 			if (ks_lane == 0)
-				p_y[ks_t23] = (ks_t24);
+				p_y[ks_t22] = (ks_t23);
 		}
+	}
+	const float ks_t24 = ksh_reduce_sum_f32(v_tacc2_2);
+	if (((v_n0 + 2LL) < 4096LL)) {
 		{
 			const ks_i64 ks_t25 = ((8192LL + v_n0) + 2LL);
-			const float ks_t26 = ks_t20;
+			const float ks_t26 = ks_t24;
 
 			if (ks_lane == 0)
 				p_y[ks_t25] = (ks_t26);
 		}
 	}
 	const float ks_t27 = ksh_reduce_sum_f32(v_tacc0_3);
-	const float ks_t28 = ksh_reduce_sum_f32(v_tacc1_3);
-	const float ks_t29 = ksh_reduce_sum_f32(v_tacc2_3);
 	if (((v_n0 + 3LL) < 4096LL)) {
 		{
-			const ks_i64 ks_t30 = (v_n0 + 3LL);
-			const float ks_t31 = ks_t27;
+			const ks_i64 ks_t28 = (v_n0 + 3LL);
+			const float ks_t29 = ks_t27;
 
 			if (ks_lane == 0)
-				p_y[ks_t30] = (ks_t31);
+				p_y[ks_t28] = (ks_t29);
 		}
+	}
+	const float ks_t30 = ksh_reduce_sum_f32(v_tacc1_3);
+	if (((v_n0 + 3LL) < 4096LL)) {
 		{
-			const ks_i64 ks_t32 = ((4096LL + v_n0) + 3LL);
-			const float ks_t33 = ks_t28;
+			const ks_i64 ks_t31 = ((4096LL + v_n0) + 3LL);
+			const float ks_t32 = ks_t30;
 
 			if (ks_lane == 0)
-				p_y[ks_t32] = (ks_t33);
+				p_y[ks_t31] = (ks_t32);
 		}
+	}
+	const float ks_t33 = ksh_reduce_sum_f32(v_tacc2_3);
+	if (((v_n0 + 3LL) < 4096LL)) {
 		{
 			const ks_i64 ks_t34 = ((8192LL + v_n0) + 3LL);
-			const float ks_t35 = ks_t29;
+			const float ks_t35 = ks_t33;
 
 			if (ks_lane == 0)
 				p_y[ks_t34] = (ks_t35);
