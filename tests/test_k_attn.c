@@ -104,49 +104,7 @@ static ks_ir_kernel_t *attn_ir(const char *variant, ks_dtype_t dt,
 }
 
 /* A kernel compiled once on cpu or OpenCL, run on many problems. */
-typedef struct {
-	ks_ir_kernel_t *k;
-	int cl;
-	clenv_t *env;
-	clprog_t clp;
-	ks_jit_artifact_t a;
-	ks_jit_cpu_lib_t *lib;
-	ks_jit_cpu_entry_t fn;
-} prog_t;
-
-static void prog_cpu(prog_t *p, ks_ir_kernel_t *k)
-{
-	char target[KS_MAX_NAME], err[2048];
-
-	memset(p, 0, sizeof *p);
-	p->k = k;
-	cr_assert_eq(ks_backend_cpu.resolve_target("auto", target,
-	    sizeof target, err, sizeof err), KS_OK, "%s", err);
-	cr_assert_eq(ks_backend_cpu.compile(k, target, "so", &p->a, err,
-	    sizeof err), KS_OK, "cpu: %s", err);
-	cr_assert_eq(ks_jit_cpu_load(p->a.bytes, p->a.len, k->entry, &p->lib,
-	    &p->fn, err, sizeof err), KS_OK, "%s", err);
-}
-
-static void prog_cl(prog_t *p, ks_ir_kernel_t *k, clenv_t *env)
-{
-	memset(p, 0, sizeof *p);
-	p->k = k;
-	p->cl = 1;
-	p->env = env;
-	prog_compile(env, k, &p->clp);
-}
-
-static void prog_free(prog_t *p)
-{
-	if (p->cl) {
-		prog_close(&p->clp);
-	} else {
-		ks_jit_cpu_unload(p->lib);
-		ks_jit_artifact_close(&p->a);
-	}
-	ks_ir_free(p->k);
-}
+typedef kt_prog_t prog_t;
 
 /* Runs P on the problem, writing pr->o. */
 static void prog_run(prog_t *p, prob_t *pr)
@@ -166,11 +124,7 @@ static void prog_run(prog_t *p, prob_t *pr)
 	kt_args_t a;
 
 	kt_bind(&a, p->k, bufs, NELEM(bufs), vals, NELEM(vals));
-	if (p->cl) {
-		run_cl(p->env, p->k, &p->clp, a.args);
-		return;
-	}
-	gpu_cpu_launch(p->k, p->fn, a.args);
+	kt_prog_run(p, a.args);
 }
 
 /* ---- checkers ---- */
@@ -246,7 +200,7 @@ static int64_t f64_diff(const char *who, const prob_t *p, const void *got)
 static void label(char *out, size_t n, const prog_t *p, const prob_t *pr)
 {
 	snprintf(out, n, "%s %s.%s %s B=%lld Hq=%lld Hkv=%lld D=%lld S=%lld",
-	    p->cl ? "opencl" : "cpu", p->k->name, p->k->variant,
+	    p->env != NULL ? "opencl" : "cpu", p->k->name, p->k->variant,
 	    ks_dtype_name(pr->dt), (long long)pr->c.B, (long long)pr->c.Hq,
 	    (long long)pr->c.Hkv, (long long)pr->c.D, (long long)pr->c.S);
 }
@@ -496,42 +450,42 @@ static void cpu_dtype(ks_dtype_t dt)
 	prog_t gen, hd, g4, g8, ref;
 	int64_t d;
 
-	prog_cpu(&gen, attn_ir(NULL, dt, 0, 0, 0, 0, 0));
+	kt_prog_open(&gen, attn_ir(NULL, dt, 0, 0, 0, 0, 0), NULL);
 	cr_assert_str_eq(gen.k->variant, "general");
 	check_cases(&gen, dt, general_cases, NELEM(general_cases));
 	check_cases(&gen, dt, head_dim_cases, NELEM(head_dim_cases));
-	prog_free(&gen);
+	kt_prog_close(&gen);
 
-	prog_cpu(&hd, attn_ir(NULL, dt, 0, 0, 0, 128, 0));
+	kt_prog_open(&hd, attn_ir(NULL, dt, 0, 0, 0, 128, 0), NULL);
 	cr_assert_str_eq(hd.k->variant, "head_dim");
 	check_cases(&hd, dt, head_dim_cases, NELEM(head_dim_cases));
-	prog_cpu(&ref, attn_ir("general", dt, 0, 0, 0, 128, 0));
+	kt_prog_open(&ref, attn_ir("general", dt, 0, 0, 0, 128, 0), NULL);
 	check_equal(&hd, &ref, dt, head_dim_cases, NELEM(head_dim_cases));
-	prog_free(&hd);
-	prog_free(&ref);
+	kt_prog_close(&hd);
+	kt_prog_close(&ref);
 	for (d = 64; d <= 256; d += 192) {
-		prog_cpu(&hd, attn_ir(NULL, dt, 0, 0, 0, d, 0));
+		kt_prog_open(&hd, attn_ir(NULL, dt, 0, 0, 0, d, 0), NULL);
 		cr_assert_str_eq(hd.k->variant, "head_dim");
 		check_cases(&hd, dt, d == 64 ? head_dim64_cases :
 		    head_dim256_cases, 1);
-		prog_free(&hd);
+		kt_prog_close(&hd);
 	}
 
-	prog_cpu(&g4, attn_ir(NULL, dt, 0, 8, 2, 128, 0));
+	kt_prog_open(&g4, attn_ir(NULL, dt, 0, 8, 2, 128, 0), NULL);
 	cr_assert_str_eq(g4.k->variant, "gqa");
 	check_cases(&g4, dt, gqa4_cases, NELEM(gqa4_cases));
-	prog_cpu(&ref, attn_ir("general", dt, 0, 8, 2, 128, 0));
+	kt_prog_open(&ref, attn_ir("general", dt, 0, 8, 2, 128, 0), NULL);
 	check_equal(&g4, &ref, dt, gqa4_cases, NELEM(gqa4_cases));
-	prog_free(&g4);
-	prog_free(&ref);
+	kt_prog_close(&g4);
+	kt_prog_close(&ref);
 
-	prog_cpu(&g8, attn_ir(NULL, dt, 0, 8, 1, 64, 0));
+	kt_prog_open(&g8, attn_ir(NULL, dt, 0, 8, 1, 64, 0), NULL);
 	cr_assert_str_eq(g8.k->variant, "gqa");
 	check_cases(&g8, dt, gqa8_cases, NELEM(gqa8_cases));
-	prog_cpu(&ref, attn_ir("general", dt, 0, 8, 1, 64, 0));
+	kt_prog_open(&ref, attn_ir("general", dt, 0, 8, 1, 64, 0), NULL);
 	check_equal(&g8, &ref, dt, gqa8_cases, NELEM(gqa8_cases));
-	prog_free(&g8);
-	prog_free(&ref);
+	kt_prog_close(&g8);
+	kt_prog_close(&ref);
 }
 
 Test(attn, cpu_f32_every_variant_is_bitwise_canonical)
@@ -582,13 +536,13 @@ Test(attn, cpu_unserved_dynamic_shapes_write_nothing)
 {
 	prog_t gen, hd;
 
-	prog_cpu(&gen, attn_ir(NULL, KS_DTYPE_F32, 0, 0, 0, 0, 0));
+	kt_prog_open(&gen, attn_ir(NULL, KS_DTYPE_F32, 0, 0, 0, 0, 0), NULL);
 	check_unserved(&gen, 1 << 20);
-	prog_free(&gen);
-	prog_cpu(&hd, attn_ir(NULL, KS_DTYPE_F32, 0, 0, 0, 64, 0));
+	kt_prog_close(&gen);
+	kt_prog_open(&hd, attn_ir(NULL, KS_DTYPE_F32, 0, 0, 0, 64, 0), NULL);
 	cr_assert_str_eq(hd.k->variant, "head_dim");
 	check_unserved(&hd, 64);
-	prog_free(&hd);
+	kt_prog_close(&hd);
 }
 
 /* ---- OpenCL ---- */
@@ -599,30 +553,30 @@ static void cl_dtype(ks_dtype_t dt)
 	clenv_t env;
 
 	env_open(&env);
-	prog_cl(&gen, attn_ir(NULL, dt, 0, 0, 0, 0, 0), &env);
+	kt_prog_open(&gen, attn_ir(NULL, dt, 0, 0, 0, 0, 0), &env);
 	check_cases(&gen, dt, general_cases, NELEM(general_cases));
 
-	prog_cl(&hd, attn_ir(NULL, dt, 0, 0, 0, 128, 0), &env);
+	kt_prog_open(&hd, attn_ir(NULL, dt, 0, 0, 0, 128, 0), &env);
 	cr_assert_str_eq(hd.k->variant, "head_dim");
 	check_cases(&hd, dt, head_dim_cases, NELEM(head_dim_cases));
 	check_equal(&hd, &gen, dt, head_dim_cases, NELEM(head_dim_cases));
-	prog_free(&hd);
+	kt_prog_close(&hd);
 
-	prog_cl(&g4, attn_ir(NULL, dt, 0, 8, 2, 128, 0), &env);
+	kt_prog_open(&g4, attn_ir(NULL, dt, 0, 8, 2, 128, 0), &env);
 	cr_assert_str_eq(g4.k->variant, "gqa");
 	check_cases(&g4, dt, gqa4_cases, NELEM(gqa4_cases));
 	check_equal(&g4, &gen, dt, gqa4_cases, NELEM(gqa4_cases));
-	prog_free(&g4);
+	kt_prog_close(&g4);
 
 	if (dt == KS_DTYPE_F32) {
 		check_unserved(&gen, 1 << 20);
-		prog_cl(&g8, attn_ir(NULL, dt, 0, 8, 1, 64, 0), &env);
+		kt_prog_open(&g8, attn_ir(NULL, dt, 0, 8, 1, 64, 0), &env);
 		cr_assert_str_eq(g8.k->variant, "gqa");
 		check_cases(&g8, dt, gqa8_cases, NELEM(gqa8_cases));
 		check_equal(&g8, &gen, dt, gqa8_cases, NELEM(gqa8_cases));
-		prog_free(&g8);
+		kt_prog_close(&g8);
 	}
-	prog_free(&gen);
+	kt_prog_close(&gen);
 	env_close(&env);
 }
 
@@ -667,7 +621,7 @@ Test(attn, each_checker_catches_a_planted_bug)
 	prob_t pr;
 	size_t i;
 
-	prog_cpu(&gen, attn_ir(NULL, KS_DTYPE_F32, 0, 0, 0, 0, 0));
+	kt_prog_open(&gen, attn_ir(NULL, KS_DTYPE_F32, 0, 0, 0, 0, 0), NULL);
 	prob_init(&pr, &multi, KS_DTYPE_F32, 5);
 	prog_run(&gen, &pr);
 	for (i = 0; i < NELEM(bitwise_bugs); i++) {
@@ -686,5 +640,5 @@ Test(attn, each_checker_catches_a_planted_bug)
 	cr_assert_gt(f64_diff("planted", &pr, pr.want), 0,
 	    "double-precision check misses a dropped position");
 	prob_close(&pr);
-	prog_free(&gen);
+	kt_prog_close(&gen);
 }

@@ -116,15 +116,7 @@ static void data_close(data_t *d)
 
 /* ---- programs ---- */
 
-/* One compiled variant: on OpenCL when env is set, else on the cpu. */
-typedef struct {
-	ks_ir_kernel_t *k;
-	clenv_t *env;
-	clprog_t cl;
-	ks_jit_artifact_t a;
-	ks_jit_cpu_lib_t *lib;
-	ks_jit_cpu_entry_t fn;
-} kprog_t;
+typedef kt_prog_t kprog_t;
 
 /* KIND's VARIANT (NULL: the library's selection) for DT at R, H (0:
  * dynamic), compiled for ENV (NULL: the cpu). */
@@ -132,32 +124,9 @@ static void kprog_open(kprog_t *p, clenv_t *env, int kind,
     const char *variant, ks_dtype_t dt, int64_t R, int64_t H)
 {
 	const int64_t vals[2] = { R, H };
-	char target[KS_MAX_NAME], err[2048];
 
-	memset(p, 0, sizeof(*p));
-	p->k = gpu_kernel_ir(def_of(kind), variant, dt, KS_MODE_EXACT, vals);
-	p->env = env;
-	if (env != NULL) {
-		prog_compile(env, p->k, &p->cl);
-		return;
-	}
-	cr_assert_eq(ks_backend_cpu.resolve_target("auto", target,
-	    sizeof target, err, sizeof err), KS_OK, "%s", err);
-	cr_assert_eq(ks_backend_cpu.compile(p->k, target, "so", &p->a, err,
-	    sizeof err), KS_OK, "cpu: %s", err);
-	cr_assert_eq(ks_jit_cpu_load(p->a.bytes, p->a.len, p->k->entry,
-	    &p->lib, &p->fn, err, sizeof err), KS_OK, "%s", err);
-}
-
-static void kprog_close(kprog_t *p)
-{
-	if (p->env != NULL) {
-		prog_close(&p->cl);
-	} else {
-		ks_jit_cpu_unload(p->lib);
-		ks_jit_artifact_close(&p->a);
-	}
-	ks_ir_free(p->k);
+	kt_prog_open(p, gpu_kernel_ir(def_of(kind), variant, dt,
+	    KS_MODE_EXACT, vals), env);
 }
 
 /* Runs P on D's inputs: res starts as res0, y as NaN (never a result). */
@@ -176,11 +145,7 @@ static void kprog_run(kprog_t *p, data_t *d)
 	memcpy(d->res, d->res0, d->bytes);
 	memset(d->y, 0xff, d->bytes);
 	kt_bind(&a, p->k, bufs, 4, vals, 4);
-	if (p->env != NULL) {
-		run_cl(p->env, p->k, &p->cl, a.args);
-		return;
-	}
-	gpu_cpu_launch(p->k, p->fn, a.args);
+	kt_prog_run(p, a.args);
 }
 
 /* ---- the checkers ---- */
@@ -376,7 +341,7 @@ static void cpu_suite(int kind, ks_dtype_t dt)
 		check_run(&p, &d);
 		same_as(&s, &d, "cpu row_local vs general");
 		data_close(&d);
-		kprog_close(&p);
+		kt_prog_close(&p);
 	}
 	for (i = 0; i < sizeof edge / sizeof *edge; i++) {
 		kprog_open(&p, NULL, kind, NULL, dt, 2, edge[i]);
@@ -391,9 +356,9 @@ static void cpu_suite(int kind, ks_dtype_t dt)
 		check_run(&p, &d);
 		same_as(&s, &d, "cpu selected (constant dims) vs general");
 		data_close(&d);
-		kprog_close(&p);
+		kt_prog_close(&p);
 	}
-	kprog_close(&gen);
+	kt_prog_close(&gen);
 }
 
 #define CPU_TESTS(kind, name) \
@@ -441,8 +406,8 @@ Test(norm, add_rmsnorm_is_residual_add_then_rmsnorm_bitwise)
 			data_close(&d);
 			data_close(&r);
 		}
-		kprog_close(&add);
-		kprog_close(&rms);
+		kt_prog_close(&add);
+		kt_prog_close(&rms);
 	}
 }
 
@@ -488,9 +453,9 @@ static void cl_suite(int kind, ks_dtype_t dt)
 	check_run(&loc, &d);
 	same_as(&s, &d, "opencl row_local vs general");
 	data_close(&d);
-	kprog_close(&loc);
-	kprog_close(&cpu);
-	kprog_close(&gen);
+	kt_prog_close(&loc);
+	kt_prog_close(&cpu);
+	kt_prog_close(&gen);
 	env_close(&e);
 }
 
@@ -613,7 +578,7 @@ Test(norm, bitwise_checker_catches_a_wrong_order)
 	    "sequential lane sum not told apart");
 	free(bad);
 	data_close(&d);
-	kprog_close(&rms);
+	kt_prog_close(&rms);
 
 	kprog_open(&smax, NULL, SMAX, "general", KS_DTYPE_F32, 0, 0);
 	data_open(&d, SMAX, KS_DTYPE_F32, 16, 4100);
@@ -628,7 +593,7 @@ Test(norm, bitwise_checker_catches_a_wrong_order)
 	    "sequential lane sum not told apart");
 	free(bad);
 	data_close(&d);
-	kprog_close(&smax);
+	kt_prog_close(&smax);
 
 	for (i = 1; i < sizeof dtypes / sizeof *dtypes; i++) {
 		kprog_open(&rms, NULL, ADD, "general", dtypes[i], 0, 0);
@@ -641,7 +606,7 @@ Test(norm, bitwise_checker_catches_a_wrong_order)
 		((uint16_t *)d.want_res)[299] ^= 1;
 		cr_assert_eq(off_ref("one ulp in res", &d, d.want_y), 1);
 		data_close(&d);
-		kprog_close(&rms);
+		kt_prog_close(&rms);
 	}
 }
 

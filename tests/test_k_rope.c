@@ -43,58 +43,17 @@ enum { CANARY = 64 };
 
 /* ---- a compiled kernel on either backend ---- */
 
-typedef struct {
-	ks_ir_kernel_t *k;
-	clenv_t *env;           /* NULL: the cpu backend */
-	clprog_t cl;
-	ks_jit_artifact_t a;
-	ks_jit_cpu_lib_t *lib;
-	ks_jit_cpu_entry_t fn;
-} kprog_t;
+typedef kt_prog_t kprog_t;
 
 /* Compiles K (takes ownership) for OpenCL on ENV, or for the cpu backend
  * when ENV is NULL. */
-static void kp_open(kprog_t *p, ks_ir_kernel_t *k, clenv_t *env)
-{
-	char target[KS_MAX_NAME], err[2048];
-
-	memset(p, 0, sizeof(*p));
-	p->k = k;
-	p->env = env;
-	if (env != NULL) {
-		prog_compile(env, k, &p->cl);
-		return;
-	}
-	cr_assert_eq(ks_backend_cpu.resolve_target("auto", target,
-	    sizeof target, err, sizeof err), KS_OK, "%s", err);
-	cr_assert_eq(ks_backend_cpu.compile(k, target, "so", &p->a, err,
-	    sizeof err), KS_OK, "cpu: %s", err);
-	cr_assert_eq(ks_jit_cpu_load(p->a.bytes, p->a.len, k->entry, &p->lib,
-	    &p->fn, err, sizeof err), KS_OK, "%s", err);
-}
-
-static void kp_close(kprog_t *p)
-{
-	if (p->env != NULL) {
-		prog_close(&p->cl);
-	} else {
-		ks_jit_cpu_unload(p->lib);
-		ks_jit_artifact_close(&p->a);
-	}
-	ks_ir_free(p->k);
-}
-
 static void kp_run(kprog_t *p, const kt_buf_t *bufs, int nbufs,
     const kt_val_t *vals, int nvals)
 {
 	kt_args_t a;
 
 	kt_bind(&a, p->k, bufs, nbufs, vals, nvals);
-	if (p->env != NULL) {
-		run_cl(p->env, p->k, &p->cl, a.args);
-		return;
-	}
-	gpu_cpu_launch(p->k, p->fn, a.args);
+	kt_prog_run(p, a.args);
 }
 
 static const char *backend_name(const kprog_t *p)
@@ -366,10 +325,10 @@ static void rope_suite(ks_dtype_t dt, clenv_t *env)
 		const rprog_spec_t *ps = &rope_progs[i];
 		kprog_t cpu, cl;
 
-		kp_open(&cpu, rope_ir(ps->variant, dt, ps->bind.T, ps->bind.Hn,
+		kt_prog_open(&cpu, rope_ir(ps->variant, dt, ps->bind.T, ps->bind.Hn,
 		    ps->bind.D, ps->bind.P), NULL);
 		if (env != NULL)
-			kp_open(&cl, rope_ir(ps->variant, dt, ps->bind.T,
+			kt_prog_open(&cl, rope_ir(ps->variant, dt, ps->bind.T,
 			    ps->bind.Hn, ps->bind.D, ps->bind.P), env);
 		for (j = 0; j < ps->nshapes; j++)
 			for (r = 0; r < (ps->shapes[j].T == 1 ? NDECODE_POS :
@@ -391,9 +350,9 @@ static void rope_suite(ks_dtype_t dt, clenv_t *env)
 				free(a);
 				rcase_close(&c);
 			}
-		kp_close(&cpu);
+		kt_prog_close(&cpu);
 		if (env != NULL)
-			kp_close(&cl);
+			kt_prog_close(&cl);
 	}
 }
 
@@ -433,10 +392,10 @@ Test(k_rope, rope_decode_bound_equals_dynamic_at_the_decode_shape)
 			rcase_t c;
 			void *a, *b;
 
-			kp_open(&dec, rope_ir(NULL, dtypes[d], s->T, s->Hn,
+			kt_prog_open(&dec, rope_ir(NULL, dtypes[d], s->T, s->Hn,
 			    s->D, s->P), NULL);
 			cr_assert_str_eq(dec.k->variant, "general");
-			kp_open(&gen, rope_ir("general", dtypes[d], 0, 0, 0, 0),
+			kt_prog_open(&gen, rope_ir("general", dtypes[d], 0, 0, 0, 0),
 			    NULL);
 			rcase_init(&c, dtypes[d], *s, s->P - 1, 77 + i);
 			a = rope_check(&dec, &c);
@@ -446,8 +405,8 @@ Test(k_rope, rope_decode_bound_equals_dynamic_at_the_decode_shape)
 			free(a);
 			free(b);
 			rcase_close(&c);
-			kp_close(&dec);
-			kp_close(&gen);
+			kt_prog_close(&dec);
+			kt_prog_close(&gen);
 		}
 }
 
@@ -462,7 +421,7 @@ static void rope_out_of_range(clenv_t *env)
 	void *x;
 	size_t i;
 
-	kp_open(&p, rope_ir("general", KS_DTYPE_F32, 0, 0, 0, 0), env);
+	kt_prog_open(&p, rope_ir("general", KS_DTYPE_F32, 0, 0, 0, 0), env);
 	rcase_init(&c, KS_DTYPE_F32, s, INT64_MIN, 5);
 	for (i = 0; i < 6; i++)
 		c.pos[i] = bad[i];
@@ -471,7 +430,7 @@ static void rope_out_of_range(clenv_t *env)
 	    KS_DTYPE_F32, c.nx);
 	free(x);
 	rcase_close(&c);
-	kp_close(&p);
+	kt_prog_close(&p);
 }
 
 Test(k_rope, rope_positions_outside_the_table_leave_tokens_unchanged)
@@ -495,7 +454,7 @@ Test(k_rope, rope_dynamic_odd_d_leaves_the_last_column_and_stays_in_bounds)
 	float *x;
 	int64_t r;
 
-	kp_open(&p, rope_ir("general", KS_DTYPE_F32, 0, 0, 0, 0), NULL);
+	kt_prog_open(&p, rope_ir("general", KS_DTYPE_F32, 0, 0, 0, 0), NULL);
 	rcase_init(&c, KS_DTYPE_F32, s, 2, 9);
 	x = rope_check(&p, &c);
 	for (r = 0; r < s.T * s.Hn; r++)
@@ -506,7 +465,7 @@ Test(k_rope, rope_dynamic_odd_d_leaves_the_last_column_and_stays_in_bounds)
 		    gpu_bits(((float *)c.x0)[s.T * s.Hn * s.D + r]));
 	free(x);
 	rcase_close(&c);
-	kp_close(&p);
+	kt_prog_close(&p);
 }
 
 /* Binding D = 64, 128 or 256 leaves no tail guard: the only `if` left is
@@ -560,12 +519,12 @@ Test(k_rope, cpu_compiles_f16_stores_under_a_guess_cold_lane_guard)
 			kprog_t p;
 			rcase_t c;
 
-			kp_open(&p, rope_ir("general", dtypes[d], 0, 0, ds[i],
+			kt_prog_open(&p, rope_ir("general", dtypes[d], 0, 0, ds[i],
 			    0), NULL);
 			rcase_init(&c, dtypes[d], s, INT64_MIN, 4);
 			free(rope_check(&p, &c));
 			rcase_close(&c);
-			kp_close(&p);
+			kt_prog_close(&p);
 		}
 }
 
@@ -695,7 +654,7 @@ Test(k_rope, rope_checkers_catch_fma_and_a_reversed_rotation)
 		int64_t n;
 
 		es = ks_dtype_size(dt);
-		kp_open(&p, rope_ir("general", dt, 0, 0, 0, 0), NULL);
+		kt_prog_open(&p, rope_ir("general", dt, 0, 0, 0, 0), NULL);
 		rcase_init(&c, dt, s, INT64_MIN, 3);
 		x = rope_check(&p, &c);
 		bad = malloc(es * (size_t)c.nx);
@@ -744,7 +703,7 @@ Test(k_rope, rope_checkers_catch_fma_and_a_reversed_rotation)
 		free(bad);
 		free(x);
 		rcase_close(&c);
-		kp_close(&p);
+		kt_prog_close(&p);
 	}
 }
 
@@ -914,7 +873,7 @@ static void silu_suite(ks_dtype_t dt, clenv_t *env, int64_t *worst)
 		const sprog_spec_t *ps = &silu_progs[i];
 		kprog_t p;
 
-		kp_open(&p, silu_ir(dt, ps->bind_T, ps->bind_F), env);
+		kt_prog_open(&p, silu_ir(dt, ps->bind_T, ps->bind_F), env);
 		for (j = 0; j < ps->nshapes; j++) {
 			scase_t c;
 			void *y;
@@ -948,7 +907,7 @@ static void silu_suite(ks_dtype_t dt, clenv_t *env, int64_t *worst)
 			free(y);
 			scase_close(&c);
 		}
-		kp_close(&p);
+		kt_prog_close(&p);
 	}
 }
 
@@ -1079,7 +1038,7 @@ Test(k_rope, silu_mul_checkers_catch_planted_bugs_and_a_few_ulps)
 		scase_t c;
 		void *y, *bad;
 
-		kp_open(&p, silu_ir(dt, 0, 0), NULL);
+		kt_prog_open(&p, silu_ir(dt, 0, 0), NULL);
 		scase_init(&c, dt, 4, 1000, 11);
 		n = c.T * c.F;
 		y = silu_run(&p, &c);
@@ -1119,6 +1078,6 @@ Test(k_rope, silu_mul_checkers_catch_planted_bugs_and_a_few_ulps)
 		free(bad);
 		free(y);
 		scase_close(&c);
-		kp_close(&p);
+		kt_prog_close(&p);
 	}
 }
