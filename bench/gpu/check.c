@@ -274,7 +274,7 @@ static void row(const char *what, const char *format, const char *result,
 		snprintf(t, sizeof t, "%.2f", us);
 		snprintf(g, sizeof g, "%.1f", gbs);
 	}
-	printf("%-46s %-6s %-24s %10s %9s\n", what, format, result, t, g);
+	printf("%-46s %-6s %-36s %10s %9s\n", what, format, result, t, g);
 }
 
 /* One correctness case: VARIANT at (M, N, K), dims constant where CONSTS
@@ -354,12 +354,11 @@ static int cmp_float(const void *a, const void *b)
 
 enum { NW = 8, WARMUP = 5, RUNS = 50 };
 
-/* Times RUNS launches of the decode GEMV (or copies, when COPY), each
- * between two events, rotating through the NW copies of W; returns the
- * median in microseconds and the 10th and 90th percentiles. */
-static double time_runs(const ks_ir_kernel_t *k, CUfunction fn,
-    CUdeviceptr dx, CUdeviceptr *dw, CUdeviceptr dy, CUdeviceptr dcopy,
-    size_t wb, int64_t *dims, int copy, double *p10, double *p90)
+/* Times WARMUP then RUNS calls of ONE(CTX, i), each between two events;
+ * returns the median in microseconds and the 10th and 90th
+ * percentiles. */
+static double time_events(void (*one)(void *ctx, int i), void *ctx,
+    double *p10, double *p90)
 {
 	float ms[RUNS];
 	CUevent a, b;
@@ -368,13 +367,8 @@ static double time_runs(const ks_ir_kernel_t *k, CUfunction fn,
 	CU(cu.EventCreate(&a, CU_EVENT_DEFAULT));
 	CU(cu.EventCreate(&b, CU_EVENT_DEFAULT));
 	for (i = -WARMUP; i < RUNS; i++) {
-		CUdeviceptr w = dw[(i + WARMUP) % NW];
-
 		CU(cu.EventRecord(a, NULL));
-		if (copy)
-			CU(cu.MemcpyDtoD(dcopy, w, wb));
-		else
-			launch(k, fn, &dx, &w, &dy, dims);
+		one(ctx, i + WARMUP);
 		CU(cu.EventRecord(b, NULL));
 		CU(cu.EventSynchronize(b));
 		if (i >= 0)
@@ -386,6 +380,28 @@ static double time_runs(const ks_ir_kernel_t *k, CUfunction fn,
 	*p10 = ms[RUNS / 10] * 1e3;
 	*p90 = ms[RUNS - 1 - RUNS / 10] * 1e3;
 	return ms[RUNS / 2] * 1e3;
+}
+
+/* One decode GEMV launch (or copy, when COPY) on the I-th of the NW
+ * copies of W. */
+typedef struct {
+	const ks_ir_kernel_t *k;
+	CUfunction fn;
+	CUdeviceptr dx, *dw, dy, dcopy;
+	size_t wb;
+	int64_t *dims;
+	int copy;
+} gemv_run_t;
+
+static void gemv_once(void *ctx, int i)
+{
+	gemv_run_t *g = ctx;
+	CUdeviceptr w = g->dw[i % NW];
+
+	if (g->copy)
+		CU(cu.MemcpyDtoD(g->dcopy, w, g->wb));
+	else
+		launch(g->k, g->fn, &g->dx, &w, &g->dy, g->dims);
 }
 
 /* The decode GEMV, checked and timed, and the copy beside it. */
@@ -400,6 +416,7 @@ static void time_decode(const char *target)
 	int64_t dims[3] = { 1, N, K }, i, bad = 0;
 	CUdeviceptr dx, dw[NW], dy, dcopy;
 	ks_ir_kernel_t *k = gemm_ir(NULL, dt, 1, N, K);
+	gemv_run_t g;
 	double us, p10, p90;
 	char what[128], result[96];
 	loaded_t l;
@@ -417,7 +434,8 @@ static void time_decode(const char *target)
 		CU(cu.MemcpyHtoD(dw[j], w, wb));
 	}
 	CU(load_kernel(k, target, "cubin", &l));
-	us = time_runs(k, l.fn, dx, dw, dy, 0, wb, dims, 0, &p10, &p90);
+	g = (gemv_run_t){ k, l.fn, dx, dw, dy, dcopy, wb, dims, 0 };
+	us = time_events(gemv_once, &g, &p10, &p90);
 	CU(cu.MemcpyDtoH(y, dy, yb));
 	for (i = 0; i < N; i++)
 		bad += ((uint16_t *)y)[i] != ((uint16_t *)want)[i];
@@ -426,7 +444,8 @@ static void time_decode(const char *target)
 	snprintf(result, sizeof result, "%s p10/90 %.1f/%.1f",
 	    bad ? "MISMATCH" : "bitwise ok", p10, p90);
 	row(what, "cubin", result, us, (double)bytes / (us * 1e3));
-	us = time_runs(k, l.fn, dx, dw, dy, dcopy, wb, dims, 1, &p10, &p90);
+	g.copy = 1;
+	us = time_events(gemv_once, &g, &p10, &p90);
 	snprintf(what, sizeof what, "cuMemcpyDtoD %zu MiB (read + write)",
 	    wb >> 20);
 	snprintf(result, sizeof result, "p10/90 %.1f/%.1f", p10, p90);
@@ -480,6 +499,7 @@ typedef struct {
 	int64_t i64[16];
 	float f32[16];
 	unsigned grid;
+	CUfunction fn;          /* for kcase_once */
 } kcase_t;
 
 static void kcase_bind(kcase_t *c, const int64_t *v)
@@ -625,6 +645,14 @@ static void check_kernel(const char *target, const char *kernel,
 
 /* ---- the decode set, timed beside PyTorch ---- */
 
+static void kcase_once(void *ctx, int i)
+{
+	kcase_t *c = ctx;
+
+	(void)i;
+	kcase_launch(c, c->fn);
+}
+
 /* `torch NAME MEDIAN P10 P90` lines of bench/gpu/torch_ref.py, from the
  * file $KSPEC_TORCH_REF; 0 when absent. */
 static double torch_us(const char *name)
@@ -652,9 +680,7 @@ static void time_kernel(const char *target, const char *kernel,
 {
 	kcase_t c;
 	loaded_t l;
-	float ms[RUNS];
-	CUevent a, b;
-	double bytes, us, ref;
+	double bytes, us, ref, p10, p90;
 	char what[160], result[96];
 	int i;
 
@@ -672,29 +698,18 @@ static void time_kernel(const char *target, const char *kernel,
 	}
 	kcase_bind(&c, v);
 	CU(load_kernel(c.k, target, "cubin", &l));
-	CU(cu.EventCreate(&a, CU_EVENT_DEFAULT));
-	CU(cu.EventCreate(&b, CU_EVENT_DEFAULT));
-	for (i = -WARMUP; i < RUNS; i++) {
-		CU(cu.EventRecord(a, NULL));
-		kcase_launch(&c, l.fn);
-		CU(cu.EventRecord(b, NULL));
-		CU(cu.EventSynchronize(b));
-		if (i >= 0)
-			CU(cu.EventElapsedTime(&ms[i], a, b));
-	}
-	CU(cu.EventDestroy(a));
-	CU(cu.EventDestroy(b));
-	qsort(ms, RUNS, sizeof ms[0], cmp_float);
-	us = ms[RUNS / 2] * 1e3;
+	c.fn = l.fn;
+	us = time_events(kcase_once, &c, &p10, &p90);
 	bytes = moved(c.def, v, c.b, c.nb, 2);
 	ref = torch_us(torch_name);
 	snprintf(what, sizeof what, "%s.%s bf16 (%s)", kernel, c.k->variant,
 	    torch_name);
 	if (ref > 0)
-		snprintf(result, sizeof result, "torch %.2f us: %.2fx", ref,
-		    ref / us);
+		snprintf(result, sizeof result, "p10/90 %.1f/%.1f torch %.2f: "
+		    "%.2fx", p10, p90, ref, ref / us);
 	else
-		snprintf(result, sizeof result, "no torch figure");
+		snprintf(result, sizeof result, "p10/90 %.1f/%.1f, no torch",
+		    p10, p90);
 	row(what, "cubin", result, us, bytes / (us * 1e3));
 	unload_kernel(&l);
 	for (i = 0; i < c.nb; i++) {
@@ -767,7 +782,7 @@ int main(void)
 	CU(cu.PrimaryCtxRetain(&ctx, dev));
 	CU(cu.CtxSetCurrent(ctx));
 
-	printf("%-46s %-6s %-24s %10s %9s\n", "check", "format", "result",
+	printf("%-46s %-6s %-36s %10s %9s\n", "check", "format", "result",
 	    "median us", "GB/s");
 	for (d = 0; d < sizeof dts / sizeof dts[0]; d++) {
 		/* general: all dynamic, just outside each specialization,
