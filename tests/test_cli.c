@@ -135,6 +135,12 @@ Test(cli, kernels_ls_explain_and_evict)
 {
 	cr_assert_eq(kspec("kernels"), 0);
 	cr_assert(strstr(out, "gemm") && strstr(out, "gemv_m1"), "%s", out);
+	/* Each kernel's entry arguments: buffers with their element type
+	 * and access, dims and f32 scalars. */
+	cr_assert(strstr(out, "arguments: q[dtype,r] k[dtype,r] v[dtype,r] "
+	    "lens[i32,r] o[dtype,w] B:i64 Hq:i64 Hkv:i64 D:i64 S:i64 "
+	    "scale:f32"), "%s", out);
+	cr_assert(strstr(out, "x[dtype,rw] pos[i32,r]"), "%s", out);
 	cr_assert_eq(kspec("ping --json"), 0);
 	cr_assert(strncmp(out, "{\"ok\":true,\"ms\":", 15) == 0, "%s", out);
 	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "

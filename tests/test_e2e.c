@@ -654,15 +654,29 @@ Test(e2e, every_library_kernel_and_variant_is_listed_and_served)
 	for (i = 0; i < n; i++) {
 		const ks_kernel_def_t *def = lib[i];
 		const cJSON *k = cJSON_GetArrayItem(ks, i);
-		const cJSON *params = cJSON_GetObjectItem(k, "params");
+		const cJSON *params = cJSON_GetObjectItem(k, "params"), *pj;
 
 		cr_assert_str_eq(cJSON_GetObjectItem(k, "name")->valuestring,
 		    def->name);
 		cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(k,
 		    "variants")), def->nvariants);
-		/* Every dim is among the general variant's arguments. */
+		/* Every dim is among the general variant's arguments; int32
+		 * buffers say i32, f32 scalars f32. */
 		cr_assert_geq(cJSON_GetArraySize(params), def->ndims + 1,
 		    "%s", def->name);
+		cJSON_ArrayForEach(pj, params) {
+			const char *nm = cJSON_GetObjectItem(pj,
+			    "name")->valuestring;
+			const char *dt = cJSON_GetObjectItem(pj,
+			    "dtype")->valuestring;
+
+			if (strcmp(nm, "lens") == 0 || strcmp(nm, "pos") == 0)
+				cr_assert_str_eq(dt, "i32", "%s.%s",
+				    def->name, nm);
+			if (strcmp(nm, "eps") == 0 || strcmp(nm, "scale") == 0)
+				cr_assert_str_eq(dt, "f32", "%s.%s",
+				    def->name, nm);
+		}
 		for (v = 0; v < def->nvariants; v++)
 			for (b = 0; b < 3; b++)
 				if (avail[b])
