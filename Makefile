@@ -1,7 +1,7 @@
 # kspec: one Makefile.  Targets: all test run bench asan clean.
 #
-# Modules and their dependencies (no cycles, DESIGN.md section 2):
-#   base <- proto, specialize <- jit ; base <- store ; all <- server
+# Modules and their dependencies (no cycles, docs/architecture.md):
+#   base <- proto, specialize <- jit <- exec ; base <- store ; all <- server
 #   client <- proto, base
 # Each module's objects come from its folder.
 
@@ -25,13 +25,14 @@ BASE_OBJ       := $(call obj_of,base)
 PROTO_OBJ      := $(call obj_of,proto)
 SPECIALIZE_OBJ := $(call obj_of,specialize)
 JIT_OBJ        := $(call obj_of,jit)
+EXEC_OBJ       := $(call obj_of,exec)
 STORE_OBJ      := $(call obj_of,store)
 SERVER_OBJ     := $(filter-out $(BUILD)/obj/server/main.o,$(call obj_of,server))
 CLIENT_LIB_OBJ := $(filter-out $(BUILD)/obj/client/cli.o,$(call obj_of,client))
 
 # Everything the daemon is made of, without its main(): tests link this.
 DAEMON_OBJ := $(BASE_OBJ) $(PROTO_OBJ) $(SPECIALIZE_OBJ) $(JIT_OBJ) \
-	      $(STORE_OBJ) $(SERVER_OBJ)
+	      $(EXEC_OBJ) $(STORE_OBJ) $(SERVER_OBJ)
 LIB_OBJ    := $(BASE_OBJ) $(PROTO_OBJ) $(CLIENT_LIB_OBJ)
 
 PROGRAMS := $(BUILD)/kspecd $(BUILD)/kspec $(BUILD)/libkspec.so \

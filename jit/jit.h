@@ -17,6 +17,11 @@
 #include "../base/base.h"
 #include "../specialize/specialize.h"
 
+/* Bumped whenever the lowering of IR to any backend changes output in a way
+ * the compiler identity does not show; part of every request key, and
+ * checked by a compile worker against the job it is given. */
+#define KS_CODEGEN_VERSION 1
+
 typedef struct {
 	uint8_t *bytes;         /* malloc'd; caller frees with ks_jit_artifact_close */
 	size_t len;

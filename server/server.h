@@ -13,9 +13,6 @@
 #include "../base/base.h"
 
 #define KS_SERVER_VERSION "0.1.0"
-/* Bumped whenever the lowering of IR to any backend changes output in a way
- * the compiler identity does not show; part of every request key. */
-#define KS_CODEGEN_VERSION 1
 
 typedef struct {
 	char socket_path[4096];

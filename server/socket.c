@@ -22,7 +22,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "sock.h"
 
 static int mkdirs(char *path, mode_t mode)
 {

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_int.h"
+#include "store.h"
 
 ks_artifact_t *ks_artifact_new_with_sum(const ks_hash_t *key,
     const ks_hash_t *sum, const char *meta, size_t meta_len,

@@ -24,7 +24,7 @@
 #define HASH_NONFATAL_OOM 1
 #include <uthash.h>
 
-#include "store_int.h"
+#include "store.h"
 
 struct hot_entry {
 	ks_hash_t key;                  /* copy of a->key: the table key */
@@ -160,6 +160,29 @@ void ks_hot_remove(ks_hot_t *h, const ks_hash_t *key)
 	HASH_FIND(hh, h->table, key->b, KS_HASH_BYTES, e);
 	if (e != NULL)
 		drop(h, e);
+}
+
+int ks_hot_remove_if(ks_hot_t *h, int (*match)(void *ctx,
+    const ks_artifact_t *a), void *ctx, ks_hash_t **removed, size_t *n)
+{
+	struct hot_entry *e, *tmp;
+	ks_hash_t *keys;
+	size_t k = 0;
+
+	*removed = NULL;
+	*n = 0;
+	keys = malloc((h->count ? h->count : 1) * sizeof *keys);
+	if (keys == NULL)
+		return KS_E_NOMEM;
+	HASH_ITER(hh, h->table, e, tmp) {
+		if (match && !match(ctx, e->a))
+			continue;
+		keys[k++] = e->key;
+		drop(h, e);
+	}
+	*removed = keys;
+	*n = k;
+	return KS_OK;
 }
 
 size_t ks_hot_bytes(const ks_hot_t *h)

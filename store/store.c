@@ -57,7 +57,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "store_int.h"
+#include "store.h"
 
 /* How long a connection waits for a lock held by another connection (the
  * other connection of this store, or an outside reader such as the sqlite3
@@ -149,6 +149,7 @@ struct ks_store {
 	sqlite3_stmt *w_lru;            /* eviction victims */
 	sqlite3_stmt *w_check;          /* SELECT_ROW, for quarantine */
 	sqlite3_stmt *w_count_corrupt;
+	sqlite3_stmt *w_scan;           /* key, meta of every row */
 	struct touch batch[KS_STORE_PENDING_TOUCHES]; /* flush's copy */
 
 	pthread_mutex_t rlock;
@@ -162,6 +163,7 @@ struct ks_store {
 	struct touch pending[KS_STORE_PENDING_TOUCHES];
 	uint16_t slots[PENDING_SLOTS];  /* 0: empty, else index + 1 */
 	size_t npending;
+	uint64_t dropped;               /* touches that found the set full */
 
 	_Atomic int64_t clock;          /* the last stamp handed out */
 	_Atomic uint64_t entries, bytes, corrupt, evicted, corrupt_total;
@@ -463,7 +465,7 @@ static int evict_locked(ks_store_t *s, const ks_hash_t *keep,
  * if it is still bad, so a good row that a put wrote in between is kept.
  * Each deleted row is counted once, in memory and in counters.
  */
-static void quarantine(ks_store_t *s, const ks_hash_t *key)
+int ks_store_quarantine(ks_store_t *s, const ks_hash_t *key)
 {
 	ks_hash_t sum, row_sum;
 	const char *why = NULL;
@@ -499,12 +501,18 @@ static void quarantine(ks_store_t *s, const ks_hash_t *key)
 	if (rc != KS_OK) {
 		rollback(s);
 	} else if (bad && size >= 0) {
+		char hex[KS_HASH_HEX];
+
 		atomic_fetch_sub(&s->bytes, (uint64_t)size);
 		atomic_fetch_sub(&s->entries, 1);
 		atomic_fetch_add(&s->corrupt, 1);
 		atomic_fetch_add(&s->corrupt_total, 1);
+		ks_hash_hex(key, hex);
+		ks_log(KS_LOG_WARN, "store %s: corrupt artifact %s removed",
+		    s->path, hex);
 	}
 	pthread_mutex_unlock(&s->wlock);
+	return rc;
 }
 
 /* ---- open and close ---- */
@@ -745,6 +753,7 @@ static int prepare_writer(ks_store_t *s, char *err, size_t errlen)
 		W(w_check, SELECT_ROW),
 		W(w_count_corrupt, "UPDATE counters SET value = value + 1"
 		    " WHERE name = 'corrupt'"),
+		W(w_scan, "SELECT key, meta FROM artifacts ORDER BY key"),
 #undef W
 	};
 	size_t i;
@@ -816,7 +825,7 @@ static void finalize_all(ks_store_t *s)
 	sqlite3_stmt **w[] = {
 		&s->w_begin, &s->w_commit, &s->w_rollback, &s->w_size,
 		&s->w_put, &s->w_delete, &s->w_touch, &s->w_lru, &s->w_check,
-		&s->w_count_corrupt, &s->r_get, &s->r_list,
+		&s->w_count_corrupt, &s->w_scan, &s->r_get, &s->r_list,
 	};
 	size_t i;
 
@@ -908,7 +917,7 @@ void ks_store_close(ks_store_t *s)
 
 /* ---- operations ---- */
 
-int ks_store_get(ks_store_t *s, const ks_hash_t *key, ks_artifact_t **out)
+int ks_store_lookup(ks_store_t *s, const ks_hash_t *key, ks_artifact_t **out)
 {
 	ks_artifact_t *a = NULL;
 	ks_hash_t sum, row_sum;
@@ -957,9 +966,17 @@ int ks_store_get(ks_store_t *s, const ks_hash_t *key, ks_artifact_t **out)
 	if (rc == KS_E_CORRUPT) {
 		ks_hash_hex(key, hex);
 		ks_log(KS_LOG_WARN, "store %s: artifact %s is corrupt (%s); "
-		    "not served, removing it", s->path, hex, why);
-		quarantine(s, key);
+		    "not served", s->path, hex, why);
 	}
+	return rc;
+}
+
+int ks_store_get(ks_store_t *s, const ks_hash_t *key, ks_artifact_t **out)
+{
+	int rc = ks_store_lookup(s, key, out);
+
+	if (rc == KS_E_CORRUPT)
+		ks_store_quarantine(s, key);
 	return rc;
 }
 
@@ -1072,24 +1089,20 @@ static int pending_add(ks_store_t *s, const ks_hash_t *key, int64_t when)
 	return 0;
 }
 
-void ks_store_touch(ks_store_t *s, const ks_hash_t *key)
+int ks_store_touch(ks_store_t *s, const ks_hash_t *key)
 {
 	int64_t when = stamp(s);
-	int tries, full, dropped;
+	int full;
 
-	/* A full set is flushed and the touch retried once; if other threads
-	 * filled the set again meanwhile, this touch is dropped (it is only
-	 * a hint for the eviction order). */
-	for (tries = 0; tries < 2; tries++) {
-		pthread_mutex_lock(&s->tlock);
-		dropped = pending_add(s, key, when);
-		full = s->npending == KS_STORE_PENDING_TOUCHES;
-		pthread_mutex_unlock(&s->tlock);
-		if (full)
-			ks_store_flush(s);
-		if (!dropped)
-			return;
-	}
+	/* A touch that finds the set full is dropped: it is only a hint for
+	 * the eviction order, and waiting for the writer here would stall
+	 * the caller behind a write. */
+	pthread_mutex_lock(&s->tlock);
+	if (pending_add(s, key, when))
+		s->dropped++;
+	full = s->npending == KS_STORE_PENDING_TOUCHES;
+	pthread_mutex_unlock(&s->tlock);
+	return full;
 }
 
 int ks_store_flush(ks_store_t *s)
@@ -1117,6 +1130,87 @@ int ks_store_remove(ks_store_t *s, const ks_hash_t *key)
 	}
 	pthread_mutex_unlock(&s->wlock);
 	return rc;
+}
+
+int ks_store_remove_if(ks_store_t *s, const ks_hash_t *keys, size_t nkeys,
+    int (*match)(void *ctx, const char *meta), void *ctx,
+    ks_hash_t **removed, size_t *nremoved)
+{
+	ks_hash_t *found = NULL;
+	size_t n = 0, cap = 0, i;
+	uint64_t bytes = 0, entries = 0;
+	int64_t size;
+	int rc, st;
+
+	*removed = NULL;
+	*nremoved = 0;
+	pthread_mutex_lock(&s->wlock);
+	rc = begin(s);
+	/* Collect first, then delete: no rows are deleted under a running
+	 * SELECT of the same table. */
+	if (rc == KS_OK && nkeys == 0) {
+		while ((st = sqlite3_step(s->w_scan)) == SQLITE_ROW) {
+			const char *meta = (const char *)sqlite3_column_text(
+			    s->w_scan, 1);
+
+			if (match && !match(ctx, meta ? meta : ""))
+				continue;
+			if (n == cap) {
+				size_t c2 = cap ? 2 * cap : 64;
+				ks_hash_t *k2 = realloc(found, c2 * sizeof *k2);
+
+				if (!k2) {
+					rc = KS_E_NOMEM;
+					break;
+				}
+				found = k2;
+				cap = c2;
+			}
+			column_key(s->w_scan, 0, &found[n++]);
+		}
+		if (rc == KS_OK && st != SQLITE_DONE)
+			rc = failed(s, s->w, st, "scan");
+		sqlite3_reset(s->w_scan);
+	} else if (rc == KS_OK) {
+		found = malloc(nkeys * sizeof *found);
+		if (!found)
+			rc = KS_E_NOMEM;
+		else
+			memcpy(found, keys, nkeys * sizeof *found);
+		n = nkeys;
+	}
+	/* Keep only the keys whose row was there. */
+	for (i = 0, cap = 0; rc == KS_OK && i < n; i++) {
+		rc = delete_row(s, &found[i], &size);
+		if (rc == KS_OK && size >= 0) {
+			found[cap++] = found[i];
+			bytes += (uint64_t)size;
+			entries++;
+		}
+	}
+	if (rc == KS_OK)
+		rc = commit(s);
+	if (rc != KS_OK) {
+		rollback(s);
+		free(found);
+	} else {
+		atomic_fetch_sub(&s->bytes, bytes);
+		atomic_fetch_sub(&s->entries, entries);
+		*removed = found;
+		*nremoved = cap;
+	}
+	pthread_mutex_unlock(&s->wlock);
+	return rc;
+}
+
+uint64_t ks_store_touches_dropped(ks_store_t *s)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&s->tlock);
+	n = s->dropped;
+	pthread_mutex_unlock(&s->tlock);
+	return n;
 }
 
 int ks_store_stats(ks_store_t *s, ks_store_stats_t *out)

@@ -30,6 +30,11 @@ typedef struct ks_artifact {
 /* Copies meta and bytes; sum computed here.  refs = 1.  NULL on OOM. */
 ks_artifact_t *ks_artifact_new(const ks_hash_t *key, const char *meta,
     const void *bytes, size_t len);
+/* ks_artifact_new with SUM, the BLAKE2b-256 of BYTES, already computed by
+ * the caller; META is META_LEN bytes, not necessarily NUL-terminated. */
+ks_artifact_t *ks_artifact_new_with_sum(const ks_hash_t *key,
+    const ks_hash_t *sum, const char *meta, size_t meta_len,
+    const void *bytes, size_t len);
 void ks_artifact_ref(ks_artifact_t *a);
 void ks_artifact_unref(ks_artifact_t *a);
 
@@ -49,6 +54,10 @@ ks_artifact_t *ks_hot_get(ks_hot_t *h, const ks_hash_t *key);
  * An artifact larger than the whole budget is not kept. */
 void ks_hot_put(ks_hot_t *h, ks_artifact_t *a);
 void ks_hot_remove(ks_hot_t *h, const ks_hash_t *key);
+/* Removes every entry MATCH accepts (every entry when MATCH is NULL);
+ * *removed (caller frees) gets their N keys.  KS_E_NOMEM. */
+int ks_hot_remove_if(ks_hot_t *h, int (*match)(void *ctx,
+    const ks_artifact_t *a), void *ctx, ks_hash_t **removed, size_t *n);
 /* 1 when KEY is in the tier; does not change the LRU order. */
 int ks_hot_has(const ks_hot_t *h, const ks_hash_t *key);
 size_t ks_hot_bytes(const ks_hot_t *h);
@@ -87,19 +96,39 @@ int ks_store_open(const char *path, uint64_t max_bytes, ks_store_t **out,
 void ks_store_close(ks_store_t *s);
 
 /*
- * Looks KEY up.  KS_OK with *out (refs = 1, caller unrefs) when found and
- * its checksum verifies; KS_E_NOT_FOUND when absent; KS_E_CORRUPT when a
- * row was found whose bytes do not match their checksum: the row is
- * removed and counted, and the caller treats it as a miss.
+ * Looks KEY up through the reader connection, never waiting on a write.
+ * KS_OK with *out (refs = 1, caller unrefs) when found and its checksums
+ * verify; KS_E_NOT_FOUND when absent; KS_E_CORRUPT when a row was found
+ * that fails a check: it is logged, not served, and left for
+ * ks_store_quarantine, and the caller treats it as a miss.
  */
+int ks_store_lookup(ks_store_t *s, const ks_hash_t *key,
+    ks_artifact_t **out);
+/* Writer: re-reads KEY's row and deletes it if it is still bad, counting
+ * it (a row a put replaced in between is kept). */
+int ks_store_quarantine(ks_store_t *s, const ks_hash_t *key);
+/* ks_store_lookup, then ks_store_quarantine of a corrupt row. */
 int ks_store_get(ks_store_t *s, const ks_hash_t *key, ks_artifact_t **out);
 /* Inserts or replaces the artifact: key, sum, meta and bytes in one
  * transaction. */
 int ks_store_put(ks_store_t *s, const ks_artifact_t *a);
-/* Records a hit; written to disk in batches (ks_store_flush), not per hit. */
-void ks_store_touch(ks_store_t *s, const ks_hash_t *key);
+/* Records a hit in the pending set; written to disk in batches
+ * (ks_store_flush), not per hit.  Never waits on the writer: returns 1
+ * when the set is full and should be flushed, else 0; a touch that finds
+ * the set full is dropped and counted (ks_store_touches_dropped). */
+int ks_store_touch(ks_store_t *s, const ks_hash_t *key);
+uint64_t ks_store_touches_dropped(ks_store_t *s);
 int ks_store_flush(ks_store_t *s);
 int ks_store_remove(ks_store_t *s, const ks_hash_t *key);
+/*
+ * Deletes in one transaction the rows of KEYS (NKEYS > 0), or else every
+ * row whose meta MATCH accepts (every row when MATCH is NULL).  *removed
+ * (caller frees) gets the NREMOVED keys whose rows were deleted.  MATCH
+ * runs on the calling thread under the writer lock.
+ */
+int ks_store_remove_if(ks_store_t *s, const ks_hash_t *keys, size_t nkeys,
+    int (*match)(void *ctx, const char *meta), void *ctx,
+    ks_hash_t **removed, size_t *nremoved);
 int ks_store_stats(ks_store_t *s, ks_store_stats_t *out);
 
 /* Records COUNT requests that missed for SPEC (a canonical get-spec JSON
@@ -122,8 +151,8 @@ int ks_store_misses(ks_store_t *s, int (*cb)(void *ctx, const char *spec,
  *   pending touches), so the store on disk is within its budget after each
  *   commit, except for one artifact alone over the budget, which is kept.
  *   The artifact is only read during the call.
- * - ks_store_touch blocks on the writer only when the pending set fills;
- *   the server calls ks_store_flush on a timer so that it rarely does.
+ * - the server calls ks_store_flush on a timer, and when ks_store_touch
+ *   reports a full set, through the writer thread.
  * - ks_store_remove returns KS_E_NOT_FOUND when KEY has no row.
  * - ks_store_close must not race with other calls on S.
  */
@@ -151,5 +180,48 @@ int ks_store_integrity_check(ks_store_t *s, char *err, size_t errlen);
  */
 int ks_store_list(ks_store_t *s, int (*cb)(void *ctx, const ks_hash_t *key,
     const char *meta, uint64_t size, int64_t last_used), void *ctx);
+
+/*
+ * ---- the writer thread ----
+ *
+ * One thread owns every write: a caller posts an operation and returns at
+ * once, without taking the writer lock, so a thread that must not stall
+ * (the daemon's loop) never waits behind a write.  Operations run one at
+ * a time in the order posted.  Posting fails only on OOM (KS_E_NOMEM, the
+ * operation is not run, a completion is not called).
+ */
+typedef struct ks_store_writer ks_store_writer_t;
+
+/* Completion of a posted removal, on the writer thread: RC and the N keys
+ * whose rows were deleted (valid during the call). */
+typedef void (*ks_writer_removed_fn)(void *ctx, int rc,
+    const ks_hash_t *keys, size_t n);
+
+/* Starts the writer of S; NULL on failure.  S must outlive it. */
+ks_store_writer_t *ks_writer_start(ks_store_t *s);
+/* Runs everything posted so far, then ends the thread and frees W. */
+void ks_writer_stop(ks_store_writer_t *w);
+/* Blocks until everything posted before the call has run. */
+void ks_writer_sync(ks_store_writer_t *w);
+/* ks_store_put of A (referenced until written). */
+int ks_writer_put(ks_store_writer_t *w, ks_artifact_t *a);
+/* ks_store_flush; a flush already waiting makes this a no-op. */
+int ks_writer_flush(ks_store_writer_t *w);
+int ks_writer_record_miss(ks_store_writer_t *w, const char *spec,
+    uint64_t count);
+int ks_writer_quarantine(ks_store_writer_t *w, const ks_hash_t *key);
+/* ks_store_remove_if (KEYS are copied; MATCH runs on the writer thread
+ * with MCTX, which must live until DONE), then DONE. */
+int ks_writer_remove(ks_store_writer_t *w, const ks_hash_t *keys,
+    size_t nkeys, int (*match)(void *ctx, const char *meta), void *mctx,
+    ks_writer_removed_fn done, void *ctx);
+/* Calls REACHED(CTX) on the writer thread once everything posted before
+ * has run: a reader that waits for it sees those writes. */
+int ks_writer_barrier(ks_store_writer_t *w, void (*reached)(void *ctx),
+    void *ctx);
+/* Operations posted and not finished. */
+uint64_t ks_writer_backlog(ks_store_writer_t *w);
+/* Puts that failed (the artifact stayed in memory only). */
+uint64_t ks_writer_failed_puts(ks_store_writer_t *w);
 
 #endif

@@ -3,41 +3,38 @@
  * changes the key; nothing else does; keys are stable.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../server/internal.h"
+#include "../server/keys.h"
 
-static ks_srv_t *S;
+static ks_keys_t *S;
+
+static ks_keys_t *keys_new(void)
+{
+	ks_keys_t *k = aligned_alloc(_Alignof(ks_keys_t), sizeof *k);
+
+	cr_assert(k);
+	cr_assert_eq(ks_keys_init(k), KS_OK);
+	return k;
+}
+
+static void keys_free(ks_keys_t *k)
+{
+	ks_keys_close(k);
+	free(k);
+}
 
 static void up(void)
 {
-	const ks_kernel_def_t *const *all;
-	int i, n;
-
 	cr_assert_eq(ks_base_init(), KS_OK);
-	S = aligned_alloc(_Alignof(ks_srv_t), sizeof *S);
-	memset(S, 0, sizeof *S);
-	all = ks_kernels(&n);
-	for (i = 0; i < n; i++)
-		S->fingerprints[i] = *ks_kernel_fingerprint(all[i]);
-}
-
-static void free_srv(ks_srv_t *srv)
-{
-	ks_ident_t *id, *next;
-
-	for (id = srv->idents; id; id = next) {
-		next = id->next;
-		free(id->identity);
-		free(id);
-	}
-	free(srv);
+	S = keys_new();
 }
 
 static void down(void)
 {
-	free_srv(S);
+	keys_free(S);
 }
 
 TestSuite(key, .init = up, .fini = down, .timeout = 60);
@@ -53,7 +50,7 @@ static void key_of(const char *fields, char hex[KS_HASH_HEX])
 	snprintf(json, sizeof json, "{\"op\":\"get\",%s}", fields);
 	cr_assert_eq(ks_request_parse(json, strlen(json), &req, err,
 	    sizeof err), KS_OK, "%s: %s", json, err);
-	rc = ks_srv_normalize(S, &req.get, &g, err, sizeof err);
+	rc = ks_keys_normalize(S, &req.get, &g, err, sizeof err);
 	cr_assert_eq(rc, KS_OK, "%s: %s", json, err);
 	ks_hash_hex(&g.key, hex);
 	ks_request_close(&req);
@@ -139,7 +136,7 @@ Test(key, compiler_identity_changes_the_key)
 	for (id = S->idents; id; id = id->next)
 		if (strcmp(id->requested, "x86-64-v2") == 0)
 			id->requested[0] = '\0';
-	cr_assert_eq(ks_srv_ident_add(S, &ks_backend_cpu, "x86-64-v2",
+	cr_assert_eq(ks_keys_ident_add(S, &ks_backend_cpu, "x86-64-v2",
 	    "x86-64-v2", "libgccjit 13.1.0; -march=x86-64-v2 -O3 "
 	    "-ffp-contract=off", NULL), KS_OK);
 	key_of(req, b);
@@ -152,20 +149,15 @@ Test(key, compiler_identity_changes_the_key)
 Test(key, keys_are_stable_across_runs)
 {
 	char a[KS_HASH_HEX], b[KS_HASH_HEX];
-	ks_srv_t *fresh = aligned_alloc(_Alignof(ks_srv_t), sizeof *fresh);
-	ks_srv_t *save = S;
-	int i, n;
+	ks_keys_t *fresh = keys_new();
+	ks_keys_t *save = S;
 
 	key_of(BASE ",\"dtype\":\"f32\",\"shape\":{\"M\":3,\"N\":8,\"K\":8}",
 	    a);
-	memset(fresh, 0, sizeof *fresh);
-	ks_kernels(&n);
-	for (i = 0; i < n; i++)
-		fresh->fingerprints[i] = S->fingerprints[i];
 	S = fresh;
 	key_of(BASE ",\"dtype\":\"f32\",\"shape\":{\"M\":3,\"N\":8,\"K\":8}",
 	    b);
 	S = save;
-	free_srv(fresh);
+	keys_free(fresh);
 	cr_assert_str_eq(a, b);
 }

@@ -978,27 +978,36 @@ Test(store, close_writes_pending_touches)
 	cr_assert_gt(raw_last_used(1), before);
 }
 
-Test(store, full_pending_set_is_written_without_an_explicit_flush)
+Test(store, touch_reports_a_full_pending_set_and_never_writes_itself)
 {
 	ks_store_t *s = open_store(0);
 	int64_t before;
 	ks_hash_t k;
-	int i;
+	int i, full = 0;
 
 	put(s, 0, 10);
 	before = raw_last_used(0);
 	k = key_of(0);
-	ks_store_touch(s, &k);
+	cr_assert_eq(ks_store_touch(s, &k), 0);
 	/* Repeated touches of one key take one slot. */
 	for (i = 0; i < 3 * KS_STORE_PENDING_TOUCHES; i++)
-		ks_store_touch(s, &k);
-	cr_assert_eq(raw_last_used(0), before);
-	/* Distinct keys (absent rows are fine) fill the set. */
+		cr_assert_eq(ks_store_touch(s, &k), 0);
+	/* Distinct keys (absent rows are fine) fill the set; the touch that
+	 * fills it says so, and nothing is written until a flush. */
 	for (i = 1; i < KS_STORE_PENDING_TOUCHES; i++) {
 		k = key_of(1000 + i);
-		ks_store_touch(s, &k);
+		full = ks_store_touch(s, &k);
 	}
-	cr_assert_gt(raw_last_used(0), before, "a full set was not flushed");
+	cr_assert_eq(full, 1, "the touch that filled the set did not say so");
+	cr_assert_eq(raw_last_used(0), before);
+	/* A touch of a new key now is dropped and counted. */
+	k = key_of(5000);
+	cr_assert_eq(ks_store_touch(s, &k), 1);
+	cr_assert_eq(ks_store_touches_dropped(s), 1);
+	cr_assert_eq(ks_store_flush(s), KS_OK);
+	cr_assert_gt(raw_last_used(0), before, "the flush wrote nothing");
+	k = key_of(0);
+	cr_assert_eq(ks_store_touch(s, &k), 0, "the flush left the set full");
 	ks_store_close(s);
 }
 

@@ -27,7 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "keys.h"
+#include "server.h"
 
 #define KEY_SCHEME "kspec-key-v1"
 
@@ -42,7 +43,7 @@ static void copy_name(char *dst, size_t cap, const char *src)
 
 /* Returns the cached (target, identity) of a backend for a requested
  * target, resolving and filling the cache on first use. */
-int ks_srv_ident_add(ks_srv_t *srv, const ks_backend_t *be,
+int ks_keys_ident_add(ks_keys_t *keys, const ks_backend_t *be,
     const char *requested, const char *target, const char *identity,
     ks_ident_t **out)
 {
@@ -68,14 +69,14 @@ int ks_srv_ident_add(ks_srv_t *srv, const ks_backend_t *be,
 	ks_hasher_field(&id->prefix, "backend", be->name);
 	ks_hasher_field(&id->prefix, "target", id->target);
 	ks_hasher_field(&id->prefix, "compiler", id->identity);
-	id->next = srv->idents;
-	srv->idents = id;
+	id->next = keys->idents;
+	keys->idents = id;
 	if (out)
 		*out = id;
 	return KS_OK;
 }
 
-static int ident_lookup(ks_srv_t *srv, const ks_backend_t *be,
+static int ident_lookup(ks_keys_t *keys, const ks_backend_t *be,
     const char *requested, ks_ident_t **out, char *err, size_t errlen)
 {
 	char target[KS_MAX_NAME + 1];
@@ -83,7 +84,7 @@ static int ident_lookup(ks_srv_t *srv, const ks_backend_t *be,
 	ks_buf_t b;
 	int rc;
 
-	for (id = srv->idents; id; id = id->next) {
+	for (id = keys->idents; id; id = id->next) {
 		if (id->backend == be && strcmp(id->requested, requested) == 0) {
 			*out = id;
 			return KS_OK;
@@ -101,7 +102,7 @@ static int ident_lookup(ks_srv_t *srv, const ks_backend_t *be,
 		    "identity", be->name);
 		return rc ? rc : KS_E_INTERNAL;
 	}
-	rc = ks_srv_ident_add(srv, be, requested, target, b.data, out);
+	rc = ks_keys_ident_add(keys, be, requested, target, b.data, out);
 	ks_buf_close(&b);
 	return rc;
 }
@@ -138,8 +139,8 @@ static int kernel_index(const ks_kernel_def_t *def)
 	return -1;
 }
 
-int ks_srv_normalize(ks_srv_t *srv, const ks_get_req_t *req, ks_get_t *out,
-    char *err, size_t errlen)
+int ks_keys_normalize(ks_keys_t *keys, const ks_get_req_t *req,
+    ks_get_t *out, char *err, size_t errlen)
 {
 	const ks_kernel_def_t *def;
 	ks_dim_t dims[2 * KS_MAX_DIMS];
@@ -222,7 +223,7 @@ int ks_srv_normalize(ks_srv_t *srv, const ks_get_req_t *req, ks_get_t *out,
 		return rc;
 
 	beerr[0] = '\0';
-	rc = ident_lookup(srv, out->backend, req->target, &ident, beerr,
+	rc = ident_lookup(keys, out->backend, req->target, &ident, beerr,
 	    sizeof beerr);
 	if (rc) {
 		snprintf(err, errlen, "%s", beerr[0] ? beerr :
@@ -234,12 +235,11 @@ int ks_srv_normalize(ks_srv_t *srv, const ks_get_req_t *req, ks_get_t *out,
 	out->identity = ident->identity;
 
 	ki = kernel_index(def);
-	if (ki < 0 || ki >= (int)(sizeof srv->fingerprints /
-	    sizeof srv->fingerprints[0]))
+	if (ki < 0 || ki >= keys->nkernels)
 		return KS_E_INTERNAL;
 
 	at = put_field(enc, at, "kernel", def->name, strlen(def->name));
-	at = put_field(enc, at, "fingerprint", srv->fingerprints[ki].b,
+	at = put_field(enc, at, "fingerprint", keys->fingerprints[ki].b,
 	    KS_HASH_BYTES);
 	for (i = 0; i < out->spec.ndims; i++) {
 		const ks_dim_t *d = &out->spec.dims[i];
@@ -266,14 +266,16 @@ int ks_srv_normalize(ks_srv_t *srv, const ks_get_req_t *req, ks_get_t *out,
 	return KS_OK;
 }
 
-int ks_srv_key_components(ks_srv_t *srv, const ks_get_t *g, ks_buf_t *o)
+int ks_keys_components(const ks_keys_t *keys, const ks_get_t *g,
+    ks_buf_t *o)
 {
+	const ks_hash_t *h = ks_keys_fingerprint(keys, g->spec.def);
 	char fp[KS_HASH_HEX];
-	int i, ki = kernel_index(g->spec.def);
+	int i;
 
-	if (ki < 0)
+	if (!h)
 		return KS_E_INTERNAL;
-	ks_hash_hex(&srv->fingerprints[ki], fp);
+	ks_hash_hex(h, fp);
 	ks_buf_printf(o, "{\"scheme\":\"%s\",\"codegen\":%d,\"kernel\":\"%s\","
 	    "\"fingerprint\":\"%s\",\"shape\":{", KEY_SCHEME,
 	    KS_CODEGEN_VERSION, g->spec.def->name, fp);
@@ -295,10 +297,93 @@ int ks_srv_key_components(ks_srv_t *srv, const ks_get_t *g, ks_buf_t *o)
 	return ks_buf_puts(o, "}");
 }
 
-int ks_srv_ident_warm(ks_srv_t *srv, const ks_backend_t *backend)
+int ks_keys_ident_warm(ks_keys_t *keys, const ks_backend_t *backend)
 {
 	ks_ident_t *id;
 	char err[256];
 
-	return ident_lookup(srv, backend, "auto", &id, err, sizeof err);
+	return ident_lookup(keys, backend, "auto", &id, err, sizeof err);
+}
+
+const ks_hash_t *ks_keys_fingerprint(const ks_keys_t *keys,
+    const ks_kernel_def_t *def)
+{
+	int ki = kernel_index(def);
+
+	return ki < 0 || ki >= keys->nkernels ? NULL :
+	    &keys->fingerprints[ki];
+}
+
+int ks_keys_init(ks_keys_t *keys)
+{
+	const ks_kernel_def_t *const *all;
+	int i, n;
+
+	memset(keys, 0, sizeof *keys);
+	all = ks_kernels(&n);
+	if (n > KS_KEYS_MAX_KERNELS)
+		return KS_E_INTERNAL;
+	for (i = 0; i < n; i++) {
+		const ks_hash_t *h = ks_kernel_fingerprint(all[i]);
+
+		if (!h)
+			return KS_E_INTERNAL;
+		keys->fingerprints[i] = *h;
+	}
+	keys->nkernels = n;
+	return KS_OK;
+}
+
+void ks_keys_close(ks_keys_t *keys)
+{
+	ks_ident_t *id, *next;
+
+	for (id = keys->idents; id; id = next) {
+		next = id->next;
+		free(id->identity);
+		free(id);
+	}
+	keys->idents = NULL;
+}
+
+/* Appends ,"NAME":{constant dims},"dynamic":[dynamic dims] of G. */
+static int dims_json(const ks_get_t *g, const char *name, ks_buf_t *o)
+{
+	int i, first;
+
+	ks_buf_printf(o, ",\"%s\":{", name);
+	for (i = 0, first = 1; i < g->spec.ndims; i++) {
+		if (!g->spec.dims[i].is_const)
+			continue;
+		ks_buf_printf(o, "%s\"%s\":%" PRId64, first ? "" : ",",
+		    g->spec.dims[i].name, g->spec.dims[i].value);
+		first = 0;
+	}
+	ks_buf_puts(o, "},\"dynamic\":[");
+	for (i = 0, first = 1; i < g->spec.ndims; i++) {
+		if (g->spec.dims[i].is_const)
+			continue;
+		ks_buf_printf(o, "%s\"%s\"", first ? "" : ",",
+		    g->spec.dims[i].name);
+		first = 0;
+	}
+	return ks_buf_puts(o, "]");
+}
+
+void ks_get_guard_json(const ks_get_t *g, ks_buf_t *o)
+{
+	dims_json(g, "guard", o);
+}
+
+int ks_get_spec_json(const ks_get_t *g, ks_buf_t *o)
+{
+	ks_buf_printf(o, "{\"kernel\":\"%s\",\"backend\":\"%s\",\"target\":",
+	    g->spec.def->name, g->backend->name);
+	ks_buf_json_str(o, g->requested);
+	ks_buf_printf(o, ",\"dtype\":\"%s\",\"mode\":\"%s\",\"format\":",
+	    ks_dtype_name(g->spec.dtype), g->spec.mode == KS_MODE_FAST ?
+	    "fast" : "exact");
+	ks_buf_json_str(o, g->format);
+	dims_json(g, "shape", o);
+	return ks_buf_puts(o, "}");
 }

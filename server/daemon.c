@@ -1,0 +1,314 @@
+/*
+ * kspecd's lifecycle: start-up, signals and shutdown.
+ *
+ * Threads.  The loop thread (libuv) owns connections, flights, the hot
+ * tier, counters and the store's reader connection.  The store writer
+ * thread owns the writer connection (store.h); the loop posts to it and
+ * never waits for it.  Compiles run in the executor (pool.c).  One more
+ * thread waits for signals.
+ *
+ * Signals.  SIGINT and SIGTERM are blocked in every thread (the mask is set
+ * before any thread starts and inherited) and taken by one thread in
+ * sigwait(), which wakes the loop through a uv_async_t.  Handlers would not
+ * do: libgccjit runs GCC's driver inside the process, and the driver
+ * installs its own SIGINT/SIGTERM handlers that kill the process, replacing
+ * any handler of ours, the moment the first compile links.
+ *
+ * Shutdown (SIGINT/SIGTERM): the listener closes and the socket file is
+ * removed, connections stop reading, queued compiles are cancelled and
+ * their waiters told E_SHUTTING_DOWN, running compiles finish and are
+ * answered; then every connection drains (its queued replies are written,
+ * within a deadline) and closes, the loop ends, the writer finishes what
+ * was posted to it, and the store is flushed and closed.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "dispatch.h"
+#include "lookup.h"
+#include "sock.h"
+
+#define FLUSH_INTERVAL_MS 1000
+#define DRAIN_DEADLINE_MS 5000
+
+static void on_flush(uv_timer_t *t)
+{
+	ks_srv_t *srv = t->data;
+
+	ks_writer_flush(srv->writer);
+}
+
+static void on_drain_deadline(uv_timer_t *t)
+{
+	ks_srv_t *srv = t->data;
+
+	ks_conns_close_all(&srv->conns);
+}
+
+/* Once no compile is left at shutdown: every connection drains (its
+ * queued replies go out) within a deadline, then the loop ends. */
+static void maybe_finish(ks_srv_t *srv)
+{
+	if (!srv->stopping || ks_flights_count(&srv->flights))
+		return;
+	ks_conns_drain_all(&srv->conns);
+	if (!uv_is_closing((uv_handle_t *)&srv->flush_timer))
+		uv_close((uv_handle_t *)&srv->flush_timer, NULL);
+	if (!uv_is_closing((uv_handle_t *)&srv->stop_async))
+		uv_close((uv_handle_t *)&srv->stop_async, NULL);
+	if (srv->conns.head &&
+	    !uv_is_active((uv_handle_t *)&srv->drain_timer)) {
+		uv_timer_start(&srv->drain_timer, on_drain_deadline,
+		    DRAIN_DEADLINE_MS, 0);
+		uv_unref((uv_handle_t *)&srv->drain_timer);
+	}
+}
+
+static void on_flights_idle(ks_flights_t *set)
+{
+	maybe_finish(set->owner);
+}
+
+static void on_stop(uv_async_t *a)
+{
+	ks_srv_t *srv = a->data;
+
+	if (srv->stopping)
+		return;
+	ks_log(KS_LOG_INFO, "signal %d: stopping (%u compiles in flight)",
+	    __atomic_load_n(&srv->stop_signal, __ATOMIC_ACQUIRE),
+	    ks_flights_count(&srv->flights));
+	srv->stopping = 1;
+	uv_close((uv_handle_t *)&srv->listener, NULL);
+	ks_sock_unlink(srv->cfg.socket_path);
+	ks_conns_pause_all(&srv->conns);
+	/* Compiles not yet started fail with E_SHUTTING_DOWN; running ones
+	 * finish and are answered. */
+	ks_flights_stop(&srv->flights, KS_E_SHUTTING_DOWN, "daemon stopped "
+	    "before this compile started");
+	maybe_finish(srv);
+}
+
+/* Waits for the first SIGINT/SIGTERM and wakes the loop; later signals
+ * stay pending and blocked while the daemon finishes its work. */
+static void *signal_main(void *p)
+{
+	ks_srv_t *srv = p;
+	sigset_t set;
+	int sig = 0;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	while (sigwait(&set, &sig) != 0)
+		;
+	__atomic_store_n(&srv->stop_signal, sig, __ATOMIC_RELEASE);
+	uv_async_send(&srv->stop_async);
+	/* A second signal while the daemon finishes its work (a compile can
+	 * take long) stops it at once.  The store stays consistent: sqlite
+	 * survives a killed writer. */
+	while (sigwait(&set, &sig) != 0)
+		;
+	ks_log(KS_LOG_WARN, "signal %d again: exiting without finishing", sig);
+	_exit(1);
+}
+
+/* Raises the soft RLIMIT_NOFILE to the hard one and sizes the connection
+ * limit below it: running out of descriptors inside a compile makes GCC's
+ * driver exit the process. */
+static int fd_limit(void)
+{
+	struct rlimit rl;
+	long room;
+	int max = KS_MAX_CONNECTIONS;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return max;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	room = rl.rlim_cur == RLIM_INFINITY ? KS_MAX_CONNECTIONS :
+	    (long)rl.rlim_cur - KS_FD_RESERVE;
+	if (room < max)
+		max = room < 1 ? 1 : (int)room;
+	return max;
+}
+
+/* Resolves "auto" and reads the compiler identity of every available
+ * backend now, so the first request does not pay for it on the loop
+ * thread (the cpu identity runs an empty libgccjit compile). */
+static void warm_identities(ks_srv_t *srv)
+{
+	const ks_backend_t *const *all;
+	char why[256];
+	int i, n;
+
+	all = ks_backends(&n);
+	for (i = 0; i < n; i++) {
+		if (all[i]->available(why, sizeof why) != KS_OK)
+			continue;
+		if (ks_keys_ident_warm(&srv->keys, all[i]) != KS_OK)
+			ks_log(KS_LOG_DEBUG, "backend %s: no default target",
+			    all[i]->name);
+	}
+}
+
+/* Opens the store beside its lock; logs and returns the error. */
+static int open_store(ks_srv_t *srv)
+{
+	const ks_server_config_t *cfg = &srv->cfg;
+	char err[1024];
+	int rc;
+
+	err[0] = '\0';
+	rc = ks_make_parent(cfg->store_path, err, sizeof err);
+	if (rc == KS_OK)
+		rc = ks_lock_beside(cfg->store_path, &srv->store_lock_fd, err,
+		    sizeof err);
+	if (rc == KS_OK)
+		rc = ks_store_open(cfg->store_path, cfg->max_bytes, &srv->store,
+		    err, sizeof err);
+	if (rc)
+		ks_log(KS_LOG_ERROR, "store %s: %s", cfg->store_path, err);
+	return rc;
+}
+
+static void close_fds(ks_srv_t *srv)
+{
+	if (srv->lock_fd >= 0)
+		close(srv->lock_fd);
+	if (srv->store_lock_fd >= 0)
+		close(srv->store_lock_fd);
+}
+
+/* Starts the loop's handles and threads; logs what failed. */
+static int start(ks_srv_t *srv, int fd)
+{
+	int rc;
+
+	srv->loop = uv_default_loop();
+	if (ks_mailbox_init(&srv->mailbox, srv->loop) != 0)
+		return KS_E_INTERNAL;
+	srv->writer = ks_writer_start(srv->store);
+	if (!srv->writer) {
+		ks_log(KS_LOG_ERROR, "cannot start the store writer");
+		return KS_E_INTERNAL;
+	}
+	rc = ks_pool_init(&srv->pool, srv->loop, srv->cfg.workers);
+	if (rc)
+		return rc;
+	ks_flights_init(&srv->flights, &srv->pool, &srv->keys, srv);
+	srv->flights.finish = ks_lookup_finish;
+	srv->flights.idle = on_flights_idle;
+	ks_conns_init(&srv->conns, srv->loop, fd_limit(), ks_dispatch_request,
+	    srv);
+
+	uv_pipe_init(srv->loop, &srv->listener, 0);
+	srv->listener.data = &srv->conns;
+	uv_pipe_open(&srv->listener, fd);
+	rc = uv_listen((uv_stream_t *)&srv->listener, 511,
+	    ks_conns_on_connection);
+	if (rc) {
+		ks_log(KS_LOG_ERROR, "listen: %s", uv_strerror(rc));
+		return KS_E_IO;
+	}
+	uv_async_init(srv->loop, &srv->stop_async, on_stop);
+	srv->stop_async.data = srv;
+	if (pthread_create(&srv->signal_thread, NULL, signal_main, srv) != 0) {
+		ks_log(KS_LOG_ERROR, "cannot start the signal thread");
+		return KS_E_INTERNAL;
+	}
+	pthread_detach(srv->signal_thread);
+	uv_timer_init(srv->loop, &srv->flush_timer);
+	srv->flush_timer.data = srv;
+	uv_timer_init(srv->loop, &srv->drain_timer);
+	srv->drain_timer.data = srv;
+	uv_timer_start(&srv->flush_timer, on_flush, FLUSH_INTERVAL_MS,
+	    FLUSH_INTERVAL_MS);
+	uv_unref((uv_handle_t *)&srv->flush_timer);
+	return KS_OK;
+}
+
+int ks_server_run(const ks_server_config_t *cfg)
+{
+	ks_srv_t srv;
+	char err[1024];
+	sigset_t sigs;
+	int fd = -1, rc;
+
+	memset(&srv, 0, sizeof srv);
+	srv.cfg = *cfg;
+	/* Before any thread exists, so that every thread inherits it. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	srv.lock_fd = -1;
+	srv.store_lock_fd = -1;
+	srv.started_ns = ks_now_ns();
+	signal(SIGPIPE, SIG_IGN);
+
+	ks_dispatch_init();
+	rc = ks_base_init();
+	if (rc == KS_OK)
+		rc = ks_keys_init(&srv.keys);
+	if (rc) {
+		ks_log(KS_LOG_ERROR, "cannot initialize: %s", ks_strerror(rc));
+		return rc;
+	}
+	/* The socket lock first: a second instance must fail before it
+	 * touches the store.  The store's own lock then keeps a daemon on
+	 * another socket off the same store (one writer). */
+	rc = ks_sock_listen(cfg->socket_path, &fd, &srv.lock_fd, err,
+	    sizeof err);
+	if (rc) {
+		ks_log(KS_LOG_ERROR, "%s", err);
+		return rc;
+	}
+	rc = open_store(&srv);
+	if (rc == KS_OK && !(srv.hot = ks_hot_new(cfg->hot_bytes)))
+		rc = KS_E_NOMEM;
+	if (rc) {
+		if (srv.store)
+			ks_store_close(srv.store);
+		close(fd);
+		ks_sock_unlink(cfg->socket_path);
+		close_fds(&srv);
+		return rc;
+	}
+	warm_identities(&srv);
+	rc = start(&srv, fd);
+	if (rc)
+		return rc;
+
+	ks_log(KS_LOG_INFO, "kspecd %s listening on %s, store %s, %d workers",
+	    KS_SERVER_VERSION, cfg->socket_path, cfg->store_path,
+	    cfg->workers);
+	uv_run(srv.loop, UV_RUN_DEFAULT);
+	uv_close((uv_handle_t *)&srv.drain_timer, NULL);
+	uv_run(srv.loop, UV_RUN_DEFAULT);
+
+	/* The writer finishes what was posted; completions it sends now
+	 * find their connections closed and are dropped. */
+	ks_writer_stop(srv.writer);
+	ks_mailbox_run(&srv.mailbox);
+	ks_mailbox_close(&srv.mailbox);
+	uv_run(srv.loop, UV_RUN_DEFAULT);
+
+	ks_store_close(srv.store);
+	ks_hot_free(srv.hot);
+	ks_keys_close(&srv.keys);
+	ks_flights_close(&srv.flights);
+	ks_pool_close(&srv.pool);
+	uv_loop_close(srv.loop);
+	close_fds(&srv);
+	ks_log(KS_LOG_INFO, "kspecd stopped");
+	return KS_OK;
+}

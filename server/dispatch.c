@@ -1,0 +1,100 @@
+/*
+ * Requests: the parse of a header and the op table.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include <cjson/cJSON.h>
+
+#include "dispatch.h"
+#include "ops.h"
+
+/*
+ * cJSON allocates a node per JSON value.  On the hit path those
+ * allocations come from one arena, reset per request, instead of malloc:
+ * the hooks serve the loop thread while a parse is under way and fall back
+ * to malloc/free everywhere else (other threads, a parse that outgrows the
+ * arena).  free() of an arena pointer is a no-op; the arena is reset
+ * before the next parse.  The daemon owns its process, so installing the
+ * global cJSON hooks is its call (libkspec never does).
+ */
+#define PARSE_ARENA_BYTES (256u << 10)
+
+static struct {
+	_Alignas(16) char mem[PARSE_ARENA_BYTES];
+	size_t used;
+	int active;
+	pthread_t owner;
+} parse_arena;
+
+static void *arena_malloc(size_t n)
+{
+	size_t need = (n + 15) & ~(size_t)15;
+
+	if (parse_arena.active && need >= n && pthread_equal(pthread_self(),
+	    parse_arena.owner) && need <= PARSE_ARENA_BYTES -
+	    parse_arena.used) {
+		void *p = parse_arena.mem + parse_arena.used;
+
+		parse_arena.used += need;
+		return p;
+	}
+	return malloc(n);
+}
+
+static void arena_free(void *p)
+{
+	if ((char *)p >= parse_arena.mem &&
+	    (char *)p < parse_arena.mem + PARSE_ARENA_BYTES)
+		return;
+	free(p);
+}
+
+void ks_dispatch_init(void)
+{
+	cJSON_Hooks hooks = { arena_malloc, arena_free };
+
+	parse_arena.owner = pthread_self();
+	cJSON_InitHooks(&hooks);
+}
+
+static ks_op_fn *const op_table[KS_OP_COUNT_] = {
+	[KS_OP_PING] = ks_op_ping,
+	[KS_OP_HELLO] = ks_op_hello,
+	[KS_OP_GET] = ks_op_get,
+	[KS_OP_STATS] = ks_op_stats,
+	[KS_OP_KERNELS] = ks_op_kernels,
+	[KS_OP_LIST] = ks_op_list,
+	[KS_OP_EVICT] = ks_op_evict,
+	[KS_OP_EXPLAIN] = ks_op_explain,
+	[KS_OP_WARM] = ks_op_warm,
+	[KS_OP_MISSES] = ks_op_misses,
+};
+
+void ks_dispatch_request(ks_conn_t *c, const char *hdr, size_t len)
+{
+	ks_request_t req;
+	char err[512];
+	int rc;
+
+	ks_srv_of(c)->n.requests++;
+	err[0] = '\0';
+	parse_arena.used = 0;
+	parse_arena.active = 1;
+	rc = ks_request_parse(hdr, len, &req, err, sizeof err);
+	parse_arena.active = 0;
+	if (rc) {
+		ks_srv_reject(c, req.has_id, req.id, rc, err);
+		/* A header that is not JSON at all: the client is not
+		 * speaking the protocol; answer and close. */
+		if (rc == KS_E_BAD_JSON)
+			ks_conn_drain(c);
+		return;
+	}
+	if ((unsigned)req.op < KS_OP_COUNT_ && op_table[req.op])
+		op_table[req.op](c, &req);
+	else
+		ks_srv_reject(c, req.has_id, req.id, KS_E_UNKNOWN_OP,
+		    "unknown op");
+	ks_request_close(&req);
+}

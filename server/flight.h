@@ -1,0 +1,115 @@
+/*
+ * Private to server/: flights (the single-flight table of compiles) and
+ * their waiters.
+ *
+ * A flight is the compile of one key.  States:
+ *   QUEUED   in the fair queue of its priority (sched.h), owned by the
+ *            client of the waiter that started it; a get that joins a
+ *            queued warm flight moves it to the get queue, in that get's
+ *            client's turn;
+ *   RUNNING  handed to the executor (pool.h);
+ *   DONE     the finish hook has turned the job's outcome into an
+ *            artifact or an error, every waiter's done callback has run,
+ *            and the flight is freed.
+ * A queued flight whose every waiter has gone is finished without a
+ * compile when its turn comes (abandoned).  Only the loop thread touches
+ * flights.
+ */
+#ifndef KS_SERVER_FLIGHT_H
+#define KS_SERVER_FLIGHT_H
+
+#include <stdint.h>
+#include <uthash.h>
+
+#include "../store/store.h"
+#include "keys.h"
+#include "pool.h"
+#include "sched.h"
+
+typedef struct ks_flight ks_flight_t;
+typedef struct ks_flights ks_flights_t;
+typedef struct ks_waiter ks_waiter_t;
+
+/* Compile priorities: a waiting get before bulk warm. */
+enum { KS_PRIO_GET, KS_PRIO_WARM, KS_PRIO_COUNT };
+enum { FLIGHT_QUEUED, FLIGHT_RUNNING, FLIGHT_DONE };
+
+/*
+ * A request waiting on a flight, embedded in the op's own record.  done
+ * is called exactly once, when the flight ends (its artifact or error is
+ * in F); the op frees its record there.  wanted says whether the reply
+ * can still be delivered (the client is still connected).
+ */
+struct ks_waiter {
+	void (*done)(ks_waiter_t *w, ks_flight_t *f);
+	int (*wanted)(const ks_waiter_t *w);
+	uint64_t client;         /* the connection, for fair scheduling */
+	uint32_t uid;            /* its peer */
+	int is_get;              /* a get (a miss to record), not a warm item */
+	int joined;              /* 0 for the waiter that started the flight */
+	ks_waiter_t *next;
+};
+
+struct ks_flight {
+	ks_hash_t key;
+	UT_hash_handle hh;
+	ks_flights_t *set;
+	ks_get_t get;
+	int prio;
+	int state;
+	ks_waiter_t *waiters;
+	int nwaiters;
+	uint64_t created_ns;
+	ks_sched_item_t queued;  /* while QUEUED */
+	ks_pool_job_t pj;        /* the job; its outcome once it ended */
+	/* The outcome, set by the finish hook. */
+	ks_artifact_t *artifact; /* referenced; NULL on error */
+	int err;
+	char errmsg[512];
+};
+
+struct ks_flights {
+	ks_flight_t *table;      /* uthash by key */
+	ks_sched_t queue[KS_PRIO_COUNT];
+	ks_pool_t *pool;
+	const ks_keys_t *keys;   /* fingerprints for the jobs */
+	int stopping;            /* no compile starts any more */
+	/* Turns F's job outcome (f->pj) into f->artifact, or f->err and
+	 * f->errmsg, before the waiters are told.  Loop thread. */
+	void (*finish)(ks_flights_t *set, ks_flight_t *f);
+	/* Called whenever a flight ended and none is left. */
+	void (*idle)(ks_flights_t *set);
+	void *owner;             /* the daemon */
+	/* Counters for stats. */
+	uint64_t compiles;       /* flights started */
+	uint64_t joins;
+	uint64_t failures;       /* compiles that failed */
+	uint64_t abandoned;      /* flights nobody waited for any more */
+	uint64_t compile_ns;     /* time inside compiles */
+	uint64_t queue_ns;       /* time flights waited for a worker */
+};
+
+void ks_flights_init(ks_flights_t *set, ks_pool_t *pool,
+    const ks_keys_t *keys, void *owner);
+void ks_flights_close(ks_flights_t *set);
+unsigned ks_flights_count(const ks_flights_t *set);
+
+/*
+ * Adds W to the flight of G's key, or starts one at PRIO for it.  On KS_OK
+ * W belongs to the flight until its done callback; W->joined tells which
+ * happened.  KS_E_BUSY when KS_MAX_FLIGHTS distinct compiles are in
+ * flight; KS_E_NOMEM.  On error W is untouched and done is not called.
+ */
+int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,
+    ks_waiter_t *w);
+/* Hands queued flights to idle workers, gets first. */
+void ks_flights_dispatch(ks_flights_t *set);
+/* Shutdown: no compile starts from now on; every queued flight ends with
+ * ERR and MSG.  Running ones finish. */
+void ks_flights_stop(ks_flights_t *set, int err, const char *msg);
+
+/* Calls FN for every flight, in no particular order. */
+void ks_flights_each(ks_flights_t *set, void (*fn)(void *ctx,
+    const ks_flight_t *f), void *ctx);
+
+#endif

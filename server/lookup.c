@@ -1,0 +1,180 @@
+/*
+ * The lookup (lookup.h) and what happens when a compile ends.
+ *
+ * Durability: the reply to a compile may go out before the store has
+ * committed its artifact (the writer thread puts it), but the artifact is
+ * in the hot tier before the first reply, so every later request finds
+ * it.  A daemon killed in between loses that entry, never corrupts one:
+ * the next start compiles it again.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "lookup.h"
+
+/* A store touch that filled the pending set asks the writer to flush. */
+static void touch(ks_srv_t *srv, const ks_hash_t *key)
+{
+	if (ks_store_touch(srv->store, key))
+		ks_writer_flush(srv->writer);
+}
+
+int ks_lookup_cached(ks_srv_t *srv, const ks_get_t *g, int probe,
+    ks_artifact_t **out, const char **source)
+{
+	ks_artifact_t *a;
+	int rc;
+
+	*out = NULL;
+	a = ks_hot_get(srv->hot, &g->key);
+	if (a) {
+		if (!probe) {
+			srv->n.hits_memory++;
+			touch(srv, &g->key);
+		}
+		ks_artifact_ref(a);
+		*out = a;
+		*source = "memory";
+		return KS_OK;
+	}
+	rc = ks_store_lookup(srv->store, &g->key, &a);
+	if (rc == KS_OK) {
+		if (!probe) {
+			srv->n.hits_disk++;
+			touch(srv, &g->key);
+			ks_hot_put(srv->hot, a);
+		}
+		*out = a;
+		*source = "disk";
+		return KS_OK;
+	}
+	if (rc == KS_E_CORRUPT && !probe) {
+		srv->n.corrupt++;
+		ks_writer_quarantine(srv->writer, &g->key);
+	} else if (rc != KS_E_NOT_FOUND && rc != KS_E_CORRUPT) {
+		ks_log(KS_LOG_WARN, "store: read failed (%s); treated as a "
+		    "miss", ks_err_name(rc));
+	}
+	return KS_E_NOT_FOUND;
+}
+
+int ks_lookup_join(ks_srv_t *srv, const ks_get_t *g, int prio,
+    ks_waiter_t *w, char *err, size_t errlen)
+{
+	int rc;
+
+	if (srv->stopping) {
+		snprintf(err, errlen, "daemon is shutting down");
+		return KS_E_SHUTTING_DOWN;
+	}
+	rc = ks_flight_join(&srv->flights, g, prio, w);
+	if (rc == KS_E_BUSY)
+		snprintf(err, errlen, "%d distinct compiles are queued; try "
+		    "again later", KS_MAX_FLIGHTS);
+	else if (rc)
+		snprintf(err, errlen, "out of memory");
+	return rc;
+}
+
+const char *ks_lookup_source(const ks_waiter_t *w)
+{
+	return w->joined ? "joined" : "compiled";
+}
+
+/* The reply fields of an artifact, stored with it (see store.h): what the
+ * request was, and what the job says of the entry. */
+static int meta_of(ks_buf_t *m, const ks_get_t *g, const ks_job_out_t *o,
+    const ks_hash_t *sum)
+{
+	char key[KS_HASH_HEX], hex[KS_HASH_HEX];
+
+	ks_hash_hex(&g->key, key);
+	ks_hash_hex(sum, hex);
+	ks_buf_printf(m, "\"key\":\"%s\",\"artifact\":\"%s\",\"kernel\":\"%s\","
+	    "\"variant\":", key, hex, g->spec.def->name);
+	ks_buf_json_str(m, o->variant);
+	ks_buf_printf(m, ",\"backend\":\"%s\",\"target\":\"%s\","
+	    "\"dtype\":\"%s\",\"mode\":\"%s\",\"format\":", g->backend->name,
+	    g->target, ks_dtype_name(g->spec.dtype),
+	    g->spec.mode == KS_MODE_FAST ? "fast" : "exact");
+	ks_buf_json_str(m, o->format);
+	ks_buf_puts(m, ",\"entry\":");
+	ks_buf_json_str(m, o->entry);
+	ks_buf_printf(m, ",\"bytes\":%zu", o->len);
+	ks_get_guard_json(g, m);
+	ks_buf_printf(m, ",\"params\":%s,\"launch\":%s", o->params, o->launch);
+	ks_buf_printf(m, ",\"compile_ms\":%.3f,\"compiler\":", o->compile_ms);
+	return ks_buf_json_str(m, g->identity);
+}
+
+/* The job's description must be what a reply may carry: a JSON array of
+ * params and a JSON object of launch geometry. */
+static int out_valid(const ks_job_out_t *o)
+{
+	cJSON *p = o->params ? cJSON_Parse(o->params) : NULL;
+	cJSON *l = o->launch ? cJSON_Parse(o->launch) : NULL;
+	int ok = cJSON_IsArray(p) && cJSON_IsObject(l) && o->bytes;
+
+	cJSON_Delete(p);
+	cJSON_Delete(l);
+	return ok;
+}
+
+static void record_misses(ks_srv_t *srv, const ks_flight_t *f)
+{
+	const ks_waiter_t *w;
+	uint64_t gets = 0;
+	ks_buf_t spec;
+
+	/* Every get that missed is recorded, so production's misses can be
+	 * exported as a warm manifest (warm items are replays, not asks). */
+	for (w = f->waiters; w; w = w->next)
+		gets += w->is_get;
+	if (!gets)
+		return;
+	ks_buf_init(&spec);
+	if (ks_get_spec_json(&f->get, &spec) == KS_OK)
+		ks_writer_record_miss(srv->writer, spec.data, gets);
+	ks_buf_close(&spec);
+}
+
+void ks_lookup_finish(ks_flights_t *set, ks_flight_t *f)
+{
+	ks_srv_t *srv = set->owner;
+	ks_job_out_t *o = &f->pj.out;
+	ks_hash_t sum;
+	ks_buf_t meta;
+
+	record_misses(srv, f);
+	f->err = f->pj.err;
+	snprintf(f->errmsg, sizeof f->errmsg, "%s", f->pj.errmsg);
+	if (f->err == KS_OK && !out_valid(o)) {
+		f->err = KS_E_INTERNAL;
+		snprintf(f->errmsg, sizeof f->errmsg, "the compiler returned "
+		    "a malformed description");
+	}
+	if (f->err == KS_OK) {
+		ks_buf_init(&meta);
+		ks_hash(o->bytes, o->len, &sum);
+		if (meta_of(&meta, &f->get, o, &sum) == KS_OK)
+			f->artifact = ks_artifact_new_with_sum(&f->key, &sum,
+			    meta.data, meta.len, o->bytes, o->len);
+		ks_buf_close(&meta);
+		if (!f->artifact) {
+			f->err = KS_E_NOMEM;
+			snprintf(f->errmsg, sizeof f->errmsg, "out of memory");
+		}
+	}
+	if (f->err == KS_OK) {
+		ks_hot_put(srv->hot, f->artifact);
+		if (ks_writer_put(srv->writer, f->artifact) != KS_OK)
+			ks_log(KS_LOG_WARN, "store: could not persist an "
+			    "artifact (out of memory)");
+	} else if (f->err != KS_E_SHUTTING_DOWN) {
+		ks_log(KS_LOG_WARN, "compile of %s failed: %s: %s",
+		    f->get.spec.def->name, ks_err_name(f->err), f->errmsg);
+	}
+}

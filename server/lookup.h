@@ -1,0 +1,34 @@
+/*
+ * Private to server/: the one lookup of get, warm and explain: hot tier,
+ * then store, then the flight of the key.
+ */
+#ifndef KS_SERVER_LOOKUP_H
+#define KS_SERVER_LOOKUP_H
+
+#include "srv.h"
+
+/*
+ * Looks G up in the hot tier, then the store.  On a hit (KS_OK) *out gets
+ * a reference (caller unrefs) and *source is "memory" or "disk"; the hit
+ * is counted and touched, and a disk hit enters the hot tier.  A miss is
+ * KS_E_NOT_FOUND; a stored row that fails its checksum is a miss too
+ * (counted, not served, removed by the writer).  With PROBE nothing is
+ * counted, touched or moved (explain).
+ */
+int ks_lookup_cached(ks_srv_t *srv, const ks_get_t *g, int probe,
+    ks_artifact_t **out, const char **source);
+/*
+ * After a miss: joins or starts G's flight at PRIO for W (see
+ * ks_flight_join).  Errors, with a message in ERR: KS_E_SHUTTING_DOWN,
+ * KS_E_BUSY, KS_E_NOMEM; W's done is then not called.
+ */
+int ks_lookup_join(ks_srv_t *srv, const ks_get_t *g, int prio,
+    ks_waiter_t *w, char *err, size_t errlen);
+/* The source a waiter of a finished flight reports. */
+const char *ks_lookup_source(const ks_waiter_t *w);
+/* The flights' finish hook: builds the artifact and its reply metadata
+ * from the job's outcome, puts it in the hot tier (before any reply) and
+ * posts it to the store writer, and records the gets that missed. */
+void ks_lookup_finish(ks_flights_t *set, ks_flight_t *f);
+
+#endif

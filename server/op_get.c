@@ -1,0 +1,280 @@
+/*
+ * get and warm: the lookup (lookup.h) for one spec or many, and the
+ * replies when a compile they wait on ends.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lookup.h"
+#include "ops.h"
+
+/* ---- get ---- */
+
+typedef struct {
+	ks_waiter_t w;           /* first */
+	ks_conn_t *conn;
+	int has_id;
+	uint64_t id;
+	int meta_only;
+} get_wait_t;
+
+static int get_wanted(const ks_waiter_t *w)
+{
+	return ks_conn_live(((const get_wait_t *)w)->conn);
+}
+
+static void get_done(ks_waiter_t *w, ks_flight_t *f)
+{
+	get_wait_t *gw = (get_wait_t *)w;
+	ks_conn_t *c = gw->conn;
+
+	if (ks_conn_live(c)) {
+		if (f->err)
+			ks_reply_err(c, gw->has_id, gw->id, f->err, f->errmsg);
+		else
+			ks_reply_artifact(c, gw->has_id, gw->id,
+			    ks_lookup_source(w), f->artifact, gw->meta_only);
+	}
+	ks_conn_done(c);
+	free(gw);
+}
+
+void ks_op_get(ks_conn_t *c, const ks_request_t *req)
+{
+	ks_srv_t *srv = ks_srv_of(c);
+	const char *source;
+	ks_artifact_t *a;
+	get_wait_t *gw;
+	ks_get_t g;
+	char err[512];
+	int rc;
+
+	srv->n.gets++;
+	err[0] = '\0';
+	rc = ks_keys_normalize(&srv->keys, &req->get, &g, err, sizeof err);
+	if (rc) {
+		ks_srv_reject(c, req->has_id, req->id, rc, err);
+		return;
+	}
+	if (ks_lookup_cached(srv, &g, 0, &a, &source) == KS_OK) {
+		ks_reply_artifact(c, req->has_id, req->id, source, a,
+		    req->get.meta_only);
+		ks_artifact_unref(a);
+		return;
+	}
+	if (c->pending >= KS_MAX_INFLIGHT_PER_CONN) {
+		snprintf(err, sizeof err, "more than %d requests waiting on "
+		    "compiles on this connection", KS_MAX_INFLIGHT_PER_CONN);
+		ks_srv_reject(c, req->has_id, req->id, KS_E_BUSY, err);
+		return;
+	}
+	gw = calloc(1, sizeof *gw);
+	if (!gw) {
+		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		    "out of memory");
+		return;
+	}
+	gw->w.done = get_done;
+	gw->w.wanted = get_wanted;
+	gw->w.client = c->id;
+	gw->w.uid = c->uid;
+	gw->w.is_get = 1;
+	gw->conn = c;
+	gw->has_id = req->has_id;
+	gw->id = req->id;
+	gw->meta_only = req->get.meta_only;
+	rc = ks_lookup_join(srv, &g, KS_PRIO_GET, &gw->w, err, sizeof err);
+	if (rc) {
+		free(gw);
+		ks_srv_reject(c, req->has_id, req->id, rc, err);
+		return;
+	}
+	ks_conn_wait(c);
+	ks_flights_dispatch(&srv->flights);
+}
+
+/* ---- warm ---- */
+
+/* One item's outcome in a warm reply. */
+typedef struct {
+	int err;                 /* KS_OK or the error */
+	const char *source;      /* "memory" "disk" "compiled" "joined" */
+	char key[KS_HASH_HEX];
+	char variant[KS_MAX_NAME + 1];
+	char *msg;               /* malloc'd error message, or NULL */
+} warm_item_t;
+
+typedef struct warm warm_t;
+
+typedef struct {
+	ks_waiter_t w;           /* first */
+	warm_t *warm;
+	int index;
+} warm_wait_t;
+
+/* A warm request in progress: answered when its last item is done.
+ * Keeps its connection waiting (ks_conn_wait) until then. */
+struct warm {
+	ks_conn_t *conn;
+	int has_id;
+	uint64_t id;
+	int nitems;
+	int pending;
+	warm_item_t *items;
+	warm_wait_t *waits;      /* one per item */
+};
+
+static void warm_reply(warm_t *w)
+{
+	ks_conn_t *c = w->conn;
+	int i, cached = 0, compiled = 0, joined = 0, failed = 0;
+
+	ks_reply_begin(c, w->has_id, w->id);
+	ks_buf_puts(&c->out, ",\"items\":[");
+	for (i = 0; i < w->nitems; i++) {
+		warm_item_t *it = &w->items[i];
+
+		ks_buf_printf(&c->out, "%s{\"index\":%d", i ? "," : "", i);
+		if (it->err) {
+			ks_buf_printf(&c->out, ",\"ok\":false,\"error\":"
+			    "{\"code\":\"%s\",\"message\":",
+			    ks_err_name(it->err));
+			ks_buf_json_str(&c->out, it->msg ? it->msg : "");
+			ks_buf_puts(&c->out, "}}");
+			failed++;
+			continue;
+		}
+		ks_buf_printf(&c->out, ",\"ok\":true,\"key\":\"%s\","
+		    "\"variant\":\"%s\",\"source\":\"%s\"}", it->key,
+		    it->variant, it->source);
+		if (strcmp(it->source, "compiled") == 0)
+			compiled++;
+		else if (strcmp(it->source, "joined") == 0)
+			joined++;
+		else
+			cached++;
+	}
+	ks_buf_printf(&c->out, "],\"summary\":{\"total\":%d,\"cached\":"
+	    "%d,\"compiled\":%d,\"joined\":%d,\"failed\":%d}", w->nitems,
+	    cached, compiled, joined, failed);
+	ks_reply_finish(c);
+}
+
+/* Records item INDEX (-1: none, the request's own count) and answers
+ * when it was the last. */
+static void warm_item_done(warm_t *w, int index, int err, const char *msg,
+    const char *source, const ks_artifact_t *a)
+{
+	int i;
+
+	if (index >= 0) {
+		warm_item_t *it = &w->items[index];
+
+		it->err = err;
+		it->source = source;
+		if (err) {
+			it->msg = strdup(msg && *msg ? msg : ks_strerror(err));
+		} else if (a) {
+			const char *v = strstr(a->meta, "\"variant\":\"");
+
+			ks_hash_hex(&a->key, it->key);
+			if (v) {
+				v += 11;
+				snprintf(it->variant, sizeof it->variant,
+				    "%.*s", (int)strcspn(v, "\""), v);
+			}
+		}
+	}
+	if (--w->pending > 0)
+		return;
+	if (ks_conn_live(w->conn))
+		warm_reply(w);
+	for (i = 0; i < w->nitems; i++)
+		free(w->items[i].msg);
+	ks_conn_done(w->conn);
+	free(w->items);
+	free(w->waits);
+	free(w);
+}
+
+static int warm_wanted(const ks_waiter_t *w)
+{
+	return ks_conn_live(((const warm_wait_t *)w)->warm->conn);
+}
+
+static void warm_done(ks_waiter_t *w, ks_flight_t *f)
+{
+	warm_wait_t *ww = (warm_wait_t *)w;
+
+	warm_item_done(ww->warm, ww->index, f->err, f->errmsg,
+	    ks_lookup_source(w), f->artifact);
+}
+
+void ks_op_warm(ks_conn_t *c, const ks_request_t *req)
+{
+	ks_srv_t *srv = ks_srv_of(c);
+	size_t n = req->nitems ? (size_t)req->nitems : 1;
+	warm_t *w;
+	int i;
+
+	w = calloc(1, sizeof *w);
+	if (w) {
+		w->items = calloc(n, sizeof *w->items);
+		w->waits = calloc(n, sizeof *w->waits);
+	}
+	if (!w || !w->items || !w->waits) {
+		if (w) {
+			free(w->items);
+			free(w->waits);
+		}
+		free(w);
+		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		    "out of memory");
+		return;
+	}
+	srv->n.warms++;
+	srv->n.warm_items += (uint64_t)req->nitems;
+	w->conn = c;
+	w->has_id = req->has_id;
+	w->id = req->id;
+	w->nitems = req->nitems;
+	/* One extra count keeps the request open until every item has been
+	 * looked at, even if all of them finish at once. */
+	w->pending = req->nitems + 1;
+	ks_conn_wait(c);
+
+	for (i = 0; i < req->nitems; i++) {
+		warm_wait_t *ww = &w->waits[i];
+		const char *source;
+		ks_artifact_t *a;
+		char err[512];
+		ks_get_t g;
+		int rc;
+
+		err[0] = '\0';
+		rc = ks_keys_normalize(&srv->keys, &req->items[i], &g, err,
+		    sizeof err);
+		if (rc) {
+			warm_item_done(w, i, rc, err, NULL, NULL);
+			continue;
+		}
+		if (ks_lookup_cached(srv, &g, 0, &a, &source) == KS_OK) {
+			warm_item_done(w, i, KS_OK, NULL, source, a);
+			ks_artifact_unref(a);
+			continue;
+		}
+		ww->w.done = warm_done;
+		ww->w.wanted = warm_wanted;
+		ww->w.client = c->id;
+		ww->w.uid = c->uid;
+		ww->warm = w;
+		ww->index = i;
+		rc = ks_lookup_join(srv, &g, KS_PRIO_WARM, &ww->w, err,
+		    sizeof err);
+		if (rc)
+			warm_item_done(w, i, rc, err, NULL, NULL);
+	}
+	warm_item_done(w, -1, KS_OK, NULL, NULL, NULL);
+	ks_flights_dispatch(&srv->flights);
+}

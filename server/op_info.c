@@ -1,0 +1,238 @@
+/*
+ * ping, hello, stats and kernels: what the daemon is and what it does.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops.h"
+
+void ks_op_ping(ks_conn_t *c, const ks_request_t *req)
+{
+	ks_reply_begin(c, req->has_id, req->id);
+	ks_buf_puts(&c->out, ",\"pong\":true");
+	ks_reply_finish(c);
+}
+
+/* ---- hello ---- */
+
+/* A backend without an "auto" target (cuda): its explicit targets, and
+ * the compiler identity for the newest of them. */
+static void hello_targets(ks_conn_t *c, const ks_backend_t *be)
+{
+	char names[64][KS_MAX_NAME + 1];
+	ks_buf_t id;
+	int i, n = be->targets(names, 64);
+
+	if (n <= 0)
+		return;
+	ks_buf_puts(&c->out, ",\"target\":null,\"targets\":[");
+	for (i = 0; i < n; i++) {
+		ks_buf_puts(&c->out, i ? "," : "");
+		ks_buf_json_str(&c->out, names[i]);
+	}
+	ks_buf_puts(&c->out, "]");
+	ks_buf_init(&id);
+	if (be->identity(names[n - 1], &id) == KS_OK && id.data) {
+		ks_buf_puts(&c->out, ",\"compiler\":");
+		ks_buf_json_str(&c->out, id.data);
+	}
+	ks_buf_close(&id);
+}
+
+void ks_op_hello(ks_conn_t *c, const ks_request_t *req)
+{
+	const ks_backend_t *const *bes;
+	const ks_kernel_def_t *const *ks;
+	char why[256], target[KS_MAX_NAME + 1];
+	int i, nb, nk;
+
+	ks_reply_begin(c, req->has_id, req->id);
+	ks_buf_printf(&c->out, ",\"protocol\":%d,\"server\":\"kspecd %s\","
+	    "\"backends\":[", KS_PROTO_VERSION, KS_SERVER_VERSION);
+	bes = ks_backends(&nb);
+	for (i = 0; i < nb; i++) {
+		const ks_backend_t *be = bes[i];
+		ks_buf_t id;
+
+		why[0] = '\0';
+		ks_buf_printf(&c->out, "%s{\"name\":\"%s\",\"format\":\"%s\"",
+		    i ? "," : "", be->name, be->default_format);
+		if (be->available(why, sizeof why) != KS_OK) {
+			ks_buf_puts(&c->out, ",\"available\":false,\"reason\":");
+			ks_buf_json_str(&c->out, why);
+			ks_buf_puts(&c->out, "}");
+			continue;
+		}
+		ks_buf_puts(&c->out, ",\"available\":true");
+		ks_buf_init(&id);
+		if (be->resolve_target("auto", target, sizeof target, why,
+		    sizeof why) == KS_OK && be->identity(target, &id) ==
+		    KS_OK && id.data) {
+			ks_buf_puts(&c->out, ",\"target\":");
+			ks_buf_json_str(&c->out, target);
+			ks_buf_puts(&c->out, ",\"compiler\":");
+			ks_buf_json_str(&c->out, id.data);
+		} else if (be->targets) {
+			hello_targets(c, be);
+		}
+		ks_buf_close(&id);
+		ks_buf_puts(&c->out, "}");
+	}
+	ks_buf_puts(&c->out, "],\"kernels\":[");
+	ks = ks_kernels(&nk);
+	for (i = 0; i < nk; i++) {
+		ks_buf_puts(&c->out, i ? "," : "");
+		ks_buf_json_str(&c->out, ks[i]->name);
+	}
+	ks_buf_puts(&c->out, "]");
+	ks_reply_finish(c);
+}
+
+/* ---- stats ---- */
+
+static void json_counter(ks_buf_t *b, const char *name, uint64_t v)
+{
+	ks_buf_printf(b, ",\"%s\":%" PRIu64, name, v);
+}
+
+typedef struct {
+	ks_buf_t *out;
+	uint64_t now;
+	int first;
+} inflight_t;
+
+static void inflight_one(void *ctx, const ks_flight_t *f)
+{
+	inflight_t *in = ctx;
+	char hex[KS_HASH_HEX];
+
+	ks_hash_hex(&f->key, hex);
+	ks_buf_printf(in->out, "%s{\"key\":\"%s\",\"kernel\":\"%s\","
+	    "\"backend\":\"%s\",\"state\":\"%s\",\"waiters\":%d,"
+	    "\"priority\":\"%s\",\"age_ms\":%.1f}", in->first ? "" : ",",
+	    hex, f->get.spec.def->name, f->get.backend->name,
+	    f->state == FLIGHT_QUEUED ? "queued" : "compiling", f->nwaiters,
+	    f->prio == KS_PRIO_GET ? "get" : "warm",
+	    (double)(in->now - f->created_ns) / 1e6);
+	in->first = 0;
+}
+
+void ks_op_stats(ks_conn_t *c, const ks_request_t *req)
+{
+	ks_srv_t *srv = ks_srv_of(c);
+	const ks_flights_t *fl = &srv->flights;
+	ks_store_stats_t ss;
+	inflight_t in;
+
+	memset(&ss, 0, sizeof ss);
+	ks_store_stats(srv->store, &ss);
+	in.out = &c->out;
+	in.now = ks_now_ns();
+	in.first = 1;
+	ks_reply_begin(c, req->has_id, req->id);
+	ks_buf_printf(&c->out, ",\"server\":\"kspecd %s\",\"uptime_s\":%.3f",
+	    KS_SERVER_VERSION, (double)(in.now - srv->started_ns) / 1e9);
+	json_counter(&c->out, "requests", srv->n.requests);
+	json_counter(&c->out, "gets", srv->n.gets);
+	json_counter(&c->out, "hits_memory", srv->n.hits_memory);
+	json_counter(&c->out, "hits_disk", srv->n.hits_disk);
+	json_counter(&c->out, "compiles", fl->compiles);
+	json_counter(&c->out, "joins", fl->joins);
+	json_counter(&c->out, "failures", fl->failures);
+	json_counter(&c->out, "errors", srv->n.bad_requests +
+	    srv->conns.bad_frames);
+	json_counter(&c->out, "corrupt", srv->n.corrupt);
+	json_counter(&c->out, "abandoned", fl->abandoned);
+	json_counter(&c->out, "warms", srv->n.warms);
+	json_counter(&c->out, "warm_items", srv->n.warm_items);
+	json_counter(&c->out, "connections", (uint64_t)srv->conns.n);
+	json_counter(&c->out, "connections_total", srv->conns.total);
+	ks_buf_printf(&c->out, ",\"compile_ms_total\":%.3f,"
+	    "\"queue_ms_total\":%.3f", (double)fl->compile_ns / 1e6,
+	    (double)fl->queue_ns / 1e6);
+	ks_buf_printf(&c->out, ",\"hot\":{\"entries\":%zu,\"bytes\":%zu,"
+	    "\"max_bytes\":%" PRIu64 "}", ks_hot_count(srv->hot),
+	    ks_hot_bytes(srv->hot), srv->cfg.hot_bytes);
+	ks_buf_printf(&c->out, ",\"store\":{\"path\":");
+	ks_buf_json_str(&c->out, srv->cfg.store_path);
+	ks_buf_printf(&c->out, ",\"entries\":%" PRIu64 ",\"bytes\":%" PRIu64
+	    ",\"max_bytes\":%" PRIu64 ",\"evicted\":%" PRIu64
+	    ",\"corrupt\":%" PRIu64 ",\"schema_version\":%d"
+	    ",\"writes_pending\":%" PRIu64 ",\"writes_failed\":%" PRIu64
+	    ",\"touches_dropped\":%" PRIu64 "}", ss.entries, ss.bytes,
+	    ss.max_bytes, ss.evicted, ss.corrupt, ss.schema_version,
+	    ks_writer_backlog(srv->writer), ks_writer_failed_puts(srv->writer),
+	    ks_store_touches_dropped(srv->store));
+	ks_buf_printf(&c->out, ",\"queue_depth\":%u,\"inflight\":[",
+	    ks_flights_count(fl));
+	ks_flights_each(&srv->flights, inflight_one, &in);
+	ks_buf_puts(&c->out, "]");
+	ks_reply_finish(c);
+}
+
+/* ---- kernels ---- */
+
+/* The entry parameters of DEF's general variant with every dim dynamic
+ * (f32): every argument any of its artifacts can take, in order. */
+static void general_params(ks_buf_t *out, const ks_kernel_def_t *def)
+{
+	ks_dim_t dims[KS_MAX_DIMS];
+	ks_ir_kernel_t *k = NULL;
+	ks_spec_t spec;
+	char err[256];
+	int i;
+
+	ks_buf_puts(out, ",\"params\":");
+	for (i = 0; i < def->ndims; i++)
+		dims[i] = (ks_dim_t){ def->dims[i], 0, 0 };
+	if (ks_kernel_validate(def, KS_DTYPE_F32, KS_MODE_EXACT, dims,
+	    def->ndims, &spec, err, sizeof err) != KS_OK ||
+	    ks_specialize(&spec, &k, err, sizeof err) != KS_OK) {
+		ks_buf_puts(out, "[]");
+		return;
+	}
+	ks_exec_params_json(out, k);
+	ks_ir_free(k);
+}
+
+void ks_op_kernels(ks_conn_t *c, const ks_request_t *req)
+{
+	const ks_kernel_def_t *const *all;
+	int i, j, n;
+
+	all = ks_kernels(&n);
+	ks_reply_begin(c, req->has_id, req->id);
+	ks_buf_puts(&c->out, ",\"kernels\":[");
+	for (i = 0; i < n; i++) {
+		const ks_kernel_def_t *k = all[i];
+
+		ks_buf_printf(&c->out, "%s{\"name\":", i ? "," : "");
+		ks_buf_json_str(&c->out, k->name);
+		ks_buf_puts(&c->out, ",\"summary\":");
+		ks_buf_json_str(&c->out, k->summary ? k->summary : "");
+		ks_buf_printf(&c->out, ",\"version\":%d,\"dims\":[",
+		    k->version);
+		for (j = 0; j < k->ndims; j++) {
+			ks_buf_puts(&c->out, j ? "," : "");
+			ks_buf_json_str(&c->out, k->dims[j]);
+		}
+		ks_buf_puts(&c->out, "],\"dtypes\":[");
+		for (j = 0; j < KS_DTYPE_COUNT; j++)
+			ks_buf_printf(&c->out, "%s\"%s\"", j ? "," : "",
+			    ks_dtype_name((ks_dtype_t)j));
+		ks_buf_puts(&c->out, "],\"variants\":[");
+		for (j = 0; j < k->nvariants; j++) {
+			ks_buf_printf(&c->out, "%s{\"name\":", j ? "," : "");
+			ks_buf_json_str(&c->out, k->variants[j]);
+			ks_buf_puts(&c->out, ",\"guard\":");
+			ks_buf_json_str(&c->out, k->guards ? k->guards[j] : "");
+			ks_buf_puts(&c->out, "}");
+		}
+		ks_buf_puts(&c->out, "]");
+		general_params(&c->out, k);
+		ks_buf_puts(&c->out, "}");
+	}
+	ks_buf_puts(&c->out, "]");
+	ks_reply_finish(c);
+}

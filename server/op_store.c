@@ -1,0 +1,497 @@
+/*
+ * list, evict, explain and misses: looking after the cache.  None of them
+ * is on the hit path; they may parse stored metadata with cJSON and
+ * allocate.  Reads go through the store's reader; evict's removal runs on
+ * the store writer, after every write posted before it, and is answered
+ * when the writer is done.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "lookup.h"
+#include "ops.h"
+
+/* ---- stored metadata ---- */
+
+static const char *meta_str(const cJSON *m, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, name);
+
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* Parses a stored meta fragment (reply fields without braces). */
+static cJSON *meta_parse(const char *meta, size_t n)
+{
+	char *text = malloc(n + 3);
+	cJSON *m;
+
+	if (!text)
+		return NULL;
+	text[0] = '{';
+	memcpy(text + 1, meta, n);
+	text[n + 1] = '}';
+	text[n + 2] = '\0';
+	m = cJSON_Parse(text);
+	free(text);
+	return m;
+}
+
+static int filter_match(const ks_filter_req_t *f, const cJSON *m)
+{
+	return (!f->kernel[0] || strcmp(f->kernel, meta_str(m, "kernel")) ==
+	    0) && (!f->backend[0] || strcmp(f->backend, meta_str(m,
+	    "backend")) == 0) && (!f->target[0] || strcmp(f->target,
+	    meta_str(m, "target")) == 0);
+}
+
+/* 1 when stored META matches F (unreadable meta matches nothing). */
+static int meta_match(const ks_filter_req_t *f, const char *meta,
+    size_t n)
+{
+	cJSON *m = meta_parse(meta, n);
+	int ok = m && filter_match(f, m);
+
+	cJSON_Delete(m);
+	return ok;
+}
+
+/* ---- reading after the writer ---- */
+
+/*
+ * list, explain and misses read the store.  Its writes run on the writer
+ * thread, so a read right after a compile could miss the compile's
+ * entry; these ops run once the writer has done everything posted before
+ * them, and so see every write of the requests answered before them.
+ */
+typedef struct {
+	ks_mail_t mail;          /* first */
+	ks_conn_t *conn;
+	ks_request_t req;        /* no warm items: nothing to own */
+	ks_op_fn *fn;
+} deferred_t;
+
+static void deferred_run(ks_mail_t *m)
+{
+	deferred_t *d = (deferred_t *)m;
+
+	if (ks_conn_live(d->conn))
+		d->fn(d->conn, &d->req);
+	ks_conn_done(d->conn);
+	free(d);
+}
+
+static void writer_reached(void *ctx)
+{
+	deferred_t *d = ctx;
+
+	ks_mailbox_post(&ks_srv_of(d->conn)->mailbox, &d->mail);
+}
+
+static void after_writes(ks_conn_t *c, const ks_request_t *req,
+    ks_op_fn *fn)
+{
+	deferred_t *d = malloc(sizeof *d);
+
+	if (!d) {
+		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		    "out of memory");
+		return;
+	}
+	d->mail.fn = deferred_run;
+	d->conn = c;
+	d->req = *req;
+	d->req.items = NULL;
+	d->req.nitems = 0;
+	d->fn = fn;
+	if (ks_writer_barrier(ks_srv_of(c)->writer, writer_reached, d)) {
+		free(d);
+		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		    "out of memory");
+		return;
+	}
+	ks_conn_wait(c);
+}
+
+/* ---- list ---- */
+
+typedef struct {
+	const ks_filter_req_t *f;
+	ks_srv_t *srv;
+	ks_buf_t *out;
+	uint64_t total;
+	uint64_t shown;
+} list_t;
+
+static int list_one(void *ctx, const ks_hash_t *key, const char *meta,
+    uint64_t size, int64_t last_used)
+{
+	list_t *s = ctx;
+	cJSON *m = meta_parse(meta, strlen(meta));
+	char hex[KS_HASH_HEX];
+
+	if (!m)
+		return 0;       /* unreadable meta: not listed */
+	if (filter_match(s->f, m)) {
+		if (s->total >= s->f->offset && s->shown < s->f->limit) {
+			ks_hash_hex(key, hex);
+			ks_buf_printf(s->out, "%s{\"key\":\"%s\"",
+			    s->shown ? "," : "", hex);
+			ks_buf_printf(s->out, ",\"kernel\":\"%s\",\"variant\":"
+			    "\"%s\",\"backend\":\"%s\",\"target\":\"%s\","
+			    "\"dtype\":\"%s\",\"mode\":\"%s\",\"format\":\"%s\","
+			    "\"bytes\":%" PRIu64 ",\"last_used_ms\":%" PRId64
+			    ",\"in_memory\":%s}", meta_str(m, "kernel"),
+			    meta_str(m, "variant"), meta_str(m, "backend"),
+			    meta_str(m, "target"), meta_str(m, "dtype"),
+			    meta_str(m, "mode"), meta_str(m, "format"), size,
+			    last_used, ks_hot_has(s->srv->hot, key) ? "true" :
+			    "false");
+			s->shown++;
+		}
+		s->total++;
+	}
+	cJSON_Delete(m);
+	return 0;
+}
+
+static void list_now(ks_conn_t *c, const ks_request_t *req)
+{
+	list_t s;
+	int rc;
+
+	memset(&s, 0, sizeof s);
+	s.f = &req->filter;
+	s.srv = ks_srv_of(c);
+	s.out = &c->out;
+	ks_reply_begin(c, req->has_id, req->id);
+	ks_buf_puts(&c->out, ",\"entries\":[");
+	rc = ks_store_list(s.srv->store, list_one, &s);
+	if (rc) {
+		ks_reply_err(c, req->has_id, req->id, rc, "cannot read the "
+		    "store");
+		return;
+	}
+	ks_buf_printf(&c->out, "],\"total\":%" PRIu64 ",\"offset\":%" PRIu64
+	    ",\"limit\":%" PRIu64, s.total, req->filter.offset,
+	    req->filter.limit);
+	ks_reply_finish(c);
+}
+
+/* ---- evict ---- */
+
+/* An evict in progress: the memory tier is emptied of the matching
+ * entries at once, the store's rows by the writer; the reply counts the
+ * keys removed from either. */
+typedef struct {
+	ks_mail_t mail;          /* the writer's completion */
+	ks_conn_t *conn;
+	int has_id;
+	uint64_t id;
+	ks_filter_req_t filter;
+	ks_hash_t *hot_keys;     /* removed from the memory tier */
+	size_t nhot;
+	int rc;                  /* the writer's */
+	ks_hash_t *keys;         /* removed from the store */
+	size_t nkeys;
+} evict_t;
+
+static int evict_meta_match(void *ctx, const char *meta)
+{
+	return meta_match(ctx, meta, strlen(meta));
+}
+
+static int evict_hot_match(void *ctx, const ks_artifact_t *a)
+{
+	return meta_match(ctx, a->meta, a->meta_len);
+}
+
+static int has_key(const ks_hash_t *keys, size_t n, const ks_hash_t *k)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (ks_hash_eq(&keys[i], k))
+			return 1;
+	return 0;
+}
+
+/* Loop thread: the writer is done. */
+static void evict_reply(ks_mail_t *m)
+{
+	evict_t *e = (evict_t *)m;
+	ks_conn_t *c = e->conn;
+	uint64_t evicted = e->nkeys;
+	size_t i;
+
+	for (i = 0; i < e->nhot; i++)
+		evicted += !has_key(e->keys, e->nkeys, &e->hot_keys[i]);
+	if (ks_conn_live(c)) {
+		if (e->rc) {
+			ks_reply_err(c, e->has_id, e->id, e->rc, "cannot "
+			    "remove entries from the store");
+		} else {
+			ks_reply_begin(c, e->has_id, e->id);
+			ks_buf_printf(&c->out, ",\"evicted\":%" PRIu64,
+			    evicted);
+			ks_reply_finish(c);
+		}
+	}
+	ks_conn_done(c);
+	free(e->hot_keys);
+	free(e->keys);
+	free(e);
+}
+
+/* Writer thread: keep the removed keys and wake the loop. */
+static void evict_removed(void *ctx, int rc, const ks_hash_t *keys,
+    size_t n)
+{
+	evict_t *e = ctx;
+
+	e->rc = rc;
+	if (rc == KS_OK && n) {
+		e->keys = malloc(n * sizeof *keys);
+		if (e->keys) {
+			memcpy(e->keys, keys, n * sizeof *keys);
+			e->nkeys = n;
+		} else {
+			e->rc = KS_E_NOMEM;
+		}
+	}
+	ks_mailbox_post(&ks_srv_of(e->conn)->mailbox, &e->mail);
+}
+
+void ks_op_evict(ks_conn_t *c, const ks_request_t *req)
+{
+	ks_srv_t *srv = ks_srv_of(c);
+	const ks_filter_req_t *f = &req->filter;
+	ks_hash_t key;
+	evict_t *e;
+	int rc;
+
+	if (f->key[0] && ks_hash_from_hex(f->key, &key) != KS_OK) {
+		ks_srv_reject(c, req->has_id, req->id, KS_E_BAD_REQUEST,
+		    "field 'key' is not a key");
+		return;
+	}
+	e = calloc(1, sizeof *e);
+	if (!e) {
+		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		    "out of memory");
+		return;
+	}
+	e->mail.fn = evict_reply;
+	e->conn = c;
+	e->has_id = req->has_id;
+	e->id = req->id;
+	e->filter = *f;
+	if (f->key[0]) {
+		if (ks_hot_has(srv->hot, &key)) {
+			e->hot_keys = malloc(sizeof key);
+			if (e->hot_keys) {
+				e->hot_keys[0] = key;
+				e->nhot = 1;
+			}
+		}
+		ks_hot_remove(srv->hot, &key);
+		rc = ks_writer_remove(srv->writer, &key, 1, NULL, NULL,
+		    evict_removed, e);
+	} else {
+		rc = ks_hot_remove_if(srv->hot, f->all ? NULL :
+		    evict_hot_match, &e->filter, &e->hot_keys, &e->nhot);
+		if (rc == KS_OK)
+			rc = ks_writer_remove(srv->writer, NULL, 0, f->all ?
+			    NULL : evict_meta_match, &e->filter,
+			    evict_removed, e);
+	}
+	if (rc) {
+		free(e->hot_keys);
+		free(e);
+		ks_srv_reject(c, req->has_id, req->id, rc, "out of memory");
+		return;
+	}
+	ks_conn_wait(c);
+}
+
+/* ---- explain ---- */
+
+typedef struct {
+	const ks_get_t *g;
+	char best_key[KS_HASH_HEX];
+	int best;                /* fewest differing components, -1: none */
+	ks_buf_t best_differs;
+	ks_buf_t differs;
+} near_t;
+
+/* Adds NAME to the list of differing components. */
+static void differ(ks_buf_t *b, int *n, const char *name)
+{
+	ks_buf_puts(b, *n ? ",\"" : "\"");
+	ks_buf_puts(b, name);
+	ks_buf_puts(b, "\"");
+	(*n)++;
+}
+
+static int near_one(void *ctx, const ks_hash_t *key, const char *meta,
+    uint64_t size, int64_t last_used)
+{
+	near_t *nr = ctx;
+	const ks_get_t *g = nr->g;
+	const cJSON *guard, *dyn, *v;
+	cJSON *m = meta_parse(meta, strlen(meta));
+	int i, n = 0;
+
+	if (!m)
+		return 0;
+	if (strcmp(meta_str(m, "kernel"), g->spec.def->name) != 0) {
+		cJSON_Delete(m);
+		return 0;
+	}
+	ks_buf_reset(&nr->differs);
+	guard = cJSON_GetObjectItemCaseSensitive(m, "guard");
+	for (i = 0; i < g->spec.ndims; i++) {
+		const ks_dim_t *d = &g->spec.dims[i];
+		int is_dyn = 0;
+
+		v = cJSON_GetObjectItemCaseSensitive(guard, d->name);
+		cJSON_ArrayForEach(dyn, cJSON_GetObjectItemCaseSensitive(m,
+		    "dynamic"))
+			if (cJSON_IsString(dyn) &&
+			    strcmp(dyn->valuestring, d->name) == 0)
+				is_dyn = 1;
+		if (d->is_const ? !(cJSON_IsNumber(v) && v->valuedouble ==
+		    (double)d->value) : !is_dyn)
+			differ(&nr->differs, &n, d->name);
+	}
+	if (strcmp(meta_str(m, "dtype"), ks_dtype_name(g->spec.dtype)))
+		differ(&nr->differs, &n, "dtype");
+	if (strcmp(meta_str(m, "mode"), g->spec.mode == KS_MODE_FAST ?
+	    "fast" : "exact"))
+		differ(&nr->differs, &n, "mode");
+	if (strcmp(meta_str(m, "backend"), g->backend->name))
+		differ(&nr->differs, &n, "backend");
+	if (strcmp(meta_str(m, "target"), g->target))
+		differ(&nr->differs, &n, "target");
+	if (strcmp(meta_str(m, "format"), g->format))
+		differ(&nr->differs, &n, "format");
+	if (strcmp(meta_str(m, "compiler"), g->identity))
+		differ(&nr->differs, &n, "compiler");
+	/* Everything visible agrees but the key differs: the kernel's
+	 * definition or kspec's code generation changed since. */
+	if (n == 0)
+		differ(&nr->differs, &n, "fingerprint");
+	if (nr->best < 0 || n < nr->best) {
+		nr->best = n;
+		ks_hash_hex(key, nr->best_key);
+		ks_buf_reset(&nr->best_differs);
+		ks_buf_append(&nr->best_differs, nr->differs.data,
+		    nr->differs.len);
+	}
+	cJSON_Delete(m);
+	return 0;
+}
+
+static void explain_now(ks_conn_t *c, const ks_request_t *req)
+{
+	ks_srv_t *srv = ks_srv_of(c);
+	const char *cached = NULL;
+	ks_artifact_t *a = NULL;
+	char err[512], hex[KS_HASH_HEX];
+	near_t nr;
+	ks_get_t g;
+	int rc;
+
+	err[0] = '\0';
+	rc = ks_keys_normalize(&srv->keys, &req->get, &g, err, sizeof err);
+	if (rc) {
+		ks_srv_reject(c, req->has_id, req->id, rc, err);
+		return;
+	}
+	if (ks_lookup_cached(srv, &g, 1, &a, &cached) == KS_OK)
+		ks_artifact_unref(a);
+	else
+		cached = NULL;
+
+	ks_hash_hex(&g.key, hex);
+	ks_reply_begin(c, req->has_id, req->id);
+	ks_buf_printf(&c->out, ",\"key\":\"%s\",\"kernel\":\"%s\",\"variant\":"
+	    "\"%s\"", hex, g.spec.def->name, g.spec.def->select(&g.spec));
+	ks_get_guard_json(&g, &c->out);
+	ks_buf_puts(&c->out, ",\"components\":");
+	ks_keys_components(&srv->keys, &g, &c->out);
+	if (cached) {
+		ks_buf_printf(&c->out, ",\"cached\":\"%s\",\"nearest\":null",
+		    cached);
+		ks_reply_finish(c);
+		return;
+	}
+	memset(&nr, 0, sizeof nr);
+	nr.g = &g;
+	nr.best = -1;
+	ks_buf_init(&nr.differs);
+	ks_buf_init(&nr.best_differs);
+	ks_store_list(srv->store, near_one, &nr);
+	ks_buf_puts(&c->out, ",\"cached\":false,\"nearest\":");
+	if (nr.best < 0)
+		ks_buf_puts(&c->out, "null");
+	else
+		ks_buf_printf(&c->out, "{\"key\":\"%s\",\"differs\":[%s]}",
+		    nr.best_key, nr.best_differs.data ?
+		    nr.best_differs.data : "");
+	ks_buf_close(&nr.differs);
+	ks_buf_close(&nr.best_differs);
+	ks_reply_finish(c);
+}
+
+/* ---- misses ---- */
+
+static int miss_one(void *ctx, const char *spec, int64_t first, int64_t last,
+    uint64_t count)
+{
+	ks_conn_t *c = ctx;
+	size_t before = c->out.len;
+
+	/* Each spec was written by ks_get_spec_json: valid JSON, inserted
+	 * as is. */
+	ks_buf_printf(&c->out, "%s{\"spec\":%s,\"first_ms\":%" PRId64
+	    ",\"last_ms\":%" PRId64 ",\"count\":%" PRIu64 "}",
+	    c->out.data[before - 1] == '[' ? "" : ",", spec, first, last,
+	    count);
+	return 0;
+}
+
+static void misses_now(ks_conn_t *c, const ks_request_t *req)
+{
+	int rc;
+
+	ks_reply_begin(c, req->has_id, req->id);
+	ks_buf_puts(&c->out, ",\"misses\":[");
+	rc = ks_store_misses(ks_srv_of(c)->store, miss_one, c);
+	if (rc) {
+		ks_reply_err(c, req->has_id, req->id, rc, "cannot read the "
+		    "recorded misses");
+		return;
+	}
+	ks_buf_puts(&c->out, "]");
+	ks_reply_finish(c);
+}
+
+void ks_op_list(ks_conn_t *c, const ks_request_t *req)
+{
+	after_writes(c, req, list_now);
+}
+
+void ks_op_explain(ks_conn_t *c, const ks_request_t *req)
+{
+	after_writes(c, req, explain_now);
+}
+
+void ks_op_misses(ks_conn_t *c, const ks_request_t *req)
+{
+	after_writes(c, req, misses_now);
+}

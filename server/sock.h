@@ -1,0 +1,19 @@
+/*
+ * Private to server/: the listening socket and the lock files (socket.c).
+ */
+#ifndef KS_SERVER_SOCK_H
+#define KS_SERVER_SOCK_H
+
+#include <stddef.h>
+
+#include "../base/base.h"
+
+/* Creates the parent directories of PATH (mode 0700) when missing. */
+int ks_make_parent(const char *path, char *err, size_t errlen);
+/* Holds an exclusive flock on PATH.lock (created 0600, no symlinks). */
+int ks_lock_beside(const char *path, int *fd_out, char *err, size_t errlen);
+int ks_sock_listen(const char *path, int *fd_out, int *lock_fd_out,
+    char *err, size_t errlen);
+void ks_sock_unlink(const char *path);
+
+#endif

@@ -1,0 +1,74 @@
+/*
+ * Private to server/: the daemon's state, shared by the ops.  Layers below
+ * (conn, sched, pool, flight, keys) know nothing of it; they reach it only
+ * through the owner pointers the daemon gives them.
+ */
+#ifndef KS_SERVER_SRV_H
+#define KS_SERVER_SRV_H
+
+#include <pthread.h>
+#include <uv.h>
+
+#include "../base/base.h"
+#include "../proto/proto.h"
+#include "../store/store.h"
+#include "conn.h"
+#include "flight.h"
+#include "keys.h"
+#include "mailbox.h"
+#include "pool.h"
+#include "server.h"
+
+typedef struct ks_srv ks_srv_t;
+
+/* Counters of the request path (flights and connections keep theirs). */
+typedef struct {
+	uint64_t requests;
+	uint64_t gets;
+	uint64_t hits_memory;
+	uint64_t hits_disk;
+	uint64_t bad_requests;   /* requests answered with an error */
+	uint64_t corrupt;        /* store rows that failed their checksum */
+	uint64_t warms;          /* warm requests */
+	uint64_t warm_items;
+} ks_counters_t;
+
+struct ks_srv {
+	uv_loop_t *loop;
+	uv_pipe_t listener;
+	uv_async_t stop_async;   /* the signal thread's wake-up */
+	pthread_t signal_thread;
+	int stop_signal;
+	uv_timer_t flush_timer;
+	uv_timer_t drain_timer;  /* bounds the drain at shutdown */
+	ks_server_config_t cfg;
+	ks_store_t *store;
+	ks_store_writer_t *writer;
+	ks_mailbox_t mailbox;    /* completions of the writer */
+	ks_hot_t *hot;
+	ks_keys_t keys;
+	ks_conns_t conns;
+	ks_flights_t flights;
+	ks_pool_t pool;
+	int stopping;
+	int lock_fd;
+	int store_lock_fd;
+	uint64_t started_ns;
+	ks_counters_t n;
+};
+
+static inline ks_srv_t *ks_srv_of(const ks_conn_t *c)
+{
+	return (ks_srv_t *)c->set->owner;
+}
+
+/* An error answer to a request that was refused (bad input, limits),
+ * counted in stats as `errors`; compile failures count as `failures`. */
+static inline void ks_srv_reject(ks_conn_t *c, int has_id, uint64_t id,
+    int code, const char *msg)
+{
+	ks_srv_of(c)->n.bad_requests++;
+	ks_reply_err(c, has_id, id, code, msg);
+}
+
+#endif

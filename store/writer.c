@@ -1,0 +1,298 @@
+/*
+ * The writer thread (store.h): a FIFO of operations under one mutex,
+ * taken by posters only to link an operation in and by the thread only to
+ * unlink one, never while sqlite works.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+
+enum { OP_PUT, OP_FLUSH, OP_MISS, OP_QUARANTINE, OP_REMOVE, OP_BARRIER,
+    OP_SYNC, OP_STOP };
+
+typedef struct op {
+	int type;
+	struct op *next;
+	ks_artifact_t *art;              /* PUT */
+	ks_hash_t key;                   /* QUARANTINE */
+	char *spec;                      /* MISS */
+	uint64_t count;                  /* MISS */
+	ks_hash_t *keys;                 /* REMOVE */
+	size_t nkeys;
+	int (*match)(void *ctx, const char *meta);
+	void *mctx;
+	ks_writer_removed_fn done;
+	void (*reached)(void *ctx);      /* BARRIER */
+	void *ctx;
+	int *synced;                     /* SYNC */
+} op_t;
+
+struct ks_store_writer {
+	ks_store_t *store;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;             /* an operation was posted */
+	pthread_cond_t ran;              /* a SYNC operation ran */
+	op_t *head, *tail;
+	int flush_queued;
+	uint64_t backlog;
+	uint64_t failed_puts;
+};
+
+static void run(ks_store_writer_t *w, op_t *op)
+{
+	ks_hash_t *removed = NULL;
+	size_t n = 0;
+	int rc;
+
+	switch (op->type) {
+	case OP_PUT:
+		if (ks_store_put(w->store, op->art) != KS_OK) {
+			ks_log(KS_LOG_WARN, "store: could not persist an "
+			    "artifact; it is served from memory only");
+			__atomic_add_fetch(&w->failed_puts, 1, __ATOMIC_RELAXED);
+		}
+		ks_artifact_unref(op->art);
+		break;
+	case OP_FLUSH:
+		pthread_mutex_lock(&w->lock);
+		w->flush_queued = 0;
+		pthread_mutex_unlock(&w->lock);
+		ks_store_flush(w->store);
+		break;
+	case OP_MISS:
+		if (ks_store_record_miss(w->store, op->spec, op->count) !=
+		    KS_OK)
+			ks_log(KS_LOG_WARN, "store: could not record a miss");
+		free(op->spec);
+		break;
+	case OP_QUARANTINE:
+		ks_store_quarantine(w->store, &op->key);
+		break;
+	case OP_REMOVE:
+		rc = ks_store_remove_if(w->store, op->keys, op->nkeys,
+		    op->match, op->mctx, &removed, &n);
+		op->done(op->ctx, rc, removed, n);
+		free(removed);
+		free(op->keys);
+		break;
+	case OP_BARRIER:
+		op->reached(op->ctx);
+		break;
+	case OP_SYNC:
+		pthread_mutex_lock(&w->lock);
+		*op->synced = 1;
+		pthread_cond_broadcast(&w->ran);
+		pthread_mutex_unlock(&w->lock);
+		break;
+	}
+}
+
+static void *writer_main(void *p)
+{
+	ks_store_writer_t *w = p;
+	op_t *op;
+	int stop = 0;
+
+	while (!stop) {
+		pthread_mutex_lock(&w->lock);
+		while (!w->head)
+			pthread_cond_wait(&w->wake, &w->lock);
+		op = w->head;
+		w->head = op->next;
+		if (!w->head)
+			w->tail = NULL;
+		pthread_mutex_unlock(&w->lock);
+		stop = op->type == OP_STOP;
+		if (!stop)
+			run(w, op);
+		free(op);
+		__atomic_sub_fetch(&w->backlog, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static void post(ks_store_writer_t *w, op_t *op)
+{
+	op->next = NULL;
+	__atomic_add_fetch(&w->backlog, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&w->lock);
+	if (w->tail)
+		w->tail->next = op;
+	else
+		w->head = op;
+	w->tail = op;
+	pthread_cond_signal(&w->wake);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static op_t *op_new(int type)
+{
+	op_t *op = calloc(1, sizeof *op);
+
+	if (op)
+		op->type = type;
+	return op;
+}
+
+ks_store_writer_t *ks_writer_start(ks_store_t *s)
+{
+	ks_store_writer_t *w = calloc(1, sizeof *w);
+
+	if (!w)
+		return NULL;
+	w->store = s;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->wake, NULL);
+	pthread_cond_init(&w->ran, NULL);
+	if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
+		pthread_mutex_destroy(&w->lock);
+		pthread_cond_destroy(&w->wake);
+		pthread_cond_destroy(&w->ran);
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+void ks_writer_stop(ks_store_writer_t *w)
+{
+	op_t *op;
+
+	if (!w)
+		return;
+	/* The stop operation cannot be allocated: wait for the queue to
+	 * drain and retry (at shutdown, nothing else is posted). */
+	while (!(op = op_new(OP_STOP)))
+		ks_writer_sync(w);
+	post(w, op);
+	pthread_join(w->thread, NULL);
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->wake);
+	pthread_cond_destroy(&w->ran);
+	free(w);
+}
+
+void ks_writer_sync(ks_store_writer_t *w)
+{
+	op_t *op = op_new(OP_SYNC);
+	int synced = 0;
+
+	if (!op)
+		return;
+	op->synced = &synced;
+	post(w, op);
+	pthread_mutex_lock(&w->lock);
+	while (!synced)
+		pthread_cond_wait(&w->ran, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int ks_writer_put(ks_store_writer_t *w, ks_artifact_t *a)
+{
+	op_t *op = op_new(OP_PUT);
+
+	if (!op)
+		return KS_E_NOMEM;
+	ks_artifact_ref(a);
+	op->art = a;
+	post(w, op);
+	return KS_OK;
+}
+
+int ks_writer_flush(ks_store_writer_t *w)
+{
+	op_t *op;
+	int queued;
+
+	pthread_mutex_lock(&w->lock);
+	queued = w->flush_queued;
+	w->flush_queued = 1;
+	pthread_mutex_unlock(&w->lock);
+	if (queued)
+		return KS_OK;
+	op = op_new(OP_FLUSH);
+	if (!op) {
+		pthread_mutex_lock(&w->lock);
+		w->flush_queued = 0;
+		pthread_mutex_unlock(&w->lock);
+		return KS_E_NOMEM;
+	}
+	post(w, op);
+	return KS_OK;
+}
+
+int ks_writer_record_miss(ks_store_writer_t *w, const char *spec,
+    uint64_t count)
+{
+	op_t *op = op_new(OP_MISS);
+
+	if (!op || !(op->spec = strdup(spec))) {
+		free(op);
+		return KS_E_NOMEM;
+	}
+	op->count = count;
+	post(w, op);
+	return KS_OK;
+}
+
+int ks_writer_quarantine(ks_store_writer_t *w, const ks_hash_t *key)
+{
+	op_t *op = op_new(OP_QUARANTINE);
+
+	if (!op)
+		return KS_E_NOMEM;
+	op->key = *key;
+	post(w, op);
+	return KS_OK;
+}
+
+int ks_writer_remove(ks_store_writer_t *w, const ks_hash_t *keys,
+    size_t nkeys, int (*match)(void *ctx, const char *meta), void *mctx,
+    ks_writer_removed_fn done, void *ctx)
+{
+	op_t *op = op_new(OP_REMOVE);
+
+	if (!op)
+		return KS_E_NOMEM;
+	if (nkeys) {
+		op->keys = malloc(nkeys * sizeof *keys);
+		if (!op->keys) {
+			free(op);
+			return KS_E_NOMEM;
+		}
+		memcpy(op->keys, keys, nkeys * sizeof *keys);
+	}
+	op->nkeys = nkeys;
+	op->match = match;
+	op->mctx = mctx;
+	op->done = done;
+	op->ctx = ctx;
+	post(w, op);
+	return KS_OK;
+}
+
+int ks_writer_barrier(ks_store_writer_t *w, void (*reached)(void *ctx),
+    void *ctx)
+{
+	op_t *op = op_new(OP_BARRIER);
+
+	if (!op)
+		return KS_E_NOMEM;
+	op->reached = reached;
+	op->ctx = ctx;
+	post(w, op);
+	return KS_OK;
+}
+
+uint64_t ks_writer_backlog(ks_store_writer_t *w)
+{
+	return __atomic_load_n(&w->backlog, __ATOMIC_RELAXED);
+}
+
+uint64_t ks_writer_failed_puts(ks_store_writer_t *w)
+{
+	return __atomic_load_n(&w->failed_puts, __ATOMIC_RELAXED);
+}
