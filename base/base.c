@@ -49,7 +49,7 @@ int ks_err_from_errno(int e)
 	case 0: return KS_OK;
 	case ENOMEM: return KS_E_NOMEM;
 	case EINVAL: return KS_E_INVAL;
-	case ENOENT: case ECONNREFUSED: return KS_E_CONNECT;
+	case ECONNREFUSED: return KS_E_CONNECT;
 	case ETIMEDOUT: return KS_E_TIMEOUT;
 	case E2BIG: case EMSGSIZE: return KS_E_TOO_LARGE;
 	default: return KS_E_IO;
@@ -233,6 +233,13 @@ void ks_log_set_level(int level)
 	log_level = level;
 }
 
+static const char *log_name = "kspec";
+
+void ks_log_set_name(const char *name)
+{
+	log_name = name;
+}
+
 void ks_log(int level, const char *fmt, ...)
 {
 	static const char *const names[] = { "error", "warn", "info", "debug" };
@@ -246,8 +253,9 @@ void ks_log(int level, const char *fmt, ...)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-	fprintf(stderr, "%s.%03ldZ kspec[%ld] %s: ", when, ts.tv_nsec / 1000000,
-	    (long)getpid(), names[level < 0 ? 0 : level > 3 ? 3 : level]);
+	fprintf(stderr, "%s.%03ldZ %s[%ld] %s: ", when, ts.tv_nsec / 1000000,
+	    log_name, (long)getpid(),
+	    names[level < 0 ? 0 : level > 3 ? 3 : level]);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);

@@ -44,7 +44,10 @@
 	X(NOT_FOUND,     -26, "not found")                                   \
 	X(TIMEOUT,       -27, "timed out")                                   \
 	X(INTERNAL,      -28, "internal error")                              \
-	X(UNSUPPORTED,   -29, "unsupported")
+	X(UNSUPPORTED,   -29, "unsupported")                                 \
+	X(COMPILE_CRASHED, -30, "the compiler crashed")                      \
+	X(COMPILE_TIMEOUT, -31, "the compile exceeded its time limit")       \
+	X(COMPILE_OOM,   -32, "the compile exceeded its memory limit")
 
 enum {
 	KS_OK = 0,
@@ -148,6 +151,9 @@ size_t ks_dtype_size(ks_dtype_t d);
 /* Logging to stderr: "2026-11-29T13:00:00.123Z kspecd[pid] level: msg". */
 enum { KS_LOG_ERROR, KS_LOG_WARN, KS_LOG_INFO, KS_LOG_DEBUG };
 void ks_log_set_level(int level);
+/* The program name in log lines ("kspec" unless set); NAME must live as
+ * long as the process logs. */
+void ks_log_set_name(const char *name);
 void ks_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

@@ -67,4 +67,79 @@ int ks_exec_params_json(ks_buf_t *out, const ks_ir_kernel_t *k);
  * expression of the dynamic dims), lanes, grid and block. */
 int ks_exec_launch_json(ks_buf_t *out, const ks_ir_kernel_t *k);
 
+/*
+ * ---- the worker channel ----
+ *
+ * Parent and compile worker talk over a socketpair in proto's frames
+ * (u32 header length, u32 payload length, JSON header, raw payload), one
+ * request at a time:
+ *
+ *   worker -> parent  {"op":"ready","pid":N,"codegen":C,
+ *                      "fingerprints":["<hex>",...]}       once, at start
+ *   parent -> worker  {"op":"probe","seq":S}
+ *   worker -> parent  {"seq":S,"ok":true,"probe":{...}}    (ks_exec_probe)
+ *   parent -> worker  {"op":"compile","seq":S,"kernel":..,"dtype":..,
+ *                      "mode":..,"shape":{..},"dynamic":[..],"backend":..,
+ *                      "target":..,"format":..,"identity":..,
+ *                      "fingerprint":"<hex>","codegen":C}
+ *   worker -> parent  {"seq":S,"ok":true,"variant":..,"entry":..,
+ *                      "format":..,"params":[..],"launch":{..},
+ *                      "compile_ms":T,"rss":B} + the artifact as payload
+ *                  or {"seq":S,"ok":false,"error":{"code":"E_..",
+ *                      "message":".."},"compile_ms":T,"rss":B}
+ *
+ * rss is the worker's resident set in bytes after the job.  The parent
+ * closing its end tells the worker to exit.
+ */
+
+/* Largest header and payload either side accepts on the channel. */
+#define KS_WIRE_MAX_HEADER  (1u << 20)
+#define KS_WIRE_MAX_PAYLOAD (256u << 20)
+
+/* Appends the compile request of JOB (a whole frame) to FRAME. */
+int ks_wire_job_encode(const ks_job_t *job, uint64_t seq, ks_buf_t *frame);
+/* Parses a compile request; the kernel and backend must be this build's.
+ * KS_E_BAD_REQUEST with a message otherwise. */
+int ks_wire_job_decode(const char *hdr, size_t len, ks_job_t *job,
+    uint64_t *seq, char *err, size_t errlen);
+/* Appends the frame prefix and header of a job's outcome (RC, ERRMSG when
+ * RC is an error, else OUT, whose bytes are the payload the caller sends
+ * after it). */
+int ks_wire_out_encode(uint64_t seq, int rc, const char *errmsg,
+    const ks_job_out_t *out, uint64_t rss, ks_buf_t *frame);
+/*
+ * Parses a job's outcome header; PAYLOAD (PLEN bytes) is copied into OUT
+ * on success.  *rc is the job's result; the return value says whether the
+ * header itself was valid (KS_E_PROTO otherwise).
+ */
+int ks_wire_out_decode(const char *hdr, size_t len, const void *payload,
+    size_t plen, uint64_t *seq, int *rc, char *errmsg, size_t errlen,
+    ks_job_out_t *out, uint64_t *rss);
+
+/*
+ * Appends what this process's backends are (the probe): for every backend
+ * its name, default format, whether it is available (and why not), and
+ * for "auto" and each explicit target it lists the resolved target and
+ * the compiler identity, or the error that refuses it:
+ *
+ *   {"codegen":C,"backends":[{"name":"cpu","format":"so",
+ *     "available":true,"listed":["x86-64-v4",...],
+ *     "targets":[{"requested":"auto","target":"x86-64-v3",
+ *                 "identity":"libgccjit ..."},
+ *                {"requested":"sm_50","error":{"code":"E_BAD_TARGET",
+ *                 "message":"..."}}, ...]}, ...]}
+ *
+ * The daemon resolves targets from it, so that it never loads a compiler
+ * itself.
+ */
+int ks_exec_probe(ks_buf_t *out);
+
+/*
+ * The compile worker: serves the channel on FD until the parent closes
+ * it.  MEMORY_BYTES (0: none) is the worker's own address-space limit.
+ * Returns the process's exit status.  Test faults (KSPEC_TEST_FAULTS,
+ * docs/architecture.md) are read here and nowhere else.
+ */
+int ks_worker_main(int fd, uint64_t memory_bytes, long parent);
+
 #endif

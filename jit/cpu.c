@@ -1586,6 +1586,15 @@ int ks_jit_cpu_assembly(const ks_ir_kernel_t *k, const char *target,
 	return rc;
 }
 
+static int cpu_list_targets(char (*names)[KS_MAX_NAME + 1], int max)
+{
+	int i;
+
+	for (i = 0; i < (int)NELEM(cpu_targets) && i < max; i++)
+		snprintf(names[i], KS_MAX_NAME + 1, "%s", cpu_targets[i]);
+	return i;
+}
+
 const ks_backend_t ks_backend_cpu = {
 	.name = "cpu",
 	.default_format = "so",
@@ -1594,4 +1603,5 @@ const ks_backend_t ks_backend_cpu = {
 	.check_format = cpu_check_format,
 	.identity = cpu_identity,
 	.compile = cpu_compile,
+	.targets = cpu_list_targets,
 };

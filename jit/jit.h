@@ -57,9 +57,10 @@ typedef struct ks_backend {
 	 * has no source form (cpu builds gccjit calls). */
 	int (*source)(const ks_ir_kernel_t *k, ks_buf_t *out, char *err,
 	    size_t errlen);
-	/* Optional, for backends without an "auto" target: writes up to MAX
-	 * accepted explicit targets, oldest first, and returns how many (or
-	 * a negative error).  Listed by hello. */
+	/* Writes up to MAX accepted explicit targets, oldest first, and
+	 * returns how many (or a negative error).  With "auto", these are
+	 * every target a request may name; a daemon resolves requests from
+	 * this list (hello lists it for a backend without "auto"). */
 	int (*targets)(char (*names)[KS_MAX_NAME + 1], int max);
 } ks_backend_t;
 

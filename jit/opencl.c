@@ -579,6 +579,20 @@ int ks_jit_opencl_device(const char *target, void **platform,
 	return KS_OK;
 }
 
+/* Every device by name, then by "<platform index>:<device index>". */
+static int cl_targets(char (*names)[KS_MAX_NAME + 1], int max)
+{
+	int i, n = 0;
+
+	pthread_once(&devs_once, devs_init);
+	for (i = 0; i < ndevs && n < max; i++)
+		snprintf(names[n++], KS_MAX_NAME + 1, "%s", devs[i].target);
+	for (i = 0; i < ndevs && n < max; i++)
+		snprintf(names[n++], KS_MAX_NAME + 1, "%d:%d", devs[i].pi,
+		    devs[i].di);
+	return n;
+}
+
 const ks_backend_t ks_backend_opencl = {
 	.name = "opencl",
 	.default_format = "clbin",
@@ -588,4 +602,5 @@ const ks_backend_t ks_backend_opencl = {
 	.identity = cl_identity,
 	.compile = cl_compile,
 	.source = cl_source,
+	.targets = cl_targets,
 };

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../exec/exec.h"
 #include "server.h"
 
 int ks_server_defaults(ks_server_config_t *cfg)
@@ -45,6 +46,34 @@ int ks_server_defaults(ks_server_config_t *cfg)
 	cfg->max_bytes = 0;
 	cfg->hot_bytes = 256ull << 20;
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	cfg->workers = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
+	cfg->workers = ncpu < 1 ? 1 : ncpu > KS_DEFAULT_MAX_WORKERS ?
+	    KS_DEFAULT_MAX_WORKERS : (int)ncpu;
+	cfg->compile_timeout_s = KS_DEFAULT_COMPILE_TIMEOUT_S;
+	cfg->worker_memory = KS_DEFAULT_WORKER_MEMORY;
+	cfg->worker_jobs = KS_DEFAULT_WORKER_JOBS;
+	cfg->worker_rss = KS_DEFAULT_WORKER_RSS;
 	return 0;
+}
+
+/* kspecd --worker FD --worker-memory BYTES --worker-parent PID, as the
+ * pool spawns it (pool.c); not for people. */
+int ks_server_worker(int argc, char **argv)
+{
+	uint64_t memory = 0;
+	long parent = 0;
+	int i, fd = -1;
+
+	for (i = 1; i + 1 < argc; i += 2) {
+		if (strcmp(argv[i], "--worker") == 0)
+			fd = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--worker-memory") == 0)
+			memory = strtoull(argv[i + 1], NULL, 10);
+		else if (strcmp(argv[i], "--worker-parent") == 0)
+			parent = strtol(argv[i + 1], NULL, 10);
+		else
+			return 2;
+	}
+	if (fd < 0 || i != argc)
+		return 2;
+	return ks_worker_main(fd, memory, parent);
 }

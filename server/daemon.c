@@ -35,6 +35,8 @@
 
 #define FLUSH_INTERVAL_MS 1000
 #define DRAIN_DEADLINE_MS 5000
+/* The first compile worker must have reported its compilers by then. */
+#define START_DEADLINE_MS 60000
 
 static void on_flush(uv_timer_t *t)
 {
@@ -56,7 +58,10 @@ static void maybe_finish(ks_srv_t *srv)
 {
 	if (!srv->stopping || ks_flights_count(&srv->flights))
 		return;
+	ks_pool_stop(&srv->pool);
 	ks_conns_drain_all(&srv->conns);
+	if (!uv_is_closing((uv_handle_t *)&srv->start_timer))
+		uv_close((uv_handle_t *)&srv->start_timer, NULL);
 	if (!uv_is_closing((uv_handle_t *)&srv->flush_timer))
 		uv_close((uv_handle_t *)&srv->flush_timer, NULL);
 	if (!uv_is_closing((uv_handle_t *)&srv->stop_async))
@@ -74,15 +79,65 @@ static void on_flights_idle(ks_flights_t *set)
 	maybe_finish(set->owner);
 }
 
+static void on_pool_idle(ks_pool_t *p)
+{
+	ks_srv_t *srv = p->owner;
+
+	ks_flights_dispatch(&srv->flights);
+}
+
+/* The first worker told what the compilers are: requests can be keyed,
+ * so the daemon starts accepting connections. */
+static void on_probe(ks_pool_t *p, int rc, const char *json)
+{
+	ks_srv_t *srv = p->owner;
+	char err[256];
+
+	err[0] = '\0';
+	if (srv->listening || srv->stopping)
+		return;
+	if (rc == KS_OK)
+		rc = ks_keys_load_probe(&srv->keys, json, err, sizeof err);
+	if (rc == KS_OK) {
+		rc = uv_listen((uv_stream_t *)&srv->listener, 511,
+		    ks_conns_on_connection);
+		if (rc)
+			snprintf(err, sizeof err, "listen: %s", uv_strerror(rc));
+	}
+	if (rc) {
+		ks_log(KS_LOG_ERROR, "cannot start: %s", err[0] ? err :
+		    "the compile workers did not report their compilers");
+		srv->exit_status = KS_E_INTERNAL;
+		__atomic_store_n(&srv->stop_signal, 0, __ATOMIC_RELEASE);
+		uv_async_send(&srv->stop_async);
+		return;
+	}
+	srv->listening = 1;
+	ks_log(KS_LOG_INFO, "kspecd %s listening on %s, store %s, %d compile "
+	    "workers", KS_SERVER_VERSION, srv->cfg.socket_path,
+	    srv->cfg.store_path, srv->cfg.workers);
+}
+
+/* Workers that never get ready (they cannot be spawned, or die at start)
+ * stop the daemon rather than leave clients waiting. */
+static void on_start_deadline(uv_timer_t *t)
+{
+	ks_srv_t *srv = t->data;
+
+	if (!srv->listening)
+		on_probe(&srv->pool, KS_E_TIMEOUT, NULL);
+}
+
 static void on_stop(uv_async_t *a)
 {
 	ks_srv_t *srv = a->data;
 
 	if (srv->stopping)
 		return;
-	ks_log(KS_LOG_INFO, "signal %d: stopping (%u compiles in flight)",
-	    __atomic_load_n(&srv->stop_signal, __ATOMIC_ACQUIRE),
-	    ks_flights_count(&srv->flights));
+	if (__atomic_load_n(&srv->stop_signal, __ATOMIC_ACQUIRE))
+		ks_log(KS_LOG_INFO, "signal %d: stopping (%u compiles in "
+		    "flight)", __atomic_load_n(&srv->stop_signal,
+		    __ATOMIC_ACQUIRE), ks_flights_count(&srv->flights));
 	srv->stopping = 1;
 	uv_close((uv_handle_t *)&srv->listener, NULL);
 	ks_sock_unlink(srv->cfg.socket_path);
@@ -141,25 +196,6 @@ static int fd_limit(void)
 	return max;
 }
 
-/* Resolves "auto" and reads the compiler identity of every available
- * backend now, so the first request does not pay for it on the loop
- * thread (the cpu identity runs an empty libgccjit compile). */
-static void warm_identities(ks_srv_t *srv)
-{
-	const ks_backend_t *const *all;
-	char why[256];
-	int i, n;
-
-	all = ks_backends(&n);
-	for (i = 0; i < n; i++) {
-		if (all[i]->available(why, sizeof why) != KS_OK)
-			continue;
-		if (ks_keys_ident_warm(&srv->keys, all[i]) != KS_OK)
-			ks_log(KS_LOG_DEBUG, "backend %s: no default target",
-			    all[i]->name);
-	}
-}
-
 /* Opens the store beside its lock; logs and returns the error. */
 static int open_store(ks_srv_t *srv)
 {
@@ -191,6 +227,7 @@ static void close_fds(ks_srv_t *srv)
 /* Starts the loop's handles and threads; logs what failed. */
 static int start(ks_srv_t *srv, int fd)
 {
+	ks_pool_opts_t opts;
 	int rc;
 
 	srv->loop = uv_default_loop();
@@ -201,24 +238,36 @@ static int start(ks_srv_t *srv, int fd)
 		ks_log(KS_LOG_ERROR, "cannot start the store writer");
 		return KS_E_INTERNAL;
 	}
-	rc = ks_pool_init(&srv->pool, srv->loop, srv->cfg.workers);
-	if (rc)
+	opts.workers = srv->cfg.workers;
+	opts.timeout_ms = srv->cfg.compile_timeout_s * 1000;
+	opts.memory_bytes = srv->cfg.worker_memory;
+	opts.recycle_jobs = srv->cfg.worker_jobs;
+	opts.recycle_rss = srv->cfg.worker_rss;
+	opts.exe = NULL;
+	rc = ks_pool_init(&srv->pool, srv->loop, &opts, srv);
+	if (rc) {
+		ks_log(KS_LOG_ERROR, "cannot start the compile workers");
 		return rc;
+	}
+	srv->pool.on_idle = on_pool_idle;
+	srv->pool.on_probe = on_probe;
+	ks_pool_probe(&srv->pool);
 	ks_flights_init(&srv->flights, &srv->pool, &srv->keys, srv);
 	srv->flights.finish = ks_lookup_finish;
 	srv->flights.idle = on_flights_idle;
 	ks_conns_init(&srv->conns, srv->loop, fd_limit(), ks_dispatch_request,
 	    srv);
 
+	/* The socket is listening already (connections wait in its
+	 * backlog); they are accepted once the probe is in (on_probe). */
 	uv_pipe_init(srv->loop, &srv->listener, 0);
 	srv->listener.data = &srv->conns;
 	uv_pipe_open(&srv->listener, fd);
-	rc = uv_listen((uv_stream_t *)&srv->listener, 511,
-	    ks_conns_on_connection);
-	if (rc) {
-		ks_log(KS_LOG_ERROR, "listen: %s", uv_strerror(rc));
-		return KS_E_IO;
-	}
+	uv_timer_init(srv->loop, &srv->start_timer);
+	srv->start_timer.data = srv;
+	uv_timer_start(&srv->start_timer, on_start_deadline, START_DEADLINE_MS,
+	    0);
+	uv_unref((uv_handle_t *)&srv->start_timer);
 	uv_async_init(srv->loop, &srv->stop_async, on_stop);
 	srv->stop_async.data = srv;
 	if (pthread_create(&srv->signal_thread, NULL, signal_main, srv) != 0) {
@@ -255,6 +304,7 @@ int ks_server_run(const ks_server_config_t *cfg)
 	srv.started_ns = ks_now_ns();
 	signal(SIGPIPE, SIG_IGN);
 
+	ks_log_set_name("kspecd");
 	ks_dispatch_init();
 	rc = ks_base_init();
 	if (rc == KS_OK)
@@ -283,14 +333,10 @@ int ks_server_run(const ks_server_config_t *cfg)
 		close_fds(&srv);
 		return rc;
 	}
-	warm_identities(&srv);
 	rc = start(&srv, fd);
 	if (rc)
 		return rc;
 
-	ks_log(KS_LOG_INFO, "kspecd %s listening on %s, store %s, %d workers",
-	    KS_SERVER_VERSION, cfg->socket_path, cfg->store_path,
-	    cfg->workers);
 	uv_run(srv.loop, UV_RUN_DEFAULT);
 	uv_close((uv_handle_t *)&srv.drain_timer, NULL);
 	uv_run(srv.loop, UV_RUN_DEFAULT);
@@ -310,5 +356,5 @@ int ks_server_run(const ks_server_config_t *cfg)
 	uv_loop_close(srv.loop);
 	close_fds(&srv);
 	ks_log(KS_LOG_INFO, "kspecd stopped");
-	return KS_OK;
+	return srv.exit_status;
 }

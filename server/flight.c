@@ -7,6 +7,8 @@
 
 #include "flight.h"
 
+static void negative_expire(ks_flights_t *set, uint64_t now);
+
 #define FLIGHT_OF(item) \
 	((ks_flight_t *)((char *)(item) - offsetof(ks_flight_t, queued)))
 
@@ -27,6 +29,7 @@ void ks_flights_close(ks_flights_t *set)
 {
 	int p;
 
+	negative_expire(set, UINT64_MAX);
 	for (p = 0; p < KS_PRIO_COUNT; p++)
 		ks_sched_close(&set->queue[p]);
 }
@@ -45,6 +48,67 @@ void ks_flights_each(ks_flights_t *set, void (*fn)(void *ctx,
 		fn(ctx, f);
 }
 
+/* ---- negative entries ---- */
+
+/* Drops the entries that have expired (they are in expiry order). */
+static void negative_expire(ks_flights_t *set, uint64_t now)
+{
+	ks_negative_t *n;
+
+	while ((n = set->negative_head) && n->expires_ns <= now) {
+		set->negative_head = n->next;
+		if (!set->negative_head)
+			set->negative_tail = NULL;
+		HASH_DEL(set->negative, n);
+		free(n);
+	}
+}
+
+/* A compile that crashed, timed out or ran out of memory is not run again
+ * for KS_NEGATIVE_TTL_MS: requests for its key get its error at once. */
+static void negative_add(ks_flights_t *set, const ks_flight_t *f)
+{
+	ks_negative_t *n;
+
+	if (f->err != KS_E_COMPILE_CRASHED && f->err != KS_E_COMPILE_TIMEOUT &&
+	    f->err != KS_E_COMPILE_OOM)
+		return;
+	negative_expire(set, ks_now_ns());
+	HASH_FIND(hh, set->negative, &f->key, sizeof f->key, n);
+	if (n)
+		return;
+	n = calloc(1, sizeof *n);
+	if (!n)
+		return;
+	n->key = f->key;
+	n->err = f->err;
+	snprintf(n->msg, sizeof n->msg, "%s", f->errmsg);
+	n->expires_ns = ks_now_ns() + (uint64_t)KS_NEGATIVE_TTL_MS * 1000000;
+	HASH_ADD(hh, set->negative, key, sizeof n->key, n);
+	if (set->negative_tail)
+		set->negative_tail->next = n;
+	else
+		set->negative_head = n;
+	set->negative_tail = n;
+}
+
+/* The negative entry of KEY: its error, with a message in ERR. */
+static int negative_find(ks_flights_t *set, const ks_hash_t *key, char *err,
+    size_t errlen)
+{
+	uint64_t now = ks_now_ns();
+	ks_negative_t *n;
+
+	negative_expire(set, now);
+	HASH_FIND(hh, set->negative, key, sizeof *key, n);
+	if (!n)
+		return KS_OK;
+	snprintf(err, errlen, "%s (a recent failure, not retried for another "
+	    "%.1f s)", n->msg, (double)(n->expires_ns - now) / 1e9);
+	set->negative_hits++;
+	return n->err;
+}
+
 /* Tells every waiter of F its outcome and frees F. */
 static void flight_end(ks_flights_t *set, ks_flight_t *f)
 {
@@ -55,6 +119,7 @@ static void flight_end(ks_flights_t *set, ks_flight_t *f)
 	set->finish(set, f);
 	if (f->err && f->err != KS_E_SHUTTING_DOWN)
 		set->failures++;
+	negative_add(set, f);
 	for (w = f->waiters; w; w = next) {
 		next = w->next;
 		w->done(w, f);
@@ -82,7 +147,7 @@ static void job_done(ks_pool_job_t *pj)
 	    offsetof(ks_flight_t, pj));
 	ks_flights_t *set = f->set;
 
-	set->compile_ns += ks_now_ns() - pj->started_ns;
+	set->compile_ns += (uint64_t)(pj->compile_ms * 1e6);
 	flight_end(set, f);
 	if (!set->stopping)
 		ks_flights_dispatch(set);
@@ -109,6 +174,7 @@ static int job_fill(ks_flights_t *set, ks_flight_t *f)
 
 	if (!fp || strlen(g->identity) >= sizeof j->identity)
 		return KS_E_INTERNAL;
+	f->pj.key = f->key;
 	j->spec = g->spec;
 	j->backend = g->backend;
 	snprintf(j->target, sizeof j->target, "%s", g->target);
@@ -158,11 +224,14 @@ static int enqueue(ks_flights_t *set, ks_flight_t *f, const ks_waiter_t *w)
 }
 
 int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,
-    ks_waiter_t *w)
+    ks_waiter_t *w, char *err, size_t errlen)
 {
 	ks_flight_t *f;
+	int rc;
 
 	HASH_FIND(hh, set->table, &g->key, sizeof g->key, f);
+	if (!f && (rc = negative_find(set, &g->key, err, errlen)) != KS_OK)
+		return rc;
 	if (f) {
 		/* A get joining a queued warm flight promotes it, in the
 		 * get's client's turn. */
@@ -173,18 +242,25 @@ int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,
 			f->prio = prio;
 			if (enqueue(set, f, w) != KS_OK) {
 				f->prio = old;
-				if (enqueue(set, f, f->waiters) != KS_OK)
+				if (enqueue(set, f, f->waiters) != KS_OK) {
+					snprintf(err, errlen, "out of memory");
 					return KS_E_NOMEM;
+				}
 			}
 		}
 		w->joined = 1;
 		set->joins++;
 	} else {
-		if (HASH_COUNT(set->table) >= KS_MAX_FLIGHTS)
+		if (HASH_COUNT(set->table) >= KS_MAX_FLIGHTS) {
+			snprintf(err, errlen, "%d distinct compiles are queued; "
+			    "try again later", KS_MAX_FLIGHTS);
 			return KS_E_BUSY;
+		}
 		f = calloc(1, sizeof *f);
-		if (!f)
+		if (!f) {
+			snprintf(err, errlen, "out of memory");
 			return KS_E_NOMEM;
+		}
 		f->key = g->key;
 		f->get = *g;
 		f->set = set;
@@ -193,6 +269,7 @@ int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,
 		f->created_ns = ks_now_ns();
 		if (enqueue(set, f, w) != KS_OK) {
 			free(f);
+			snprintf(err, errlen, "out of memory");
 			return KS_E_NOMEM;
 		}
 		HASH_ADD(hh, set->table, key, sizeof f->key, f);

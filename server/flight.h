@@ -68,8 +68,23 @@ struct ks_flight {
 	char errmsg[512];
 };
 
+/* How long a compile that crashed, timed out or ran out of memory is
+ * answered from its negative entry instead of being run again. */
+#define KS_NEGATIVE_TTL_MS 5000
+
+typedef struct ks_negative {
+	ks_hash_t key;
+	UT_hash_handle hh;
+	int err;
+	char msg[512];
+	uint64_t expires_ns;
+	struct ks_negative *next;        /* expiry order */
+} ks_negative_t;
+
 struct ks_flights {
 	ks_flight_t *table;      /* uthash by key */
+	ks_negative_t *negative; /* uthash by key */
+	ks_negative_t *negative_head, *negative_tail;
 	ks_sched_t queue[KS_PRIO_COUNT];
 	ks_pool_t *pool;
 	const ks_keys_t *keys;   /* fingerprints for the jobs */
@@ -85,6 +100,7 @@ struct ks_flights {
 	uint64_t joins;
 	uint64_t failures;       /* compiles that failed */
 	uint64_t abandoned;      /* flights nobody waited for any more */
+	uint64_t negative_hits;  /* requests answered by a negative entry */
 	uint64_t compile_ns;     /* time inside compiles */
 	uint64_t queue_ns;       /* time flights waited for a worker */
 };
@@ -97,11 +113,13 @@ unsigned ks_flights_count(const ks_flights_t *set);
 /*
  * Adds W to the flight of G's key, or starts one at PRIO for it.  On KS_OK
  * W belongs to the flight until its done callback; W->joined tells which
- * happened.  KS_E_BUSY when KS_MAX_FLIGHTS distinct compiles are in
- * flight; KS_E_NOMEM.  On error W is untouched and done is not called.
+ * happened.  Errors, with a message in ERR: the error of a negative entry
+ * (E_COMPILE_CRASHED, _TIMEOUT, _OOM), KS_E_BUSY when KS_MAX_FLIGHTS
+ * distinct compiles are in flight, KS_E_NOMEM.  On error W is untouched
+ * and done is not called.
  */
 int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,
-    ks_waiter_t *w);
+    ks_waiter_t *w, char *err, size_t errlen);
 /* Hands queued flights to idle workers, gets first. */
 void ks_flights_dispatch(ks_flights_t *set);
 /* Shutdown: no compile starts from now on; every queued flight ends with

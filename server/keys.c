@@ -27,8 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "keys.h"
-#include "server.h"
 
 #define KEY_SCHEME "kspec-key-v1"
 
@@ -76,37 +77,148 @@ int ks_keys_ident_add(ks_keys_t *keys, const ks_backend_t *be,
 	return KS_OK;
 }
 
-static int ident_lookup(ks_keys_t *keys, const ks_backend_t *be,
-    const char *requested, ks_ident_t **out, char *err, size_t errlen)
+const ks_binfo_t *ks_keys_backend(const ks_keys_t *keys,
+    const ks_backend_t *be)
 {
-	char target[KS_MAX_NAME + 1];
-	ks_ident_t *id;
-	ks_buf_t b;
-	int rc;
+	int i;
+
+	for (i = 0; i < keys->nbackends; i++)
+		if (keys->backends[i].backend == be)
+			return &keys->backends[i];
+	return NULL;
+}
+
+int ks_keys_resolve(const ks_keys_t *keys, const ks_backend_t *be,
+    const char *requested, const ks_ident_t **out, char *err,
+    size_t errlen)
+{
+	const ks_binfo_t *bi = ks_keys_backend(keys, be);
+	const ks_refusal_t *r;
+	const ks_ident_t *id;
+	ks_buf_t list;
+	int i, has_auto = 0;
 
 	for (id = keys->idents; id; id = id->next) {
 		if (id->backend == be && strcmp(id->requested, requested) == 0) {
 			*out = id;
 			return KS_OK;
 		}
+		has_auto |= id->backend == be && !strcmp(id->requested, "auto");
 	}
-	rc = be->resolve_target(requested, target, sizeof target, err,
-	    errlen);
-	if (rc)
-		return rc;
-	ks_buf_init(&b);
-	rc = be->identity(target, &b);
-	if (rc || !b.data) {
-		ks_buf_close(&b);
-		snprintf(err, errlen, "backend %s: cannot read its compiler "
-		    "identity", be->name);
-		return rc ? rc : KS_E_INTERNAL;
+	for (r = keys->refused; r; r = r->next) {
+		if (r->backend == be && strcmp(r->requested, requested) == 0) {
+			ks_set_err(err, errlen, "%s", r->message);
+			return r->code;
+		}
 	}
-	rc = ks_keys_ident_add(keys, be, requested, target, b.data, out);
-	ks_buf_close(&b);
-	return rc;
+	ks_buf_init(&list);
+	for (i = 0; bi && i < bi->nlisted; i++)
+		ks_buf_printf(&list, "%s%s", i ? ", " : "", bi->listed[i]);
+	ks_set_err(err, errlen, "%s target '%.*s' is not accepted; use %s%s%s",
+	    be->name, KS_MAX_NAME, requested, has_auto ? "auto" : "",
+	    has_auto && list.data ? " or one of: " : list.data ? "one of: " :
+	    "", list.data ? list.data : "");
+	ks_buf_close(&list);
+	return KS_E_BAD_TARGET;
 }
 
+/* ---- the probe ---- */
+
+static const char *jstr(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int load_target(ks_keys_t *keys, const ks_backend_t *be,
+    const cJSON *t)
+{
+	const char *req = jstr(t, "requested"), *tg = jstr(t, "target");
+	const char *id = jstr(t, "identity");
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(t, "error");
+	ks_refusal_t *r;
+
+	if (!req || strlen(req) > KS_MAX_NAME)
+		return KS_E_PROTO;
+	if (tg && id)
+		return strlen(tg) > KS_MAX_NAME ? KS_E_PROTO :
+		    ks_keys_ident_add(keys, be, req, tg, id, NULL);
+	if (!jstr(e, "code") || !jstr(e, "message"))
+		return KS_E_PROTO;
+	r = calloc(1, sizeof *r);
+	if (!r || !(r->message = strdup(jstr(e, "message")))) {
+		free(r);
+		return KS_E_NOMEM;
+	}
+	r->backend = be;
+	copy_name(r->requested, sizeof r->requested, req);
+	r->code = ks_err_from_name(jstr(e, "code"));
+	r->next = keys->refused;
+	keys->refused = r;
+	return KS_OK;
+}
+
+static int load_backend(ks_keys_t *keys, const cJSON *b)
+{
+	const ks_backend_t *be = ks_backend_find(jstr(b, "name"));
+	const cJSON *listed, *t;
+	ks_binfo_t *bi;
+	int rc, i = 0;
+
+	if (!be || ks_keys_backend(keys, be) ||
+	    keys->nbackends == KS_KEYS_MAX_BACKENDS)
+		return KS_E_PROTO;
+	bi = &keys->backends[keys->nbackends++];
+	bi->backend = be;
+	bi->available = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b,
+	    "available"));
+	if (!bi->available) {
+		bi->reason = strdup(jstr(b, "reason") ? jstr(b, "reason") :
+		    "unavailable");
+		return bi->reason ? KS_OK : KS_E_NOMEM;
+	}
+	listed = cJSON_GetObjectItemCaseSensitive(b, "listed");
+	bi->nlisted = cJSON_GetArraySize(listed);
+	bi->listed = calloc(bi->nlisted ? (size_t)bi->nlisted : 1,
+	    sizeof *bi->listed);
+	if (!bi->listed)
+		return KS_E_NOMEM;
+	cJSON_ArrayForEach(t, listed) {
+		if (!cJSON_IsString(t) || strlen(t->valuestring) > KS_MAX_NAME)
+			return KS_E_PROTO;
+		copy_name(bi->listed[i++], KS_MAX_NAME + 1, t->valuestring);
+	}
+	cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(b, "targets"))
+		if ((rc = load_target(keys, be, t)) != KS_OK)
+			return rc;
+	return KS_OK;
+}
+
+int ks_keys_load_probe(ks_keys_t *keys, const char *json, char *err,
+    size_t errlen)
+{
+	cJSON *j = cJSON_Parse(json);
+	const cJSON *cg = cJSON_GetObjectItemCaseSensitive(j, "codegen");
+	const cJSON *b;
+	int rc = KS_OK;
+
+	if (!cJSON_IsObject(j) || !cJSON_IsNumber(cg) ||
+	    cg->valueint != KS_CODEGEN_VERSION) {
+		ks_set_err(err, errlen, "the probe is malformed or from "
+		    "another code generation");
+		cJSON_Delete(j);
+		return KS_E_PROTO;
+	}
+	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(j, "backends"))
+		if ((rc = load_backend(keys, b)) != KS_OK)
+			break;
+	cJSON_Delete(j);
+	if (rc)
+		ks_set_err(err, errlen, "the probe is malformed (%s)",
+		    ks_err_name(rc));
+	return rc;
+}
 
 /* Appends field(name, value) of the canonical encoding to ENC; the caller
  * sized ENC for the worst case. */
@@ -146,7 +258,8 @@ int ks_keys_normalize(ks_keys_t *keys, const ks_get_req_t *req,
 	ks_dim_t dims[2 * KS_MAX_DIMS];
 	ks_dtype_t dtype;
 	ks_mode_t mode;
-	ks_ident_t *ident;
+	const ks_binfo_t *bi;
+	const ks_ident_t *ident;
 	ks_hasher_t h;
 	/* Worst case: 6 fixed fields and KS_MAX_DIMS dims, each two 8-byte
 	 * lengths, a name of at most KS_MAX_NAME and a value of at most 64. */
@@ -174,11 +287,11 @@ int ks_keys_normalize(ks_keys_t *keys, const ks_get_req_t *req,
 			snprintf(err + n, errlen - (size_t)n, ")");
 		return KS_E_BAD_BACKEND;
 	}
-	beerr[0] = '\0';
-	rc = out->backend->available(beerr, sizeof beerr);
-	if (rc) {
+	bi = ks_keys_backend(keys, out->backend);
+	if (!bi || !bi->available) {
 		snprintf(err, errlen, "backend %s is unavailable: %s",
-		    out->backend->name, beerr);
+		    out->backend->name, bi ? bi->reason : "the compile workers "
+		    "have not reported it");
 		return KS_E_BACKEND_UNAVAILABLE;
 	}
 	if (ks_dtype_parse(req->dtype, &dtype)) {
@@ -223,7 +336,7 @@ int ks_keys_normalize(ks_keys_t *keys, const ks_get_req_t *req,
 		return rc;
 
 	beerr[0] = '\0';
-	rc = ident_lookup(keys, out->backend, req->target, &ident, beerr,
+	rc = ks_keys_resolve(keys, out->backend, req->target, &ident, beerr,
 	    sizeof beerr);
 	if (rc) {
 		snprintf(err, errlen, "%s", beerr[0] ? beerr :
@@ -297,14 +410,6 @@ int ks_keys_components(const ks_keys_t *keys, const ks_get_t *g,
 	return ks_buf_puts(o, "}");
 }
 
-int ks_keys_ident_warm(ks_keys_t *keys, const ks_backend_t *backend)
-{
-	ks_ident_t *id;
-	char err[256];
-
-	return ident_lookup(keys, backend, "auto", &id, err, sizeof err);
-}
-
 const ks_hash_t *ks_keys_fingerprint(const ks_keys_t *keys,
     const ks_kernel_def_t *def)
 {
@@ -337,6 +442,8 @@ int ks_keys_init(ks_keys_t *keys)
 void ks_keys_close(ks_keys_t *keys)
 {
 	ks_ident_t *id, *next;
+	ks_refusal_t *r, *rn;
+	int i;
 
 	for (id = keys->idents; id; id = next) {
 		next = id->next;
@@ -344,6 +451,17 @@ void ks_keys_close(ks_keys_t *keys)
 		free(id);
 	}
 	keys->idents = NULL;
+	for (r = keys->refused; r; r = rn) {
+		rn = r->next;
+		free(r->message);
+		free(r);
+	}
+	keys->refused = NULL;
+	for (i = 0; i < keys->nbackends; i++) {
+		free(keys->backends[i].reason);
+		free(keys->backends[i].listed);
+	}
+	keys->nbackends = 0;
 }
 
 /* Appends ,"NAME":{constant dims},"dynamic":[dynamic dims] of G. */

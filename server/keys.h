@@ -34,19 +34,55 @@ typedef struct ks_ident {
 	struct ks_ident *next;
 } ks_ident_t;
 
+/* A requested target that the compilers refused, with their reason. */
+typedef struct ks_refusal {
+	const ks_backend_t *backend;
+	char requested[KS_MAX_NAME + 1];
+	int code;
+	char *message;
+	struct ks_refusal *next;
+} ks_refusal_t;
+
+/* What the probe (exec.h) says of one backend. */
+typedef struct {
+	const ks_backend_t *backend;
+	int available;
+	char *reason;            /* when not available */
+	char (*listed)[KS_MAX_NAME + 1];  /* explicit targets, oldest first */
+	int nlisted;
+} ks_binfo_t;
+
 #define KS_KEYS_MAX_KERNELS 16
+#define KS_KEYS_MAX_BACKENDS 8
 
 /* What keys are made of besides the request: kernel fingerprints (in
- * library order) and the identity cache. */
+ * library order) and what the compilers are (targets and identities,
+ * from the probe). */
 typedef struct {
 	ks_hash_t fingerprints[KS_KEYS_MAX_KERNELS];
 	int nkernels;
 	ks_ident_t *idents;
+	ks_refusal_t *refused;
+	ks_binfo_t backends[KS_KEYS_MAX_BACKENDS];
+	int nbackends;
 } ks_keys_t;
 
-/* Computes the fingerprints of every kernel of the library. */
+/* Computes the fingerprints of every kernel of the library.  No backend
+ * is known until ks_keys_load_probe. */
 int ks_keys_init(ks_keys_t *keys);
 void ks_keys_close(ks_keys_t *keys);
+/* Loads the probe's JSON (exec.h): every backend, its targets and their
+ * identities.  KS_E_PROTO with a message for a probe that is not one. */
+int ks_keys_load_probe(ks_keys_t *keys, const char *json, char *err,
+    size_t errlen);
+/* What the probe said of BE, or NULL when it said nothing. */
+const ks_binfo_t *ks_keys_backend(const ks_keys_t *keys,
+    const ks_backend_t *be);
+/* Resolves REQUESTED for BE from the probe: KS_OK and *out, or the error
+ * that refuses it with a message. */
+int ks_keys_resolve(const ks_keys_t *keys, const ks_backend_t *be,
+    const char *requested, const ks_ident_t **out, char *err,
+    size_t errlen);
 
 /* Validates REQ and fills OUT with its normalized form and key.  On error
  * a negative ks error with a one-line message in ERR. */
@@ -61,12 +97,10 @@ const ks_hash_t *ks_keys_fingerprint(const ks_keys_t *keys,
 
 /* Adds (backend, requested target) -> (resolved target, compiler
  * identity) to the identity cache; the key prefix is hashed here.  Used by
- * the lookup and by tests that need another compiler identity. */
+ * the probe's loader and by tests that need another compiler identity. */
 int ks_keys_ident_add(ks_keys_t *keys, const ks_backend_t *be,
     const char *requested, const char *target, const char *identity,
     ks_ident_t **out);
-/* Fills the identity cache for BACKEND's "auto" target. */
-int ks_keys_ident_warm(ks_keys_t *keys, const ks_backend_t *backend);
 
 /* Writes the canonical get-spec of G (target as requested) as JSON: the
  * form `misses` records and a manifest replays. */

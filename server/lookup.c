@@ -64,19 +64,11 @@ int ks_lookup_cached(ks_srv_t *srv, const ks_get_t *g, int probe,
 int ks_lookup_join(ks_srv_t *srv, const ks_get_t *g, int prio,
     ks_waiter_t *w, char *err, size_t errlen)
 {
-	int rc;
-
 	if (srv->stopping) {
 		snprintf(err, errlen, "daemon is shutting down");
 		return KS_E_SHUTTING_DOWN;
 	}
-	rc = ks_flight_join(&srv->flights, g, prio, w);
-	if (rc == KS_E_BUSY)
-		snprintf(err, errlen, "%d distinct compiles are queued; try "
-		    "again later", KS_MAX_FLIGHTS);
-	else if (rc)
-		snprintf(err, errlen, "out of memory");
-	return rc;
+	return ks_flight_join(&srv->flights, g, prio, w, err, errlen);
 }
 
 const char *ks_lookup_source(const ks_waiter_t *w)

@@ -20,6 +20,7 @@ int ks_lookup_cached(ks_srv_t *srv, const ks_get_t *g, int probe,
 /*
  * After a miss: joins or starts G's flight at PRIO for W (see
  * ks_flight_join).  Errors, with a message in ERR: KS_E_SHUTTING_DOWN,
+ * a recent failure of the key (E_COMPILE_CRASHED, _TIMEOUT, _OOM),
  * KS_E_BUSY, KS_E_NOMEM; W's done is then not called.
  */
 int ks_lookup_join(ks_srv_t *srv, const ks_get_t *g, int prio,

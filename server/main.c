@@ -12,7 +12,9 @@
 
 static const char usage[] =
 "usage: kspecd [--socket PATH] [--store PATH] [--max-bytes N]\n"
-"              [--hot-bytes N] [--workers N] [--verbose]\n"
+"              [--hot-bytes N] [--workers N] [--compile-timeout S]\n"
+"              [--worker-memory N] [--worker-jobs N] [--worker-rss N]\n"
+"              [--verbose]\n"
 "\n"
 "  --socket PATH    Unix socket (default $KSPEC_SOCKET, else\n"
 "                   $XDG_RUNTIME_DIR/kspec/kspecd.sock, else\n"
@@ -23,7 +25,16 @@ static const char usage[] =
 "  --max-bytes N    byte budget of the store, LRU eviction (0: none;\n"
 "                   suffixes K, M, G)\n"
 "  --hot-bytes N    byte budget of the memory tier (default 256M)\n"
-"  --workers N      compile threads (default: number of CPUs, max 8)\n"
+"  --workers N      compile worker processes, 1..64 (default: the number\n"
+"                   of CPUs, at most 16)\n"
+"  --compile-timeout S  seconds a compile may run before its worker is\n"
+"                   killed (default 120; 0: no limit)\n"
+"  --worker-memory N  memory limit of each worker, RLIMIT_DATA (default\n"
+"                   2G; 0: none)\n"
+"  --worker-jobs N  compiles after which a worker is replaced (default\n"
+"                   200; 0: never)\n"
+"  --worker-rss N   resident size above which a worker is replaced after\n"
+"                   its compile (default 512M; 0: never)\n"
 "  --verbose        log every request at debug level\n";
 
 static int parse_bytes(const char *s, uint64_t *out)
@@ -34,7 +45,7 @@ static int parse_bytes(const char *s, uint64_t *out)
 
 	errno = 0;
 	v = strtoull(s, &end, 10);
-	if (errno || end == s)
+	if (errno || end == s || *s == '-')
 		return -1;
 	switch (*end) {
 	case 'K': case 'k': mul = 1ull << 10; end++; break;
@@ -55,6 +66,10 @@ int main(int argc, char **argv)
 		{ "max-bytes", required_argument, 0, 'm' },
 		{ "hot-bytes", required_argument, 0, 'h' },
 		{ "workers", required_argument, 0, 'w' },
+		{ "compile-timeout", required_argument, 0, 't' },
+		{ "worker-memory", required_argument, 0, 'M' },
+		{ "worker-jobs", required_argument, 0, 'j' },
+		{ "worker-rss", required_argument, 0, 'r' },
 		{ "verbose", no_argument, 0, 'v' },
 		{ "help", no_argument, 0, 'H' },
 		{ "version", no_argument, 0, 'V' },
@@ -62,7 +77,12 @@ int main(int argc, char **argv)
 	};
 	ks_server_config_t cfg;
 	uint64_t v;
+	char *end;
 	int c;
+
+	/* The daemon re-executes itself as a compile worker (pool.c). */
+	if (argc > 1 && strcmp(argv[1], "--worker") == 0)
+		return ks_server_worker(argc, argv);
 
 	if (ks_server_defaults(&cfg) != 0) {
 		fprintf(stderr, "kspecd: cannot determine default paths "
@@ -81,6 +101,8 @@ int main(int argc, char **argv)
 			break;
 		case 'm':
 		case 'h':
+		case 'M':
+		case 'r':
 			if (parse_bytes(optarg, &v) != 0) {
 				fprintf(stderr, "kspecd: bad byte count '%s'\n",
 				    optarg);
@@ -88,16 +110,39 @@ int main(int argc, char **argv)
 			}
 			if (c == 'm')
 				cfg.max_bytes = v;
-			else
+			else if (c == 'h')
 				cfg.hot_bytes = v;
+			else if (c == 'M')
+				cfg.worker_memory = v;
+			else
+				cfg.worker_rss = v;
 			break;
 		case 'w':
-			cfg.workers = atoi(optarg);
-			if (cfg.workers < 1 || cfg.workers > 64) {
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || *end || end == optarg || v < 1 ||
+			    v > KS_MAX_WORKERS) {
 				fprintf(stderr, "kspecd: --workers must be "
-				    "1..64\n");
+				    "1..%d\n", KS_MAX_WORKERS);
 				return 2;
 			}
+			cfg.workers = (int)v;
+			break;
+		case 't':
+		case 'j':
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || *end || end == optarg || *optarg == '-' ||
+			    v > 1000000000ull) {
+				fprintf(stderr, "kspecd: --%s must be a whole "
+				    "number\n", c == 't' ? "compile-timeout" :
+				    "worker-jobs");
+				return 2;
+			}
+			if (c == 't')
+				cfg.compile_timeout_s = v;
+			else
+				cfg.worker_jobs = v;
 			break;
 		case 'v':
 			ks_log_set_level(KS_LOG_DEBUG);

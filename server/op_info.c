@@ -16,35 +16,44 @@ void ks_op_ping(ks_conn_t *c, const ks_request_t *req)
 
 /* ---- hello ---- */
 
-/* A backend without an "auto" target (cuda): its explicit targets, and
- * the compiler identity for the newest of them. */
-static void hello_targets(ks_conn_t *c, const ks_backend_t *be)
+/* A backend's default target and compiler, from the probe: "auto", or for
+ * a backend without it (cuda) its explicit targets and the compiler of
+ * the newest. */
+static void hello_targets(ks_conn_t *c, const ks_keys_t *keys,
+    const ks_binfo_t *bi)
 {
-	char names[64][KS_MAX_NAME + 1];
-	ks_buf_t id;
-	int i, n = be->targets(names, 64);
+	const ks_ident_t *id;
+	char err[512];
+	int i;
 
-	if (n <= 0)
+	if (ks_keys_resolve(keys, bi->backend, "auto", &id, err,
+	    sizeof err) == KS_OK) {
+		ks_buf_puts(&c->out, ",\"target\":");
+		ks_buf_json_str(&c->out, id->target);
+		ks_buf_puts(&c->out, ",\"compiler\":");
+		ks_buf_json_str(&c->out, id->identity);
+		return;
+	}
+	if (bi->nlisted == 0)
 		return;
 	ks_buf_puts(&c->out, ",\"target\":null,\"targets\":[");
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < bi->nlisted; i++) {
 		ks_buf_puts(&c->out, i ? "," : "");
-		ks_buf_json_str(&c->out, names[i]);
+		ks_buf_json_str(&c->out, bi->listed[i]);
 	}
 	ks_buf_puts(&c->out, "]");
-	ks_buf_init(&id);
-	if (be->identity(names[n - 1], &id) == KS_OK && id.data) {
+	if (ks_keys_resolve(keys, bi->backend, bi->listed[bi->nlisted - 1],
+	    &id, err, sizeof err) == KS_OK) {
 		ks_buf_puts(&c->out, ",\"compiler\":");
-		ks_buf_json_str(&c->out, id.data);
+		ks_buf_json_str(&c->out, id->identity);
 	}
-	ks_buf_close(&id);
 }
 
 void ks_op_hello(ks_conn_t *c, const ks_request_t *req)
 {
+	const ks_keys_t *keys = &ks_srv_of(c)->keys;
 	const ks_backend_t *const *bes;
 	const ks_kernel_def_t *const *ks;
-	char why[256], target[KS_MAX_NAME + 1];
 	int i, nb, nk;
 
 	ks_reply_begin(c, req->has_id, req->id);
@@ -52,31 +61,19 @@ void ks_op_hello(ks_conn_t *c, const ks_request_t *req)
 	    "\"backends\":[", KS_PROTO_VERSION, KS_SERVER_VERSION);
 	bes = ks_backends(&nb);
 	for (i = 0; i < nb; i++) {
-		const ks_backend_t *be = bes[i];
-		ks_buf_t id;
+		const ks_binfo_t *bi = ks_keys_backend(keys, bes[i]);
 
-		why[0] = '\0';
 		ks_buf_printf(&c->out, "%s{\"name\":\"%s\",\"format\":\"%s\"",
-		    i ? "," : "", be->name, be->default_format);
-		if (be->available(why, sizeof why) != KS_OK) {
+		    i ? "," : "", bes[i]->name, bes[i]->default_format);
+		if (!bi || !bi->available) {
 			ks_buf_puts(&c->out, ",\"available\":false,\"reason\":");
-			ks_buf_json_str(&c->out, why);
+			ks_buf_json_str(&c->out, bi ? bi->reason : "not "
+			    "reported by the compile workers");
 			ks_buf_puts(&c->out, "}");
 			continue;
 		}
 		ks_buf_puts(&c->out, ",\"available\":true");
-		ks_buf_init(&id);
-		if (be->resolve_target("auto", target, sizeof target, why,
-		    sizeof why) == KS_OK && be->identity(target, &id) ==
-		    KS_OK && id.data) {
-			ks_buf_puts(&c->out, ",\"target\":");
-			ks_buf_json_str(&c->out, target);
-			ks_buf_puts(&c->out, ",\"compiler\":");
-			ks_buf_json_str(&c->out, id.data);
-		} else if (be->targets) {
-			hello_targets(c, be);
-		}
-		ks_buf_close(&id);
+		hello_targets(c, keys, bi);
 		ks_buf_puts(&c->out, "}");
 	}
 	ks_buf_puts(&c->out, "],\"kernels\":[");

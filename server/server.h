@@ -19,8 +19,21 @@ typedef struct {
 	char store_path[4096];
 	uint64_t max_bytes;      /* store byte budget, 0: unlimited */
 	uint64_t hot_bytes;      /* memory tier budget */
-	int workers;             /* compile threads */
+	int workers;             /* compile worker processes */
+	uint64_t compile_timeout_s;  /* per compile, 0: none */
+	uint64_t worker_memory;  /* bytes of RLIMIT_DATA per worker, 0: none */
+	uint64_t worker_jobs;    /* jobs before a worker is replaced, 0: never */
+	uint64_t worker_rss;     /* RSS above which it is replaced, 0: never */
 } ks_server_config_t;
+
+/* Defaults of the compile workers (docs/architecture.md gives the
+ * measurements behind them). */
+#define KS_MAX_WORKERS          64
+#define KS_DEFAULT_MAX_WORKERS  16
+#define KS_DEFAULT_COMPILE_TIMEOUT_S 120
+#define KS_DEFAULT_WORKER_MEMORY (2ull << 30)
+#define KS_DEFAULT_WORKER_JOBS  200
+#define KS_DEFAULT_WORKER_RSS   (512ull << 20)
 
 /* Fills the defaults of DESIGN.md section 3 (env KSPEC_SOCKET and
  * KSPEC_STORE override them). */
@@ -29,5 +42,9 @@ int ks_server_defaults(ks_server_config_t *cfg);
 /* Runs the daemon until SIGINT/SIGTERM; returns 0 on a clean stop, or a
  * negative ks error with a message already logged. */
 int ks_server_run(const ks_server_config_t *cfg);
+
+/* Runs a compile worker (kspecd re-executed by the daemon with --worker);
+ * returns its exit status. */
+int ks_server_worker(int argc, char **argv);
 
 #endif

@@ -41,6 +41,9 @@ struct ks_srv {
 	int stop_signal;
 	uv_timer_t flush_timer;
 	uv_timer_t drain_timer;  /* bounds the drain at shutdown */
+	uv_timer_t start_timer;  /* bounds the wait for the first worker */
+	int listening;           /* accepting connections */
+	int exit_status;
 	ks_server_config_t cfg;
 	ks_store_t *store;
 	ks_store_writer_t *writer;

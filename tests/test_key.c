@@ -7,16 +7,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../exec/exec.h"
 #include "../server/keys.h"
 
 static ks_keys_t *S;
 
+/* Keys as the daemon has them: fingerprints, and the compilers as a
+ * worker's probe reports them (made here, in this process). */
 static ks_keys_t *keys_new(void)
 {
 	ks_keys_t *k = aligned_alloc(_Alignof(ks_keys_t), sizeof *k);
+	char err[256];
+	ks_buf_t probe;
 
 	cr_assert(k);
 	cr_assert_eq(ks_keys_init(k), KS_OK);
+	ks_buf_init(&probe);
+	cr_assert_eq(ks_exec_probe(&probe), KS_OK);
+	cr_assert_eq(ks_keys_load_probe(k, probe.data, err, sizeof err),
+	    KS_OK, "%s", err);
+	ks_buf_close(&probe);
 	return k;
 }
 

@@ -40,6 +40,9 @@ ERROR_CODES = {
     "E_TIMEOUT": -27,
     "E_INTERNAL": -28,
     "E_UNSUPPORTED": -29,
+    "E_COMPILE_CRASHED": -30,
+    "E_COMPILE_TIMEOUT": -31,
+    "E_COMPILE_OOM": -32,
 }
 
 

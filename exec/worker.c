@@ -1,0 +1,363 @@
+/*
+ * The compile worker (exec.h): one process, one job at a time, on a
+ * socketpair to the daemon.
+ *
+ * Hygiene, set up before anything else runs here:
+ * - PR_SET_PDEATHSIG(SIGKILL): the worker dies with the daemon's thread
+ *   that spawned it (the loop thread, which lives as long as the daemon),
+ *   so a kill -9 of the daemon leaves no orphan; a daemon that died before
+ *   the prctl is caught by comparing getppid() with the pid it passed.
+ * - The daemon spawned it in a session of its own with the default signal
+ *   dispositions and an empty mask, so a terminal's Ctrl-C does not reach
+ *   it; the daemon stops it by closing the channel (or SIGKILL).
+ * - SIGPIPE is ignored: a parent gone mid-reply is an EPIPE, then exit.
+ * - MEMORY_BYTES becomes RLIMIT_DATA (private writable and anonymous
+ *   memory: the heap, GCC's garbage-collected pages, LLVM's allocations),
+ *   which leaves the address space the shared libraries and PoCL's
+ *   mappings reserve alone; a compile that runs out dies or fails here,
+ *   not in the daemon.
+ *
+ * Test faults.  KSPEC_TEST_FAULTS (unset in production; tests set it on
+ * the daemon, whose workers inherit it) is a comma-separated list of
+ * ACTION:DIM=VALUE[@ONCE], applied to a compile job whose spec has the
+ * constant DIM=VALUE, before compiling:
+ *   stall  sleep until killed (a hung compiler)
+ *   crash  raise SIGSEGV (a compiler crash)
+ *   exit   exit with status 3
+ *   oom    allocate and touch memory until an allocation fails, then
+ *          abort (a runaway compile at the memory limit)
+ * With @ONCE (a file path), the fault fires only in the worker that
+ * creates that file first, so a retry of the job succeeds.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "../proto/proto.h"
+#include "exec.h"
+
+/* ---- test faults ---- */
+
+#define MAX_FAULTS 8
+
+typedef struct {
+	char action[8];
+	char dim[KS_MAX_NAME + 1];
+	int64_t value;
+	char once[256];
+} fault_t;
+
+static fault_t faults[MAX_FAULTS];
+static int nfaults;
+
+static void faults_parse(const char *spec)
+{
+	char buf[2048], *save = NULL, *tok;
+
+	if (!spec || !*spec)
+		return;
+	snprintf(buf, sizeof buf, "%s", spec);
+	for (tok = strtok_r(buf, ",", &save); tok && nfaults < MAX_FAULTS;
+	    tok = strtok_r(NULL, ",", &save)) {
+		fault_t *f = &faults[nfaults];
+		char *colon = strchr(tok, ':'), *eq, *at;
+
+		if (!colon || !(eq = strchr(colon, '=')))
+			continue;
+		*colon = *eq = '\0';
+		if ((at = strchr(eq + 1, '@'))) {
+			*at = '\0';
+			snprintf(f->once, sizeof f->once, "%s", at + 1);
+		}
+		snprintf(f->action, sizeof f->action, "%s", tok);
+		snprintf(f->dim, sizeof f->dim, "%s", colon + 1);
+		f->value = strtoll(eq + 1, NULL, 10);
+		nfaults++;
+	}
+}
+
+static int fault_applies(const fault_t *f, const ks_job_t *job)
+{
+	int i, fd;
+
+	for (i = 0; i < job->spec.ndims; i++) {
+		const ks_dim_t *d = &job->spec.dims[i];
+
+		if (d->is_const && d->value == f->value &&
+		    strcmp(d->name, f->dim) == 0)
+			break;
+	}
+	if (i == job->spec.ndims)
+		return 0;
+	if (!f->once[0])
+		return 1;
+	fd = open(f->once, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return 0;
+	close(fd);
+	return 1;
+}
+
+static void faults_apply(const ks_job_t *job)
+{
+	struct rlimit none = { 0, 0 };
+	int i;
+
+	for (i = 0; i < nfaults; i++) {
+		const fault_t *f = &faults[i];
+
+		if (!fault_applies(f, job))
+			continue;
+		ks_log(KS_LOG_WARN, "test fault: %s", f->action);
+		if (strcmp(f->action, "stall") == 0) {
+			for (;;)
+				pause();
+		} else if (strcmp(f->action, "crash") == 0) {
+			setrlimit(RLIMIT_CORE, &none);
+			raise(SIGSEGV);
+		} else if (strcmp(f->action, "exit") == 0) {
+			_exit(3);
+		} else if (strcmp(f->action, "oom") == 0) {
+			void *p;
+
+			setrlimit(RLIMIT_CORE, &none);
+			while ((p = malloc(16u << 20)))
+				memset(p, 1, 16u << 20);
+			abort();
+		}
+	}
+}
+
+/* ---- the channel ---- */
+
+static int read_full(int fd, void *p, size_t n)
+{
+	char *c = p;
+
+	while (n) {
+		ssize_t r = read(fd, c, n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		c += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static int write_full(int fd, const void *a, size_t alen, const void *b,
+    size_t blen)
+{
+	struct iovec iov[2] = { { (void *)a, alen }, { (void *)b, blen } };
+	int n = blen ? 2 : 1, i = 0;
+
+	while (i < n) {
+		ssize_t w = writev(fd, iov + i, n - i);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		while (i < n && (size_t)w >= iov[i].iov_len) {
+			w -= (ssize_t)iov[i].iov_len;
+			i++;
+		}
+		if (i < n) {
+			iov[i].iov_base = (char *)iov[i].iov_base + w;
+			iov[i].iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
+static uint64_t rss_bytes(void)
+{
+	unsigned long size = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+		resident = 0;
+	fclose(f);
+	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static int send_ready(int fd)
+{
+	const ks_kernel_def_t *const *all;
+	char hex[KS_HASH_HEX];
+	ks_buf_t b;
+	size_t at;
+	int i, n, rc;
+
+	ks_buf_init(&b);
+	ks_buf_append(&b, "\0\0\0\0\0\0\0\0", KS_FRAME_PREFIX);
+	at = b.len;
+	ks_buf_printf(&b, "{\"op\":\"ready\",\"pid\":%ld,\"codegen\":%d,"
+	    "\"fingerprints\":[", (long)getpid(), KS_CODEGEN_VERSION);
+	all = ks_kernels(&n);
+	for (i = 0; i < n; i++) {
+		const ks_hash_t *h = ks_kernel_fingerprint(all[i]);
+
+		if (!h) {
+			ks_buf_close(&b);
+			return -1;
+		}
+		ks_hash_hex(h, hex);
+		ks_buf_printf(&b, "%s\"%s\"", i ? "," : "", hex);
+	}
+	ks_buf_puts(&b, "]}");
+	if (!b.data) {
+		ks_buf_close(&b);
+		return -1;
+	}
+	ks_frame_prefix((uint8_t *)b.data, (uint32_t)(b.len - at), 0);
+	rc = write_full(fd, b.data, b.len, NULL, 0);
+	ks_buf_close(&b);
+	return rc;
+}
+
+static int reply_probe(int fd, uint64_t seq)
+{
+	ks_buf_t b;
+	int rc;
+
+	ks_buf_init(&b);
+	ks_buf_append(&b, "\0\0\0\0\0\0\0\0", KS_FRAME_PREFIX);
+	ks_buf_printf(&b, "{\"seq\":%" PRIu64 ",\"ok\":true,\"probe\":", seq);
+	ks_exec_probe(&b);
+	ks_buf_puts(&b, "}");
+	if (!b.data)
+		return -1;
+	ks_frame_prefix((uint8_t *)b.data, (uint32_t)(b.len -
+	    KS_FRAME_PREFIX), 0);
+	rc = write_full(fd, b.data, b.len, NULL, 0);
+	ks_buf_close(&b);
+	return rc;
+}
+
+static int reply_compile(int fd, const char *hdr, size_t len)
+{
+	char err[1024];
+	ks_job_out_t out;
+	ks_job_t job;
+	uint64_t seq = 0;
+	ks_buf_t b;
+	int rc, wrc;
+
+	err[0] = '\0';
+	memset(&out, 0, sizeof out);
+	rc = ks_wire_job_decode(hdr, len, &job, &seq, err, sizeof err);
+	if (rc == KS_OK) {
+		faults_apply(&job);
+		rc = ks_job_run(&job, &out, err, sizeof err);
+		/* Out of memory inside a compile is the memory limit. */
+		if (rc == KS_E_NOMEM) {
+			rc = KS_E_COMPILE_OOM;
+			snprintf(err, sizeof err, "the compile ran out of "
+			    "memory");
+		}
+	}
+	ks_buf_init(&b);
+	if (ks_wire_out_encode(seq, rc, err, &out, rss_bytes(), &b) != KS_OK)
+		return -1;
+	wrc = write_full(fd, b.data, b.len, out.bytes, rc == KS_OK ?
+	    out.len : 0);
+	ks_buf_close(&b);
+	ks_job_out_close(&out);
+	return wrc;
+}
+
+static const char *op_of(const char *hdr, size_t len, uint64_t *seq)
+{
+	static char op[16];
+	char *text = malloc(len + 1);
+	const cJSON *v;
+	cJSON *j;
+
+	op[0] = '\0';
+	*seq = 0;
+	if (!text)
+		return op;
+	memcpy(text, hdr, len);
+	text[len] = '\0';
+	j = cJSON_Parse(text);
+	free(text);
+	v = cJSON_GetObjectItemCaseSensitive(j, "op");
+	if (cJSON_IsString(v))
+		snprintf(op, sizeof op, "%s", v->valuestring);
+	v = cJSON_GetObjectItemCaseSensitive(j, "seq");
+	if (cJSON_IsNumber(v) && v->valuedouble >= 0)
+		*seq = (uint64_t)v->valuedouble;
+	cJSON_Delete(j);
+	return op;
+}
+
+int ks_worker_main(int fd, uint64_t memory_bytes, long parent)
+{
+	uint8_t pre[KS_FRAME_PREFIX];
+	uint32_t hl, pl;
+	char *hdr = NULL;
+	uint64_t seq;
+	const char *op;
+	int rc;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (parent > 0 && getppid() != (pid_t)parent)
+		return 1;
+	ks_log_set_name("kspecd-worker");
+	signal(SIGPIPE, SIG_IGN);
+	if (memory_bytes) {
+		struct rlimit rl = { memory_bytes, memory_bytes };
+
+		if (setrlimit(RLIMIT_DATA, &rl) != 0)
+			ks_log(KS_LOG_WARN, "cannot limit memory to %" PRIu64
+			    " bytes: %s", memory_bytes, strerror(errno));
+	}
+	faults_parse(getenv("KSPEC_TEST_FAULTS"));
+	if (ks_base_init() != KS_OK || send_ready(fd) != 0)
+		return 1;
+	hdr = malloc(KS_WIRE_MAX_HEADER);
+	if (!hdr)
+		return 1;
+	for (;;) {
+		if (read_full(fd, pre, sizeof pre) != 0) {
+			rc = 0;         /* the parent closed the channel */
+			break;
+		}
+		if (ks_frame_peek(pre, sizeof pre, KS_WIRE_MAX_HEADER, 0, &hl,
+		    &pl) != KS_OK || read_full(fd, hdr, hl) != 0) {
+			ks_log(KS_LOG_ERROR, "bad frame from the daemon");
+			rc = 1;
+			break;
+		}
+		op = op_of(hdr, hl, &seq);
+		if (strcmp(op, "compile") == 0)
+			rc = reply_compile(fd, hdr, hl);
+		else if (strcmp(op, "probe") == 0)
+			rc = reply_probe(fd, seq);
+		else
+			rc = -1;
+		if (rc != 0) {
+			rc = 1;
+			break;
+		}
+	}
+	free(hdr);
+	close(fd);
+	return rc;
+}
