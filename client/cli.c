@@ -510,13 +510,61 @@ static void print_scalar(const char *name, const cJSON *v)
 	}
 }
 
-/* Prints V as "dotted.name value" lines; arrays as name[i]. */
+/* 1 when O is an object of scalars only (a row of a list). */
+static int is_row(const cJSON *o)
+{
+	const cJSON *c;
+
+	if (!cJSON_IsObject(o) || !o->child)
+		return 0;
+	for (c = o->child; c; c = c->next)
+		if (cJSON_IsObject(c) || cJSON_IsArray(c))
+			return 0;
+	return 1;
+}
+
+/* One line: "name key=value key=value ...". */
+static void print_row(const char *name, const cJSON *o)
+{
+	const cJSON *c;
+
+	printf("%-40s", name);
+	for (c = o->child; c; c = c->next) {
+		printf(" %s=", c->string);
+		if (cJSON_IsString(c))
+			printf("%s", c->valuestring);
+		else if (cJSON_IsNumber(c) && c->valuedouble ==
+		    (double)(int64_t)c->valuedouble)
+			printf("%" PRId64, (int64_t)c->valuedouble);
+		else if (cJSON_IsNumber(c))
+			printf("%.6g", c->valuedouble);
+		else if (cJSON_IsBool(c))
+			printf("%s", cJSON_IsTrue(c) ? "true" : "false");
+		else
+			printf("-");
+	}
+	printf("\n");
+}
+
+/* Prints V as "dotted.name value" lines; arrays as name[i], an array
+ * element that is a flat object (a worker, a compile in flight) as one
+ * line. */
 static void print_flat(const char *prefix, const cJSON *v)
 {
 	char name[256];
 	const cJSON *c;
 	int i = 0;
 
+	if (cJSON_IsArray(v) && v->child && is_row(v->child)) {
+		for (c = v->child; c; c = c->next, i++) {
+			snprintf(name, sizeof name, "%s[%d]", prefix, i);
+			if (is_row(c))
+				print_row(name, c);
+			else
+				print_flat(name, c);
+		}
+		return;
+	}
 	if ((!cJSON_IsObject(v) && !cJSON_IsArray(v)) || !v->child) {
 		print_scalar(prefix, v);
 		return;

@@ -21,6 +21,8 @@
  * the daemon, whose workers inherit it) is a comma-separated list of
  * ACTION:DIM=VALUE[@ONCE], applied to a compile job whose spec has the
  * constant DIM=VALUE, before compiling:
+ *   delay  sleep 1 s, or MS milliseconds for delay/MS, then compile (a
+ *          slow compile)
  *   stall  sleep until killed (a hung compiler)
  *   crash  raise SIGSEGV (a compiler crash)
  *   exit   exit with status 3
@@ -53,6 +55,7 @@
 
 typedef struct {
 	char action[8];
+	long ms;                         /* delay */
 	char dim[KS_MAX_NAME + 1];
 	int64_t value;
 	char once[256];
@@ -79,6 +82,11 @@ static void faults_parse(const char *spec)
 		if ((at = strchr(eq + 1, '@'))) {
 			*at = '\0';
 			snprintf(f->once, sizeof f->once, "%s", at + 1);
+		}
+		f->ms = 1000;
+		if (strchr(tok, '/')) {
+			f->ms = strtol(strchr(tok, '/') + 1, NULL, 10);
+			*strchr(tok, '/') = '\0';
 		}
 		snprintf(f->action, sizeof f->action, "%s", tok);
 		snprintf(f->dim, sizeof f->dim, "%s", colon + 1);
@@ -120,11 +128,20 @@ static void faults_apply(const ks_job_t *job)
 		if (!fault_applies(f, job))
 			continue;
 		ks_log(KS_LOG_WARN, "test fault: %s", f->action);
-		if (strcmp(f->action, "stall") == 0) {
+		if (strcmp(f->action, "delay") == 0) {
+			struct timespec ts = { f->ms / 1000,
+			    (f->ms % 1000) * 1000000 };
+
+			while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+				;
+		} else if (strcmp(f->action, "stall") == 0) {
 			for (;;)
 				pause();
 		} else if (strcmp(f->action, "crash") == 0) {
+			/* Libraries loaded by a probe (LLVM's, NVRTC's) may
+			 * have taken SIGSEGV; a crash ends the process. */
 			setrlimit(RLIMIT_CORE, &none);
+			signal(SIGSEGV, SIG_DFL);
 			raise(SIGSEGV);
 		} else if (strcmp(f->action, "exit") == 0) {
 			_exit(3);
@@ -134,6 +151,7 @@ static void faults_apply(const ks_job_t *job)
 			setrlimit(RLIMIT_CORE, &none);
 			while ((p = malloc(16u << 20)))
 				memset(p, 1, 16u << 20);
+			signal(SIGABRT, SIG_DFL);
 			abort();
 		}
 	}

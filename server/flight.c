@@ -114,6 +114,7 @@ static void flight_end(ks_flights_t *set, ks_flight_t *f)
 {
 	ks_waiter_t *w, *next;
 
+	ks_sched_finish(&set->queue[f->prio], &f->queued);
 	f->state = FLIGHT_DONE;
 	HASH_DEL(set->table, f);
 	set->finish(set, f);

@@ -115,6 +115,26 @@ static void inflight_one(void *ctx, const ks_flight_t *f)
 	in->first = 0;
 }
 
+static void worker_one(void *ctx, const ks_worker_t *w)
+{
+	inflight_t *in = ctx;
+	char hex[KS_HASH_HEX];
+
+	ks_buf_printf(in->out, "%s{\"pid\":%ld,\"state\":\"%s\"",
+	    in->first ? "" : ",", (long)w->pid, ks_worker_state_name(w->state));
+	if (w->state == WORKER_BUSY && w->job) {
+		ks_hash_hex(&w->job->key, hex);
+		ks_buf_printf(in->out, ",\"key\":\"%s\",\"kernel\":\"%s\","
+		    "\"backend\":\"%s\",\"job_ms\":%.1f", hex,
+		    w->job->job.spec.def->name, w->job->job.backend->name,
+		    (double)(in->now - w->job_ns) / 1e6);
+	}
+	ks_buf_printf(in->out, ",\"jobs\":%" PRIu64 ",\"rss\":%" PRIu64
+	    ",\"age_s\":%.1f}", w->jobs, w->rss,
+	    (double)(in->now - w->started_ns) / 1e9);
+	in->first = 0;
+}
+
 void ks_op_stats(ks_conn_t *c, const ks_request_t *req)
 {
 	ks_srv_t *srv = ks_srv_of(c);
@@ -161,8 +181,26 @@ void ks_op_stats(ks_conn_t *c, const ks_request_t *req)
 	    ss.max_bytes, ss.evicted, ss.corrupt, ss.schema_version,
 	    ks_writer_backlog(srv->writer), ks_writer_failed_puts(srv->writer),
 	    ks_store_touches_dropped(srv->store));
-	ks_buf_printf(&c->out, ",\"queue_depth\":%u,\"inflight\":[",
+	json_counter(&c->out, "negative_hits", fl->negative_hits);
+	json_counter(&c->out, "worker_starts", srv->pool.started);
+	json_counter(&c->out, "worker_start_failures",
+	    srv->pool.start_failures);
+	json_counter(&c->out, "worker_crashes", srv->pool.crashes);
+	json_counter(&c->out, "worker_timeouts", srv->pool.timeouts);
+	json_counter(&c->out, "worker_ooms", srv->pool.ooms);
+	json_counter(&c->out, "worker_retries", srv->pool.retries);
+	json_counter(&c->out, "worker_recycles", srv->pool.recycled);
+	ks_buf_printf(&c->out, ",\"limits\":{\"workers\":%d,"
+	    "\"compile_timeout_s\":%" PRIu64 ",\"worker_memory\":%" PRIu64
+	    ",\"worker_jobs\":%" PRIu64 ",\"worker_rss\":%" PRIu64 "}",
+	    srv->cfg.workers, srv->cfg.compile_timeout_s,
+	    srv->cfg.worker_memory, srv->cfg.worker_jobs, srv->cfg.worker_rss);
+	ks_buf_puts(&c->out, ",\"workers\":[");
+	in.first = 1;
+	ks_pool_each(&srv->pool, worker_one, &in);
+	ks_buf_printf(&c->out, "],\"queue_depth\":%u,\"inflight\":[",
 	    ks_flights_count(fl));
+	in.first = 1;
 	ks_flights_each(&srv->flights, inflight_one, &in);
 	ks_buf_puts(&c->out, "]");
 	ks_reply_finish(c);

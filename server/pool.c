@@ -234,7 +234,7 @@ static void retry_push(ks_pool_t *p, ks_pool_job_t *pj)
 static void describe_status(int status, char *out, size_t len)
 {
 	if (WIFSIGNALED(status))
-		snprintf(out, len, "killed by signal %d (%s)",
+		snprintf(out, len, "was killed by signal %d (%s)",
 		    WTERMSIG(status), strsignal(WTERMSIG(status)));
 	else if (WIFEXITED(status))
 		snprintf(out, len, "exited with status %d",

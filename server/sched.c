@@ -85,15 +85,11 @@ int ks_sched_push(ks_sched_t *s, ks_sched_item_t *it, uint32_t uid,
 		}
 		c->id = client;
 		c->user = u;
-		/* The user's clock: the smallest virtual time among its
-		 * clients, or where its last served client stood. */
-		c->vtime = u->clients ? u->clients->vtime : 0;
-		for (ks_sched_client_t *o = u->clients; o; o = o->next)
-			if (o->vtime < c->vtime)
-				c->vtime = o->vtime;
+		c->vtime = u->clock;
 		LIST_APPEND(&u->clients, c);
 	}
 	it->client = c;
+	it->running = 0;
 	it->next = NULL;
 	it->prev = c->tail;
 	if (c->tail)
@@ -105,12 +101,12 @@ int ks_sched_push(ks_sched_t *s, ks_sched_item_t *it, uint32_t uid,
 	return KS_OK;
 }
 
-/* Drops C (and its user) once nothing of it is queued. */
+/* Drops C (and its user) once nothing of it is queued or running. */
 static void settle(ks_sched_t *s, ks_sched_client_t *c)
 {
 	ks_sched_user_t *u = c->user;
 
-	if (c->head)
+	if (c->head || c->running)
 		return;
 	LIST_UNLINK(&u->clients, c);
 	free(c);
@@ -120,12 +116,10 @@ static void settle(ks_sched_t *s, ks_sched_client_t *c)
 	free(u);
 }
 
-void ks_sched_remove(ks_sched_t *s, ks_sched_item_t *it)
+static void unlink_item(ks_sched_t *s, ks_sched_item_t *it)
 {
 	ks_sched_client_t *c = it->client;
 
-	if (!c)
-		return;
 	if (it->prev)
 		it->prev->next = it->next;
 	else
@@ -135,9 +129,41 @@ void ks_sched_remove(ks_sched_t *s, ks_sched_item_t *it)
 	else
 		c->tail = it->prev;
 	it->prev = it->next = NULL;
-	it->client = NULL;
 	s->count--;
+}
+
+void ks_sched_remove(ks_sched_t *s, ks_sched_item_t *it)
+{
+	ks_sched_client_t *c = it->client;
+
+	if (!c || it->running)
+		return;
+	unlink_item(s, it);
+	it->client = NULL;
 	settle(s, c);
+}
+
+void ks_sched_finish(ks_sched_t *s, ks_sched_item_t *it)
+{
+	ks_sched_client_t *c = it->client;
+
+	if (!c || !it->running)
+		return;
+	it->running = 0;
+	it->client = NULL;
+	c->running--;
+	settle(s, c);
+}
+
+/* 1 when some client of U has an item queued. */
+static int user_waiting(const ks_sched_user_t *u)
+{
+	const ks_sched_client_t *c;
+
+	for (c = u->clients; c; c = c->next)
+		if (c->head)
+			return 1;
+	return 0;
 }
 
 ks_sched_item_t *ks_sched_pop(ks_sched_t *s)
@@ -147,17 +173,20 @@ ks_sched_item_t *ks_sched_pop(ks_sched_t *s)
 	ks_sched_item_t *it;
 
 	for (u = s->users; u; u = u->next)
-		if (!best_u || u->vtime < best_u->vtime)
+		if ((!best_u || u->vtime < best_u->vtime) && user_waiting(u))
 			best_u = u;
 	if (!best_u)
 		return NULL;
 	for (c = best_u->clients; c; c = c->next)
-		if (!best_c || c->vtime < best_c->vtime)
+		if (c->head && (!best_c || c->vtime < best_c->vtime))
 			best_c = c;
 	it = best_c->head;
 	s->vtime = best_u->vtime;
 	best_u->vtime++;
+	best_u->clock = best_c->vtime;
 	best_c->vtime++;
-	ks_sched_remove(s, it);
+	unlink_item(s, it);
+	it->running = 1;
+	best_c->running++;
 	return it;
 }

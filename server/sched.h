@@ -10,7 +10,9 @@
  * clock, not at zero and not behind those already waiting, so a client
  * with one job is served next even when another has queued hundreds, and
  * a user cannot win turns by opening more connections.  Ties go to the
- * one that has waited longest.
+ * one that has waited longest.  A client (and its user) is remembered
+ * while it has items queued or running, so one whose job is running
+ * keeps the virtual time it has earned.
  */
 #ifndef KS_SERVER_SCHED_H
 #define KS_SERVER_SCHED_H
@@ -23,12 +25,14 @@ typedef struct ks_sched_user ks_sched_user_t;
 /* Embedded in what is queued. */
 typedef struct ks_sched_item {
 	struct ks_sched_item *prev, *next;
-	ks_sched_client_t *client;       /* NULL while not queued */
+	ks_sched_client_t *client;       /* while queued or running */
+	int running;                     /* popped, not finished */
 } ks_sched_item_t;
 
 struct ks_sched_client {
 	uint64_t id;
 	uint64_t vtime;
+	int running;                     /* items popped, not finished */
 	ks_sched_user_t *user;
 	ks_sched_item_t *head, *tail;
 	ks_sched_client_t *prev, *next;  /* user->clients, in arrival order */
@@ -36,7 +40,8 @@ struct ks_sched_client {
 
 struct ks_sched_user {
 	uint32_t uid;
-	uint64_t vtime;                  /* clock of its clients */
+	uint64_t vtime;                  /* at the top level */
+	uint64_t clock;                  /* virtual time of its clients */
 	ks_sched_client_t *clients;
 	ks_sched_user_t *prev, *next;    /* sched->users, in arrival order */
 };
@@ -53,9 +58,12 @@ void ks_sched_close(ks_sched_t *s);
 /* Queues IT for client CLIENT of user UID.  KS_E_NOMEM. */
 int ks_sched_push(ks_sched_t *s, ks_sched_item_t *it, uint32_t uid,
     uint64_t client);
-/* Takes the next item (see above), or NULL when empty. */
+/* Takes the next item (see above), or NULL when empty; it is running
+ * until ks_sched_finish. */
 ks_sched_item_t *ks_sched_pop(ks_sched_t *s);
-/* Takes IT out of the queue it is in. */
+/* A popped item has ended. */
+void ks_sched_finish(ks_sched_t *s, ks_sched_item_t *it);
+/* Takes a queued IT out of the queue. */
 void ks_sched_remove(ks_sched_t *s, ks_sched_item_t *it);
 
 #endif

@@ -1,0 +1,564 @@
+/*
+ * The compile workers, end to end: a real kspecd whose workers are killed,
+ * stopped and starved by the tests, through the pids stats reports, and
+ * through the test faults of exec/worker.c (KSPEC_TEST_FAULTS, set here
+ * for one daemon at a time).  Deadlines are generous liveness bounds; the
+ * speeds are bench/compile's business.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sqlite3.h>
+
+#include "e2e.h"
+
+static e2e_daemon_t D;
+
+static void down(void)
+{
+	e2e_cleanup(&D);
+	unsetenv("KSPEC_TEST_FAULTS");
+}
+
+TestSuite(workers, .fini = down, .timeout = 120);
+
+/* Starts the daemon with FAULTS (NULL: none) and EXTRA arguments, in
+ * D.dir when it is set (else a fresh one). */
+static void start(const char *faults, const char *const *extra)
+{
+	char dir[sizeof D.dir];
+
+	snprintf(dir, sizeof dir, "%s", D.dir);
+	memset(&D, 0, sizeof D);
+	snprintf(D.dir, sizeof D.dir, "%s", dir);
+	if (faults)
+		setenv("KSPEC_TEST_FAULTS", faults, 1);
+	else
+		unsetenv("KSPEC_TEST_FAULTS");
+	cr_assert_eq(e2e_start(&D, extra), 0, "kspecd did not start");
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A cold cpu gemm get whose N picks a test fault. */
+static const char *get_n(int id, int n)
+{
+	static char buf[512];
+
+	snprintf(buf, sizeof buf, "{\"op\":\"get\",\"id\":%d,\"kernel\":"
+	    "\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{"
+	    "\"M\":1,\"N\":%d,\"K\":64},\"return\":\"meta\"}", id, n);
+	return buf;
+}
+
+static cJSON *stats(void)
+{
+	e2e_reply_t r;
+	cJSON *h;
+
+	cr_assert_eq(e2e_call(D.sock, "{\"op\":\"stats\"}", &r), 0);
+	h = r.h;
+	r.h = NULL;
+	e2e_reply_free(&r);
+	return h;
+}
+
+static double counter(const char *name)
+{
+	return e2e_stat(D.sock, name);
+}
+
+/* Pids of the workers in STATE ("compiling", "idle", NULL: any); returns
+ * how many, at most MAX. */
+static int worker_pids(const char *state, pid_t *pids, int max)
+{
+	cJSON *s = stats();
+	const cJSON *w;
+	int n = 0;
+
+	cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(s, "workers")) {
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(w, "state");
+
+		if (n < max && (!state || (cJSON_IsString(st) &&
+		    strcmp(st->valuestring, state) == 0)))
+			pids[n++] = (pid_t)e2e_num(w, "pid");
+	}
+	cJSON_Delete(s);
+	return n;
+}
+
+/* Waits until N workers are compiling at once; returns their pids. */
+static int wait_compiling(int n, pid_t *pids, double deadline_ms)
+{
+	double t0 = now_ms();
+	int k;
+
+	while ((k = worker_pids("compiling", pids, 8)) < n) {
+		if (now_ms() - t0 > deadline_ms)
+			return k;
+		usleep(20000);
+	}
+	return k;
+}
+
+/* Receives one reply within MS milliseconds (-1: none came). */
+static int recv_within(int fd, e2e_reply_t *r, int ms)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+
+	if (poll(&p, 1, ms) != 1)
+		return -1;
+	return e2e_recv(fd, r);
+}
+
+static int pid_gone(pid_t pid)
+{
+	char path[64], st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 1;
+	/* "pid (comm) S ...": a zombie has ended too. */
+	if (fscanf(f, "%*d (%*[^)]) %c", &st) != 1)
+		st = 0;
+	fclose(f);
+	return st == 'Z';
+}
+
+static void still_serving(void)
+{
+	e2e_reply_t r;
+
+	cr_assert_eq(e2e_call(D.sock, get_n(9, 48), &r), 0);
+	cr_assert(e2e_ok(&r), "%s", cJSON_PrintUnformatted(r.h));
+	e2e_reply_free(&r);
+}
+
+Test(workers, killed_worker_is_retried_and_every_waiter_answered)
+{
+	static const char *const extra[] = { "--workers", "2", NULL };
+	char faults[512];
+	pid_t busy[8], after[8];
+	e2e_reply_t r;
+	double t;
+	int a, b, c, i, n;
+
+	/* The first worker to take N=4104 hangs; the retry does not. */
+	snprintf(D.dir, sizeof D.dir, "/tmp/kspec-e2e-XXXXXX");
+	cr_assert(mkdtemp(D.dir));
+	snprintf(faults, sizeof faults, "stall:N=4104@%s/once", D.dir);
+	start(faults, extra);
+	a = e2e_connect(D.sock);
+	b = e2e_connect(D.sock);
+	c = e2e_connect(D.sock);
+	cr_assert(a >= 0 && b >= 0 && c >= 0);
+	cr_assert_eq(e2e_send(a, get_n(1, 4104)), 0);
+	cr_assert_eq(wait_compiling(1, busy, 10000), 1);
+	cr_assert_eq(e2e_send(b, get_n(2, 4104)), 0);   /* joins */
+	/* A hung compile takes nobody else's turn. */
+	t = now_ms();
+	cr_assert_eq(e2e_send(c, "{\"op\":\"ping\",\"id\":3}"), 0);
+	cr_assert_eq(recv_within(c, &r, 2000), 0, "no pong while a compile "
+	    "hangs");
+	cr_assert(e2e_ok(&r));
+	e2e_reply_free(&r);
+	cr_assert_lt(now_ms() - t, 2000);
+	usleep(100000);
+	cr_assert_eq(counter("joins"), 1);
+
+	cr_assert_eq(kill(busy[0], SIGKILL), 0);
+	t = now_ms();
+	cr_assert_eq(recv_within(a, &r, 5000), 0, "first waiter unanswered");
+	cr_assert(e2e_ok(&r), "%s", cJSON_PrintUnformatted(r.h));
+	cr_assert_str_eq(e2e_str(&r, "source"), "compiled");
+	e2e_reply_free(&r);
+	cr_assert_eq(recv_within(b, &r, 5000), 0, "joined waiter unanswered");
+	cr_assert(e2e_ok(&r), "%s", cJSON_PrintUnformatted(r.h));
+	cr_assert_str_eq(e2e_str(&r, "source"), "joined");
+	e2e_reply_free(&r);
+	cr_assert_lt(now_ms() - t, 5000);
+	cr_log_info("waiters answered %.0f ms after the kill", now_ms() - t);
+
+	cr_assert_eq(counter("worker_crashes"), 1);
+	cr_assert_eq(counter("worker_retries"), 1);
+	/* The next get is a hit; a replacement worker runs. */
+	cr_assert_eq(e2e_send(c, get_n(4, 4104)), 0);
+	cr_assert_eq(recv_within(c, &r, 5000), 0);
+	cr_assert_str_eq(e2e_str(&r, "source"), "memory");
+	e2e_reply_free(&r);
+	for (i = 0; i < 200; i++) {
+		n = worker_pids(NULL, after, 8);
+		if (n == 2 && after[0] != busy[0] && after[1] != busy[0])
+			break;
+		usleep(20000);
+	}
+	cr_assert_eq(n, 2, "the killed worker was not replaced");
+	cr_assert(after[0] != busy[0] && after[1] != busy[0]);
+	cr_assert(pid_gone(busy[0]));
+	close(a);
+	close(b);
+	close(c);
+}
+
+Test(workers, compile_that_crashes_twice_fails_naming_the_signal)
+{
+	e2e_reply_t r;
+
+	start("crash:N=4108", NULL);
+	cr_assert_eq(e2e_call(D.sock, get_n(1, 4108), &r), 0);
+	cr_assert_str_eq(e2e_code(&r), "E_COMPILE_CRASHED");
+	cr_assert(strstr(cJSON_PrintUnformatted(r.h), "signal 11"),
+	    "%s", cJSON_PrintUnformatted(r.h));
+	e2e_reply_free(&r);
+	cr_assert_eq(counter("worker_crashes"), 2);
+	cr_assert_eq(counter("worker_retries"), 1);
+	/* Not recompiled in a loop: the next ask gets the recent failure. */
+	cr_assert_eq(e2e_call(D.sock, get_n(2, 4108), &r), 0);
+	cr_assert_str_eq(e2e_code(&r), "E_COMPILE_CRASHED");
+	cr_assert(strstr(cJSON_PrintUnformatted(r.h), "recent failure"));
+	e2e_reply_free(&r);
+	cr_assert_eq(counter("negative_hits"), 1);
+	cr_assert_eq(counter("worker_crashes"), 2);
+	still_serving();
+}
+
+Test(workers, stopped_worker_is_killed_at_the_compile_timeout)
+{
+	static const char *const extra[] = { "--compile-timeout", "3",
+	    "--workers", "2", NULL };
+	pid_t busy[8];
+	e2e_reply_t r;
+	double t0;
+	int fd;
+
+	start("delay/2000:N=4120", extra);
+	fd = e2e_connect(D.sock);
+	cr_assert_geq(fd, 0);
+	t0 = now_ms();
+	cr_assert_eq(e2e_send(fd, get_n(1, 4120)), 0);
+	cr_assert_eq(wait_compiling(1, busy, 5000), 1);
+	cr_assert_eq(kill(busy[0], SIGSTOP), 0);
+	cr_assert_eq(recv_within(fd, &r, 10000), 0, "no reply to a compile "
+	    "whose worker stopped");
+	cr_log_info("E_COMPILE_TIMEOUT %.0f ms after the get", now_ms() - t0);
+	cr_assert_str_eq(e2e_code(&r), "E_COMPILE_TIMEOUT", "%s",
+	    cJSON_PrintUnformatted(r.h));
+	cr_assert(strstr(cJSON_PrintUnformatted(r.h), "3 s"));
+	e2e_reply_free(&r);
+	close(fd);
+	cr_assert_eq(counter("worker_timeouts"), 1);
+	cr_assert(pid_gone(busy[0]), "the stopped worker is still there");
+	still_serving();
+}
+
+Test(workers, runaway_compile_ends_at_the_worker_memory_limit)
+{
+	static const char *const extra[] = { "--worker-memory", "256M", NULL };
+	e2e_reply_t r;
+
+	start("oom:N=4112", extra);
+	cr_assert_eq(e2e_call(D.sock, get_n(1, 4112), &r), 0);
+	cr_assert_str_eq(e2e_code(&r), "E_COMPILE_OOM", "%s",
+	    cJSON_PrintUnformatted(r.h));
+	e2e_reply_free(&r);
+	cr_assert_eq(counter("worker_ooms"), 1);
+	cr_assert_eq(counter("worker_retries"), 0);
+	still_serving();
+}
+
+Test(workers, two_workers_compile_at_the_same_time)
+{
+	static const char *const extra[] = { "--workers", "2", NULL };
+	pid_t busy[8];
+	e2e_reply_t r;
+	int a, b;
+
+	start("delay/1500:N=4124,delay/1500:N=4128", extra);
+	a = e2e_connect(D.sock);
+	b = e2e_connect(D.sock);
+	cr_assert(a >= 0 && b >= 0);
+	cr_assert_eq(e2e_send(a, get_n(1, 4124)), 0);
+	cr_assert_eq(e2e_send(b, get_n(2, 4128)), 0);
+	cr_assert_eq(wait_compiling(2, busy, 10000), 2, "the two compiles "
+	    "never ran at once");
+	cr_assert_neq(busy[0], busy[1]);
+	cr_assert_eq(recv_within(a, &r, 10000), 0);
+	cr_assert(e2e_ok(&r));
+	e2e_reply_free(&r);
+	cr_assert_eq(recv_within(b, &r, 10000), 0);
+	cr_assert(e2e_ok(&r));
+	e2e_reply_free(&r);
+	close(a);
+	close(b);
+}
+
+Test(workers, a_light_client_goes_before_a_heavy_clients_queue)
+{
+	static const char *const extra[] = { "--workers", "1", NULL };
+	int heavy, light, i, heavy_done = 0, light_after = -1;
+	pid_t busy[8];
+	e2e_reply_t r;
+
+	/* The heavy client's first compile is slow, so its others queue. */
+	start("delay/800:N=4132", extra);
+	heavy = e2e_connect(D.sock);
+	light = e2e_connect(D.sock);
+	cr_assert(heavy >= 0 && light >= 0);
+	for (i = 0; i < 6; i++)
+		cr_assert_eq(e2e_send(heavy, get_n(i, 4132 + 4 * i)), 0);
+	cr_assert_eq(wait_compiling(1, busy, 10000), 1);
+	cr_assert_eq(e2e_send(light, get_n(100, 5000)), 0);
+	/* One worker: replies come in dispatch order. */
+	while (heavy_done < 6) {
+		struct pollfd p[2] = { { heavy, POLLIN, 0 },
+		    { light, POLLIN, 0 } };
+
+		cr_assert_gt(poll(p, 2, 20000), 0, "no reply");
+		if (p[1].revents & POLLIN) {
+			cr_assert_eq(e2e_recv(light, &r), 0);
+			cr_assert(e2e_ok(&r));
+			e2e_reply_free(&r);
+			light_after = heavy_done;
+			p[1].fd = -1;
+			continue;
+		}
+		cr_assert_eq(e2e_recv(heavy, &r), 0);
+		cr_assert(e2e_ok(&r));
+		e2e_reply_free(&r);
+		heavy_done++;
+	}
+	if (light_after < 0) {
+		cr_assert_eq(recv_within(light, &r, 10000), 0);
+		e2e_reply_free(&r);
+		light_after = 6;
+	}
+	cr_assert_eq(light_after, 1, "the light client's compile ran after %d "
+	    "of the heavy client's, not after the one running", light_after);
+	close(heavy);
+	close(light);
+}
+
+Test(workers, compile_ms_is_the_compile_and_queue_time_is_separate)
+{
+	static const char *const extra[] = { "--workers", "1", NULL };
+	e2e_reply_t r;
+	double t0, waited, compile_ms;
+	int a, b;
+
+	start("delay/1000:N=4140", extra);
+	a = e2e_connect(D.sock);
+	b = e2e_connect(D.sock);
+	cr_assert_eq(e2e_send(a, get_n(1, 4140)), 0);
+	usleep(100000);
+	t0 = now_ms();
+	cr_assert_eq(e2e_send(b, get_n(2, 4144)), 0);
+	cr_assert_eq(recv_within(b, &r, 20000), 0);
+	waited = now_ms() - t0;
+	compile_ms = e2e_num(r.h, "compile_ms");
+	e2e_reply_free(&r);
+	cr_assert_eq(recv_within(a, &r, 20000), 0);
+	e2e_reply_free(&r);
+	cr_log_info("queued get: %.0f ms in all, compile_ms %.1f", waited,
+	    compile_ms);
+	cr_assert_gt(compile_ms, 0);
+	cr_assert_lt(compile_ms + 500, waited, "compile_ms counts the wait");
+	cr_assert_gt(counter("queue_ms_total"), 500);
+	close(a);
+	close(b);
+}
+
+/* "Field:\t..." of /proc/PID/status. */
+static void proc_status(pid_t pid, const char *field, char *out, size_t len)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	out[0] = '\0';
+	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	f = fopen(path, "r");
+	cr_assert(f);
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, field, strlen(field)) == 0 &&
+		    line[strlen(field)] == ':')
+			snprintf(out, len, "%s", line + strlen(field) + 1);
+	fclose(f);
+}
+
+static long stat_field(pid_t pid, int n)
+{
+	char path[64], buf[1024], *p;
+	long v = -1;
+	int i;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+	f = fopen(path, "r");
+	cr_assert(f);
+	cr_assert(fgets(buf, sizeof buf, f));
+	fclose(f);
+	p = strrchr(buf, ')') + 2;      /* field 3 */
+	for (i = 3; i < n && p; i++)
+		p = strchr(p, ' ') ? strchr(p, ' ') + 1 : NULL;
+	if (p)
+		v = strtol(p, NULL, 10);
+	return v;
+}
+
+Test(workers, workers_are_children_in_their_own_session_with_one_channel)
+{
+	static const char *const extra[] = { "--workers", "2", NULL };
+	char path[64], mask[256];
+	pid_t pids[8];
+	struct dirent *e;
+	int i, n, fds;
+	DIR *d;
+
+	start(NULL, extra);
+	n = worker_pids(NULL, pids, 8);
+	cr_assert_eq(n, 2);
+	for (i = 0; i < n; i++) {
+		cr_assert_eq(stat_field(pids[i], 4), D.pid, "not a child");
+		cr_assert_neq(stat_field(pids[i], 6), stat_field(D.pid, 6),
+		    "shares the daemon's session");
+		proc_status(pids[i], "SigBlk", mask, sizeof mask);
+		cr_assert_eq(strtoull(mask, NULL, 16), 0, "signals blocked");
+		snprintf(path, sizeof path, "/proc/%ld/fd", (long)pids[i]);
+		d = opendir(path);
+		cr_assert(d);
+		fds = 0;
+		while ((e = readdir(d))) {
+			if (e->d_name[0] == '.')
+				continue;
+			cr_assert_leq(atoi(e->d_name), 3, "worker holds fd %s",
+			    e->d_name);
+			fds++;
+		}
+		closedir(d);
+		cr_assert_eq(fds, 4);
+	}
+}
+
+Test(workers, killing_the_daemon_leaves_no_worker_behind)
+{
+	static const char *const extra[] = { "--workers", "2", NULL };
+	pid_t pids[8];
+	int i, n, st;
+
+	start(NULL, extra);
+	n = worker_pids(NULL, pids, 8);
+	cr_assert_eq(n, 2);
+	kill(D.pid, SIGKILL);
+	waitpid(D.pid, &st, 0);
+	D.pid = 0;
+	for (i = 0; i < 250 && !(pid_gone(pids[0]) && pid_gone(pids[1]));
+	    i++)
+		usleep(20000);
+	cr_assert(pid_gone(pids[0]) && pid_gone(pids[1]), "orphans left");
+}
+
+Test(workers, worker_is_replaced_after_its_job_limit)
+{
+	static const char *const extra[] = { "--workers", "1",
+	    "--worker-jobs", "2", NULL };
+	pid_t first, now;
+	e2e_reply_t r;
+	int i;
+
+	start(NULL, extra);
+	cr_assert_eq(worker_pids(NULL, &first, 1), 1);
+	for (i = 0; i < 3; i++) {
+		cr_assert_eq(e2e_call(D.sock, get_n(i, 64 + 8 * i), &r), 0);
+		cr_assert(e2e_ok(&r), "%s", cJSON_PrintUnformatted(r.h));
+		e2e_reply_free(&r);
+	}
+	cr_assert_eq(counter("worker_recycles"), 1);
+	cr_assert_eq(worker_pids(NULL, &now, 1), 1);
+	cr_assert_neq(now, first);
+	for (i = 0; i < 250 && !pid_gone(first); i++)
+		usleep(20000);
+	cr_assert(pid_gone(first), "the retired worker did not leave");
+}
+
+/* Holds the store's write lock from another connection, as an operator's
+ * sqlite3 shell would, for MS milliseconds. */
+typedef struct {
+	const char *path;
+	int ms;
+	pthread_barrier_t *locked;
+} holder_t;
+
+static void *hold_lock(void *p)
+{
+	holder_t *h = p;
+	sqlite3 *db = NULL;
+
+	cr_assert_eq(sqlite3_open(h->path, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	cr_assert_eq(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+	    SQLITE_OK);
+	pthread_barrier_wait(h->locked);
+	usleep((useconds_t)h->ms * 1000);
+	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_close(db);
+	return NULL;
+}
+
+Test(workers, a_held_store_write_lock_stalls_no_request)
+{
+	pthread_barrier_t locked;
+	pthread_t th;
+	holder_t h;
+	e2e_reply_t r;
+	double t;
+	int i;
+
+	start(NULL, NULL);
+	/* Two entries on disk, none in memory: restart. */
+	for (i = 0; i < 2; i++) {
+		cr_assert_eq(e2e_call(D.sock, get_n(i, 96 + 8 * i), &r), 0);
+		e2e_reply_free(&r);
+	}
+	cr_assert_eq(e2e_stop(&D), 0);
+	cr_assert_eq(e2e_start(&D, NULL), 0);
+	pthread_barrier_init(&locked, NULL, 2);
+	h.path = D.store;
+	h.ms = 3000;
+	h.locked = &locked;
+	pthread_create(&th, NULL, hold_lock, &h);
+	pthread_barrier_wait(&locked);
+	/* A disk hit (its touch, then the flush timer, need the writer), a
+	 * compile (its put needs the writer), a memory hit, a ping: all
+	 * answered while the lock is held. */
+	t = now_ms();
+	cr_assert_eq(e2e_call(D.sock, get_n(1, 96), &r), 0);
+	cr_assert_str_eq(e2e_str(&r, "source"), "disk");
+	e2e_reply_free(&r);
+	cr_assert_eq(e2e_call(D.sock, get_n(2, 200), &r), 0);
+	cr_assert_str_eq(e2e_str(&r, "source"), "compiled");
+	e2e_reply_free(&r);
+	usleep(1200000);            /* past a flush of the touches */
+	cr_assert_eq(e2e_call(D.sock, get_n(3, 96), &r), 0);
+	cr_assert_str_eq(e2e_str(&r, "source"), "memory");
+	e2e_reply_free(&r);
+	cr_assert_eq(e2e_call(D.sock, "{\"op\":\"ping\"}", &r), 0);
+	e2e_reply_free(&r);
+	cr_log_info("answered in %.0f ms with the write lock held",
+	    now_ms() - t);
+	cr_assert_lt(now_ms() - t, 2800, "a request waited for the lock");
+	pthread_join(th, NULL);
+	/* The writer caught up: the compile is on disk. */
+	cr_assert_eq(e2e_stop(&D), 0);
+	cr_assert_eq(e2e_start(&D, NULL), 0);
+	cr_assert_eq(e2e_call(D.sock, get_n(4, 200), &r), 0);
+	cr_assert_str_eq(e2e_str(&r, "source"), "disk");
+	e2e_reply_free(&r);
+}
