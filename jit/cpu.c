@@ -116,6 +116,21 @@ static const char *const cpu_driver_opts[] = {
 	"-Wl,--build-id=none",
 };
 
+/*
+ * GCC's garbage collector, which libgccjit runs inside the compiling
+ * process, collects only when its heap has grown by ggc-min-expand percent
+ * past ggc-min-heapsize KB, and the defaults size those from the machine's
+ * RAM: a compile worker's resident set climbed from 236 MB after 50 gemm
+ * compiles to 410 MB after 150.  With these two the set stayed at 155 MB
+ * over 300 compiles, for the same CPU time (median of three runs of 150
+ * compiles: 20.6 s against 20.4 s) and byte-identical artifacts.  They
+ * change no output, so they are not in the identity.
+ */
+static const char *const cpu_gc_opts[] = {
+	"--param=ggc-min-expand=30",
+	"--param=ggc-min-heapsize=8192",
+};
+
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 static int target_known(const char *t)
@@ -1471,6 +1486,8 @@ static int build(gcc_jit_context *ctx, const ks_ir_kernel_t *k,
 		gcc_jit_context_add_command_line_option(ctx, cpu_opts[i]);
 	for (i = 0; i < NELEM(cpu_driver_opts); i++)
 		gcc_jit_context_add_driver_option(ctx, cpu_driver_opts[i]);
+	for (i = 0; i < NELEM(cpu_gc_opts); i++)
+		gcc_jit_context_add_command_line_option(ctx, cpu_gc_opts[i]);
 
 	lower_entry(&L);
 	free(L.var);

@@ -30,11 +30,11 @@ static const char usage[] =
 "  --compile-timeout S  seconds a compile may run before its worker is\n"
 "                   killed (default 120; 0: no limit)\n"
 "  --worker-memory N  memory limit of each worker, RLIMIT_DATA (default\n"
-"                   2G; 0: none)\n"
+"                   1G; 0: none)\n"
 "  --worker-jobs N  compiles after which a worker is replaced (default\n"
-"                   200; 0: never)\n"
+"                   500; 0: never)\n"
 "  --worker-rss N   resident size above which a worker is replaced after\n"
-"                   its compile (default 512M; 0: never)\n"
+"                   its compile (default 768M; 0: never)\n"
 "  --verbose        log every request at debug level\n";
 
 static int parse_bytes(const char *s, uint64_t *out)

@@ -281,8 +281,10 @@ static void job_lost(ks_worker_t *w, int status, const struct rusage *ru)
 		return;
 	}
 	job_end(pj, KS_E_COMPILE_CRASHED, "the compile worker (pid %ld) %s "
-	    "while compiling%s", (long)w->pid, how, pj->attempts > 1 ?
-	    ", for the second time" : "");
+	    "while compiling%s (peak RSS %" PRIu64 " MiB, memory limit %"
+	    PRIu64 " MiB)", (long)w->pid, how, pj->attempts > 1 ?
+	    ", for the second time" : "", peak >> 20,
+	    p->opts.memory_bytes >> 20);
 }
 
 /* ---- the process ended ---- */

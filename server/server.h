@@ -31,9 +31,9 @@ typedef struct {
 #define KS_MAX_WORKERS          64
 #define KS_DEFAULT_MAX_WORKERS  16
 #define KS_DEFAULT_COMPILE_TIMEOUT_S 120
-#define KS_DEFAULT_WORKER_MEMORY (2ull << 30)
-#define KS_DEFAULT_WORKER_JOBS  200
-#define KS_DEFAULT_WORKER_RSS   (512ull << 20)
+#define KS_DEFAULT_WORKER_MEMORY (1ull << 30)
+#define KS_DEFAULT_WORKER_JOBS  500
+#define KS_DEFAULT_WORKER_RSS   (768ull << 20)
 
 /* Fills the defaults of DESIGN.md section 3 (env KSPEC_SOCKET and
  * KSPEC_STORE override them). */

@@ -562,3 +562,19 @@ Test(workers, a_held_store_write_lock_stalls_no_request)
 	cr_assert_str_eq(e2e_str(&r, "source"), "disk");
 	e2e_reply_free(&r);
 }
+
+Test(workers, a_missing_tmpdir_is_an_io_error_not_a_lost_connection)
+{
+	e2e_reply_t r;
+	char *msg;
+
+	setenv("TMPDIR", "/nonexistent-kspec-tmp", 1);
+	start(NULL, NULL);
+	unsetenv("TMPDIR");
+	cr_assert_eq(e2e_call(D.sock, get_n(1, 72), &r), 0);
+	msg = cJSON_PrintUnformatted(r.h);
+	cr_assert_str_eq(e2e_code(&r), "E_IO", "%s", msg);
+	cr_assert(strstr(msg, "/nonexistent-kspec-tmp"), "%s", msg);
+	free(msg);
+	e2e_reply_free(&r);
+}
