@@ -4,7 +4,8 @@
  *   (a) without kspec: each kernel specialized and compiled in-process with
  *       the cpu backend directly, then loaded;
  *   (b) a cold daemon: a Python process fetches them with one pipelined
- *       get_many and loads them (client/python);
+ *       get_many and loads them (client/python), with one compile worker
+ *       and with as many as CPUs (the default);
  *   (c) the same daemon again, warm (memory tier);
  *   (d) the daemon restarted on the warm store (memory tier empty).
  * Times are the client's own (get_many + load, or compile + load), not
@@ -105,10 +106,12 @@ static double python_client(const char *sock, const char *want)
 
 int main(void)
 {
-	double t[4][TRIALS];
-	static const char *const names[4] = {
+	static const char *const one[] = { "--workers", "1", NULL };
+	double t[5][TRIALS];
+	static const char *const names[5] = {
 		"(a) no kspec: compile in-process",
-		"(b) cold daemon",
+		"(b) cold daemon, --workers 1",
+		"(b) cold daemon, a worker per CPU",
 		"(c) warm daemon (memory)",
 		"(d) restarted daemon (disk)",
 	};
@@ -123,23 +126,30 @@ int main(void)
 
 		memset(&d, 0, sizeof d);
 		t[0][r] = in_process();
-		if (e2e_start(&d, NULL)) {
+		if (e2e_start(&d, one)) {
 			fprintf(stderr, "startup: kspecd did not start\n");
 			return 1;
 		}
 		t[1][r] = python_client(d.sock, "compiled=64");
-		t[2][r] = python_client(d.sock, "memory=64");
+		e2e_cleanup(&d);
+		memset(&d, 0, sizeof d);
+		if (e2e_start(&d, NULL)) {
+			fprintf(stderr, "startup: kspecd did not start\n");
+			return 1;
+		}
+		t[2][r] = python_client(d.sock, "compiled=64");
+		t[3][r] = python_client(d.sock, "memory=64");
 		if (e2e_stop(&d) != 0 || e2e_start(&d, NULL)) {
 			fprintf(stderr, "startup: restart failed\n");
 			return 1;
 		}
-		t[3][r] = python_client(d.sock, "disk=64");
+		t[4][r] = python_client(d.sock, "disk=64");
 		e2e_cleanup(&d);
 	}
 	printf("startup: %d gemm kernels of an 8B-class model (decode, verify "
 	    "widths, prefill; bf16/f16/f32), %d trials\n\n", NK, TRIALS);
 	printf("%-36s %12s %21s\n", "case", "median ms", "(min..max)");
-	for (s = 0; s < 4; s++) {
+	for (s = 0; s < 5; s++) {
 		double med = bench_median(t[s], TRIALS);
 
 		printf("%-36s %12.1f %10.1f..%-10.1f\n", names[s], med,

@@ -1,0 +1,296 @@
+/*
+ * bench/compile: the miss path with the compile workers, in one run.
+ *
+ *   (1) throughput: N distinct cold cpu gemm kernels pipelined on one
+ *       connection to a fresh daemon with --workers 1, 2 and the number
+ *       of CPUs (each worker warmed up by one compile first), beside the
+ *       reference: the same kernels specialized and compiled one after the
+ *       other in this process, with the backend directly;
+ *   (2) fairness: one client pipelines 24 distinct cold OpenCL gets, and a
+ *       second client's single cold cpu get is timed, beside the same get
+ *       on the same, otherwise idle, daemon;
+ *   (3) the daemon's own memory: its RSS after the first compile and
+ *       after 300 distinct cold cpu compiles plus 20 OpenCL compiles (the
+ *       workers' RSS beside it).
+ * Trials alternate the configurations; medians with min..max.  PoCL's own
+ * kernel cache is off (POCL_KERNEL_CACHE=0), so OpenCL compiles are real.
+ */
+#include "../../tests/e2e.h"
+#include "../../jit/jit.h"
+#include "../../specialize/specialize.h"
+#include "../bench.h"
+
+#define TRIALS 5
+
+static int next_n = 1000;        /* distinct N for every cold kernel */
+
+static const char *spec(int id, const char *backend, int n, int k)
+{
+	static char buf[512];
+
+	snprintf(buf, sizeof buf, "{\"op\":\"get\",\"id\":%d,\"kernel\":"
+	    "\"gemm\",\"backend\":\"%s\",\"dtype\":\"f32\",\"shape\":{\"M\":1,"
+	    "\"N\":%d,\"K\":%d},\"return\":\"meta\"}", id, backend, n, k);
+	return buf;
+}
+
+/* Sends COUNT gets of kernels never asked for before on FD. */
+static void send_cold(int fd, const char *backend, int count, int k)
+{
+	int i;
+
+	for (i = 0; i < count; i++)
+		if (e2e_send(fd, spec(i, backend, next_n++, k))) {
+			fprintf(stderr, "compile: send failed\n");
+			exit(1);
+		}
+}
+
+static void recv_ok(int fd, int count)
+{
+	e2e_reply_t r;
+	int i;
+
+	for (i = 0; i < count; i++) {
+		if (e2e_recv(fd, &r) || !e2e_ok(&r)) {
+			fprintf(stderr, "compile: a get failed: %s\n", r.h ?
+			    cJSON_PrintUnformatted(r.h) : "no reply");
+			exit(1);
+		}
+		e2e_reply_free(&r);
+	}
+}
+
+static void start(e2e_daemon_t *d, int workers)
+{
+	char w[16];
+	const char *extra[] = { "--workers", w, NULL };
+
+	snprintf(w, sizeof w, "%d", workers);
+	memset(d, 0, sizeof *d);
+	if (e2e_start(d, extra)) {
+		fprintf(stderr, "compile: kspecd did not start\n");
+		exit(1);
+	}
+}
+
+/* One compile per worker, so none pays its first compile in a trial. */
+static void warm(e2e_daemon_t *d, int workers, const char *backend)
+{
+	int fd = e2e_connect(d->sock);
+
+	send_cold(fd, backend, workers, 64);
+	recv_ok(fd, workers);
+	close(fd);
+}
+
+/* (1): ms for COUNT cold compiles on a fresh daemon of WORKERS. */
+static double throughput(int workers, int count)
+{
+	e2e_daemon_t d;
+	uint64_t t0;
+	double ms;
+	int fd;
+
+	start(&d, workers);
+	warm(&d, workers, "cpu");
+	fd = e2e_connect(d.sock);
+	t0 = bench_ns();
+	send_cold(fd, "cpu", count, 512);
+	recv_ok(fd, count);
+	ms = (double)(bench_ns() - t0) / 1e6;
+	close(fd);
+	e2e_cleanup(&d);
+	return ms;
+}
+
+/* The reference of (1): the same work in this process, one thread. */
+static double in_process(int count)
+{
+	char target[64], err[512];
+	uint64_t t0 = bench_ns();
+	int i;
+
+	ks_backend_cpu.resolve_target("auto", target, sizeof target, err,
+	    sizeof err);
+	for (i = 0; i < count; i++) {
+		ks_dim_t dims[3] = { { "M", 1, 1 }, { "N", 1, next_n++ },
+		    { "K", 1, 512 } };
+		ks_jit_artifact_t a;
+		ks_ir_kernel_t *k;
+		ks_spec_t sp;
+
+		if (ks_kernel_validate(&ks_kernel_gemm, KS_DTYPE_F32,
+		    KS_MODE_EXACT, dims, 3, &sp, err, sizeof err) ||
+		    ks_specialize(&sp, &k, err, sizeof err) ||
+		    ks_backend_cpu.compile(k, target, "so", &a, err,
+		    sizeof err)) {
+			fprintf(stderr, "compile: in-process: %s\n", err);
+			exit(1);
+		}
+		ks_jit_artifact_close(&a);
+		ks_ir_free(k);
+	}
+	return (double)(bench_ns() - t0) / 1e6;
+}
+
+/* (2): ms of one cold cpu get, alone (HEAVY 0) or behind a client with
+ * 24 cold OpenCL gets queued. */
+static double light_get(e2e_daemon_t *d, int heavy)
+{
+	int h = -1, l = e2e_connect(d->sock);
+	uint64_t t0;
+	double ms;
+
+	if (heavy) {
+		h = e2e_connect(d->sock);
+		send_cold(h, "opencl", 24, 512);
+		usleep(200000);         /* they are queued */
+	}
+	t0 = bench_ns();
+	send_cold(l, "cpu", 1, 512);
+	recv_ok(l, 1);
+	ms = (double)(bench_ns() - t0) / 1e6;
+	if (heavy) {
+		recv_ok(h, 24);
+		close(h);
+	}
+	close(l);
+	return ms;
+}
+
+static long rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, "VmRSS:", 6) == 0)
+			kb = atol(line + 6);
+	fclose(f);
+	return kb;
+}
+
+/* The RSS of every worker, from stats, in MiB. */
+static void worker_rss(e2e_daemon_t *d, char *out, size_t len)
+{
+	e2e_reply_t r;
+	const cJSON *w;
+	size_t n = 0;
+
+	out[0] = '\0';
+	if (e2e_call(d->sock, "{\"op\":\"stats\"}", &r))
+		return;
+	cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(r.h,
+	    "workers"))
+		n += (size_t)snprintf(out + n, len - n, "%s%.0f", n ? ", " : "",
+		    e2e_num(w, "rss") / 1048576.0);
+	e2e_reply_free(&r);
+}
+
+static void row(const char *name, double *v, int n)
+{
+	double med = bench_median(v, n);
+
+	printf("%-52s %10.1f %10.1f..%-10.1f\n", name, med, v[0], v[n - 1]);
+}
+
+int main(void)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int counts[2] = { 32, 16 }, ws[3] = { 1, 2, (int)ncpu }, nw = 3;
+	double t[2][4][TRIALS], ratio[TRIALS], lone[TRIALS], loaded[TRIALS];
+	double over[TRIALS], med;
+	char name[128], wr[256];
+	e2e_daemon_t d;
+	long before, after;
+	int c, i, r, fd;
+
+	setenv("POCL_KERNEL_CACHE", "0", 1);
+	if (ks_base_init())
+		return 1;
+	if (ws[2] <= 2)
+		nw = 2;                 /* nproc is one of 1, 2 */
+
+	/* (1) */
+	in_process(2);                  /* warm this process's libgccjit */
+	for (r = 0; r < TRIALS; r++)
+		for (c = 0; c < 2; c++) {
+			t[c][0][r] = in_process(counts[c]);
+			for (i = 0; i < nw; i++)
+				t[c][i + 1][r] = throughput(ws[i], counts[c]);
+		}
+	/* The pairs ran side by side: their ratio per trial (before the
+	 * rows sort the columns). */
+	for (r = 0; r < TRIALS; r++)
+		ratio[r] = t[1][2][r] / t[1][1][r];
+	printf("compile: distinct cold cpu gemm kernels (M=1, K=512, f32), "
+	    "pipelined on one connection, %d trials, %ld CPUs\n\n", TRIALS,
+	    ncpu);
+	printf("%-52s %10s %21s\n", "case", "median ms", "(min..max)");
+	for (c = 0; c < 2; c++) {
+		snprintf(name, sizeof name, "%d kernels: in-process, one thread "
+		    "(reference)", counts[c]);
+		row(name, t[c][0], TRIALS);
+		for (i = 0; i < nw; i++) {
+			snprintf(name, sizeof name, "%d kernels: kspecd "
+			    "--workers %d", counts[c], ws[i]);
+			row(name, t[c][i + 1], TRIALS);
+		}
+	}
+	med = bench_median(ratio, TRIALS);
+	printf("\n16 kernels, --workers 2 / --workers 1, per trial: median "
+	    "%.2fx (%.2f..%.2f); goal <= 0.65x\n", med, ratio[0],
+	    ratio[TRIALS - 1]);
+
+	/* (2) */
+	start(&d, (int)ncpu);
+	warm(&d, (int)ncpu, "cpu");
+	warm(&d, (int)ncpu, "opencl");
+	for (r = 0; r < TRIALS; r++) {
+		lone[r] = light_get(&d, 0);
+		loaded[r] = light_get(&d, 1);
+		over[r] = loaded[r] / (3 * lone[r] + 1000);
+	}
+	e2e_cleanup(&d);
+	printf("\nfairness: one cold cpu get, --workers %ld, %d trials\n\n",
+	    ncpu, TRIALS);
+	printf("%-52s %10s %21s\n", "case", "median ms", "(min..max)");
+	row("alone", lone, TRIALS);
+	row("behind another client's 24 cold OpenCL gets", loaded, TRIALS);
+	med = bench_median(over, TRIALS);
+	printf("loaded / (3 x alone + 1 s), per trial: median %.2f (%.2f..%.2f)"
+	    "; goal <= 1\n", med, over[0], over[TRIALS - 1]);
+
+	/* (3) */
+	start(&d, (int)ncpu);
+	warm(&d, 1, "cpu");
+	before = rss_kb(d.pid);
+	fd = e2e_connect(d.sock);
+	for (i = 0; i < 300; i += 50) {
+		send_cold(fd, "cpu", 50, 256);
+		recv_ok(fd, 50);
+	}
+	send_cold(fd, "opencl", 20, 256);
+	recv_ok(fd, 20);
+	close(fd);
+	after = rss_kb(d.pid);
+	worker_rss(&d, wr, sizeof wr);
+	e2e_cleanup(&d);
+	printf("\nmemory: kspecd's own RSS (the parent), --workers %ld\n\n",
+	    ncpu);
+	printf("after the first compile                              %8.1f "
+	    "MiB\n", before / 1024.0);
+	printf("after 300 cold cpu + 20 cold OpenCL compiles         %8.1f "
+	    "MiB\n", after / 1024.0);
+	printf("growth                                               %8.1f "
+	    "MiB (goal <= 32)\n", (after - before) / 1024.0);
+	printf("the workers' RSS at the end                          %s MiB\n",
+	    wr);
+	return 0;
+}
