@@ -77,7 +77,7 @@ int ks_keys_ident_add(ks_keys_t *keys, const ks_backend_t *be,
 	return KS_OK;
 }
 
-const ks_binfo_t *ks_keys_backend(const ks_keys_t *keys,
+static ks_binfo_t *backend_mut(ks_keys_t *keys,
     const ks_backend_t *be)
 {
 	int i;
@@ -86,6 +86,12 @@ const ks_binfo_t *ks_keys_backend(const ks_keys_t *keys,
 		if (keys->backends[i].backend == be)
 			return &keys->backends[i];
 	return NULL;
+}
+
+const ks_binfo_t *ks_keys_backend(const ks_keys_t *keys,
+    const ks_backend_t *be)
+{
+	return backend_mut((ks_keys_t *)keys, be);
 }
 
 int ks_keys_resolve(const ks_keys_t *keys, const ks_backend_t *be,
@@ -98,6 +104,12 @@ int ks_keys_resolve(const ks_keys_t *keys, const ks_backend_t *be,
 	ks_buf_t list;
 	int i, has_auto = 0;
 
+	/* Most requests say "auto": no walk of the table for them. */
+	if (bi && bi->auto_id && requested[0] == 'a' &&
+	    strcmp(requested, "auto") == 0) {
+		*out = bi->auto_id;
+		return KS_OK;
+	}
 	for (id = keys->idents; id; id = id->next) {
 		if (id->backend == be && strcmp(id->requested, requested) == 0) {
 			*out = id;
@@ -141,9 +153,17 @@ static int load_target(ks_keys_t *keys, const ks_backend_t *be,
 
 	if (!req || strlen(req) > KS_MAX_NAME)
 		return KS_E_PROTO;
-	if (tg && id)
-		return strlen(tg) > KS_MAX_NAME ? KS_E_PROTO :
-		    ks_keys_ident_add(keys, be, req, tg, id, NULL);
+	if (tg && id) {
+		ks_ident_t *added;
+		int rc;
+
+		if (strlen(tg) > KS_MAX_NAME)
+			return KS_E_PROTO;
+		rc = ks_keys_ident_add(keys, be, req, tg, id, &added);
+		if (rc == KS_OK && strcmp(req, "auto") == 0)
+			backend_mut(keys, be)->auto_id = added;
+		return rc;
+	}
 	if (!jstr(e, "code") || !jstr(e, "message"))
 		return KS_E_PROTO;
 	r = calloc(1, sizeof *r);

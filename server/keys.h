@@ -50,6 +50,7 @@ typedef struct {
 	char *reason;            /* when not available */
 	char (*listed)[KS_MAX_NAME + 1];  /* explicit targets, oldest first */
 	int nlisted;
+	const ks_ident_t *auto_id;       /* "auto", when it resolves */
 } ks_binfo_t;
 
 #define KS_KEYS_MAX_KERNELS 16

@@ -134,6 +134,16 @@ static int pid_gone(pid_t pid)
 	return st == 'Z';
 }
 
+/* 1 when the reply's header contains TEXT. */
+static int says(const e2e_reply_t *r, const char *text)
+{
+	char *h = cJSON_PrintUnformatted(r->h);
+	int yes = h && strstr(h, text);
+
+	free(h);
+	return yes;
+}
+
 static void still_serving(void)
 {
 	e2e_reply_t r;
@@ -216,15 +226,14 @@ Test(workers, compile_that_crashes_twice_fails_naming_the_signal)
 	start("crash:N=4108", NULL);
 	cr_assert_eq(e2e_call(D.sock, get_n(1, 4108), &r), 0);
 	cr_assert_str_eq(e2e_code(&r), "E_COMPILE_CRASHED");
-	cr_assert(strstr(cJSON_PrintUnformatted(r.h), "signal 11"),
-	    "%s", cJSON_PrintUnformatted(r.h));
+	cr_assert(says(&r, "signal 11"), "%s", cJSON_PrintUnformatted(r.h));
 	e2e_reply_free(&r);
 	cr_assert_eq(counter("worker_crashes"), 2);
 	cr_assert_eq(counter("worker_retries"), 1);
 	/* Not recompiled in a loop: the next ask gets the recent failure. */
 	cr_assert_eq(e2e_call(D.sock, get_n(2, 4108), &r), 0);
 	cr_assert_str_eq(e2e_code(&r), "E_COMPILE_CRASHED");
-	cr_assert(strstr(cJSON_PrintUnformatted(r.h), "recent failure"));
+	cr_assert(says(&r, "recent failure"));
 	e2e_reply_free(&r);
 	cr_assert_eq(counter("negative_hits"), 1);
 	cr_assert_eq(counter("worker_crashes"), 2);
@@ -252,7 +261,7 @@ Test(workers, stopped_worker_is_killed_at_the_compile_timeout)
 	cr_log_info("E_COMPILE_TIMEOUT %.0f ms after the get", now_ms() - t0);
 	cr_assert_str_eq(e2e_code(&r), "E_COMPILE_TIMEOUT", "%s",
 	    cJSON_PrintUnformatted(r.h));
-	cr_assert(strstr(cJSON_PrintUnformatted(r.h), "3 s"));
+	cr_assert(says(&r, "3 s"));
 	e2e_reply_free(&r);
 	close(fd);
 	cr_assert_eq(counter("worker_timeouts"), 1);
@@ -265,6 +274,10 @@ Test(workers, runaway_compile_ends_at_the_worker_memory_limit)
 	static const char *const extra[] = { "--worker-memory", "256M", NULL };
 	e2e_reply_t r;
 
+#if defined(__SANITIZE_ADDRESS__)
+	cr_skip_test("AddressSanitizer's shadow memory rules out a memory "
+	    "limit (the worker sets none in this build)");
+#endif
 	start("oom:N=4112", extra);
 	cr_assert_eq(e2e_call(D.sock, get_n(1, 4112), &r), 0);
 	cr_assert_str_eq(e2e_code(&r), "E_COMPILE_OOM", "%s",
