@@ -346,13 +346,13 @@ int ks_server_run(const ks_server_config_t *cfg)
 	ks_writer_stop(srv.writer);
 	ks_mailbox_run(&srv.mailbox);
 	ks_mailbox_close(&srv.mailbox);
+	ks_pool_close(&srv.pool);
 	uv_run(srv.loop, UV_RUN_DEFAULT);
 
 	ks_store_close(srv.store);
 	ks_hot_free(srv.hot);
 	ks_keys_close(&srv.keys);
 	ks_flights_close(&srv.flights);
-	ks_pool_close(&srv.pool);
 	uv_loop_close(srv.loop);
 	close_fds(&srv);
 	ks_log(KS_LOG_INFO, "kspecd stopped");

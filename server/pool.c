@@ -3,15 +3,16 @@
  *
  * Spawning.  posix_spawn (glibc's clone(CLONE_VFORK) then exec, safe in a
  * threaded process; never a bare fork) re-executes the daemon's own binary
- * (/proc/self/exe, which still names the running image after an upgrade
- * replaced the file) in worker mode, so parent and worker agree on code
+ * (a descriptor of /proc/self/exe opened at start, which still names the
+ * running image after an upgrade replaced the file) in worker mode, so parent and worker agree on code
  * generation by construction; the ready message's fingerprints are
  * checked anyway.  The child gets: the socketpair's end as fd 3, stdin
  * from /dev/null, the daemon's stdout and stderr, every other descriptor
  * closed by close-on-exec, an empty signal mask, default dispositions, and
  * a session of its own (no terminal's Ctrl-C reaches it).  Its exit is
- * watched through a pidfd, so no SIGCHLD handler is involved, and it is
- * reaped with wait4 for its status and peak RSS.
+ * watched through a pidfd, so no SIGCHLD handler is involved (through
+ * SIGCHLD where pidfd_open is missing), and it is reaped with wait4 for
+ * its status and peak RSS.
  *
  * Only the loop thread touches the pool.  Workers are spawned from it:
  * PR_SET_PDEATHSIG fires when the spawning thread ends, and the loop
@@ -289,9 +290,9 @@ static void job_lost(ks_worker_t *w, int status, const struct rusage *ru)
 
 /* ---- the process ended ---- */
 
-static void on_exit_readable(uv_poll_t *h, int status, int events)
+/* Reaps W if its process has ended; 1 when it had. */
+static int reap(ks_worker_t *w)
 {
-	ks_worker_t *w = h->data;
 	ks_pool_t *p = w->pool;
 	struct rusage ru;
 	int st = 0, was = w->state;
@@ -300,12 +301,14 @@ static void on_exit_readable(uv_poll_t *h, int status, int events)
 
 	memset(&ru, 0, sizeof ru);
 	r = wait4(w->pid, &st, WNOHANG, &ru);
-	if (r == 0)
-		return;                 /* not yet */
-	uv_poll_stop(&w->exitw);
-	uv_close((uv_handle_t *)&w->exitw, on_handle_closed);
-	close(w->pidfd);
-	w->pidfd = -1;
+	if (r == 0 || (r < 0 && errno == EINTR))
+		return 0;               /* not yet */
+	if (w->pidfd >= 0) {
+		uv_poll_stop(&w->exitw);
+		uv_close((uv_handle_t *)&w->exitw, on_handle_closed);
+		close(w->pidfd);
+		w->pidfd = -1;
+	}
 	uv_timer_stop(&w->deadline);
 	uv_close((uv_handle_t *)&w->deadline, on_handle_closed);
 	close_chan(w);
@@ -341,6 +344,25 @@ static void on_exit_readable(uv_poll_t *h, int status, int events)
 		p->probe_wanted = 1;    /* ask the next ready worker */
 	spawn_missing(p);
 	kick(p);
+	return 1;
+}
+
+static void on_exit_readable(uv_poll_t *h, int status, int events)
+{
+	reap(h->data);
+}
+
+/* Where pidfd_open is missing (kernels before 5.3, valgrind): SIGCHLD,
+ * then a look at every worker. */
+static void on_sigchld(uv_signal_t *h, int sig)
+{
+	ks_pool_t *p = h->data;
+	ks_worker_t *w, *next;
+
+	for (w = p->workers; w; w = next) {
+		next = w->next;
+		reap(w);
+	}
 }
 
 /* ---- messages from a worker ---- */
@@ -593,22 +615,22 @@ static int spawn_one(ks_pool_t *p)
 		return KS_E_IO;
 	}
 	w->pidfd = (int)syscall(SYS_pidfd_open, w->pid, 0);
-	if (w->pidfd < 0) {
-		ks_log(KS_LOG_ERROR, "pidfd_open: %s (kspecd needs Linux 5.3 "
-		    "or newer)", strerror(errno));
-		kill(w->pid, SIGKILL);
-		waitpid(w->pid, NULL, 0);
-		close(sv[0]);
-		free(w);
-		return KS_E_IO;
+	if (w->pidfd < 0 && !uv_is_active((uv_handle_t *)&p->sigchld)) {
+		ks_log(KS_LOG_INFO, "pidfd_open: %s; watching workers through "
+		    "SIGCHLD", strerror(errno));
+		uv_signal_start(&p->sigchld, on_sigchld, SIGCHLD);
 	}
 	w->pool = p;
 	w->state = WORKER_STARTING;
 	w->started_ns = ks_now_ns();
 	ks_buf_init(&w->in);
-	uv_poll_init(p->loop, &w->exitw, w->pidfd);
-	w->exitw.data = w;
-	uv_poll_start(&w->exitw, UV_READABLE, on_exit_readable);
+	w->open_handles = 2;
+	if (w->pidfd >= 0) {
+		uv_poll_init(p->loop, &w->exitw, w->pidfd);
+		w->exitw.data = w;
+		uv_poll_start(&w->exitw, UV_READABLE, on_exit_readable);
+		w->open_handles++;
+	}
 	uv_pipe_init(p->loop, &w->chan, 0);
 	w->chan.data = w;
 	uv_pipe_open(&w->chan, sv[0]);
@@ -617,7 +639,6 @@ static int spawn_one(ks_pool_t *p)
 	uv_timer_init(p->loop, &w->deadline);
 	w->deadline.data = w;
 	uv_timer_start(&w->deadline, on_deadline, START_DEADLINE_MS, 0);
-	w->open_handles = 3;
 	w->next = p->workers;
 	p->workers = w;
 	p->nlive++;
@@ -698,11 +719,29 @@ int ks_pool_init(ks_pool_t *p, uv_loop_t *loop, const ks_pool_opts_t *opts,
 	p->loop = loop;
 	p->opts = *opts;
 	p->owner = owner;
-	if (!p->opts.exe)
-		p->opts.exe = "/proc/self/exe";
+	p->exe_fd = -1;
+	if (!p->opts.exe) {
+		/*
+		 * The running binary, pinned: a descriptor of /proc/self/exe,
+		 * executed through /proc/PID/fd/N, still names this image when
+		 * an upgrade has replaced the file (and, unlike exec of
+		 * /proc/self/exe itself, names the program rather than the
+		 * tool when the daemon runs under valgrind).
+		 */
+		p->exe_fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+		if (p->exe_fd >= 0)
+			snprintf(p->exe, sizeof p->exe, "/proc/%ld/fd/%d",
+			    (long)getpid(), p->exe_fd);
+		else
+			snprintf(p->exe, sizeof p->exe, "/proc/self/exe");
+		p->opts.exe = p->exe;
+	}
 	uv_timer_init(loop, &p->respawn);
 	p->respawn.data = p;
 	uv_unref((uv_handle_t *)&p->respawn);
+	uv_signal_init(loop, &p->sigchld);
+	p->sigchld.data = p;
+	uv_unref((uv_handle_t *)&p->sigchld);
 	spawn_missing(p);
 	return p->nlive > 0 ? KS_OK : KS_E_IO;
 }
@@ -754,6 +793,8 @@ void ks_pool_stop(ks_pool_t *p)
 	p->stopping = 1;
 	uv_timer_stop(&p->respawn);
 	uv_close((uv_handle_t *)&p->respawn, NULL);
+	/* SIGCHLD is still wanted until the last worker is reaped; the
+	 * handle does not keep the loop alive, the workers' channels do. */
 	while ((pj = p->retry_head)) {
 		p->retry_head = pj->next;
 		job_end(pj, KS_E_SHUTTING_DOWN, "daemon stopped before the "
@@ -773,7 +814,11 @@ void ks_pool_stop(ks_pool_t *p)
 
 void ks_pool_close(ks_pool_t *p)
 {
-	(void)p;
+	if (!uv_is_closing((uv_handle_t *)&p->sigchld))
+		uv_close((uv_handle_t *)&p->sigchld, NULL);
+	if (p->exe_fd >= 0)
+		close(p->exe_fd);
+	p->exe_fd = -1;
 }
 
 void ks_pool_each(ks_pool_t *p, void (*fn)(void *ctx, const ks_worker_t *w),

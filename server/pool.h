@@ -87,11 +87,14 @@ typedef struct {
 struct ks_pool {
 	uv_loop_t *loop;
 	ks_pool_opts_t opts;
+	int exe_fd;                         /* the daemon's binary, pinned */
+	char exe[64];                       /* its /proc path */
 	ks_worker_t *workers;               /* every live worker process */
 	int nlive;                          /* not RETIRING or DEAD */
 	ks_pool_job_t *retry_head, *retry_tail;
 	int stopping;
 	uv_timer_t respawn;                 /* the pause after start failures */
+	uv_signal_t sigchld;                /* without pidfds only */
 	int failing;                        /* start failures in a row */
 	int paused;                         /* the pause has passed */
 	uint64_t next_seq;
