@@ -22,7 +22,6 @@
 /* Compiles. */
 #define KS_MAX_FLIGHTS         4096        /* distinct compiles queued */
 #define KS_FD_RESERVE          64          /* fds kept for the store,
-                                              compiler temp files, memfds */
-#define KS_COMPILE_TIMEOUT_MS  120000
+                                              the workers' channels */
 
 #endif

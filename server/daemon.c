@@ -174,9 +174,10 @@ static void *signal_main(void *p)
 }
 
 /* Raises the soft RLIMIT_NOFILE to the hard one and sizes the connection
- * limit below it: running out of descriptors inside a compile makes GCC's
- * driver exit the process. */
-static int fd_limit(void)
+ * limit below it, leaving room for the store, the lock files and each
+ * worker's channel and pidfd: a descriptor the daemon cannot get stalls
+ * what needed it. */
+static int fd_limit(int workers)
 {
 	struct rlimit rl;
 	long room;
@@ -190,7 +191,7 @@ static int fd_limit(void)
 		getrlimit(RLIMIT_NOFILE, &rl);
 	}
 	room = rl.rlim_cur == RLIM_INFINITY ? KS_MAX_CONNECTIONS :
-	    (long)rl.rlim_cur - KS_FD_RESERVE;
+	    (long)rl.rlim_cur - KS_FD_RESERVE - 2L * workers;
 	if (room < max)
 		max = room < 1 ? 1 : (int)room;
 	return max;
@@ -255,8 +256,8 @@ static int start(ks_srv_t *srv, int fd)
 	ks_flights_init(&srv->flights, &srv->pool, &srv->keys, srv);
 	srv->flights.finish = ks_lookup_finish;
 	srv->flights.idle = on_flights_idle;
-	ks_conns_init(&srv->conns, srv->loop, fd_limit(), ks_dispatch_request,
-	    srv);
+	ks_conns_init(&srv->conns, srv->loop, fd_limit(srv->cfg.workers),
+	    ks_dispatch_request, srv);
 
 	/* The socket is listening already (connections wait in its
 	 * backlog); they are accepted once the probe is in (on_probe). */
@@ -333,6 +334,9 @@ int ks_server_run(const ks_server_config_t *cfg)
 		close_fds(&srv);
 		return rc;
 	}
+	if (getenv("KSPEC_TEST_FAULTS"))
+		ks_log(KS_LOG_WARN, "KSPEC_TEST_FAULTS is set: compile workers "
+		    "will fail on purpose (%s)", getenv("KSPEC_TEST_FAULTS"));
 	rc = start(&srv, fd);
 	if (rc)
 		return rc;
