@@ -420,6 +420,8 @@ static void on_result(ks_worker_t *w, const char *hdr, size_t hl,
 
 	if (ks_wire_out_decode(hdr, hl, payload, pl, &seq, &rc, pj->errmsg,
 	    sizeof pj->errmsg, &pj->out, &rss) != KS_OK || seq != w->seq) {
+		ks_job_out_close(&pj->out);
+		pj->errmsg[0] = '\0';
 		kill_worker(w, "it sent a malformed reply");
 		return;
 	}
