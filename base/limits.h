@@ -13,6 +13,25 @@
 #define KS_MAX_INFLIGHT_PER_CONN 256       /* pipelined requests */
 #define KS_MAX_WRITE_QUEUE     (64u << 20) /* unsent reply bytes per conn */
 
+/* Fairness between clients and users on the daemon's loop. */
+#define KS_MAX_CONNS_PER_USER  256         /* default --max-conns-per-user:
+                                              a quarter of all, so one uid
+                                              never takes every slot */
+#define KS_MAX_INFLIGHT_PER_USER 2048      /* one uid's requests waiting on
+                                              compiles, all connections */
+#define KS_MAX_REQUESTS_PER_TURN 16        /* frames handled on one
+                                              connection before the others
+                                              get a turn */
+#define KS_MAX_READ_BACKLOG    (1u << 20)  /* received, unhandled bytes per
+                                              connection; reading pauses */
+#define KS_MAX_WRITE_QUEUE_TOTAL (128u << 20) /* unsent reply bytes of all
+                                              connections; reading pauses on
+                                              those holding most */
+#define KS_IDLE_TIMEOUT_S      300         /* default --idle-timeout */
+#define KS_READ_TIMEOUT_S      10          /* default --read-timeout: a
+                                              started frame must be complete
+                                              by then */
+
 /* Requests. */
 #define KS_MAX_NAME            64          /* kernel, backend, target names */
 #define KS_MAX_DIMS            16          /* shape parameters of a kernel */
@@ -21,6 +40,8 @@
 
 /* Compiles. */
 #define KS_MAX_FLIGHTS         4096        /* distinct compiles queued */
+#define KS_MAX_FLIGHTS_PER_USER (KS_MAX_FLIGHTS / 2) /* of them, started by
+                                              one uid */
 #define KS_FD_RESERVE          64          /* fds kept for the store,
                                               the workers' channels */
 

@@ -332,6 +332,8 @@ fail:
 	return rc;
 }
 
+static int reopen_if_closed(kspec_client_t *c);
+
 static int want_yes(void *ctx, uint64_t id)
 {
 	return 1;
@@ -349,43 +351,22 @@ static int transact(kspec_client_t *c, const ks_buf_t *req, uint64_t id,
 	int rc;
 
 	memset(r, 0, sizeof *r);
-	rc = send_request(c, req);
+	rc = reopen_if_closed(c);
+	if (rc == KSPEC_OK)
+		rc = send_request(c, req);
 	if (rc)
 		return rc;
 	return recv_reply(c, id, id, want_payload ? want_yes : want_no, NULL,
 	    r, &got);
 }
 
-int kspec_connect(const char *socket_path, kspec_client_t **out)
+/* Connects c->fd to c->path. */
+static int open_fd(kspec_client_t *c)
 {
 	struct sockaddr_un sa;
-	kspec_client_t *c;
 	struct pollfd pfd;
 	socklen_t elen;
 	int err = 0;
-
-	*out = c = calloc(1, sizeof *c);
-	if (!c)
-		return KSPEC_E_NOMEM;
-	c->fd = -1;
-	c->next_id = 1;
-	/* libsodium for the artifact check; idempotent and thread-safe. */
-	if (ks_base_init())
-		return set_error(c, KSPEC_E_INTERNAL,
-		    "cannot initialize libsodium");
-	if (socket_path) {
-		if (strlen(socket_path) >= sizeof c->path)
-			return set_error(c, KSPEC_E_TOO_LARGE,
-			    "socket path is longer than %zu bytes",
-			    sizeof c->path - 1);
-		memcpy(c->path, socket_path, strlen(socket_path) + 1);
-	} else if (ks_proto_default_socket(c->path, sizeof c->path)) {
-		return set_error(c, KSPEC_E_TOO_LARGE,
-		    "default socket path is longer than %zu bytes",
-		    sizeof c->path - 1);
-	}
-	if (!c->path[0])
-		return set_error(c, KSPEC_E_INVAL, "empty socket path");
 
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0)
@@ -415,6 +396,54 @@ int kspec_connect(const char *socket_path, kspec_client_t **out)
 		    c->path, strerror(err));
 	}
 	return KSPEC_OK;
+}
+
+/*
+ * Before a request with nothing outstanding: kspecd closes connections
+ * that stay idle (its --idle-timeout), so a connection the daemon has
+ * closed in the meantime is opened again.  Costs one poll() with no wait.
+ */
+static int reopen_if_closed(kspec_client_t *c)
+{
+	struct pollfd pfd = { c->fd, POLLIN | POLLRDHUP, 0 };
+	char b;
+
+	if (c->fd < 0 || poll(&pfd, 1, 0) != 1)
+		return KSPEC_OK;
+	if (!(pfd.revents & (POLLHUP | POLLRDHUP | POLLERR)) &&
+	    recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
+		return KSPEC_OK;        /* data, not a close: left to read */
+	drop(c);
+	return open_fd(c);
+}
+
+int kspec_connect(const char *socket_path, kspec_client_t **out)
+{
+	kspec_client_t *c;
+
+	*out = c = calloc(1, sizeof *c);
+	if (!c)
+		return KSPEC_E_NOMEM;
+	c->fd = -1;
+	c->next_id = 1;
+	/* libsodium for the artifact check; idempotent and thread-safe. */
+	if (ks_base_init())
+		return set_error(c, KSPEC_E_INTERNAL,
+		    "cannot initialize libsodium");
+	if (socket_path) {
+		if (strlen(socket_path) >= sizeof c->path)
+			return set_error(c, KSPEC_E_TOO_LARGE,
+			    "socket path is longer than %zu bytes",
+			    sizeof c->path - 1);
+		memcpy(c->path, socket_path, strlen(socket_path) + 1);
+	} else if (ks_proto_default_socket(c->path, sizeof c->path)) {
+		return set_error(c, KSPEC_E_TOO_LARGE,
+		    "default socket path is longer than %zu bytes",
+		    sizeof c->path - 1);
+	}
+	if (!c->path[0])
+		return set_error(c, KSPEC_E_INVAL, "empty socket path");
+	return open_fd(c);
 }
 
 void kspec_close(kspec_client_t *c)
@@ -754,8 +783,11 @@ int kspec_get_many(kspec_client_t *c, const kspec_get_spec_t *specs,
 	c->next_id += n;
 	/* All requests first: the daemon answers them in completion order
 	 * while it reads the rest. */
+	rc = reopen_if_closed(c);
+	if (rc)
+		return rc;
 	ks_buf_init(&req);
-	for (i = 0, rc = KSPEC_OK; i < n && !rc; i++) {
+	for (i = 0; i < n && !rc; i++) {
 		ks_buf_reset(&req);
 		rc = build_get(&req, m.base + i, &specs[i]);
 		if (rc)

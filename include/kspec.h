@@ -3,7 +3,9 @@
  *
  * A client holds one connection to the daemon's Unix socket and sends one
  * request at a time over the v1 wire protocol (docs/protocol.md), with
- * blocking I/O.  Usable from C and C++.
+ * blocking I/O.  Usable from C and C++.  kspecd closes a connection that
+ * stays idle (its --idle-timeout); the next call notices and connects
+ * again before it sends.
  *
  * Threads: a kspec_client_t is used by one thread at a time (calls on one
  * client must not overlap; hand it between threads with your own lock or

@@ -1,6 +1,7 @@
 /*
  * Connections: accept, peer check, framing of requests, the write path of
- * replies with backpressure, and the connection state machine (conn.h).
+ * replies with backpressure, turns between connections, deadlines, and
+ * the connection state machine (conn.h).
  *
  * Replies are written with uv_try_write straight from the connection's
  * header buffer and the artifact's bytes; only what the socket does not
@@ -8,6 +9,19 @@
  * the artifact until it is written.  A libuv handle is freed only in its
  * close callback; a connection that must close is marked CLOSED and torn
  * down here, never inside another layer's callback.
+ *
+ * Turns.  A read hands at most KS_MAX_REQUESTS_PER_TURN frames of one
+ * connection to the daemon; the rest wait in the connection's buffer, and
+ * the connection joins the turn queue, which an idle handle serves
+ * round-robin, one turn per connection per loop iteration, after the
+ * loop has polled for everyone else's input.  So a client that pipelines
+ * thousands of requests shares the loop with the others instead of
+ * holding it until its last request is answered.
+ *
+ * Deadlines (the sweep, every second): a connection with nothing pending
+ * and no unfinished frame that has been quiet for the idle timeout is
+ * closed; a frame that has begun must be complete within the read
+ * timeout, or the connection gets E_TIMEOUT and is closed.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,26 +34,138 @@
 #include "conn.h"
 
 #define READ_CHUNK 65536
+#define SWEEP_MS 1000
 
 typedef struct {
 	uv_write_t req;
 	ks_conn_t *conn;
 	ks_artifact_t *art;      /* payload, referenced; may be NULL */
+	size_t bytes;            /* queued: counted in conn->unsent */
 	size_t hdr_len;
 	char hdr[];              /* unwritten prefix+header bytes */
 } ks_wreq_t;
 
-static void conn_resume(ks_conn_t *c);
+static void update_reading(ks_conn_t *c);
+static void process_input(ks_conn_t *c);
+static void on_sweep(uv_timer_t *t);
+static void on_turn(uv_idle_t *h);
 
-void ks_conns_init(ks_conns_t *set, uv_loop_t *loop, int max,
-    ks_conn_request_fn on_request, void *owner)
+void ks_conns_init(ks_conns_t *set, uv_loop_t *loop,
+    const ks_conn_limits_t *lim, ks_conn_request_fn on_request,
+    void *owner)
 {
 	memset(set, 0, sizeof *set);
 	set->loop = loop;
-	set->max = max;
+	set->lim = *lim;
 	set->on_request = on_request;
 	set->owner = owner;
+	uv_idle_init(loop, &set->turn);
+	set->turn.data = set;
+	uv_timer_init(loop, &set->sweep);
+	set->sweep.data = set;
+	uv_timer_start(&set->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+	uv_unref((uv_handle_t *)&set->sweep);
 }
+
+void ks_conns_close(ks_conns_t *set)
+{
+	ks_conn_user_t *u, *tmp;
+
+	if (!uv_is_closing((uv_handle_t *)&set->turn))
+		uv_close((uv_handle_t *)&set->turn, NULL);
+	if (!uv_is_closing((uv_handle_t *)&set->sweep))
+		uv_close((uv_handle_t *)&set->sweep, NULL);
+	HASH_ITER(hh, set->users, u, tmp) {
+		HASH_DEL(set->users, u);
+		free(u);
+	}
+}
+
+/* ---- users ---- */
+
+static ks_conn_user_t *user_of(ks_conns_t *set, uint32_t uid)
+{
+	ks_conn_user_t *u;
+
+	HASH_FIND(hh, set->users, &uid, sizeof uid, u);
+	if (u)
+		return u;
+	u = calloc(1, sizeof *u);
+	if (!u)
+		return NULL;
+	u->uid = uid;
+	HASH_ADD(hh, set->users, uid, sizeof u->uid, u);
+	return u;
+}
+
+static void user_settle(ks_conns_t *set, ks_conn_user_t *u)
+{
+	if (u && u->conns == 0 && u->waiting == 0) {
+		HASH_DEL(set->users, u);
+		free(u);
+	}
+}
+
+int ks_conn_user_waiting(const ks_conn_t *c)
+{
+	return c->user ? c->user->waiting : 0;
+}
+
+/* ---- turns ---- */
+
+static void turn_enqueue(ks_conn_t *c)
+{
+	ks_conns_t *set = c->set;
+
+	if (c->turn_queued)
+		return;
+	c->turn_queued = 1;
+	c->tnext = NULL;
+	c->tprev = set->turns_tail;
+	if (set->turns_tail)
+		set->turns_tail->tnext = c;
+	else
+		set->turns_head = c;
+	set->turns_tail = c;
+	if (!uv_is_active((uv_handle_t *)&set->turn))
+		uv_idle_start(&set->turn, on_turn);
+}
+
+static void turn_dequeue(ks_conn_t *c)
+{
+	ks_conns_t *set = c->set;
+
+	if (!c->turn_queued)
+		return;
+	c->turn_queued = 0;
+	if (c->tprev)
+		c->tprev->tnext = c->tnext;
+	else
+		set->turns_head = c->tnext;
+	if (c->tnext)
+		c->tnext->tprev = c->tprev;
+	else
+		set->turns_tail = c->tprev;
+	c->tprev = c->tnext = NULL;
+	if (!set->turns_head)
+		uv_idle_stop(&set->turn);
+}
+
+/* One turn for every connection queued when the iteration began. */
+static void on_turn(uv_idle_t *h)
+{
+	ks_conns_t *set = h->data;
+	ks_conn_t *last = set->turns_tail, *c;
+
+	while ((c = set->turns_head)) {
+		turn_dequeue(c);
+		process_input(c);
+		if (c == last)
+			break;
+	}
+}
+
+/* ---- lifetime ---- */
 
 static void conn_unref(ks_conn_t *c)
 {
@@ -62,6 +188,7 @@ static void conn_close(ks_conn_t *c)
 	if (c->state == CONN_CLOSED)
 		return;
 	c->state = CONN_CLOSED;
+	turn_dequeue(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -69,6 +196,12 @@ static void conn_close(ks_conn_t *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	set->n--;
+	if (c->user) {
+		c->user->conns--;
+		user_settle(set, c->user);
+		if (c->pending == 0)
+			c->user = NULL;
+	}
 	uv_close((uv_handle_t *)&c->pipe, on_close);
 }
 
@@ -109,11 +242,22 @@ void ks_conn_wait(ks_conn_t *c)
 {
 	c->refs++;
 	c->pending++;
+	if (c->user)
+		c->user->waiting++;
 }
 
 void ks_conn_done(ks_conn_t *c)
 {
+	ks_conn_user_t *u = c->user;
+
 	c->pending--;
+	c->active_ns = ks_now_ns();
+	if (u) {
+		u->waiting--;
+		if (c->state == CONN_CLOSED && c->pending == 0)
+			c->user = NULL;
+		user_settle(c->set, u);
+	}
 	conn_settle(c);
 	conn_unref(c);
 }
@@ -123,9 +267,8 @@ void ks_conn_drain(ks_conn_t *c)
 	if (c->state != CONN_OPEN)
 		return;
 	c->state = CONN_DRAINING;
-	if (c->reading)
-		uv_read_stop((uv_stream_t *)&c->pipe);
-	c->reading = 0;
+	turn_dequeue(c);
+	update_reading(c);
 	conn_settle(c);
 }
 
@@ -134,12 +277,8 @@ void ks_conns_pause_all(ks_conns_t *set)
 	ks_conn_t *c;
 
 	set->stopping = 1;
-	for (c = set->head; c; c = c->next) {
-		if (c->reading) {
-			uv_read_stop((uv_stream_t *)&c->pipe);
-			c->reading = 0;
-		}
-	}
+	for (c = set->head; c; c = c->next)
+		update_reading(c);
 }
 
 void ks_conns_drain_all(ks_conns_t *set)
@@ -162,13 +301,68 @@ void ks_conns_close_all(ks_conns_t *set)
 	}
 }
 
+/* ---- reading on and off ---- */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* This connection's share of the global budget of unsent bytes. */
+static int over_share(const ks_conn_t *c)
+{
+	const ks_conns_t *set = c->set;
+
+	return set->unsent_total > KS_MAX_WRITE_QUEUE_TOTAL &&
+	    c->unsent > KS_MAX_WRITE_QUEUE_TOTAL / (size_t)(set->n ?
+	    set->n : 1);
+}
+
+/* Sets and clears the PAUSE_* bits, with their hysteresis, and starts or
+ * stops reading to match. */
+static void update_reading(ks_conn_t *c)
+{
+	ks_conns_t *set = c->set;
+	size_t backlog = c->in.len - c->in_off;
+	int want;
+
+	if (c->unsent > KS_MAX_WRITE_QUEUE)
+		c->paused |= PAUSE_WRITE;
+	else if (c->unsent < KS_MAX_WRITE_QUEUE / 2)
+		c->paused &= ~PAUSE_WRITE;
+	if (backlog > KS_MAX_READ_BACKLOG)
+		c->paused |= PAUSE_INPUT;
+	else if (backlog < KS_MAX_READ_BACKLOG / 2)
+		c->paused &= ~PAUSE_INPUT;
+	if (over_share(c)) {
+		if (!(c->paused & PAUSE_GLOBAL))
+			set->paused_global++;
+		c->paused |= PAUSE_GLOBAL;
+	} else if (set->unsent_total < KS_MAX_WRITE_QUEUE_TOTAL / 2) {
+		c->paused &= ~PAUSE_GLOBAL;
+	}
+	want = c->state == CONN_OPEN && !set->stopping && !c->paused;
+	if (want && !c->reading) {
+		if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read))
+			conn_close(c);
+		else
+			c->reading = 1;
+	} else if (!want && c->reading) {
+		uv_read_stop((uv_stream_t *)&c->pipe);
+		c->reading = 0;
+	}
+}
+
 /* ---- the write path ---- */
 
 static void on_write(uv_write_t *req, int status)
 {
 	ks_wreq_t *w = (ks_wreq_t *)req;
 	ks_conn_t *c = w->conn;
+	ks_conns_t *set = c->set;
+	ks_conn_t *o;
+	int was_over = set->unsent_total >= KS_MAX_WRITE_QUEUE_TOTAL / 2;
 
+	c->unsent -= w->bytes;
+	set->unsent_total -= w->bytes;
 	if (w->art)
 		ks_artifact_unref(w->art);
 	free(w);
@@ -176,10 +370,15 @@ static void on_write(uv_write_t *req, int status)
 		conn_close(c);
 		return;
 	}
-	/* Backpressure: reading resumes once the queue has drained by half. */
-	if (c->state == CONN_OPEN && !c->reading && !c->set->stopping &&
-	    c->pipe.write_queue_size < KS_MAX_WRITE_QUEUE / 2)
-		conn_resume(c);
+	c->active_ns = ks_now_ns();
+	if (c->state == CONN_OPEN)
+		update_reading(c);
+	/* Once the total is back under half the budget, every connection
+	 * it paused may read again. */
+	if (was_over && set->unsent_total < KS_MAX_WRITE_QUEUE_TOTAL / 2)
+		for (o = set->head; o; o = o->next)
+			if (o->paused & PAUSE_GLOBAL)
+				update_reading(o);
 }
 
 void ks_reply_send(ks_conn_t *c, ks_artifact_t *art)
@@ -199,9 +398,13 @@ void ks_reply_send(ks_conn_t *c, ks_artifact_t *art)
 		nb = 2;
 	}
 	total = hdr + plen;
-	n = uv_try_write((uv_stream_t *)&c->pipe, bufs, nb);
-	if (n == (ssize_t)total)
+	/* Behind queued replies, a try write would reorder the stream. */
+	n = c->unsent ? UV_EAGAIN : uv_try_write((uv_stream_t *)&c->pipe,
+	    bufs, nb);
+	if (n == (ssize_t)total) {
+		c->active_ns = ks_now_ns();
 		return;
+	}
 	if (n < 0 && n != UV_EAGAIN) {
 		conn_close(c);
 		return;
@@ -218,6 +421,7 @@ void ks_reply_send(ks_conn_t *c, ks_artifact_t *art)
 	w->conn = c;
 	w->hdr_len = hdr_left;
 	w->art = NULL;
+	w->bytes = total - (size_t)n;
 	memcpy(w->hdr, c->out.data + (hdr - hdr_left), hdr_left);
 	nb = 0;
 	if (hdr_left)
@@ -236,10 +440,10 @@ void ks_reply_send(ks_conn_t *c, ks_artifact_t *art)
 		conn_close(c);
 		return;
 	}
-	if (c->pipe.write_queue_size > KS_MAX_WRITE_QUEUE && c->reading) {
-		uv_read_stop((uv_stream_t *)&c->pipe);
-		c->reading = 0;
-	}
+	c->unsent += w->bytes;
+	c->set->unsent_total += w->bytes;
+	if (c->state == CONN_OPEN)
+		update_reading(c);
 }
 
 void ks_reply_begin(ks_conn_t *c, int has_id, uint64_t id)
@@ -315,13 +519,14 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	buf->len = c->in.cap - c->in.len - 1;
 }
 
-/* Hands every complete frame read so far to the request callback. */
+/* Hands at most a turn's worth of complete frames to the request
+ * callback; more wait for the next turn. */
 static void process_input(ks_conn_t *c)
 {
 	uint32_t hl, pl;
 	size_t avail;
 	char msg[128];
-	int rc;
+	int rc, handled = 0;
 
 	while (c->state == CONN_OPEN) {
 		avail = c->in.len - c->in_off;
@@ -341,10 +546,18 @@ static void process_input(ks_conn_t *c)
 		}
 		if (avail < KS_FRAME_PREFIX + (size_t)hl)
 			break;
+		if (handled == KS_MAX_REQUESTS_PER_TURN) {
+			c->set->turns_yielded++;
+			turn_enqueue(c);
+			break;
+		}
 		c->set->on_request(c, c->in.data + c->in_off + KS_FRAME_PREFIX,
 		    hl);
 		c->in_off += KS_FRAME_PREFIX + hl;
+		handled++;
 	}
+	if (handled)
+		c->active_ns = ks_now_ns();
 	if (c->in_off == c->in.len) {
 		c->in_off = 0;
 		ks_buf_reset(&c->in);
@@ -354,6 +567,14 @@ static void process_input(ks_conn_t *c)
 		c->in.len -= c->in_off;
 		c->in_off = 0;
 	}
+	/* An unfinished frame starts the read deadline; a finished one (or
+	 * a frame waiting only for its turn) stops it. */
+	if (c->in.len == c->in_off || c->turn_queued)
+		c->frame_ns = 0;
+	else if (!c->frame_ns)
+		c->frame_ns = ks_now_ns();
+	if (c->state == CONN_OPEN)
+		update_reading(c);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -374,36 +595,73 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		return;
 	c->in.len += (size_t)nread;
 	c->in.data[c->in.len] = '\0';
-	process_input(c);
-}
-
-static void conn_resume(ks_conn_t *c)
-{
-	if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) == 0)
-		c->reading = 1;
+	c->active_ns = ks_now_ns();
+	if (!c->turn_queued)
+		process_input(c);
 	else
-		conn_close(c);
+		update_reading(c);
 }
 
-/* Only our own uid (and root) may talk to the daemon.  Records the
- * peer's uid, which the compile scheduler uses. */
-static int peer_allowed(ks_conn_t *c)
+/* ---- deadlines ---- */
+
+static void on_sweep(uv_timer_t *t)
+{
+	ks_conns_t *set = t->data;
+	uint64_t now = ks_now_ns();
+	ks_conn_t *c, *next;
+	char msg[128];
+
+	for (c = set->head; c; c = next) {
+		next = c->next;
+		if (c->state != CONN_OPEN)
+			continue;
+		if (set->lim.read_ms && c->frame_ns && now - c->frame_ns >
+		    set->lim.read_ms * 1000000) {
+			snprintf(msg, sizeof msg, "a request was not complete "
+			    "within %llu s; closing", (unsigned long long)
+			    (set->lim.read_ms / 1000));
+			set->read_timeouts++;
+			ks_reply_err(c, 0, 0, KS_E_TIMEOUT, msg);
+			ks_conn_drain(c);
+			continue;
+		}
+		if (set->lim.idle_ms && c->pending == 0 && !c->frame_ns &&
+		    !c->turn_queued && now - c->active_ns >
+		    set->lim.idle_ms * 1000000) {
+			set->idle_closed++;
+			ks_conn_drain(c);
+		}
+	}
+}
+
+/* ---- accepting ---- */
+
+/* The peer's uid (SO_PEERCRED); -1 if it cannot be read. */
+static int peer_uid(ks_conn_t *c, uint32_t *uid)
 {
 	struct ucred cred;
 	socklen_t len = sizeof cred;
 	uv_os_fd_t fd;
 
-	if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0)
-		return 0;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
-		return 0;
-	c->uid = (uint32_t)cred.uid;
-	return cred.uid == getuid() || cred.uid == 0;
+	if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+		return -1;
+	*uid = (uint32_t)cred.uid;
+	return 0;
+}
+
+/* Answers one error and drains: the connection is refused. */
+static void refuse(ks_conn_t *c, int code, const char *msg)
+{
+	ks_reply_err(c, 0, 0, code, msg);
+	ks_conn_drain(c);
 }
 
 void ks_conns_on_connection(uv_stream_t *l, int status)
 {
 	ks_conns_t *set = l->data;
+	ks_conn_user_t *u;
+	char msg[160];
 	ks_conn_t *c;
 
 	if (status < 0) {
@@ -416,6 +674,7 @@ void ks_conns_on_connection(uv_stream_t *l, int status)
 	c->set = set;
 	c->refs = 1;
 	c->id = ++set->next_id;
+	c->active_ns = ks_now_ns();
 	ks_buf_init(&c->in);
 	ks_buf_init(&c->out);
 	uv_pipe_init(set->loop, &c->pipe, 0);
@@ -430,17 +689,37 @@ void ks_conns_on_connection(uv_stream_t *l, int status)
 	set->head = c;
 	set->n++;
 	set->total++;
-	if (!peer_allowed(c)) {
+	/* Only our own uid (and root) may talk to the daemon. */
+	if (peer_uid(c, &c->uid) != 0 || (c->uid != getuid() && c->uid != 0)) {
+		set->refused_peer++;
 		ks_log(KS_LOG_WARN, "refused a connection from another user");
 		conn_close(c);
 		return;
 	}
-	if (set->n > set->max || set->stopping) {
-		ks_reply_err(c, 0, 0, set->stopping ? KS_E_SHUTTING_DOWN :
-		    KS_E_BUSY, set->stopping ? "daemon is shutting down" :
-		    "too many connections");
-		ks_conn_drain(c);
+	if (set->stopping) {
+		refuse(c, KS_E_SHUTTING_DOWN, "daemon is shutting down");
 		return;
 	}
-	conn_resume(c);
+	if (set->n > set->lim.max) {
+		set->refused_full++;
+		snprintf(msg, sizeof msg, "too many connections (%d)",
+		    set->lim.max);
+		refuse(c, KS_E_BUSY, msg);
+		return;
+	}
+	u = user_of(set, c->uid);
+	if (!u) {
+		refuse(c, KS_E_NOMEM, "out of memory");
+		return;
+	}
+	if (u->conns >= set->lim.max_per_user) {
+		set->refused_user++;
+		snprintf(msg, sizeof msg, "too many connections of uid %u (%d, "
+		    "--max-conns-per-user)", c->uid, set->lim.max_per_user);
+		refuse(c, KS_E_BUSY, msg);
+		return;
+	}
+	c->user = u;
+	u->conns++;
+	update_reading(c);
 }

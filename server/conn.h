@@ -7,6 +7,7 @@
 #define KS_SERVER_CONN_H
 
 #include <stdint.h>
+#include <uthash.h>
 #include <uv.h>
 
 #include "../base/base.h"
@@ -32,8 +33,23 @@ typedef void (*ks_conn_request_fn)(ks_conn_t *c, const char *hdr,
  *            has run and no request holds a reference on it (refs == 0).
  * A read error or reset goes straight to CLOSED; the replies of its
  * pending requests are dropped.
+ *
+ * An OPEN connection reads unless something pauses it (PAUSE_* bits):
+ * its unsent replies passed KS_MAX_WRITE_QUEUE (until half is sent), its
+ * unhandled input passed KS_MAX_READ_BACKLOG (until half is handled), or
+ * all connections' unsent replies passed the global budget while it holds
+ * more than its share (until the total is half the budget).
  */
 enum { CONN_OPEN, CONN_DRAINING, CONN_SHUTTING, CONN_CLOSED };
+enum { PAUSE_WRITE = 1, PAUSE_INPUT = 2, PAUSE_GLOBAL = 4 };
+
+/* What one peer uid holds. */
+typedef struct ks_conn_user {
+	uint32_t uid;
+	int conns;
+	int waiting;             /* requests waiting on compiles */
+	UT_hash_handle hh;
+} ks_conn_user_t;
 
 struct ks_conn {
 	uv_pipe_t pipe;          /* first: the handle is the connection */
@@ -42,30 +58,61 @@ struct ks_conn {
 	int refs;                /* the handle + one per pending request */
 	int pending;             /* requests not answered yet */
 	int reading;
+	int paused;              /* PAUSE_* */
 	uint64_t id;             /* 1, 2, ... in order of accept */
 	uint32_t uid;            /* the peer's, from SO_PEERCRED */
+	ks_conn_user_t *user;    /* its uid's counts; NULL if not admitted */
 	ks_buf_t in;             /* received bytes not yet consumed */
 	size_t in_off;           /* consumed prefix of in */
 	ks_buf_t out;            /* reply header scratch, reused */
+	size_t unsent;           /* reply bytes queued in write requests */
+	uint64_t active_ns;      /* last read, write or answered request */
+	uint64_t frame_ns;       /* when the unfinished frame began, or 0 */
+	int turn_queued;         /* in set->turns: frames wait for a turn */
+	ks_conn_t *tprev, *tnext;
 	ks_conn_t *prev, *next;  /* set->head */
 };
+
+/* Limits of the connection layer (flags and base/limits.h). */
+typedef struct {
+	int max;                 /* KS_MAX_CONNECTIONS within RLIMIT_NOFILE */
+	int max_per_user;        /* --max-conns-per-user */
+	uint64_t idle_ms;        /* --idle-timeout, 0: never */
+	uint64_t read_ms;        /* --read-timeout, 0: never */
+} ks_conn_limits_t;
 
 /* Every connection of the daemon. */
 struct ks_conns {
 	uv_loop_t *loop;
 	ks_conn_t *head;
 	int n;
-	int max;                 /* KS_MAX_CONNECTIONS within RLIMIT_NOFILE */
+	ks_conn_limits_t lim;
 	int stopping;            /* accepted connections are refused */
 	uint64_t next_id;
-	uint64_t total;          /* accepted since start */
-	uint64_t bad_frames;     /* frames that could not be parsed */
+	ks_conn_user_t *users;   /* uthash by uid */
+	ks_conn_t *turns_head, *turns_tail;  /* waiting for their next turn */
+	uv_idle_t turn;          /* active while some connection waits */
+	uv_timer_t sweep;        /* idle and read deadlines, every second */
+	size_t unsent_total;
 	ks_conn_request_fn on_request;
 	void *owner;             /* the daemon, for the request callback */
+	/* Counters for stats. */
+	uint64_t total;          /* accepted since start */
+	uint64_t bad_frames;     /* frames that could not be parsed */
+	uint64_t refused_full;   /* refused: KS_MAX_CONNECTIONS */
+	uint64_t refused_user;   /* refused: the uid's connection limit */
+	uint64_t refused_peer;   /* refused: a uid not admitted */
+	uint64_t idle_closed;
+	uint64_t read_timeouts;
+	uint64_t turns_yielded;  /* a connection had more frames than a turn */
+	uint64_t paused_global;  /* reading paused for the global budget */
 };
 
-void ks_conns_init(ks_conns_t *set, uv_loop_t *loop, int max,
-    ks_conn_request_fn on_request, void *owner);
+void ks_conns_init(ks_conns_t *set, uv_loop_t *loop,
+    const ks_conn_limits_t *lim, ks_conn_request_fn on_request,
+    void *owner);
+/* Closes the layer's own handles (after every connection has closed). */
+void ks_conns_close(ks_conns_t *set);
 /* The listener's connection callback (listener->data must be SET). */
 void ks_conns_on_connection(uv_stream_t *listener, int status);
 /* Stops reading on every connection (shutdown begins). */
@@ -78,11 +125,13 @@ void ks_conns_close_all(ks_conns_t *set);
 /* 1 when replies can still be sent on C. */
 int ks_conn_live(const ks_conn_t *c);
 /* A request starts waiting on C (a compile, a store write): takes a
- * reference and counts it pending.  ks_conn_done undoes both, after the
- * reply was sent or dropped, and shuts a draining connection down once
- * nothing is pending. */
+ * reference and counts it pending, for C and its uid.  ks_conn_done
+ * undoes both, after the reply was sent or dropped, and shuts a draining
+ * connection down once nothing is pending. */
 void ks_conn_wait(ks_conn_t *c);
 void ks_conn_done(ks_conn_t *c);
+/* Requests of C's uid waiting on compiles, on all its connections. */
+int ks_conn_user_waiting(const ks_conn_t *c);
 /* Stops reading and answers what was read (see the states above). */
 void ks_conn_drain(ks_conn_t *c);
 

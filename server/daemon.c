@@ -228,6 +228,7 @@ static void close_fds(ks_srv_t *srv)
 /* Starts the loop's handles and threads; logs what failed. */
 static int start(ks_srv_t *srv, int fd)
 {
+	ks_conn_limits_t lim;
 	ks_pool_opts_t opts;
 	int rc;
 
@@ -256,8 +257,11 @@ static int start(ks_srv_t *srv, int fd)
 	ks_flights_init(&srv->flights, &srv->pool, &srv->keys, srv);
 	srv->flights.finish = ks_lookup_finish;
 	srv->flights.idle = on_flights_idle;
-	ks_conns_init(&srv->conns, srv->loop, fd_limit(srv->cfg.workers),
-	    ks_dispatch_request, srv);
+	lim.max = fd_limit(srv->cfg.workers);
+	lim.max_per_user = srv->cfg.max_conns_per_user;
+	lim.idle_ms = srv->cfg.idle_timeout_s * 1000;
+	lim.read_ms = srv->cfg.read_timeout_s * 1000;
+	ks_conns_init(&srv->conns, srv->loop, &lim, ks_dispatch_request, srv);
 
 	/* The socket is listening already (connections wait in its
 	 * backlog); they are accepted once the probe is in (on_probe). */
@@ -343,6 +347,7 @@ int ks_server_run(const ks_server_config_t *cfg)
 
 	uv_run(srv.loop, UV_RUN_DEFAULT);
 	uv_close((uv_handle_t *)&srv.drain_timer, NULL);
+	ks_conns_close(&srv.conns);
 	uv_run(srv.loop, UV_RUN_DEFAULT);
 
 	/* The writer finishes what was posted; completions it sends now
@@ -355,6 +360,8 @@ int ks_server_run(const ks_server_config_t *cfg)
 
 	ks_store_close(srv.store);
 	ks_hot_free(srv.hot);
+	ks_buf_close(&srv.hello_body);
+	ks_buf_close(&srv.kernels_body);
 	ks_keys_close(&srv.keys);
 	ks_flights_close(&srv.flights);
 	uv_loop_close(srv.loop);

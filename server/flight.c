@@ -27,9 +27,14 @@ void ks_flights_init(ks_flights_t *set, ks_pool_t *pool,
 
 void ks_flights_close(ks_flights_t *set)
 {
+	ks_flight_user_t *u, *tmp;
 	int p;
 
 	negative_expire(set, UINT64_MAX);
+	HASH_ITER(hh, set->users, u, tmp) {
+		HASH_DEL(set->users, u);
+		free(u);
+	}
 	for (p = 0; p < KS_PRIO_COUNT; p++)
 		ks_sched_close(&set->queue[p]);
 }
@@ -109,6 +114,34 @@ static int negative_find(ks_flights_t *set, const ks_hash_t *key, char *err,
 	return n->err;
 }
 
+/* ---- flights per user ---- */
+
+static ks_flight_user_t *flight_user(ks_flights_t *set, uint32_t uid,
+    int create)
+{
+	ks_flight_user_t *u;
+
+	HASH_FIND(hh, set->users, &uid, sizeof uid, u);
+	if (u || !create)
+		return u;
+	u = calloc(1, sizeof *u);
+	if (u) {
+		u->uid = uid;
+		HASH_ADD(hh, set->users, uid, sizeof u->uid, u);
+	}
+	return u;
+}
+
+static void flight_user_drop(ks_flights_t *set, uint32_t uid)
+{
+	ks_flight_user_t *u = flight_user(set, uid, 0);
+
+	if (u && --u->flights == 0) {
+		HASH_DEL(set->users, u);
+		free(u);
+	}
+}
+
 /* Tells every waiter of F its outcome and frees F. */
 static void flight_end(ks_flights_t *set, ks_flight_t *f)
 {
@@ -117,6 +150,7 @@ static void flight_end(ks_flights_t *set, ks_flight_t *f)
 	ks_sched_finish(&set->queue[f->prio], &f->queued);
 	f->state = FLIGHT_DONE;
 	HASH_DEL(set->table, f);
+	flight_user_drop(set, f->uid);
 	set->finish(set, f);
 	if (f->err && f->err != KS_E_SHUTTING_DOWN)
 		set->failures++;
@@ -252,28 +286,47 @@ int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,
 		w->joined = 1;
 		set->joins++;
 	} else {
+		ks_flight_user_t *u;
+
 		if (HASH_COUNT(set->table) >= KS_MAX_FLIGHTS) {
 			snprintf(err, errlen, "%d distinct compiles are queued; "
 			    "try again later", KS_MAX_FLIGHTS);
 			return KS_E_BUSY;
 		}
-		f = calloc(1, sizeof *f);
+		u = flight_user(set, w->uid, 1);
+		if (u && u->flights >= KS_MAX_FLIGHTS_PER_USER) {
+			snprintf(err, errlen, "uid %u has %d distinct compiles "
+			    "queued or running, the most one user may have; try "
+			    "again later", w->uid, u->flights);
+			return KS_E_BUSY;
+		}
+		f = u ? calloc(1, sizeof *f) : NULL;
 		if (!f) {
+			if (u && u->flights == 0) {
+				HASH_DEL(set->users, u);
+				free(u);
+			}
 			snprintf(err, errlen, "out of memory");
 			return KS_E_NOMEM;
 		}
 		f->key = g->key;
 		f->get = *g;
 		f->set = set;
+		f->uid = w->uid;
 		f->prio = prio;
 		f->state = FLIGHT_QUEUED;
 		f->created_ns = ks_now_ns();
 		if (enqueue(set, f, w) != KS_OK) {
 			free(f);
+			if (u->flights == 0) {
+				HASH_DEL(set->users, u);
+				free(u);
+			}
 			snprintf(err, errlen, "out of memory");
 			return KS_E_NOMEM;
 		}
 		HASH_ADD(hh, set->table, key, sizeof f->key, f);
+		u->flights++;
 		w->joined = 0;
 		set->compiles++;
 	}

@@ -54,6 +54,7 @@ struct ks_flight {
 	ks_hash_t key;
 	UT_hash_handle hh;
 	ks_flights_t *set;
+	uint32_t uid;            /* who started it: it counts against them */
 	ks_get_t get;
 	int prio;
 	int state;
@@ -72,6 +73,13 @@ struct ks_flight {
  * answered from its negative entry instead of being run again. */
 #define KS_NEGATIVE_TTL_MS 5000
 
+/* Flights started per uid (KS_MAX_FLIGHTS_PER_USER). */
+typedef struct ks_flight_user {
+	uint32_t uid;
+	int flights;
+	UT_hash_handle hh;
+} ks_flight_user_t;
+
 typedef struct ks_negative {
 	ks_hash_t key;
 	UT_hash_handle hh;
@@ -85,6 +93,7 @@ struct ks_flights {
 	ks_flight_t *table;      /* uthash by key */
 	ks_negative_t *negative; /* uthash by key */
 	ks_negative_t *negative_head, *negative_tail;
+	ks_flight_user_t *users; /* uthash by uid */
 	ks_sched_t queue[KS_PRIO_COUNT];
 	ks_pool_t *pool;
 	const ks_keys_t *keys;   /* fingerprints for the jobs */
@@ -115,7 +124,9 @@ unsigned ks_flights_count(const ks_flights_t *set);
  * W belongs to the flight until its done callback; W->joined tells which
  * happened.  Errors, with a message in ERR: the error of a negative entry
  * (E_COMPILE_CRASHED, _TIMEOUT, _OOM), KS_E_BUSY when KS_MAX_FLIGHTS
- * distinct compiles are in flight, KS_E_NOMEM.  On error W is untouched
+ * distinct compiles are in flight, or KS_MAX_FLIGHTS_PER_USER started by
+ * W's uid (a flight joined by several users counts against the one who
+ * started it), KS_E_NOMEM.  On error W is untouched
  * and done is not called.
  */
 int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,

@@ -14,7 +14,8 @@ static const char usage[] =
 "usage: kspecd [--socket PATH] [--store PATH] [--max-bytes N]\n"
 "              [--hot-bytes N] [--workers N] [--compile-timeout S]\n"
 "              [--worker-memory N] [--worker-jobs N] [--worker-rss N]\n"
-"              [--verbose]\n"
+"              [--max-conns-per-user N] [--idle-timeout S]\n"
+"              [--read-timeout S] [--verbose]\n"
 "\n"
 "  --socket PATH    Unix socket (default $KSPEC_SOCKET, else\n"
 "                   $XDG_RUNTIME_DIR/kspec/kspecd.sock, else\n"
@@ -35,6 +36,11 @@ static const char usage[] =
 "                   500; 0: never)\n"
 "  --worker-rss N   resident size above which a worker is replaced after\n"
 "                   its compile (default 768M; 0: never)\n"
+"  --max-conns-per-user N  connections one uid may hold (default 256)\n"
+"  --idle-timeout S seconds after which a connection with nothing pending\n"
+"                   is closed (default 300; 0: never)\n"
+"  --read-timeout S seconds within which a request that has begun must\n"
+"                   arrive whole (default 10; 0: no limit)\n"
 "  --verbose        log every request at debug level\n";
 
 static int parse_bytes(const char *s, uint64_t *out)
@@ -70,6 +76,9 @@ int main(int argc, char **argv)
 		{ "worker-memory", required_argument, 0, 'M' },
 		{ "worker-jobs", required_argument, 0, 'j' },
 		{ "worker-rss", required_argument, 0, 'r' },
+		{ "max-conns-per-user", required_argument, 0, 'u' },
+		{ "idle-timeout", required_argument, 0, 'i' },
+		{ "read-timeout", required_argument, 0, 'R' },
 		{ "verbose", no_argument, 0, 'v' },
 		{ "help", no_argument, 0, 'H' },
 		{ "version", no_argument, 0, 'V' },
@@ -128,21 +137,39 @@ int main(int argc, char **argv)
 			}
 			cfg.workers = (int)v;
 			break;
+		case 'u':
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || *end || end == optarg || v < 1 ||
+			    v > KS_MAX_CONNECTIONS) {
+				fprintf(stderr, "kspecd: --max-conns-per-user must "
+				    "be 1..%d\n", KS_MAX_CONNECTIONS);
+				return 2;
+			}
+			cfg.max_conns_per_user = (int)v;
+			break;
 		case 't':
 		case 'j':
+		case 'i':
+		case 'R':
 			errno = 0;
 			v = strtoull(optarg, &end, 10);
 			if (errno || *end || end == optarg || *optarg == '-' ||
 			    v > 1000000000ull) {
 				fprintf(stderr, "kspecd: --%s must be a whole "
 				    "number\n", c == 't' ? "compile-timeout" :
-				    "worker-jobs");
+				    c == 'j' ? "worker-jobs" : c == 'i' ?
+				    "idle-timeout" : "read-timeout");
 				return 2;
 			}
 			if (c == 't')
 				cfg.compile_timeout_s = v;
-			else
+			else if (c == 'j')
 				cfg.worker_jobs = v;
+			else if (c == 'i')
+				cfg.idle_timeout_s = v;
+			else
+				cfg.read_timeout_s = v;
 			break;
 		case 'v':
 			ks_log_set_level(KS_LOG_DEBUG);

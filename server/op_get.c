@@ -69,6 +69,12 @@ void ks_op_get(ks_conn_t *c, const ks_request_t *req)
 		ks_srv_reject(c, req->has_id, req->id, KS_E_BUSY, err);
 		return;
 	}
+	if (ks_conn_user_waiting(c) >= KS_MAX_INFLIGHT_PER_USER) {
+		snprintf(err, sizeof err, "more than %d requests of uid %u "
+		    "waiting on compiles", KS_MAX_INFLIGHT_PER_USER, c->uid);
+		ks_srv_reject(c, req->has_id, req->id, KS_E_BUSY, err);
+		return;
+	}
 	gw = calloc(1, sizeof *gw);
 	if (!gw) {
 		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,

@@ -19,7 +19,7 @@ void ks_op_ping(ks_conn_t *c, const ks_request_t *req)
 /* A backend's default target and compiler, from the probe: "auto", or for
  * a backend without it (cuda) its explicit targets and the compiler of
  * the newest. */
-static void hello_targets(ks_conn_t *c, const ks_keys_t *keys,
+static void hello_targets(ks_buf_t *out, const ks_keys_t *keys,
     const ks_binfo_t *bi)
 {
 	const ks_ident_t *id;
@@ -28,62 +28,82 @@ static void hello_targets(ks_conn_t *c, const ks_keys_t *keys,
 
 	if (ks_keys_resolve(keys, bi->backend, "auto", &id, err,
 	    sizeof err) == KS_OK) {
-		ks_buf_puts(&c->out, ",\"target\":");
-		ks_buf_json_str(&c->out, id->target);
-		ks_buf_puts(&c->out, ",\"compiler\":");
-		ks_buf_json_str(&c->out, id->identity);
+		ks_buf_puts(out, ",\"target\":");
+		ks_buf_json_str(out, id->target);
+		ks_buf_puts(out, ",\"compiler\":");
+		ks_buf_json_str(out, id->identity);
 		return;
 	}
 	if (bi->nlisted == 0)
 		return;
-	ks_buf_puts(&c->out, ",\"target\":null,\"targets\":[");
+	ks_buf_puts(out, ",\"target\":null,\"targets\":[");
 	for (i = 0; i < bi->nlisted; i++) {
-		ks_buf_puts(&c->out, i ? "," : "");
-		ks_buf_json_str(&c->out, bi->listed[i]);
+		ks_buf_puts(out, i ? "," : "");
+		ks_buf_json_str(out, bi->listed[i]);
 	}
-	ks_buf_puts(&c->out, "]");
+	ks_buf_puts(out, "]");
 	if (ks_keys_resolve(keys, bi->backend, bi->listed[bi->nlisted - 1],
 	    &id, err, sizeof err) == KS_OK) {
-		ks_buf_puts(&c->out, ",\"compiler\":");
-		ks_buf_json_str(&c->out, id->identity);
+		ks_buf_puts(out, ",\"compiler\":");
+		ks_buf_json_str(out, id->identity);
 	}
 }
 
-void ks_op_hello(ks_conn_t *c, const ks_request_t *req)
+/* The fields of the hello reply: what the probe said, which does not
+ * change while the daemon runs. */
+static void hello_body(ks_buf_t *out, const ks_keys_t *keys)
 {
-	const ks_keys_t *keys = &ks_srv_of(c)->keys;
 	const ks_backend_t *const *bes;
 	const ks_kernel_def_t *const *ks;
 	int i, nb, nk;
 
-	ks_reply_begin(c, req->has_id, req->id);
-	ks_buf_printf(&c->out, ",\"protocol\":%d,\"server\":\"kspecd %s\","
+	ks_buf_printf(out, ",\"protocol\":%d,\"server\":\"kspecd %s\","
 	    "\"backends\":[", KS_PROTO_VERSION, KS_SERVER_VERSION);
 	bes = ks_backends(&nb);
 	for (i = 0; i < nb; i++) {
 		const ks_binfo_t *bi = ks_keys_backend(keys, bes[i]);
 
-		ks_buf_printf(&c->out, "%s{\"name\":\"%s\",\"format\":\"%s\"",
+		ks_buf_printf(out, "%s{\"name\":\"%s\",\"format\":\"%s\"",
 		    i ? "," : "", bes[i]->name, bes[i]->default_format);
 		if (!bi || !bi->available) {
-			ks_buf_puts(&c->out, ",\"available\":false,\"reason\":");
-			ks_buf_json_str(&c->out, bi ? bi->reason : "not "
+			ks_buf_puts(out, ",\"available\":false,\"reason\":");
+			ks_buf_json_str(out, bi ? bi->reason : "not "
 			    "reported by the compile workers");
-			ks_buf_puts(&c->out, "}");
+			ks_buf_puts(out, "}");
 			continue;
 		}
-		ks_buf_puts(&c->out, ",\"available\":true");
-		hello_targets(c, keys, bi);
-		ks_buf_puts(&c->out, "}");
+		ks_buf_puts(out, ",\"available\":true");
+		hello_targets(out, keys, bi);
+		ks_buf_puts(out, "}");
 	}
-	ks_buf_puts(&c->out, "],\"kernels\":[");
+	ks_buf_puts(out, "],\"kernels\":[");
 	ks = ks_kernels(&nk);
 	for (i = 0; i < nk; i++) {
-		ks_buf_puts(&c->out, i ? "," : "");
-		ks_buf_json_str(&c->out, ks[i]->name);
+		ks_buf_puts(out, i ? "," : "");
+		ks_buf_json_str(out, ks[i]->name);
 	}
-	ks_buf_puts(&c->out, "]");
+	ks_buf_puts(out, "]");
+}
+
+/* Replies with the cached fields BODY (built by BUILD on first use). */
+static void reply_cached(ks_conn_t *c, const ks_request_t *req,
+    ks_buf_t *body, void (*build)(ks_buf_t *out, const ks_keys_t *keys))
+{
+	if (!body->len)
+		build(body, &ks_srv_of(c)->keys);
+	if (!body->data) {
+		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		    "out of memory");
+		return;
+	}
+	ks_reply_begin(c, req->has_id, req->id);
+	ks_buf_append(&c->out, body->data, body->len);
 	ks_reply_finish(c);
+}
+
+void ks_op_hello(ks_conn_t *c, const ks_request_t *req)
+{
+	reply_cached(c, req, &ks_srv_of(c)->hello_body, hello_body);
 }
 
 /* ---- stats ---- */
@@ -165,6 +185,17 @@ void ks_op_stats(ks_conn_t *c, const ks_request_t *req)
 	json_counter(&c->out, "warm_items", srv->n.warm_items);
 	json_counter(&c->out, "connections", (uint64_t)srv->conns.n);
 	json_counter(&c->out, "connections_total", srv->conns.total);
+	json_counter(&c->out, "connections_refused_full",
+	    srv->conns.refused_full);
+	json_counter(&c->out, "connections_refused_user",
+	    srv->conns.refused_user);
+	json_counter(&c->out, "connections_refused_peer",
+	    srv->conns.refused_peer);
+	json_counter(&c->out, "idle_closed", srv->conns.idle_closed);
+	json_counter(&c->out, "read_timeouts", srv->conns.read_timeouts);
+	json_counter(&c->out, "turns_yielded", srv->conns.turns_yielded);
+	json_counter(&c->out, "reads_paused_global", srv->conns.paused_global);
+	json_counter(&c->out, "unsent_bytes", srv->conns.unsent_total);
 	ks_buf_printf(&c->out, ",\"compile_ms_total\":%.3f,"
 	    "\"queue_ms_total\":%.3f", (double)fl->compile_ns / 1e6,
 	    (double)fl->queue_ns / 1e6);
@@ -192,9 +223,13 @@ void ks_op_stats(ks_conn_t *c, const ks_request_t *req)
 	json_counter(&c->out, "worker_recycles", srv->pool.recycled);
 	ks_buf_printf(&c->out, ",\"limits\":{\"workers\":%d,"
 	    "\"compile_timeout_s\":%" PRIu64 ",\"worker_memory\":%" PRIu64
-	    ",\"worker_jobs\":%" PRIu64 ",\"worker_rss\":%" PRIu64 "}",
+	    ",\"worker_jobs\":%" PRIu64 ",\"worker_rss\":%" PRIu64
+	    ",\"connections\":%d,\"connections_per_user\":%d,"
+	    "\"idle_timeout_s\":%" PRIu64 ",\"read_timeout_s\":%" PRIu64 "}",
 	    srv->cfg.workers, srv->cfg.compile_timeout_s,
-	    srv->cfg.worker_memory, srv->cfg.worker_jobs, srv->cfg.worker_rss);
+	    srv->cfg.worker_memory, srv->cfg.worker_jobs, srv->cfg.worker_rss,
+	    srv->conns.lim.max, srv->conns.lim.max_per_user,
+	    srv->cfg.idle_timeout_s, srv->cfg.read_timeout_s);
 	ks_buf_puts(&c->out, ",\"workers\":[");
 	in.first = 1;
 	ks_pool_each(&srv->pool, worker_one, &in);
@@ -231,43 +266,48 @@ static void general_params(ks_buf_t *out, const ks_kernel_def_t *def)
 	ks_ir_free(k);
 }
 
-void ks_op_kernels(ks_conn_t *c, const ks_request_t *req)
+/* The fields of the kernels reply: the library, fixed at build time. */
+static void kernels_body(ks_buf_t *out, const ks_keys_t *keys)
 {
 	const ks_kernel_def_t *const *all;
 	int i, j, n;
 
+	(void)keys;
 	all = ks_kernels(&n);
-	ks_reply_begin(c, req->has_id, req->id);
-	ks_buf_puts(&c->out, ",\"kernels\":[");
+	ks_buf_puts(out, ",\"kernels\":[");
 	for (i = 0; i < n; i++) {
 		const ks_kernel_def_t *k = all[i];
 
-		ks_buf_printf(&c->out, "%s{\"name\":", i ? "," : "");
-		ks_buf_json_str(&c->out, k->name);
-		ks_buf_puts(&c->out, ",\"summary\":");
-		ks_buf_json_str(&c->out, k->summary ? k->summary : "");
-		ks_buf_printf(&c->out, ",\"version\":%d,\"dims\":[",
+		ks_buf_printf(out, "%s{\"name\":", i ? "," : "");
+		ks_buf_json_str(out, k->name);
+		ks_buf_puts(out, ",\"summary\":");
+		ks_buf_json_str(out, k->summary ? k->summary : "");
+		ks_buf_printf(out, ",\"version\":%d,\"dims\":[",
 		    k->version);
 		for (j = 0; j < k->ndims; j++) {
-			ks_buf_puts(&c->out, j ? "," : "");
-			ks_buf_json_str(&c->out, k->dims[j]);
+			ks_buf_puts(out, j ? "," : "");
+			ks_buf_json_str(out, k->dims[j]);
 		}
-		ks_buf_puts(&c->out, "],\"dtypes\":[");
+		ks_buf_puts(out, "],\"dtypes\":[");
 		for (j = 0; j < KS_DTYPE_COUNT; j++)
-			ks_buf_printf(&c->out, "%s\"%s\"", j ? "," : "",
+			ks_buf_printf(out, "%s\"%s\"", j ? "," : "",
 			    ks_dtype_name((ks_dtype_t)j));
-		ks_buf_puts(&c->out, "],\"variants\":[");
+		ks_buf_puts(out, "],\"variants\":[");
 		for (j = 0; j < k->nvariants; j++) {
-			ks_buf_printf(&c->out, "%s{\"name\":", j ? "," : "");
-			ks_buf_json_str(&c->out, k->variants[j]);
-			ks_buf_puts(&c->out, ",\"guard\":");
-			ks_buf_json_str(&c->out, k->guards ? k->guards[j] : "");
-			ks_buf_puts(&c->out, "}");
+			ks_buf_printf(out, "%s{\"name\":", j ? "," : "");
+			ks_buf_json_str(out, k->variants[j]);
+			ks_buf_puts(out, ",\"guard\":");
+			ks_buf_json_str(out, k->guards ? k->guards[j] : "");
+			ks_buf_puts(out, "}");
 		}
-		ks_buf_puts(&c->out, "]");
-		general_params(&c->out, k);
-		ks_buf_puts(&c->out, "}");
+		ks_buf_puts(out, "]");
+		general_params(out, k);
+		ks_buf_puts(out, "}");
 	}
-	ks_buf_puts(&c->out, "]");
-	ks_reply_finish(c);
+	ks_buf_puts(out, "]");
+}
+
+void ks_op_kernels(ks_conn_t *c, const ks_request_t *req)
+{
+	reply_cached(c, req, &ks_srv_of(c)->kernels_body, kernels_body);
 }

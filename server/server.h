@@ -24,6 +24,9 @@ typedef struct {
 	uint64_t worker_memory;  /* bytes of RLIMIT_DATA per worker, 0: none */
 	uint64_t worker_jobs;    /* jobs before a worker is replaced, 0: never */
 	uint64_t worker_rss;     /* RSS above which it is replaced, 0: never */
+	int max_conns_per_user;
+	uint64_t idle_timeout_s; /* 0: never */
+	uint64_t read_timeout_s; /* 0: never */
 } ks_server_config_t;
 
 /* Defaults of the compile workers (docs/architecture.md gives the

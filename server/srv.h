@@ -43,6 +43,8 @@ struct ks_srv {
 	uv_timer_t drain_timer;  /* bounds the drain at shutdown */
 	uv_timer_t start_timer;  /* bounds the wait for the first worker */
 	int listening;           /* accepting connections */
+	ks_buf_t hello_body;     /* built once: see op_info.c */
+	ks_buf_t kernels_body;
 	int exit_status;
 	ks_server_config_t cfg;
 	ks_store_t *store;

@@ -19,6 +19,7 @@ import collections.abc
 import hashlib
 import json
 import os
+import select
 import socket
 import struct
 
@@ -430,8 +431,26 @@ class Client:
                              "exceeds %d" % (len(data), MAX_HEADER))
         return rid, _PREFIX.pack(len(data), 0) + data
 
+    def _reopen_if_closed(self):
+        """kspecd closes a connection that stays idle (--idle-timeout):
+        with nothing outstanding, a connection the daemon has closed is
+        opened again before the next request."""
+        if self._outstanding or self._early or self._rpos < len(self._rbuf):
+            return
+        try:
+            r, _, _ = select.select([self._sock], [], [], 0)
+            if not r or self._sock.recv(1, socket.MSG_PEEK |
+                                        socket.MSG_DONTWAIT):
+                return
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            pass
+        self.connect()
+
     def _send_frames(self, rids, frames):
         self._need_open()
+        self._reopen_if_closed()
         try:
             self._sock.sendall(b"".join(frames))
         except OSError as e:

@@ -1,0 +1,265 @@
+/*
+ * The daemon's loop under clients that take more than their share: a
+ * pipelining connection that never reads, idle connections, slow frames,
+ * one uid's many connections.  Real kspecd, real sockets; deadlines are
+ * generous liveness bounds (the speeds are bench figures).
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <poll.h>
+
+#include "../include/kspec.h"
+#include "e2e.h"
+
+static e2e_daemon_t D;
+
+static void down(void)
+{
+	e2e_cleanup(&D);
+}
+
+TestSuite(loop, .fini = down, .timeout = 120);
+
+static void start(const char *const *extra)
+{
+	memset(&D, 0, sizeof D);
+	cr_assert_eq(e2e_start(&D, extra), 0, "kspecd did not start");
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Stuffs FD with COUNT pipelined requests of JSON, as many as the socket
+ * takes without blocking; returns how many went in whole. */
+static int stuff(int fd, const char *json, int count)
+{
+	uint32_t hl = (uint32_t)strlen(json);
+	size_t one = 8 + hl, n = one * (size_t)count, off = 0;
+	char *buf = malloc(n);
+	int i, flags = fcntl(fd, F_GETFL);
+
+	cr_assert(buf);
+	for (i = 0; i < count; i++) {
+		char *p = buf + one * (size_t)i;
+
+		p[0] = (char)(hl >> 24);
+		p[1] = (char)(hl >> 16);
+		p[2] = (char)(hl >> 8);
+		p[3] = (char)hl;
+		memset(p + 4, 0, 4);
+		memcpy(p + 8, json, hl);
+	}
+	fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+	for (i = 0; i < 200 && off < n; i++) {
+		ssize_t w = write(fd, buf + off, n - off);
+
+		if (w > 0) {
+			off += (size_t)w;
+			i = 0;
+		} else {
+			usleep(5000);   /* the daemon reads, then pauses */
+		}
+	}
+	free(buf);
+	return (int)(off / one);
+}
+
+static long rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	f = fopen(path, "r");
+	cr_assert(f);
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, "VmRSS:", 6) == 0)
+			kb = atol(line + 6);
+	fclose(f);
+	return kb;
+}
+
+/* The worst ping round trip of N pings on a fresh connection, in ms. */
+static double worst_ping(int n)
+{
+	double worst = 0, t;
+	e2e_reply_t r;
+	int fd = e2e_connect(D.sock), i;
+
+	cr_assert_geq(fd, 0);
+	for (i = 0; i < n; i++) {
+		t = now_ms();
+		cr_assert_eq(e2e_send(fd, "{\"op\":\"ping\",\"id\":1}"), 0);
+		cr_assert_eq(e2e_recv(fd, &r), 0);
+		cr_assert(e2e_ok(&r));
+		e2e_reply_free(&r);
+		t = now_ms() - t;
+		if (t > worst)
+			worst = t;
+	}
+	close(fd);
+	return worst;
+}
+
+Test(loop, connections_that_pipeline_and_never_read_stall_nobody)
+{
+	int heavy[3], i, sent;
+	double worst;
+	long rss;
+
+	start(NULL);
+	for (i = 0; i < 3; i++) {
+		heavy[i] = e2e_connect(D.sock);
+		cr_assert_geq(heavy[i], 0);
+		sent = stuff(heavy[i], "{\"op\":\"kernels\",\"id\":7}", 15000);
+		cr_log_info("connection %d took %d kernels requests", i, sent);
+	}
+	worst = worst_ping(50);
+	cr_log_info("worst of 50 pings beside them: %.1f ms", worst);
+	cr_assert_lt(worst, 1000, "a ping waited %.0f ms", worst);
+	cr_assert_gt(e2e_stat(D.sock, "turns_yielded"), 0);
+	/* Three connections come to hold more than the global budget of
+	 * unsent replies: their reading pauses, memory stays bounded, and
+	 * others are still answered. */
+	for (i = 0; i < 500 && e2e_stat(D.sock, "reads_paused_global") < 1;
+	    i++)
+		usleep(20000);
+	cr_assert_gt(e2e_stat(D.sock, "reads_paused_global"), 0);
+	worst = worst_ping(50);
+	cr_log_info("worst of 50 pings with reading paused: %.1f ms", worst);
+	cr_assert_lt(worst, 1000, "a ping waited %.0f ms", worst);
+	rss = rss_kb(D.pid);
+	cr_log_info("daemon RSS %ld KiB", rss);
+	cr_assert_lt(rss, 400 * 1024, "RSS %ld KiB", rss);
+	cr_assert_leq(e2e_stat(D.sock, "unsent_bytes"),
+	    KS_MAX_WRITE_QUEUE_TOTAL + KS_MAX_WRITE_QUEUE);
+	for (i = 0; i < 3; i++)
+		close(heavy[i]);
+}
+
+Test(loop, idle_connections_are_closed_and_a_waiting_one_is_not)
+{
+	static const char *const extra[] = { "--idle-timeout", "2", NULL };
+	e2e_reply_t r;
+	char b;
+	int idle, busy;
+
+	setenv("KSPEC_TEST_FAULTS", "delay/4000:N=4200", 1);
+	start(extra);
+	unsetenv("KSPEC_TEST_FAULTS");
+	idle = e2e_connect(D.sock);
+	busy = e2e_connect(D.sock);
+	cr_assert_eq(e2e_call(D.sock, "{\"op\":\"ping\"}", &r), 0);
+	e2e_reply_free(&r);
+	cr_assert_eq(e2e_send(busy, "{\"op\":\"get\",\"id\":1,\"kernel\":"
+	    "\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{"
+	    "\"M\":1,\"N\":4200,\"K\":64},\"return\":\"meta\"}"), 0);
+	/* The idle one is closed (EOF) after 2..3 s, with no reply. */
+	cr_assert_eq(e2e_read_all(idle, &b, 1), -1, "an idle connection was "
+	    "not closed");
+	/* The one waiting 4 s on a compile gets its reply. */
+	cr_assert_eq(e2e_recv(busy, &r), 0, "a waiting connection was closed");
+	cr_assert(e2e_ok(&r));
+	e2e_reply_free(&r);
+	cr_assert_geq(e2e_stat(D.sock, "idle_closed"), 1);
+	close(idle);
+	close(busy);
+}
+
+Test(loop, slow_frames_are_cut_at_the_read_deadline)
+{
+	static const char *const extra[] = { "--read-timeout", "2", NULL };
+	enum { N = 50 };
+	static const char frame[] = "\0\0\0\x10{\"op\":\"ping\"}";
+	int fds[N], open_n = N, i, k;
+	double t0 = now_ms();
+	e2e_reply_t r;
+
+	start(extra);
+	for (i = 0; i < N; i++) {
+		fds[i] = e2e_connect(D.sock);
+		cr_assert_geq(fds[i], 0);
+	}
+	/* One byte a second each: no frame is ever complete in time. */
+	for (k = 0; open_n && now_ms() - t0 < 15000; k++) {
+		for (i = 0; i < N; i++) {
+			if (fds[i] < 0)
+				continue;
+			if (send(fds[i], frame + k % 8, 1, MSG_NOSIGNAL) != 1) {
+				close(fds[i]);
+				fds[i] = -1;
+				open_n--;
+			}
+		}
+		for (i = 0; i < N; i++) {
+			struct pollfd p = { fds[i], POLLIN, 0 };
+
+			if (fds[i] < 0 || poll(&p, 1, 0) != 1)
+				continue;
+			/* The reply says why, then the stream ends. */
+			cr_assert_eq(e2e_recv(fds[i], &r), 0);
+			cr_assert_str_eq(e2e_code(&r), "E_TIMEOUT");
+			e2e_reply_free(&r);
+			close(fds[i]);
+			fds[i] = -1;
+			open_n--;
+		}
+		usleep(1000000);
+	}
+	cr_log_info("%d slow clients closed in %.0f ms", N, now_ms() - t0);
+	cr_assert_eq(open_n, 0, "%d slow clients still open", open_n);
+	cr_assert_eq(e2e_stat(D.sock, "read_timeouts"), N);
+}
+
+Test(loop, one_uid_cannot_take_every_connection)
+{
+	static const char *const extra[] = { "--max-conns-per-user", "5",
+	    NULL };
+	e2e_reply_t r;
+	int fds[5], i, extra_fd;
+
+	start(extra);
+	for (i = 0; i < 5; i++) {
+		fds[i] = e2e_connect(D.sock);
+		cr_assert_geq(fds[i], 0);
+		cr_assert_eq(e2e_send(fds[i], "{\"op\":\"ping\"}"), 0);
+		cr_assert_eq(e2e_recv(fds[i], &r), 0);
+		e2e_reply_free(&r);
+	}
+	extra_fd = e2e_connect(D.sock);
+	cr_assert_geq(extra_fd, 0);
+	cr_assert_eq(e2e_recv(extra_fd, &r), 0);
+	cr_assert_str_eq(e2e_code(&r), "E_BUSY");
+	cr_assert(strstr(cJSON_GetObjectItem(cJSON_GetObjectItem(r.h,
+	    "error"), "message")->valuestring, "--max-conns-per-user"));
+	e2e_reply_free(&r);
+	close(extra_fd);
+	close(fds[0]);
+	usleep(200000);
+	/* A slot given back is a slot for the next connection. */
+	cr_assert_eq(e2e_call(D.sock, "{\"op\":\"ping\"}", &r), 0);
+	cr_assert(e2e_ok(&r));
+	e2e_reply_free(&r);
+	for (i = 1; i < 5; i++)
+		close(fds[i]);
+}
+
+Test(loop, the_client_library_reconnects_after_an_idle_close)
+{
+	static const char *const extra[] = { "--idle-timeout", "1", NULL };
+	kspec_client_t *c;
+
+	start(extra);
+	cr_assert_eq(kspec_connect(D.sock, &c), KSPEC_OK);
+	cr_assert_eq(kspec_ping(c), KSPEC_OK);
+	usleep(3000000);
+	cr_assert_geq(e2e_stat(D.sock, "idle_closed"), 1);
+	cr_assert_eq(kspec_ping(c), KSPEC_OK, "%s", kspec_last_error(c, NULL));
+	kspec_close(c);
+}
