@@ -339,6 +339,11 @@ static void update_reading(ks_conn_t *c)
 	} else if (set->unsent_total < KS_MAX_WRITE_QUEUE_TOTAL / 2) {
 		c->paused &= ~PAUSE_GLOBAL;
 	}
+	/* Input already read waits while replies cannot be sent: a small
+	 * request can make a large reply. */
+	if (!(c->paused & (PAUSE_WRITE | PAUSE_GLOBAL)) && c->state ==
+	    CONN_OPEN && c->in.len > c->in_off && !c->turn_queued)
+		turn_enqueue(c);
 	want = c->state == CONN_OPEN && !set->stopping && !c->paused;
 	if (want && !c->reading) {
 		if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read))
@@ -546,6 +551,8 @@ static void process_input(ks_conn_t *c)
 		}
 		if (avail < KS_FRAME_PREFIX + (size_t)hl)
 			break;
+		if (c->paused & (PAUSE_WRITE | PAUSE_GLOBAL))
+			break;          /* resumed by update_reading */
 		if (handled == KS_MAX_REQUESTS_PER_TURN) {
 			c->set->turns_yielded++;
 			turn_enqueue(c);

@@ -38,7 +38,9 @@ typedef void (*ks_conn_request_fn)(ks_conn_t *c, const char *hdr,
  * its unsent replies passed KS_MAX_WRITE_QUEUE (until half is sent), its
  * unhandled input passed KS_MAX_READ_BACKLOG (until half is handled), or
  * all connections' unsent replies passed the global budget while it holds
- * more than its share (until the total is half the budget).
+ * more than its share (until the total is half the budget).  While
+ * PAUSE_WRITE or PAUSE_GLOBAL holds, input already received is not
+ * handled either: a 30-byte request can make a 5 KB reply.
  */
 enum { CONN_OPEN, CONN_DRAINING, CONN_SHUTTING, CONN_CLOSED };
 enum { PAUSE_WRITE = 1, PAUSE_INPUT = 2, PAUSE_GLOBAL = 4 };
