@@ -47,7 +47,8 @@
 	X(UNSUPPORTED,   -29, "unsupported")                                 \
 	X(COMPILE_CRASHED, -30, "the compiler crashed")                      \
 	X(COMPILE_TIMEOUT, -31, "the compile exceeded its time limit")       \
-	X(COMPILE_OOM,   -32, "the compile exceeded its memory limit")
+	X(COMPILE_OOM,   -32, "the compile exceeded its memory limit")         \
+	X(DENIED,        -33, "not allowed")
 
 enum {
 	KS_OK = 0,

@@ -160,6 +160,10 @@ static int open_client(const char *socket_path, kspec_client_t **c)
 	if (rc == KSPEC_E_CONNECT) {
 		put_line(msg);
 		fputs(" \xe2\x80\x94 is kspecd running?\n", stderr);
+	} else if (rc == KSPEC_E_DENIED) {
+		fputs("E_DENIED: ", stderr);
+		put_line(msg);
+		fputs("\n", stderr);
 	} else {
 		fprintf(stderr, "%s: ", kspec_err_name(rc));
 		put_line(msg);

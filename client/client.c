@@ -17,6 +17,7 @@
 #include "../include/kspec.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -360,6 +362,45 @@ static int transact(kspec_client_t *c, const ks_buf_t *req, uint64_t id,
 	    r, &got);
 }
 
+/*
+ * Why connect() on PATH was refused with EACCES, for people: a socket
+ * open to a group names the group and how to join it (the socket, or its
+ * directory when that is what stops the caller).
+ */
+static int denied(kspec_client_t *c)
+{
+	char dir[sizeof c->path], gbuf[4096], gname[64], *slash;
+	struct group gr, *g = NULL;
+	struct stat st;
+	const char *what = "socket";
+
+	if (stat(c->path, &st) != 0) {
+		snprintf(dir, sizeof dir, "%s", c->path);
+		slash = strrchr(dir, '/');
+		if (slash && slash != dir)
+			*slash = '\0';
+		else
+			snprintf(dir, sizeof dir, ".");
+		if (stat(dir, &st) != 0)
+			return set_error(c, KSPEC_E_DENIED, "cannot connect to "
+			    "%s: permission denied", c->path);
+		what = "socket's directory";
+	}
+	if (!(st.st_mode & 0070))
+		return set_error(c, KSPEC_E_DENIED, "cannot connect to %s: "
+		    "permission denied: the %s is private to uid %ld (kspecd "
+		    "admits other users with --socket-group GROUP)", c->path,
+		    what, (long)st.st_uid);
+	if (getgrgid_r(st.st_gid, &gr, gbuf, sizeof gbuf, &g) == 0 && g)
+		snprintf(gname, sizeof gname, "%s", g->gr_name);
+	else
+		snprintf(gname, sizeof gname, "%ld", (long)st.st_gid);
+	return set_error(c, KSPEC_E_DENIED, "cannot connect to %s: permission "
+	    "denied: the %s is open to group %s only; ask to be added to it "
+	    "(usermod -aG %s USER), then log in again", c->path, what, gname,
+	    gname);
+}
+
 /* Connects c->fd to c->path. */
 static int open_fd(kspec_client_t *c)
 {
@@ -392,6 +433,8 @@ static int open_fd(kspec_client_t *c)
 	}
 	if (err) {
 		drop(c);
+		if (err == EACCES || err == EPERM)
+			return denied(c);
 		return set_error(c, KSPEC_E_CONNECT, "cannot connect to %s: %s",
 		    c->path, strerror(err));
 	}
@@ -406,13 +449,16 @@ static int open_fd(kspec_client_t *c)
 static int reopen_if_closed(kspec_client_t *c)
 {
 	struct pollfd pfd = { c->fd, POLLIN | POLLRDHUP, 0 };
+	ssize_t k;
 	char b;
 
 	if (c->fd < 0 || poll(&pfd, 1, 0) != 1)
 		return KSPEC_OK;
-	if (!(pfd.revents & (POLLHUP | POLLRDHUP | POLLERR)) &&
-	    recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
-		return KSPEC_OK;        /* data, not a close: left to read */
+	/* Bytes waiting (a refusal, say) are read as a reply, not lost. */
+	k = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (k > 0 || (k < 0 && !(pfd.revents & (POLLHUP | POLLRDHUP |
+	    POLLERR))))
+		return KSPEC_OK;
 	drop(c);
 	return open_fd(c);
 }

@@ -22,9 +22,11 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cJSON.h>
@@ -102,6 +104,8 @@ int ks_proto_default_socket(char *out, size_t outlen)
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	int n;
 
+	struct stat st;
+
 	if (env && *env)
 		n = snprintf(out, outlen, "%s", env);
 	else if (xdg && *xdg)
@@ -111,6 +115,12 @@ int ks_proto_default_socket(char *out, size_t outlen)
 		    (unsigned long)getuid());
 	if (n < 0 || (size_t)n >= outlen)
 		return KS_E_TOO_LARGE;
+	/* No daemon of the user's own: the machine's, where one runs as a
+	 * system service. */
+	if (!(env && *env) && lstat(out, &st) != 0 && errno == ENOENT &&
+	    stat(KS_PROTO_SYSTEM_SOCKET, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	    strlen(KS_PROTO_SYSTEM_SOCKET) < outlen)
+		strcpy(out, KS_PROTO_SYSTEM_SOCKET);
 	return KS_OK;
 }
 

@@ -21,11 +21,15 @@
  * big ones); the daemon must stay under it. */
 #define KS_MAX_REPLY_HEADER (16u << 20)
 
+/* The socket of a kspecd run as a system service (its unit passes it). */
+#define KS_PROTO_SYSTEM_SOCKET "/run/kspec/kspecd.sock"
+
 /*
- * The socket path every program uses when none is given (DESIGN.md
- * section 3): env KSPEC_SOCKET when set and non-empty, else
- * $XDG_RUNTIME_DIR/kspec/kspecd.sock, else /tmp/kspec-$UID/kspecd.sock.
- * Writes it NUL-terminated into OUT; KS_E_TOO_LARGE when it does not fit.
+ * The socket path clients use when none is given: env KSPEC_SOCKET when
+ * set and non-empty, else $XDG_RUNTIME_DIR/kspec/kspecd.sock, else
+ * /tmp/kspec-$UID/kspecd.sock; when that per-user path does not exist and
+ * KS_PROTO_SYSTEM_SOCKET is a socket, that one.  Writes it NUL-terminated
+ * into OUT; KS_E_TOO_LARGE when it does not fit.
  */
 int ks_proto_default_socket(char *out, size_t outlen);
 

@@ -53,6 +53,8 @@ int ks_server_defaults(ks_server_config_t *cfg)
 	cfg->worker_jobs = KS_DEFAULT_WORKER_JOBS;
 	cfg->worker_rss = KS_DEFAULT_WORKER_RSS;
 	cfg->max_conns_per_user = KS_MAX_CONNS_PER_USER;
+	cfg->socket_gid = -1;
+	cfg->admin_gid = -1;
 	cfg->idle_timeout_s = KS_IDLE_TIMEOUT_S;
 	cfg->read_timeout_s = KS_READ_TIMEOUT_S;
 	return 0;

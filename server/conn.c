@@ -643,18 +643,61 @@ static void on_sweep(uv_timer_t *t)
 
 /* ---- accepting ---- */
 
-/* The peer's uid (SO_PEERCRED); -1 if it cannot be read. */
-static int peer_uid(ks_conn_t *c, uint32_t *uid)
-{
-	struct ucred cred;
-	socklen_t len = sizeof cred;
-	uv_os_fd_t fd;
+/* Most supplementary groups of a peer looked at. */
+#define MAX_PEER_GROUPS 256
 
+/*
+ * Who the peer is, from the socket (never from the user database): its
+ * uid, and whether its groups, primary or supplementary at the time it
+ * connected (SO_PEERGROUPS, Linux 4.13), include the socket and admin
+ * groups.  -1 if the credentials cannot be read.
+ */
+static int peer_check(ks_conn_t *c, int *member, int *admin)
+{
+	const ks_conn_limits_t *lim = &c->set->lim;
+	gid_t groups[MAX_PEER_GROUPS];
+	struct ucred cred;
+	socklen_t len = sizeof cred, glen = sizeof groups;
+	uv_os_fd_t fd;
+	size_t i, n = 0;
+
+	*member = *admin = 0;
 	if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 ||
 	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
 		return -1;
-	*uid = (uint32_t)cred.uid;
+	c->uid = (uint32_t)cred.uid;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0)
+		n = glen / sizeof groups[0];
+	*member = lim->socket_gid >= 0 && (gid_t)lim->socket_gid == cred.gid;
+	*admin = lim->admin_gid >= 0 && (gid_t)lim->admin_gid == cred.gid;
+	for (i = 0; i < n; i++) {
+		*member |= lim->socket_gid >= 0 &&
+		    groups[i] == (gid_t)lim->socket_gid;
+		*admin |= lim->admin_gid >= 0 &&
+		    groups[i] == (gid_t)lim->admin_gid;
+	}
 	return 0;
+}
+
+/* 1 when a refusal of UID was not logged in the last minute. */
+static int log_denied(ks_conns_t *set, uint32_t uid)
+{
+	uint64_t now = ks_now_ns();
+	int i, oldest = 0;
+
+	for (i = 0; i < KS_CONN_DENIED_SLOTS; i++) {
+		if (set->denied_log[i].at_ns && set->denied_log[i].uid == uid) {
+			if (now - set->denied_log[i].at_ns < 60000000000ull)
+				return 0;
+			set->denied_log[i].at_ns = now;
+			return 1;
+		}
+		if (set->denied_log[i].at_ns < set->denied_log[oldest].at_ns)
+			oldest = i;
+	}
+	set->denied_log[oldest].uid = uid;
+	set->denied_log[oldest].at_ns = now;
+	return 1;
 }
 
 /* Answers one error and drains: the connection is refused. */
@@ -667,8 +710,9 @@ static void refuse(ks_conn_t *c, int code, const char *msg)
 void ks_conns_on_connection(uv_stream_t *l, int status)
 {
 	ks_conns_t *set = l->data;
+	int member, admin, mine;
 	ks_conn_user_t *u;
-	char msg[160];
+	char msg[320];
 	ks_conn_t *c;
 
 	if (status < 0) {
@@ -696,11 +740,31 @@ void ks_conns_on_connection(uv_stream_t *l, int status)
 	set->head = c;
 	set->n++;
 	set->total++;
-	/* Only our own uid (and root) may talk to the daemon. */
-	if (peer_uid(c, &c->uid) != 0 || (c->uid != getuid() && c->uid != 0)) {
+	/* The daemon's uid, root and members of the socket group may talk
+	 * to it; a refused peer is told why, once, then closed. */
+	if (peer_check(c, &member, &admin) != 0) {
 		set->refused_peer++;
-		ks_log(KS_LOG_WARN, "refused a connection from another user");
 		conn_close(c);
+		return;
+	}
+	mine = c->uid == set->lim.self_uid || c->uid == 0;
+	c->admin = mine || admin;
+	if (!mine && !member) {
+		set->refused_peer++;
+		if (set->lim.socket_gid >= 0)
+			snprintf(msg, sizeof msg, "uid %u may not use this "
+			    "kspecd: it serves uid %u, root and the members of "
+			    "group %s (add the user to it, then log in again)",
+			    c->uid, set->lim.self_uid, set->lim.socket_group);
+		else
+			snprintf(msg, sizeof msg, "uid %u may not use this "
+			    "kspecd: it serves uid %u and root only (start it "
+			    "with --socket-group GROUP to admit a group)",
+			    c->uid, set->lim.self_uid);
+		if (log_denied(set, c->uid))
+			ks_log(KS_LOG_WARN, "refused uid %u (logged once a "
+			    "minute per uid)", c->uid);
+		refuse(c, KS_E_DENIED, msg);
 		return;
 	}
 	if (set->stopping) {

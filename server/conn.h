@@ -63,6 +63,7 @@ struct ks_conn {
 	int paused;              /* PAUSE_* */
 	uint64_t id;             /* 1, 2, ... in order of accept */
 	uint32_t uid;            /* the peer's, from SO_PEERCRED */
+	int admin;               /* may evict (uid, root or --admin-group) */
 	ks_conn_user_t *user;    /* its uid's counts; NULL if not admitted */
 	ks_buf_t in;             /* received bytes not yet consumed */
 	size_t in_off;           /* consumed prefix of in */
@@ -81,7 +82,14 @@ typedef struct {
 	int max_per_user;        /* --max-conns-per-user */
 	uint64_t idle_ms;        /* --idle-timeout, 0: never */
 	uint64_t read_ms;        /* --read-timeout, 0: never */
+	uint32_t self_uid;       /* the daemon's uid: always admitted */
+	long socket_gid;         /* --socket-group: admitted, -1: none */
+	long admin_gid;          /* --admin-group, -1: none */
+	char socket_group[64];   /* its name as given, for messages */
 } ks_conn_limits_t;
+
+/* Refusals logged recently, so a refused uid is logged once a minute. */
+#define KS_CONN_DENIED_SLOTS 32
 
 /* Every connection of the daemon. */
 struct ks_conns {
@@ -96,6 +104,10 @@ struct ks_conns {
 	uv_idle_t turn;          /* active while some connection waits */
 	uv_timer_t sweep;        /* idle and read deadlines, every second */
 	size_t unsent_total;
+	struct {
+		uint32_t uid;
+		uint64_t at_ns;
+	} denied_log[KS_CONN_DENIED_SLOTS];
 	ks_conn_request_fn on_request;
 	void *owner;             /* the daemon, for the request callback */
 	/* Counters for stats. */
@@ -103,7 +115,7 @@ struct ks_conns {
 	uint64_t bad_frames;     /* frames that could not be parsed */
 	uint64_t refused_full;   /* refused: KS_MAX_CONNECTIONS */
 	uint64_t refused_user;   /* refused: the uid's connection limit */
-	uint64_t refused_peer;   /* refused: a uid not admitted */
+	uint64_t refused_peer;   /* refused: a uid not admitted (E_DENIED) */
 	uint64_t idle_closed;
 	uint64_t read_timeouts;
 	uint64_t turns_yielded;  /* a connection had more frames than a turn */

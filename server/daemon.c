@@ -261,6 +261,11 @@ static int start(ks_srv_t *srv, int fd)
 	lim.max_per_user = srv->cfg.max_conns_per_user;
 	lim.idle_ms = srv->cfg.idle_timeout_s * 1000;
 	lim.read_ms = srv->cfg.read_timeout_s * 1000;
+	lim.self_uid = (uint32_t)getuid();
+	lim.socket_gid = srv->cfg.socket_gid;
+	lim.admin_gid = srv->cfg.admin_gid;
+	snprintf(lim.socket_group, sizeof lim.socket_group, "%s",
+	    srv->cfg.socket_group);
 	ks_conns_init(&srv->conns, srv->loop, &lim, ks_dispatch_request, srv);
 
 	/* The socket is listening already (connections wait in its
@@ -321,8 +326,8 @@ int ks_server_run(const ks_server_config_t *cfg)
 	/* The socket lock first: a second instance must fail before it
 	 * touches the store.  The store's own lock then keeps a daemon on
 	 * another socket off the same store (one writer). */
-	rc = ks_sock_listen(cfg->socket_path, &fd, &srv.lock_fd, err,
-	    sizeof err);
+	rc = ks_sock_listen(cfg->socket_path, cfg->socket_gid, &fd,
+	    &srv.lock_fd, err, sizeof err);
 	if (rc) {
 		ks_log(KS_LOG_ERROR, "%s", err);
 		return rc;

@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,8 @@ static const char usage[] =
 "              [--hot-bytes N] [--workers N] [--compile-timeout S]\n"
 "              [--worker-memory N] [--worker-jobs N] [--worker-rss N]\n"
 "              [--max-conns-per-user N] [--idle-timeout S]\n"
-"              [--read-timeout S] [--verbose]\n"
+"              [--read-timeout S] [--socket-group G] [--admin-group G]\n"
+"              [--verbose]\n"
 "\n"
 "  --socket PATH    Unix socket (default $KSPEC_SOCKET, else\n"
 "                   $XDG_RUNTIME_DIR/kspec/kspecd.sock, else\n"
@@ -41,6 +43,11 @@ static const char usage[] =
 "                   is closed (default 300; 0: never)\n"
 "  --read-timeout S seconds within which a request that has begun must\n"
 "                   arrive whole (default 10; 0: no limit)\n"
+"  --socket-group G the socket is open to group G (name or gid): mode\n"
+"                   0660, and its members are admitted (default: only\n"
+"                   the daemon's uid and root)\n"
+"  --admin-group G  members of G may evict as well (the daemon's uid and\n"
+"                   root always may)\n"
 "  --verbose        log every request at debug level\n";
 
 static int parse_bytes(const char *s, uint64_t *out)
@@ -64,6 +71,25 @@ static int parse_bytes(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* A group by name, or a number. */
+static int group_id(const char *name, long *gid)
+{
+	struct group gr, *res = NULL;
+	char buf[16384], *end;
+	long v;
+
+	if (getgrnam_r(name, &gr, buf, sizeof buf, &res) == 0 && res) {
+		*gid = (long)res->gr_gid;
+		return 0;
+	}
+	errno = 0;
+	v = strtol(name, &end, 10);
+	if (errno || *end || end == name || v < 0)
+		return -1;
+	*gid = v;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -79,6 +105,8 @@ int main(int argc, char **argv)
 		{ "max-conns-per-user", required_argument, 0, 'u' },
 		{ "idle-timeout", required_argument, 0, 'i' },
 		{ "read-timeout", required_argument, 0, 'R' },
+		{ "socket-group", required_argument, 0, 'g' },
+		{ "admin-group", required_argument, 0, 'a' },
 		{ "verbose", no_argument, 0, 'v' },
 		{ "help", no_argument, 0, 'H' },
 		{ "version", no_argument, 0, 'V' },
@@ -136,6 +164,16 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			cfg.workers = (int)v;
+			break;
+		case 'g':
+		case 'a':
+			if (group_id(optarg, c == 'g' ? &cfg.socket_gid :
+			    &cfg.admin_gid) != 0) {
+				fprintf(stderr, "kspecd: no group '%s'\n", optarg);
+				return 2;
+			}
+			snprintf(c == 'g' ? cfg.socket_group : cfg.admin_group,
+			    sizeof cfg.socket_group, "%s", optarg);
 			break;
 		case 'u':
 			errno = 0;

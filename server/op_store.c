@@ -272,8 +272,18 @@ void ks_op_evict(ks_conn_t *c, const ks_request_t *req)
 	const ks_filter_req_t *f = &req->filter;
 	ks_hash_t key;
 	evict_t *e;
+	char msg[256];
 	int rc;
 
+	/* Destructive and machine-wide: the daemon's uid, root and the
+	 * members of --admin-group only. */
+	if (!c->admin) {
+		snprintf(msg, sizeof msg, "evict is for uid %u, root and the "
+		    "members of --admin-group; uid %u is none of them",
+		    srv->conns.lim.self_uid, c->uid);
+		ks_srv_reject(c, req->has_id, req->id, KS_E_DENIED, msg);
+		return;
+	}
 	if (f->key[0] && ks_hash_from_hex(f->key, &key) != KS_OK) {
 		ks_srv_reject(c, req->has_id, req->id, KS_E_BAD_REQUEST,
 		    "field 'key' is not a key");

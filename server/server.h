@@ -25,6 +25,10 @@ typedef struct {
 	uint64_t worker_jobs;    /* jobs before a worker is replaced, 0: never */
 	uint64_t worker_rss;     /* RSS above which it is replaced, 0: never */
 	int max_conns_per_user;
+	long socket_gid;         /* --socket-group, -1: none */
+	long admin_gid;          /* --admin-group, -1: none */
+	char socket_group[64];   /* as given, for messages */
+	char admin_group[64];
 	uint64_t idle_timeout_s; /* 0: never */
 	uint64_t read_timeout_s; /* 0: never */
 } ks_server_config_t;

@@ -3,7 +3,11 @@
  *
  * - The socket's directory is created with mode 0700 when missing, and the
  *   socket is bound under umask 0177, so it is 0600 from its first moment:
- *   no window between bind() and chmod().
+ *   no window between bind() and chmod().  With a socket group
+ *   (--socket-group), the directory is given that group and mode 0750
+ *   (missing ancestors 0711), and the socket, once bound, the group and
+ *   then mode 0660: members of the group may connect, others cannot even
+ *   reach the socket.
  * - A lock file beside the socket (PATH.lock, flock) is held for the
  *   daemon's lifetime: a second instance fails on the lock and never
  *   touches the socket file.
@@ -136,8 +140,19 @@ static int probe_live(const struct sockaddr_un *sa)
 	return e == ECONNREFUSED ? 0 : -1;
 }
 
-int ks_sock_listen(const char *path, int *fd_out, int *lock_fd_out,
-    char *err, size_t errlen)
+/* Gives the socket's directory DIR (ours, checked) to group GID, 0750. */
+static int share_dir(const char *dir, long gid, char *err, size_t errlen)
+{
+	if (chown(dir, (uid_t)-1, (gid_t)gid) != 0 || chmod(dir, 0750) != 0) {
+		snprintf(err, errlen, "cannot give %s to group %ld: %s", dir,
+		    gid, strerror(errno));
+		return KS_E_IO;
+	}
+	return KS_OK;
+}
+
+int ks_sock_listen(const char *path, long gid, int *fd_out,
+    int *lock_fd_out, char *err, size_t errlen)
 {
 	struct sockaddr_un sa;
 	char dir[4096];
@@ -155,7 +170,7 @@ int ks_sock_listen(const char *path, int *fd_out, int *lock_fd_out,
 	slash = strrchr(dir, '/');
 	if (slash && slash != dir) {
 		*slash = '\0';
-		if (mkdirs(dir, 0700) != 0) {
+		if (mkdirs(dir, gid >= 0 ? 0711 : 0700) != 0) {
 			snprintf(err, errlen, "cannot create %s: %s", dir,
 			    strerror(errno));
 			return ks_err_from_errno(errno);
@@ -164,6 +179,9 @@ int ks_sock_listen(const char *path, int *fd_out, int *lock_fd_out,
 
 	if (check_dir(dir, slash && slash != dir, err, errlen) != KS_OK)
 		return KS_E_BAD_REQUEST;
+	if (gid >= 0 && share_dir(slash && slash != dir ? dir : ".", gid, err,
+	    errlen) != KS_OK)
+		return KS_E_IO;
 	if (ks_lock_beside(path, &lfd, err, errlen) != KS_OK)
 		return KS_E_BUSY;
 
@@ -202,6 +220,13 @@ int ks_sock_listen(const char *path, int *fd_out, int *lock_fd_out,
 		goto busy;
 	}
 	umask(old);
+	if (gid >= 0 && (chown(path, (uid_t)-1, (gid_t)gid) != 0 ||
+	    chmod(path, 0660) != 0)) {
+		snprintf(err, errlen, "cannot give %s to group %ld: %s", path,
+		    gid, strerror(errno));
+		unlink(path);
+		goto busy;
+	}
 	if (listen(fd, 511) != 0) {
 		snprintf(err, errlen, "listen %s: %s", path, strerror(errno));
 		unlink(path);

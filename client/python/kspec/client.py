@@ -21,6 +21,7 @@ import json
 import os
 import select
 import socket
+import stat
 import struct
 
 from .errors import KspecError
@@ -57,19 +58,58 @@ Reply.__doc__ = """A raw reply: the header (a dict, verbatim) and the payload
 (bytes, empty when the reply has none)."""
 
 
+SYSTEM_SOCKET = "/run/kspec/kspecd.sock"
+
+
 def default_socket_path(environ=None):
-    """The daemon's socket by DESIGN.md section 3: ``$KSPEC_SOCKET`` when
-    set and non-empty, else ``$XDG_RUNTIME_DIR/kspec/kspecd.sock`` when
+    """The daemon's socket (docs/cli.md): ``$KSPEC_SOCKET`` when set and
+    non-empty, else ``$XDG_RUNTIME_DIR/kspec/kspecd.sock`` when
     ``XDG_RUNTIME_DIR`` is set and non-empty, else
-    ``/tmp/kspec-$UID/kspecd.sock``."""
+    ``/tmp/kspec-$UID/kspecd.sock``; when that per-user path does not exist
+    and ``/run/kspec/kspecd.sock`` (a daemon run as a system service) is a
+    socket, that one."""
     env = os.environ if environ is None else environ
     path = env.get("KSPEC_SOCKET")
     if path:
         return path
     runtime = env.get("XDG_RUNTIME_DIR")
     if runtime:
-        return runtime + "/kspec/kspecd.sock"
-    return "/tmp/kspec-%d/kspecd.sock" % os.getuid()
+        path = runtime + "/kspec/kspecd.sock"
+    else:
+        path = "/tmp/kspec-%d/kspecd.sock" % os.getuid()
+    if not os.path.lexists(path):
+        try:
+            if stat.S_ISSOCK(os.stat(SYSTEM_SOCKET).st_mode):
+                return SYSTEM_SOCKET
+        except OSError:
+            pass
+    return path
+
+
+def _denied(path):
+    """Why connecting to PATH was refused, for people: the group the socket
+    (or its directory) is open to, and how to join it."""
+    what, st = "socket", None
+    try:
+        st = os.stat(path)
+    except OSError:
+        what = "socket's directory"
+        try:
+            st = os.stat(os.path.dirname(path) or ".")
+        except OSError:
+            return "cannot connect to %s: permission denied" % path
+    if not st.st_mode & 0o070:
+        return ("cannot connect to %s: permission denied: the %s is private "
+                "to uid %d (kspecd admits other users with --socket-group "
+                "GROUP)" % (path, what, st.st_uid))
+    try:
+        import grp
+        group = grp.getgrgid(st.st_gid).gr_name
+    except (ImportError, KeyError):
+        group = str(st.st_gid)
+    return ("cannot connect to %s: permission denied: the %s is open to "
+            "group %s only; ask to be added to it (usermod -aG %s USER), "
+            "then log in again" % (path, what, group, group))
 
 
 def _dynamic_list(dynamic):
@@ -276,6 +316,9 @@ class Client:
         sock.settimeout(self.timeout)
         try:
             sock.connect(self.path)
+        except PermissionError:
+            sock.close()
+            raise KspecError("E_DENIED", _denied(self.path)) from None
         except OSError as e:
             sock.close()
             reason = e.strerror or str(e)
@@ -441,7 +484,7 @@ class Client:
             r, _, _ = select.select([self._sock], [], [], 0)
             if not r or self._sock.recv(1, socket.MSG_PEEK |
                                         socket.MSG_DONTWAIT):
-                return
+                return          # nothing, or bytes to read as a reply
         except (BlockingIOError, InterruptedError):
             return
         except OSError:

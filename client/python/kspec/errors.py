@@ -43,6 +43,7 @@ ERROR_CODES = {
     "E_COMPILE_CRASHED": -30,
     "E_COMPILE_TIMEOUT": -31,
     "E_COMPILE_OOM": -32,
+    "E_DENIED": -33,
 }
 
 
