@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dispatch.h"
@@ -37,6 +38,8 @@
 #define DRAIN_DEADLINE_MS 5000
 /* The first compile worker must have reported its compilers by then. */
 #define START_DEADLINE_MS 60000
+/* How often the store's path is compared with the file open. */
+#define STORE_CHECK_MS 2000
 
 static void on_flush(uv_timer_t *t)
 {
@@ -64,6 +67,8 @@ static void maybe_finish(ks_srv_t *srv)
 		uv_close((uv_handle_t *)&srv->start_timer, NULL);
 	if (!uv_is_closing((uv_handle_t *)&srv->flush_timer))
 		uv_close((uv_handle_t *)&srv->flush_timer, NULL);
+	if (!uv_is_closing((uv_handle_t *)&srv->store_timer))
+		uv_close((uv_handle_t *)&srv->store_timer, NULL);
 	if (!uv_is_closing((uv_handle_t *)&srv->stop_async))
 		uv_close((uv_handle_t *)&srv->stop_async, NULL);
 	if (srv->conns.head &&
@@ -149,28 +154,125 @@ static void on_stop(uv_async_t *a)
 	maybe_finish(srv);
 }
 
-/* Waits for the first SIGINT/SIGTERM and wakes the loop; later signals
- * stay pending and blocked while the daemon finishes its work. */
+/*
+ * Takes SIGINT, SIGTERM and SIGHUP.  The first SIGINT/SIGTERM wakes the
+ * loop to stop; a second one while the daemon finishes its work (a
+ * compile can take long) exits at once (the store survives a killed
+ * writer, and the workers die with the daemon).  SIGHUP never stops the
+ * daemon: it wakes the loop to re-check what can be re-checked.
+ */
 static void *signal_main(void *p)
 {
 	ks_srv_t *srv = p;
 	sigset_t set;
-	int sig = 0;
+	int sig = 0, stops = 0;
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
-	while (sigwait(&set, &sig) != 0)
-		;
-	__atomic_store_n(&srv->stop_signal, sig, __ATOMIC_RELEASE);
-	uv_async_send(&srv->stop_async);
-	/* A second signal while the daemon finishes its work (a compile can
-	 * take long) stops it at once.  The store stays consistent: sqlite
-	 * survives a killed writer. */
-	while (sigwait(&set, &sig) != 0)
-		;
-	ks_log(KS_LOG_WARN, "signal %d again: exiting without finishing", sig);
-	_exit(1);
+	sigaddset(&set, SIGHUP);
+	for (;;) {
+		if (sigwait(&set, &sig) != 0)
+			continue;
+		if (sig == SIGHUP) {
+			uv_async_send(&srv->hup_async);
+			continue;
+		}
+		if (stops++ == 0) {
+			__atomic_store_n(&srv->stop_signal, sig,
+			    __ATOMIC_RELEASE);
+			uv_async_send(&srv->stop_async);
+			continue;
+		}
+		ks_log(KS_LOG_WARN, "signal %d again: exiting without "
+		    "finishing", sig);
+		_exit(1);
+	}
+	return NULL;
+}
+
+/* ---- the store file under the daemon ---- */
+
+typedef struct {
+	ks_mail_t mail;          /* first */
+	ks_srv_t *srv;
+	int rc;
+	char err[512];
+} reopened_t;
+
+static void put_again(void *ctx, ks_artifact_t *a)
+{
+	ks_srv_t *srv = ctx;
+
+	ks_writer_put(srv->writer, a);
+}
+
+/* Loop thread: the writer has reopened the store. */
+static void on_reopened_mail(ks_mail_t *m)
+{
+	reopened_t *r = (reopened_t *)m;
+	ks_srv_t *srv = r->srv;
+
+	srv->store_reopening = 0;
+	if (r->rc) {
+		ks_log(KS_LOG_ERROR, "store %s: cannot reopen it: %s; serving "
+		    "from memory and retrying", srv->cfg.store_path, r->err);
+	} else {
+		/* What the memory tier holds goes into the new file. */
+		ks_log(KS_LOG_ERROR, "store %s: reopened; writing the %zu "
+		    "artifacts held in memory to it", srv->cfg.store_path,
+		    ks_hot_count(srv->hot));
+		ks_hot_each(srv->hot, put_again, srv);
+	}
+	free(r);
+}
+
+static void on_reopened(void *ctx, int rc, const char *err)
+{
+	reopened_t *r = ctx;
+
+	r->rc = rc;
+	snprintf(r->err, sizeof r->err, "%s", err ? err : "");
+	ks_mailbox_post(&r->srv->mailbox, &r->mail);
+}
+
+/* Notices a store file deleted or replaced under the daemon (which would
+ * otherwise write on into an unlinked inode, lost at the next start) and
+ * has the writer open the file now at the path. */
+static void check_store(ks_srv_t *srv)
+{
+	reopened_t *r;
+
+	if (srv->store_reopening || srv->stopping ||
+	    !ks_store_changed(srv->store))
+		return;
+	srv->store_replaced++;
+	ks_log(KS_LOG_ERROR, "store %s: the file was deleted or replaced "
+	    "while kspecd ran; reopening it", srv->cfg.store_path);
+	r = calloc(1, sizeof *r);
+	if (!r)
+		return;
+	r->mail.fn = on_reopened_mail;
+	r->srv = srv;
+	srv->store_reopening = 1;
+	if (ks_writer_reopen(srv->writer, on_reopened, r) != KS_OK) {
+		srv->store_reopening = 0;
+		free(r);
+	}
+}
+
+static void on_store_check(uv_timer_t *t)
+{
+	check_store(t->data);
+}
+
+static void on_hup(uv_async_t *a)
+{
+	ks_srv_t *srv = a->data;
+
+	ks_log(KS_LOG_INFO, "SIGHUP: checked the store file (logs go to "
+	    "stderr: nothing to reopen)");
+	check_store(srv);
 }
 
 /* Raises the soft RLIMIT_NOFILE to the hard one and sizes the connection
@@ -212,8 +314,23 @@ static int open_store(ks_srv_t *srv)
 	if (rc == KS_OK)
 		rc = ks_store_open(cfg->store_path, cfg->max_bytes, &srv->store,
 		    err, sizeof err);
+	/* A file that is not a database, or is damaged, is a cache lost,
+	 * not an outage: it is kept aside for whoever wants to look. */
+	if (rc == KS_E_CORRUPT && !cfg->refuse_corrupt_store) {
+		ks_log(KS_LOG_ERROR, "%s", err);
+		rc = ks_store_move_aside(cfg->store_path, srv->store_moved,
+		    sizeof srv->store_moved, err, sizeof err);
+		if (rc == KS_OK) {
+			ks_log(KS_LOG_ERROR, "store %s: MOVED ASIDE to %s; "
+			    "starting with an empty store "
+			    "(--refuse-corrupt-store to refuse instead)",
+			    cfg->store_path, srv->store_moved);
+			rc = ks_store_open(cfg->store_path, cfg->max_bytes,
+			    &srv->store, err, sizeof err);
+		}
+	}
 	if (rc)
-		ks_log(KS_LOG_ERROR, "store %s: %s", cfg->store_path, err);
+		ks_log(KS_LOG_ERROR, "%s", err);
 	return rc;
 }
 
@@ -280,6 +397,16 @@ static int start(ks_srv_t *srv, int fd)
 	uv_unref((uv_handle_t *)&srv->start_timer);
 	uv_async_init(srv->loop, &srv->stop_async, on_stop);
 	srv->stop_async.data = srv;
+	/* Never closed: the signal thread may send to it until the process
+	 * ends.  It does not keep the loop alive. */
+	uv_async_init(srv->loop, &srv->hup_async, on_hup);
+	srv->hup_async.data = srv;
+	uv_unref((uv_handle_t *)&srv->hup_async);
+	uv_timer_init(srv->loop, &srv->store_timer);
+	srv->store_timer.data = srv;
+	uv_timer_start(&srv->store_timer, on_store_check, STORE_CHECK_MS,
+	    STORE_CHECK_MS);
+	uv_unref((uv_handle_t *)&srv->store_timer);
 	if (pthread_create(&srv->signal_thread, NULL, signal_main, srv) != 0) {
 		ks_log(KS_LOG_ERROR, "cannot start the signal thread");
 		return KS_E_INTERNAL;
@@ -308,7 +435,11 @@ int ks_server_run(const ks_server_config_t *cfg)
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	/* Every file the daemon creates is its own: the store, its -wal and
+	 * -shm, lock files (the socket's mode is set apart). */
+	umask(077);
 	srv.lock_fd = -1;
 	srv.store_lock_fd = -1;
 	srv.started_ns = ks_now_ns();

@@ -17,7 +17,7 @@ static const char usage[] =
 "              [--worker-memory N] [--worker-jobs N] [--worker-rss N]\n"
 "              [--max-conns-per-user N] [--idle-timeout S]\n"
 "              [--read-timeout S] [--socket-group G] [--admin-group G]\n"
-"              [--verbose]\n"
+"              [--refuse-corrupt-store] [--verbose]\n"
 "\n"
 "  --socket PATH    Unix socket (default $KSPEC_SOCKET, else\n"
 "                   $XDG_RUNTIME_DIR/kspec/kspecd.sock, else\n"
@@ -48,6 +48,8 @@ static const char usage[] =
 "                   the daemon's uid and root)\n"
 "  --admin-group G  members of G may evict as well (the daemon's uid and\n"
 "                   root always may)\n"
+"  --refuse-corrupt-store  do not start on a store that is not a\n"
+"                   database (default: move it aside, start empty)\n"
 "  --verbose        log every request at debug level\n";
 
 static int parse_bytes(const char *s, uint64_t *out)
@@ -107,6 +109,7 @@ int main(int argc, char **argv)
 		{ "read-timeout", required_argument, 0, 'R' },
 		{ "socket-group", required_argument, 0, 'g' },
 		{ "admin-group", required_argument, 0, 'a' },
+		{ "refuse-corrupt-store", no_argument, 0, 'C' },
 		{ "verbose", no_argument, 0, 'v' },
 		{ "help", no_argument, 0, 'H' },
 		{ "version", no_argument, 0, 'V' },
@@ -164,6 +167,9 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			cfg.workers = (int)v;
+			break;
+		case 'C':
+			cfg.refuse_corrupt_store = 1;
 			break;
 		case 'g':
 		case 'a':

@@ -208,10 +208,16 @@ void ks_op_stats(ks_conn_t *c, const ks_request_t *req)
 	    ",\"max_bytes\":%" PRIu64 ",\"evicted\":%" PRIu64
 	    ",\"corrupt\":%" PRIu64 ",\"schema_version\":%d"
 	    ",\"writes_pending\":%" PRIu64 ",\"writes_failed\":%" PRIu64
-	    ",\"touches_dropped\":%" PRIu64 "}", ss.entries, ss.bytes,
+	    ",\"touches_dropped\":%" PRIu64 ",\"replaced\":%" PRIu64
+	    ",\"moved_aside\":", ss.entries, ss.bytes,
 	    ss.max_bytes, ss.evicted, ss.corrupt, ss.schema_version,
 	    ks_writer_backlog(srv->writer), ks_writer_failed_puts(srv->writer),
-	    ks_store_touches_dropped(srv->store));
+	    ks_store_touches_dropped(srv->store), srv->store_replaced);
+	if (srv->store_moved[0])
+		ks_buf_json_str(&c->out, srv->store_moved);
+	else
+		ks_buf_puts(&c->out, "null");
+	ks_buf_puts(&c->out, "}");
 	json_counter(&c->out, "negative_hits", fl->negative_hits);
 	json_counter(&c->out, "worker_starts", srv->pool.started);
 	json_counter(&c->out, "worker_start_failures",

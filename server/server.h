@@ -28,6 +28,7 @@ typedef struct {
 	long socket_gid;         /* --socket-group, -1: none */
 	long admin_gid;          /* --admin-group, -1: none */
 	char socket_group[64];   /* as given, for messages */
+	int refuse_corrupt_store;  /* do not move a corrupt store aside */
 	char admin_group[64];
 	uint64_t idle_timeout_s; /* 0: never */
 	uint64_t read_timeout_s; /* 0: never */

@@ -37,6 +37,11 @@ struct ks_srv {
 	uv_loop_t *loop;
 	uv_pipe_t listener;
 	uv_async_t stop_async;   /* the signal thread's wake-up */
+	uv_async_t hup_async;    /* SIGHUP */
+	uv_timer_t store_timer;  /* is the store's file still the one open? */
+	int store_reopening;
+	uint64_t store_replaced; /* times the file was found deleted/replaced */
+	char store_moved[4400];  /* where a corrupt store was moved, or "" */
 	pthread_t signal_thread;
 	int stop_signal;
 	uv_timer_t flush_timer;

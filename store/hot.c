@@ -185,6 +185,15 @@ int ks_hot_remove_if(ks_hot_t *h, int (*match)(void *ctx,
 	return KS_OK;
 }
 
+void ks_hot_each(ks_hot_t *h, void (*fn)(void *ctx, ks_artifact_t *a),
+    void *ctx)
+{
+	struct hot_entry *e;
+
+	for (e = h->head; e; e = e->next)
+		fn(ctx, e->a);
+}
+
 size_t ks_hot_bytes(const ks_hot_t *h)
 {
 	return h->bytes;

@@ -56,6 +56,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "store.h"
 
@@ -169,6 +170,8 @@ struct ks_store {
 	_Atomic uint64_t entries, bytes, corrupt, evicted, corrupt_total;
 	int schema_version;
 	int locks;                      /* mutexes initialized, for teardown */
+	dev_t dev;                      /* the file opened, to notice its */
+	ino_t ino;                      /* deletion or replacement */
 };
 
 /* ---- small helpers ---- */
@@ -585,7 +588,10 @@ static int query_int(ks_store_t *s, sqlite3 *db, const char *sql,
 		ks_set_err(err, errlen, "store %s: %s", s->path,
 		    sqlite3_errmsg(db));
 		sqlite3_finalize(st);
-		return KS_E_STORE;
+		/* "not a database" and damage are the file's content: the
+		 * caller may move it aside (store.h). */
+		return from_sqlite(rc) == KS_E_CORRUPT ? KS_E_CORRUPT :
+		    KS_E_STORE;
 	}
 	sqlite3_finalize(st);
 	return KS_OK;
@@ -607,8 +613,10 @@ static int prepare(ks_store_t *s, sqlite3 *db, const char *sql,
 static int open_conn(ks_store_t *s, int flags, sqlite3 **db, char *err,
     size_t errlen)
 {
-	int rc = sqlite3_open_v2(s->path, db, flags | SQLITE_OPEN_NOMUTEX,
-	    NULL);
+	/* NOFOLLOW: a symbolic link at the store's path (or its -wal, -shm)
+	 * is refused by sqlite too, not only by check_trust. */
+	int rc = sqlite3_open_v2(s->path, db, flags | SQLITE_OPEN_NOMUTEX |
+	    SQLITE_OPEN_NOFOLLOW, NULL);
 
 	if (rc != SQLITE_OK) {
 		ks_set_err(err, errlen, "store %s: cannot open: %s", s->path,
@@ -862,6 +870,153 @@ static void destroy(ks_store_t *s)
 	free(s);
 }
 
+/* ---- who may write the store ---- */
+
+/* "uid 1000, mode 0666" of ST, for messages. */
+static void describe(const struct stat *st, char *out, size_t len)
+{
+	snprintf(out, len, "owned by uid %ld, mode %04o", (long)st->st_uid,
+	    (unsigned)(st->st_mode & 07777));
+}
+
+/* A file of the store: absent, or a regular file (never a symbolic link)
+ * owned by us or root and writable by nobody else. */
+static int check_file(const char *path, const char *store, char *err,
+    size_t errlen)
+{
+	struct stat st;
+	char how[64];
+
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? KS_OK : KS_E_IO;
+	describe(&st, how, sizeof how);
+	if (S_ISLNK(st.st_mode)) {
+		ks_set_err(err, errlen, "store %s: refusing it: %s is a symbolic "
+		    "link; kspecd opens its store only as a plain file (remove "
+		    "the link, or give the real path)", store, path);
+		return KS_E_DENIED;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		ks_set_err(err, errlen, "store %s: cannot open: %s is not a "
+		    "regular file", store, path);
+		return KS_E_STORE;
+	}
+	if ((st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & 022)) {
+		ks_set_err(err, errlen, "store %s: refusing it: %s is %s; "
+		    "whoever can write the store can change what kspecd serves, "
+		    "so it must be a file owned by uid %ld (or root) that nobody "
+		    "else may write (chmod 0600, or remove it and let kspecd "
+		    "create it)", store, path, how, (long)geteuid());
+		return KS_E_DENIED;
+	}
+	return KS_OK;
+}
+
+/*
+ * The store's directory and every directory above it: owned by us or
+ * root, and writable by nobody else, except an ancestor that is sticky and
+ * root's (like /tmp), where others cannot replace what is ours.
+ */
+static int check_dirs(const char *store, char *err, size_t errlen)
+{
+	char *dir = realpath(store, NULL), *slash;
+	char how[64];
+	struct stat st;
+	int first = 1, rc = KS_OK;
+
+	if (!dir) {
+		/* The store does not exist yet: its directory does. */
+		char *copy = strdup(store);
+
+		if (!copy)
+			return KS_E_NOMEM;
+		slash = strrchr(copy, '/');
+		if (slash && slash != copy)
+			*slash = '\0';
+		else if (slash)
+			slash[1] = '\0';
+		else
+			strcpy(copy, ".");
+		dir = realpath(copy, NULL);
+		free(copy);
+		if (!dir)
+			return KS_E_IO;
+	} else if ((slash = strrchr(dir, '/')) == dir) {
+		dir[1] = '\0';         /* the store is in / */
+	} else if (slash) {
+		*slash = '\0';
+	}
+	for (;;) {
+		if (stat(dir, &st) != 0) {
+			rc = KS_E_IO;
+			break;
+		}
+		describe(&st, how, sizeof how);
+		if ((st.st_uid != geteuid() && st.st_uid != 0) ||
+		    ((st.st_mode & 022) && (first || !(st.st_mode & S_ISVTX) ||
+		    st.st_uid != 0))) {
+			ks_set_err(err, errlen, "store %s: refusing it: directory "
+			    "%s is %s; whoever can write there can replace the "
+			    "store and change what kspecd serves, so the store's "
+			    "directory and those above it must be owned by uid %ld "
+			    "(or root) and writable by nobody else (above the "
+			    "store's own directory, a root-owned sticky one such "
+			    "as /tmp is fine)", store, dir, how, (long)geteuid());
+			rc = KS_E_DENIED;
+			break;
+		}
+		first = 0;
+		if (strcmp(dir, "/") == 0)
+			break;
+		slash = strrchr(dir, '/');
+		if (slash == dir)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+	}
+	free(dir);
+	return rc;
+}
+
+static int check_trust(const char *path, char *err, size_t errlen)
+{
+	static const char *const ext[] = { "", "-wal", "-shm" };
+	char file[4200];
+	size_t i;
+	int rc = check_file(path, path, err, errlen);
+
+	if (rc == KS_OK)
+		rc = check_dirs(path, err, errlen);
+	for (i = 1; rc == KS_OK && i < sizeof ext / sizeof ext[0]; i++) {
+		snprintf(file, sizeof file, "%s%s", path, ext[i]);
+		rc = check_file(file, path, err, errlen);
+	}
+	return rc;
+}
+
+/* Opens both connections of S at s->path and brings the schema and the
+ * totals up to date. */
+static int open_all(ks_store_t *s, char *err, size_t errlen)
+{
+	struct stat st;
+	int rc;
+
+	rc = open_writer(s, err, errlen);
+	if (rc == KS_OK)
+		rc = migrate(s, err, errlen);
+	if (rc == KS_OK)
+		rc = prepare_writer(s, err, errlen);
+	if (rc == KS_OK)
+		rc = load_totals(s, err, errlen);
+	if (rc == KS_OK)
+		rc = open_reader(s, err, errlen);
+	if (rc == KS_OK && stat(s->path, &st) == 0) {
+		s->dev = st.st_dev;
+		s->ino = st.st_ino;
+	}
+	return rc;
+}
+
 int ks_store_open(const char *path, uint64_t max_bytes, ks_store_t **out,
     char *err, size_t errlen)
 {
@@ -888,20 +1043,65 @@ int ks_store_open(const char *path, uint64_t max_bytes, ks_store_t **out,
 
 	rc = make_parents(path, err, errlen);
 	if (rc == KS_OK)
-		rc = open_writer(s, err, errlen);
+		rc = check_trust(path, err, errlen);
 	if (rc == KS_OK)
-		rc = migrate(s, err, errlen);
-	if (rc == KS_OK)
-		rc = prepare_writer(s, err, errlen);
-	if (rc == KS_OK)
-		rc = load_totals(s, err, errlen);
-	if (rc == KS_OK)
-		rc = open_reader(s, err, errlen);
+		rc = open_all(s, err, errlen);
 	if (rc != KS_OK) {
 		destroy(s);
 		return rc;
 	}
 	*out = s;
+	return KS_OK;
+}
+
+int ks_store_changed(ks_store_t *s)
+{
+	struct stat st;
+
+	if (lstat(s->path, &st) != 0)
+		return errno == ENOENT;
+	return st.st_dev != s->dev || st.st_ino != s->ino;
+}
+
+int ks_store_reopen(ks_store_t *s, char *err, size_t errlen)
+{
+	int rc;
+
+	pthread_mutex_lock(&s->wlock);
+	pthread_mutex_lock(&s->rlock);
+	finalize_all(s);
+	sqlite3_close(s->r);
+	sqlite3_close(s->w);
+	s->r = s->w = NULL;
+	rc = check_trust(s->path, err, errlen);
+	if (rc == KS_OK)
+		rc = open_all(s, err, errlen);
+	pthread_mutex_unlock(&s->rlock);
+	pthread_mutex_unlock(&s->wlock);
+	return rc;
+}
+
+int ks_store_move_aside(const char *path, char *moved, size_t movedlen,
+    char *err, size_t errlen)
+{
+	static const char *const ext[] = { "", "-wal", "-shm" };
+	char from[4200], to[4300];
+	size_t i;
+	int rc = check_trust(path, err, errlen);
+
+	if (rc != KS_OK)
+		return rc;
+	snprintf(moved, movedlen, "%s.corrupt-%lld", path,
+	    (long long)ks_wall_s());
+	for (i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+		snprintf(from, sizeof from, "%s%s", path, ext[i]);
+		snprintf(to, sizeof to, "%s%s", moved, ext[i]);
+		if (rename(from, to) != 0 && errno != ENOENT) {
+			ks_set_err(err, errlen, "store %s: cannot move %s aside: "
+			    "%s", path, from, strerror(errno));
+			return KS_E_IO;
+		}
+	}
 	return KS_OK;
 }
 

@@ -60,6 +60,10 @@ int ks_hot_remove_if(ks_hot_t *h, int (*match)(void *ctx,
     const ks_artifact_t *a), void *ctx, ks_hash_t **removed, size_t *n);
 /* 1 when KEY is in the tier; does not change the LRU order. */
 int ks_hot_has(const ks_hot_t *h, const ks_hash_t *key);
+/* Calls FN for every artifact, most recently used first; FN must not
+ * change H. */
+void ks_hot_each(ks_hot_t *h, void (*fn)(void *ctx, ks_artifact_t *a),
+    void *ctx);
 size_t ks_hot_bytes(const ks_hot_t *h);
 size_t ks_hot_count(const ks_hot_t *h);
 
@@ -94,6 +98,29 @@ int ks_store_open(const char *path, uint64_t max_bytes, ks_store_t **out,
     char *err, size_t errlen);
 /* Flushes pending last_used updates, checkpoints, closes. */
 void ks_store_close(ks_store_t *s);
+
+/*
+ * Trust.  Whoever can write the store can change what is served (a row
+ * holds key, bytes and their checksums, which anyone can recompute), so
+ * ks_store_open refuses (KS_E_DENIED, with a message naming the path, its
+ * owner and mode, and what to do) a store file, -wal or -shm that is a
+ * symbolic link, is not a regular file, is not owned by this uid or root,
+ * or is writable by group or others, and a store whose directory, or a
+ * directory above it, is not owned by this uid or root or is writable by
+ * others (above the store's own directory a root-owned sticky one, like
+ * /tmp, is fine).  A store that is not a database, or is damaged, is
+ * KS_E_CORRUPT at open.
+ */
+/* 1 when the file at the store's path is no longer the one open (deleted,
+ * or replaced by another). */
+int ks_store_changed(ks_store_t *s);
+/* Closes both connections and opens the file now at the path (creating
+ * it when missing), under both locks; the trust checks apply. */
+int ks_store_reopen(ks_store_t *s, char *err, size_t errlen);
+/* Renames PATH and its -wal and -shm to PATH.corrupt-<Unix seconds>
+ * (written into MOVED) after the trust checks. */
+int ks_store_move_aside(const char *path, char *moved, size_t movedlen,
+    char *err, size_t errlen);
 
 /*
  * Looks KEY up through the reader connection, never waiting on a write.
@@ -142,9 +169,10 @@ int ks_store_misses(ks_store_t *s, int (*cb)(void *ctx, const char *spec,
 /*
  * Notes on the calls above, added with the implementation:
  * - ks_store_open fails with KS_E_STORE and a message naming PATH for a
- *   file that cannot be opened, is read-only, is not a database, or has a
- *   schema newer than KS_STORE_SCHEMA_VERSION; KS_E_IO when a parent
- *   directory cannot be created.
+ *   file that cannot be opened, is read-only, or has a schema newer than
+ *   KS_STORE_SCHEMA_VERSION; KS_E_CORRUPT for one that is not a database
+ *   or is damaged; KS_E_DENIED by the trust checks above; KS_E_IO when a
+ *   parent directory cannot be created.
  * - ks_store_get does not count as a use: the caller touches on every hit
  *   (hot tier or store).  A put counts as a use.
  * - ks_store_put evicts inside the put's transaction (after writing the
@@ -219,6 +247,9 @@ int ks_writer_remove(ks_store_writer_t *w, const ks_hash_t *keys,
  * has run: a reader that waits for it sees those writes. */
 int ks_writer_barrier(ks_store_writer_t *w, void (*reached)(void *ctx),
     void *ctx);
+/* ks_store_reopen, then DONE(CTX, rc, message) on the writer thread. */
+int ks_writer_reopen(ks_store_writer_t *w, void (*done)(void *ctx, int rc,
+    const char *err), void *ctx);
 /* Operations posted and not finished. */
 uint64_t ks_writer_backlog(ks_store_writer_t *w);
 /* Puts that failed (the artifact stayed in memory only). */

@@ -10,7 +10,7 @@
 #include "store.h"
 
 enum { OP_PUT, OP_FLUSH, OP_MISS, OP_QUARANTINE, OP_REMOVE, OP_BARRIER,
-    OP_SYNC, OP_STOP };
+    OP_REOPEN, OP_SYNC, OP_STOP };
 
 typedef struct op {
 	int type;
@@ -25,6 +25,8 @@ typedef struct op {
 	void *mctx;
 	ks_writer_removed_fn done;
 	void (*reached)(void *ctx);      /* BARRIER */
+	void (*reopened)(void *ctx, int rc, const char *err);  /* REOPEN */
+	char err[512];
 	void *ctx;
 	int *synced;                     /* SYNC */
 } op_t;
@@ -80,6 +82,10 @@ static void run(ks_store_writer_t *w, op_t *op)
 		break;
 	case OP_BARRIER:
 		op->reached(op->ctx);
+		break;
+	case OP_REOPEN:
+		op->reopened(op->ctx, ks_store_reopen(w->store, op->err,
+		    sizeof op->err), op->err);
 		break;
 	case OP_SYNC:
 		pthread_mutex_lock(&w->lock);
@@ -282,6 +288,19 @@ int ks_writer_barrier(ks_store_writer_t *w, void (*reached)(void *ctx),
 	if (!op)
 		return KS_E_NOMEM;
 	op->reached = reached;
+	op->ctx = ctx;
+	post(w, op);
+	return KS_OK;
+}
+
+int ks_writer_reopen(ks_store_writer_t *w, void (*done)(void *ctx, int rc,
+    const char *err), void *ctx)
+{
+	op_t *op = op_new(OP_REOPEN);
+
+	if (!op)
+		return KS_E_NOMEM;
+	op->reopened = done;
 	op->ctx = ctx;
 	post(w, op);
 	return KS_OK;

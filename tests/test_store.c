@@ -789,7 +789,7 @@ Test(store, file_that_is_not_a_database_is_refused_with_the_path)
 	char err[512];
 
 	write_file(db, junk, sizeof junk);
-	cr_assert_eq(ks_store_open(db, 0, &s, err, sizeof err), KS_E_STORE);
+	cr_assert_eq(ks_store_open(db, 0, &s, err, sizeof err), KS_E_CORRUPT);
 	cr_assert_null(s);
 	cr_assert_not_null(strstr(err, "not a database"), "%s", err);
 	cr_assert_not_null(strstr(err, db), "%s", err);
