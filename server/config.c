@@ -1,5 +1,5 @@
 /*
- * Default paths (DESIGN.md section 3).
+ * Default paths and limits of kspecd (docs/cli.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "../exec/exec.h"
+#include "../proto/proto.h"
 #include "server.h"
 
 int ks_server_defaults(ks_server_config_t *cfg)
@@ -22,6 +23,12 @@ int ks_server_defaults(ks_server_config_t *cfg)
 	else if ((env = getenv("XDG_RUNTIME_DIR")) && *env)
 		n = snprintf(cfg->socket_path, sizeof cfg->socket_path,
 		    "%s/kspec/kspecd.sock", env);
+	else if ((env = getenv("INVOCATION_ID")) && *env)
+		/* A system service (systemd names every unit it starts, and
+		 * gives user services an XDG_RUNTIME_DIR): the machine's
+		 * socket, where clients look after their own. */
+		n = snprintf(cfg->socket_path, sizeof cfg->socket_path, "%s",
+		    KS_PROTO_SYSTEM_SOCKET);
 	else
 		n = snprintf(cfg->socket_path, sizeof cfg->socket_path,
 		    "/tmp/kspec-%ld/kspecd.sock", (long)getuid());
