@@ -46,6 +46,7 @@ KS_ERRNO_MAP(KS_SAME_CODE)
 
 struct kspec_client {
 	int fd;                         /* -1 once closed */
+	int send_errno;                 /* a send the daemon did not take */
 	uint64_t next_id;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char code[32];                  /* wire name of the last failure */
@@ -112,6 +113,7 @@ static void drop(kspec_client_t *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
+	c->send_errno = 0;
 }
 
 /* A transport failure: the stream is unusable from here on. */
@@ -138,6 +140,13 @@ static int send_all(kspec_client_t *c, const void *p, size_t n)
 		k = send(c->fd, q, n, MSG_NOSIGNAL);
 		if (k < 0 && errno == EINTR)
 			continue;
+		if (k < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+			/* The daemon closed its end, maybe after saying why
+			 * (a refused peer is told so first): the reply read
+			 * finds that, or the end of the stream. */
+			c->send_errno = errno;
+			return KSPEC_OK;
+		}
 		if (k < 0)
 			return lost(c, strerror(errno));
 		q += k;
@@ -158,7 +167,9 @@ static int recv_all(kspec_client_t *c, void *p, size_t n)
 		if (k < 0)
 			return lost(c, strerror(errno));
 		if (k == 0)
-			return lost(c, "kspecd closed the connection");
+			return lost(c, c->send_errno ?
+			    strerror(c->send_errno) :
+			    "kspecd closed the connection");
 		q += k;
 		n -= (size_t)k;
 	}
@@ -409,6 +420,7 @@ static int open_fd(kspec_client_t *c)
 	socklen_t elen;
 	int err = 0;
 
+	c->send_errno = 0;
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0)
 		return set_error(c, KSPEC_E_CONNECT, "cannot connect to %s: %s",

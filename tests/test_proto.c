@@ -695,6 +695,7 @@ typedef struct {
 	pthread_t thread;
 	const canned_t *script;
 	int nscript;
+	int greet;                /* script[0] sent on accept, then close */
 	/* What the fake saw: each request parsed by ks_request_parse. */
 	ks_request_t seen[FAKE_MAX];
 	int seen_rc[FAKE_MAX];
@@ -746,6 +747,16 @@ static void *fake_main(void *arg)
 	fd = accept(f->lfd, NULL, NULL);
 	if (fd < 0)
 		return NULL;
+	if (f->greet) {
+		/* As kspecd refuses a peer: one id-less error, unread input,
+		 * closed. */
+		n = (int)strlen(f->script[0].header);
+		ks_frame_prefix(prefix, (uint32_t)n, 0);
+		if (write_full(fd, prefix, sizeof prefix) == 0)
+			(void)write_full(fd, f->script[0].header, (size_t)n);
+		close(fd);
+		return NULL;
+	}
 	for (i = 0; i < f->nscript && i < FAKE_MAX; i++) {
 		const canned_t *c = &f->script[i];
 
@@ -772,11 +783,13 @@ static void *fake_main(void *arg)
 	return NULL;
 }
 
-static void fake_start(fake_t *f, const canned_t *script, int n)
+static void fake_start_as(fake_t *f, const canned_t *script, int n,
+    int greet)
 {
 	struct sockaddr_un sa;
 
 	memset(f, 0, sizeof *f);
+	f->greet = greet;
 	snprintf(f->dir, sizeof f->dir, "/tmp/kspec-test-XXXXXX");
 	cr_assert_not_null(mkdtemp(f->dir));
 	snprintf(f->path, sizeof f->path, "%s/s.sock", f->dir);
@@ -790,6 +803,11 @@ static void fake_start(fake_t *f, const canned_t *script, int n)
 	cr_assert_eq(bind(f->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
 	cr_assert_eq(listen(f->lfd, 4), 0);
 	cr_assert_eq(pthread_create(&f->thread, NULL, fake_main, f), 0);
+}
+
+static void fake_start(fake_t *f, const canned_t *script, int n)
+{
+	fake_start_as(f, script, n, 0);
 }
 
 static void fake_stop(fake_t *f)
@@ -1087,6 +1105,29 @@ Test(client, oversized_reply_frame_is_refused, .timeout = 10)
 	    kspec_last_error(c, NULL));
 	kspec_close(c);
 	fake_stop(&f);
+}
+
+Test(client, refusal_sent_before_close_is_read_after_a_failed_send,
+    .timeout = 10)
+{
+	static const canned_t script[] = {
+		{ "{\"ok\":false,\"error\":{\"code\":\"E_DENIED\","
+		    "\"message\":\"uid 1234 may not use this kspecd\"}}", NULL,
+		    0, 0, 0 },
+	};
+	kspec_client_t *c = NULL;
+	const char *code = NULL, *msg;
+	fake_t f;
+
+	fake_start_as(&f, script, 1, 1);
+	cr_assert_eq(kspec_connect(f.path, &c), KSPEC_OK);
+	fake_stop(&f);          /* the refusal is written and the end closed */
+	/* The request's send fails (EPIPE): the refusal is still read. */
+	cr_assert_eq(kspec_ping(c), KSPEC_E_DENIED);
+	msg = kspec_last_error(c, &code);
+	cr_assert_str_eq(code, "E_DENIED");
+	cr_assert(strstr(msg, "uid 1234 may not use"), "%s", msg);
+	kspec_close(c);
 }
 
 Test(client, connect_failure_explains_itself, .timeout = 10)

@@ -996,6 +996,21 @@ class FakeServerTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, "E_TIMEOUT")
         self.assertTrue(c.closed)
 
+    def test_refusal_sent_before_close_is_read_after_a_failed_send(self):
+        def handler(conn):                  # as kspecd refuses a peer
+            FakeServer.reply(conn, {"ok": False, "error": {
+                "code": "E_DENIED", "message": "uid 1234 may not use it"}})
+
+        srv = FakeServer(handler)
+        self.addCleanup(srv.close)
+        c = kspec.Client(srv.path)
+        self.addCleanup(c.close)
+        srv.thread.join(10)                 # written, and the end closed
+        with self.assertRaises(KspecError) as cm:
+            c.ping()                        # its send fails: EPIPE
+        self.assertEqual(cm.exception.code, "E_DENIED")
+        self.assertIn("uid 1234 may not use it", cm.exception.message)
+
     def test_connection_lost_mid_reply_is_E_CONNECT(self):
         def handler(conn):
             r = FakeServer.read_request(conn)

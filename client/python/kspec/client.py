@@ -496,6 +496,11 @@ class Client:
         self._reopen_if_closed()
         try:
             self._sock.sendall(b"".join(frames))
+        except (BrokenPipeError, ConnectionResetError):
+            # The daemon closed its end, maybe after saying why (a refused
+            # peer is told so first): the reply read finds that, or the
+            # end of the stream.
+            pass
         except OSError as e:
             self._lost(e)
         except BaseException:
