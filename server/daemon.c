@@ -96,14 +96,21 @@ static void on_pool_idle(ks_pool_t *p)
 static void on_probe(ks_pool_t *p, int rc, const char *json)
 {
 	ks_srv_t *srv = p->owner;
-	char err[256];
+	char err[512];
+	int fd;
 
 	err[0] = '\0';
 	if (srv->listening || srv->stopping)
 		return;
 	if (rc == KS_OK)
 		rc = ks_keys_load_probe(&srv->keys, json, err, sizeof err);
+	/* Bound only now: a client that connects finds a daemon that can
+	 * answer, and one that comes too early finds no socket. */
+	if (rc == KS_OK)
+		rc = ks_sock_listen(srv->cfg.socket_path, srv->cfg.socket_gid,
+		    &fd, err, sizeof err);
 	if (rc == KS_OK) {
+		uv_pipe_open(&srv->listener, fd);
 		rc = uv_listen((uv_stream_t *)&srv->listener, 511,
 		    ks_conns_on_connection);
 		if (rc)
@@ -145,7 +152,8 @@ static void on_stop(uv_async_t *a)
 		    __ATOMIC_ACQUIRE), ks_flights_count(&srv->flights));
 	srv->stopping = 1;
 	uv_close((uv_handle_t *)&srv->listener, NULL);
-	ks_sock_unlink(srv->cfg.socket_path);
+	if (srv->listening)
+		ks_sock_unlink(srv->cfg.socket_path);
 	ks_conns_pause_all(&srv->conns);
 	/* Compiles not yet started fail with E_SHUTTING_DOWN; running ones
 	 * finish and are answered. */
@@ -343,7 +351,7 @@ static void close_fds(ks_srv_t *srv)
 }
 
 /* Starts the loop's handles and threads; logs what failed. */
-static int start(ks_srv_t *srv, int fd)
+static int start(ks_srv_t *srv)
 {
 	ks_conn_limits_t lim;
 	ks_pool_opts_t opts;
@@ -385,11 +393,9 @@ static int start(ks_srv_t *srv, int fd)
 	    srv->cfg.socket_group);
 	ks_conns_init(&srv->conns, srv->loop, &lim, ks_dispatch_request, srv);
 
-	/* The socket is listening already (connections wait in its
-	 * backlog); they are accepted once the probe is in (on_probe). */
+	/* The socket is bound once the probe is in (on_probe). */
 	uv_pipe_init(srv->loop, &srv->listener, 0);
 	srv->listener.data = &srv->conns;
-	uv_pipe_open(&srv->listener, fd);
 	uv_timer_init(srv->loop, &srv->start_timer);
 	srv->start_timer.data = srv;
 	uv_timer_start(&srv->start_timer, on_start_deadline, START_DEADLINE_MS,
@@ -427,7 +433,7 @@ int ks_server_run(const ks_server_config_t *cfg)
 	ks_srv_t srv;
 	char err[1024];
 	sigset_t sigs;
-	int fd = -1, rc;
+	int rc;
 
 	memset(&srv, 0, sizeof srv);
 	srv.cfg = *cfg;
@@ -457,8 +463,8 @@ int ks_server_run(const ks_server_config_t *cfg)
 	/* The socket lock first: a second instance must fail before it
 	 * touches the store.  The store's own lock then keeps a daemon on
 	 * another socket off the same store (one writer). */
-	rc = ks_sock_listen(cfg->socket_path, cfg->socket_gid, &fd,
-	    &srv.lock_fd, err, sizeof err);
+	rc = ks_sock_prepare(cfg->socket_path, cfg->socket_gid, &srv.lock_fd,
+	    err, sizeof err);
 	if (rc) {
 		ks_log(KS_LOG_ERROR, "%s", err);
 		return rc;
@@ -469,15 +475,13 @@ int ks_server_run(const ks_server_config_t *cfg)
 	if (rc) {
 		if (srv.store)
 			ks_store_close(srv.store);
-		close(fd);
-		ks_sock_unlink(cfg->socket_path);
 		close_fds(&srv);
 		return rc;
 	}
 	if (getenv("KSPEC_TEST_FAULTS"))
 		ks_log(KS_LOG_WARN, "KSPEC_TEST_FAULTS is set: compile workers "
 		    "will fail on purpose (%s)", getenv("KSPEC_TEST_FAULTS"));
-	rc = start(&srv, fd);
+	rc = start(&srv);
 	if (rc)
 		return rc;
 

@@ -151,15 +151,13 @@ static int share_dir(const char *dir, long gid, char *err, size_t errlen)
 	return KS_OK;
 }
 
-int ks_sock_listen(const char *path, long gid, int *fd_out,
-    int *lock_fd_out, char *err, size_t errlen)
+int ks_sock_prepare(const char *path, long gid, int *lock_fd_out,
+    char *err, size_t errlen)
 {
 	struct sockaddr_un sa;
 	char dir[4096];
-	struct stat st;
-	mode_t old;
 	char *slash;
-	int fd = -1, lfd = -1, live;
+	int lfd = -1;
 
 	if (fill_addr(path, &sa)) {
 		snprintf(err, errlen, "socket path too long (max %zu bytes): "
@@ -184,25 +182,40 @@ int ks_sock_listen(const char *path, long gid, int *fd_out,
 		return KS_E_IO;
 	if (ks_lock_beside(path, &lfd, err, errlen) != KS_OK)
 		return KS_E_BUSY;
+	*lock_fd_out = lfd;
+	return KS_OK;
+}
 
+int ks_sock_listen(const char *path, long gid, int *fd_out, char *err,
+    size_t errlen)
+{
+	struct sockaddr_un sa;
+	struct stat st;
+	mode_t old;
+	int fd = -1, live;
+
+	if (fill_addr(path, &sa)) {
+		snprintf(err, errlen, "socket path too long: %s", path);
+		return KS_E_TOO_LARGE;
+	}
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
 			snprintf(err, errlen, "%s exists and is not a socket; "
 			    "not touching it", path);
-			goto busy;
+			return KS_E_BUSY;
 		}
 		live = probe_live(&sa);
 		if (live != 0) {
 			snprintf(err, errlen, "%s: %s", path, live > 0 ?
 			    "another daemon is listening there" :
 			    "cannot tell whether a daemon listens there");
-			goto busy;
+			return KS_E_BUSY;
 		}
 		/* Provably stale: nobody listens and we hold the lock. */
 		if (unlink(path) != 0 && errno != ENOENT) {
 			snprintf(err, errlen, "cannot remove stale socket %s: "
 			    "%s", path, strerror(errno));
-			goto busy;
+			return KS_E_BUSY;
 		}
 		ks_log(KS_LOG_INFO, "removed stale socket %s", path);
 	}
@@ -210,14 +223,15 @@ int ks_sock_listen(const char *path, long gid, int *fd_out,
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
 		snprintf(err, errlen, "socket: %s", strerror(errno));
-		goto busy;
+		return KS_E_IO;
 	}
 	old = umask(0177);
 	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
 		umask(old);
 		snprintf(err, errlen, "cannot bind %s: %s", path,
 		    strerror(errno));
-		goto busy;
+		close(fd);
+		return KS_E_BUSY;
 	}
 	umask(old);
 	if (gid >= 0 && (chown(path, (uid_t)-1, (gid_t)gid) != 0 ||
@@ -225,21 +239,17 @@ int ks_sock_listen(const char *path, long gid, int *fd_out,
 		snprintf(err, errlen, "cannot give %s to group %ld: %s", path,
 		    gid, strerror(errno));
 		unlink(path);
-		goto busy;
+		close(fd);
+		return KS_E_IO;
 	}
 	if (listen(fd, 511) != 0) {
 		snprintf(err, errlen, "listen %s: %s", path, strerror(errno));
 		unlink(path);
-		goto busy;
+		close(fd);
+		return KS_E_IO;
 	}
 	*fd_out = fd;
-	*lock_fd_out = lfd;
 	return KS_OK;
-busy:
-	if (fd >= 0)
-		close(fd);
-	close(lfd);
-	return KS_E_BUSY;
 }
 
 /* The lock file stays: removing it would let a starting instance lock an
