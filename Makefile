@@ -1,4 +1,4 @@
-# kspec: one Makefile.  Targets: all test run bench asan clean.
+# kspec: one Makefile.  Targets: all test run bench bench-instructions asan clean.
 #
 # Modules and their dependencies (no cycles, docs/architecture.md):
 #   base <- proto, specialize <- jit <- exec ; base <- store ; all <- server
@@ -7,7 +7,7 @@
 
 CC       ?= cc
 BUILD    ?= build
-PKGS     := libuv libcjson sqlite3 libsodium
+PKGS     := libuv libcjson sqlite3 libsodium libxxhash
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 OPT      ?= -O2 -g
@@ -45,7 +45,7 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_SRC := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all test run bench asan clean deps golden install FORCE
+.PHONY: all test run bench bench-instructions asan clean deps golden install FORCE
 
 all: $(PROGRAMS)
 
@@ -111,8 +111,16 @@ run: deps
 	./$(BUILD)/kspecd
 
 bench: deps
+	@./deploy/deps.sh --bench
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)
 	@KSPEC_BUILD=$(abspath $(BUILD)) ./bench/run.sh $(BENCH_BINS)
+
+# Only the instruction counts of the hit path (callgrind, kspecd beside
+# redis-server), the figures that noise does not move.
+bench-instructions: deps
+	@./deploy/deps.sh --bench
+	@$(MAKE) --no-print-directory all $(BUILD)/bench/instr
+	@KSPEC_BUILD=$(abspath $(BUILD)) ./bench/run.sh $(BUILD)/bench/instr
 
 # The suite under AddressSanitizer and UndefinedBehaviorSanitizer, in its
 # own build folder.

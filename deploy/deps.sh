@@ -1,13 +1,22 @@
 #!/bin/sh
-# Installs the Debian packages that kspec's build, tests and benchmarks need.
-# Idempotent: checks each package with dpkg first and installs only what is
-# missing.  Run as root (apt-get); otherwise prints the exact command to run.
+# Installs the Debian packages that kspec's build and tests need; with
+# --bench, also those that only benchmarks need (valgrind for the
+# instruction counts of bench/instr).  Idempotent: checks each package with
+# dpkg first and installs only what is missing.  Run as root (apt-get);
+# otherwise prints the exact command to run.
 set -eu
 
 PKGS="build-essential pkg-config libgccjit-12-dev libuv1-dev libcjson-dev
 libsqlite3-dev libsodium-dev libcriterion-dev redis-server
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libopenblas-dev
-python3 uthash-dev"
+python3 uthash-dev libxxhash-dev"
+BENCH_PKGS="valgrind"
+
+case "${1:-}" in
+--bench) PKGS="$PKGS $BENCH_PKGS" ;;
+"") ;;
+*) echo "usage: deploy/deps.sh [--bench]" >&2; exit 2 ;;
+esac
 
 missing=""
 for p in $PKGS; do

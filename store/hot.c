@@ -31,14 +31,48 @@ struct hot_entry {
 	ks_artifact_t *a;               /* one reference held */
 	size_t cost;                    /* a->meta_len + a->len */
 	struct hot_entry *prev, *next;  /* LRU list, head = most recent */
+	int used;                       /* in the used list */
+	struct hot_entry *uprev, *unext;
 	UT_hash_handle hh;
 };
+
+/* Uses of entries dropped before they were taken. */
+#define DROPPED_USES 64
 
 struct ks_hot {
 	struct hot_entry *table;        /* uthash head */
 	struct hot_entry *head, *tail;
+	struct hot_entry *used;         /* used since the last take */
+	ks_hash_t dropped[DROPPED_USES];
+	size_t ndropped;
 	size_t bytes, max_bytes, count;
 };
+
+static void mark_used(ks_hot_t *h, struct hot_entry *e)
+{
+	if (e->used)
+		return;
+	e->used = 1;
+	e->uprev = NULL;
+	e->unext = h->used;
+	if (h->used)
+		h->used->uprev = e;
+	h->used = e;
+}
+
+static void unmark_used(ks_hot_t *h, struct hot_entry *e)
+{
+	if (!e->used)
+		return;
+	if (e->uprev)
+		e->uprev->unext = e->unext;
+	else
+		h->used = e->unext;
+	if (e->unext)
+		e->unext->uprev = e->uprev;
+	e->used = 0;
+	e->uprev = e->unext = NULL;
+}
 
 ks_hot_t *ks_hot_new(size_t max_bytes)
 {
@@ -76,6 +110,11 @@ static void push_front(ks_hot_t *h, struct hot_entry *e)
 /* Drops E from the table, the list and the budget, and its reference. */
 static void drop(ks_hot_t *h, struct hot_entry *e)
 {
+	/* Its use is kept until taken, within a bound (a use lost only
+	 * makes the store's eviction order less precise). */
+	if (e->used && h->ndropped < DROPPED_USES)
+		h->dropped[h->ndropped++] = e->key;
+	unmark_used(h, e);
 	HASH_DEL(h->table, e);
 	unlink_lru(h, e);
 	h->bytes -= e->cost;
@@ -113,7 +152,22 @@ ks_artifact_t *ks_hot_get(ks_hot_t *h, const ks_hash_t *key)
 		unlink_lru(h, e);
 		push_front(h, e);
 	}
+	mark_used(h, e);
 	return e->a;
+}
+
+size_t ks_hot_take_uses(ks_hot_t *h, ks_hash_t *keys, size_t max)
+{
+	struct hot_entry *e;
+	size_t n = 0;
+
+	while (n < max && h->ndropped)
+		keys[n++] = h->dropped[--h->ndropped];
+	while (n < max && (e = h->used)) {
+		keys[n++] = e->key;
+		unmark_used(h, e);
+	}
+	return n;
 }
 
 void ks_hot_put(ks_hot_t *h, ks_artifact_t *a)
@@ -126,6 +180,7 @@ void ks_hot_put(ks_hot_t *h, ks_artifact_t *a)
 		if (e->a == a) {
 			unlink_lru(h, e);
 			push_front(h, e);
+			mark_used(h, e);
 			return;
 		}
 		/* A new artifact under a known key replaces the old one. */
@@ -149,6 +204,7 @@ void ks_hot_put(ks_hot_t *h, ks_artifact_t *a)
 	}
 	ks_artifact_ref(a);
 	push_front(h, e);
+	mark_used(h, e);
 	h->bytes += cost;
 	h->count++;
 }

@@ -48,8 +48,14 @@ ks_hot_t *ks_hot_new(size_t max_bytes);
 void ks_hot_free(ks_hot_t *h);
 /* Borrowed reference valid until the next ks_hot_put/ks_hot_remove/
  * ks_hot_free on H; ks_artifact_ref it to keep it.  Marks the entry most
- * recently used.  NULL when absent. */
+ * recently used, and used since the last ks_hot_take_uses.  NULL when
+ * absent. */
 ks_artifact_t *ks_hot_get(ks_hot_t *h, const ks_hash_t *key);
+/* Takes up to MAX keys of entries used (got or put) since the last take,
+ * each once, into KEYS; returns how many.  The uses of the store's rows
+ * are recorded from here in batches (ks_store_touch_many), so a hit costs
+ * the store nothing. */
+size_t ks_hot_take_uses(ks_hot_t *h, ks_hash_t *keys, size_t max);
 /* Adds a reference to A; evicts least recently used entries over budget.
  * An artifact larger than the whole budget is not kept. */
 void ks_hot_put(ks_hot_t *h, ks_artifact_t *a);
@@ -73,7 +79,7 @@ typedef struct ks_store ks_store_t;
 
 /* Schema version (PRAGMA user_version) this build creates and migrates to;
  * a store with a newer version is refused. */
-#define KS_STORE_SCHEMA_VERSION 2
+#define KS_STORE_SCHEMA_VERSION 3
 /* Distinct keys whose touches are held in memory; a full set is flushed. */
 #define KS_STORE_PENDING_TOUCHES 256
 
@@ -144,6 +150,8 @@ int ks_store_put(ks_store_t *s, const ks_artifact_t *a);
  * when the set is full and should be flushed, else 0; a touch that finds
  * the set full is dropped and counted (ks_store_touches_dropped). */
 int ks_store_touch(ks_store_t *s, const ks_hash_t *key);
+/* ks_store_touch of N keys under one lock; 1 when the set is full. */
+int ks_store_touch_many(ks_store_t *s, const ks_hash_t *keys, size_t n);
 uint64_t ks_store_touches_dropped(ks_store_t *s);
 int ks_store_flush(ks_store_t *s);
 int ks_store_remove(ks_store_t *s, const ks_hash_t *key);

@@ -205,7 +205,7 @@ static void raw_journal_mode(char out[16])
 
 static int64_t raw_last_used(int i)
 {
-	return raw_int("SELECT last_used FROM artifacts WHERE key = ?1", i);
+	return raw_int("SELECT last_used FROM uses WHERE key = ?1", i);
 }
 
 static int64_t raw_rows(void)
@@ -702,6 +702,142 @@ Test(store, corrupt_meta_is_not_served)
 	expect_damage_caught();
 }
 
+Test(store, corrupt_read_checksum_is_not_served)
+{
+	two_rows();
+	raw_flip(1, "xsum", 15);
+	expect_damage_caught();
+}
+
+Test(store, missing_read_checksum_is_not_served)
+{
+	two_rows();
+	raw_exec_key("UPDATE artifacts SET xsum = NULL WHERE key = ?1", 1);
+	expect_damage_caught();
+}
+
+Test(store, row_filed_under_another_key_is_not_served)
+{
+	ks_hash_t k3 = key_of(3);
+	sqlite3_stmt *st;
+	ks_store_t *s;
+	sqlite3 *r;
+
+	two_rows();
+	/* Row 1, intact, moved to key 3: every checksum still matches its
+	 * own column, but the read checksum covers the key. */
+	r = raw_open();
+	cr_assert_eq(sqlite3_prepare_v2(r, "UPDATE artifacts SET key = ?2 "
+	    "WHERE key = ?1", -1, &st, NULL), SQLITE_OK);
+	{
+		ks_hash_t k1 = key_of(1);
+
+		sqlite3_bind_blob(st, 1, k1.b, KS_HASH_BYTES, SQLITE_STATIC);
+		sqlite3_bind_blob(st, 2, k3.b, KS_HASH_BYTES, SQLITE_STATIC);
+		cr_assert_eq(sqlite3_step(st), SQLITE_DONE);
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(r);
+	s = open_store(0);
+	cr_assert_eq(get_rc(s, 3), KS_E_CORRUPT);
+	cr_assert_eq(get_rc(s, 3), KS_E_NOT_FOUND, "not removed");
+	expect_same(s, 2, 4000);
+	ks_store_close(s);
+}
+
+/* A store of schema version 2 (no xsum) holding rows 1..3, row 2 with a
+ * flipped byte. */
+static void version_2_store(void)
+{
+	ks_store_t *s = open_store(0);
+	int i;
+
+	for (i = 1; i <= 3; i++)
+		put(s, i, 3000 + (size_t)i);
+	ks_store_close(s);
+	/* The v2 schema, column for column. */
+	raw_exec("CREATE TABLE v2 ("
+	    "  key BLOB PRIMARY KEY NOT NULL, sum BLOB NOT NULL,"
+	    "  row_sum BLOB NOT NULL, size INTEGER NOT NULL,"
+	    "  created INTEGER NOT NULL, last_used INTEGER NOT NULL,"
+	    "  meta TEXT NOT NULL, bytes BLOB NOT NULL);"
+	    "INSERT INTO v2 SELECT a.key, a.sum, a.row_sum, a.size, a.created,"
+	    "  u.last_used, a.meta, a.bytes FROM artifacts a JOIN uses u"
+	    "  ON u.key = a.key;"
+	    "DROP TABLE artifacts; DROP TABLE uses;"
+	    "ALTER TABLE v2 RENAME TO artifacts;"
+	    "CREATE INDEX artifacts_by_last_used ON artifacts(last_used);"
+	    "PRAGMA user_version = 2;");
+	raw_flip(2, "bytes", 100);
+}
+
+Test(store, version_2_store_is_migrated_and_its_rows_checked_on_the_way)
+{
+	ks_store_t *s;
+	ks_store_stats_t st;
+
+	version_2_store();
+	s = open_store(0);
+	ks_store_stats(s, &st);
+	cr_assert_eq(st.schema_version, 3);
+	/* The rotten row was found by the old checks and removed, not
+	 * given a checksum of its rotten bytes. */
+	cr_assert_eq(st.entries, 2);
+	cr_assert_eq(ks_store_corrupt_total(s), 1);
+	cr_assert_eq(get_rc(s, 2), KS_E_NOT_FOUND);
+	expect_same(s, 1, 3001);
+	expect_same(s, 3, 3003);
+	ks_store_close(s);
+	cr_assert_eq(raw_int("PRAGMA user_version", -1), 3);
+	cr_assert_eq(raw_int("SELECT COUNT(*) FROM artifacts WHERE "
+	    "length(xsum) = 16", -1), 2);
+	/* The uses came along, and only those of the rows kept. */
+	cr_assert_eq(raw_int("SELECT COUNT(*) FROM uses", -1), 2);
+	cr_assert_gt(raw_last_used(3), raw_last_used(1));
+	/* And the read check now guards the migrated rows. */
+	raw_flip(3, "bytes", 7);
+	s = open_store(0);
+	cr_assert_eq(get_rc(s, 3), KS_E_CORRUPT);
+	ks_store_close(s);
+}
+
+Test(store, a_key_that_is_not_ours_is_dropped_by_the_migration)
+{
+	ks_store_t *s;
+
+	version_2_store();
+	raw_exec("INSERT INTO artifacts (key, sum, row_sum, size, created, "
+	    "last_used, meta, bytes) VALUES ('text key', x'00', x'00', 1, 0, "
+	    "0, '', x'00')");
+	s = open_store(0);
+	cr_assert_eq(ks_store_corrupt_total(s), 2);
+	expect_same(s, 1, 3001);
+	ks_store_close(s);
+	cr_assert_eq(raw_int("SELECT COUNT(*) FROM artifacts", -1), 2);
+}
+
+Test(store, uses_rows_are_mended_at_open)
+{
+	ks_store_t *s;
+
+	two_rows();
+	/* An outside writer drops row 1's use and leaves one of no row. */
+	raw_exec_key("DELETE FROM uses WHERE key = ?1", 1);
+	raw_exec_key("INSERT INTO uses (key, last_used) VALUES (?1, 5)", 9);
+	s = open_store(0);
+	ks_store_close(s);
+	cr_assert_eq(raw_int("SELECT COUNT(*) FROM uses", -1), 2);
+	cr_assert_eq(raw_last_used(1), 0, "row 1 has its use again, oldest");
+	cr_assert_eq(raw_int("SELECT COUNT(*) FROM uses WHERE key = ?1", 9),
+	    0);
+	/* So it is evicted first: a third row over a budget of two. */
+	s = open_store(8000);
+	put(s, 3, 4000);
+	cr_assert_eq(get_rc(s, 1), KS_E_NOT_FOUND);
+	expect_same(s, 2, 4000);
+	ks_store_close(s);
+}
+
 Test(store, corrupt_count_persists_across_reopen)
 {
 	ks_store_t *s = open_store(0);
@@ -733,7 +869,7 @@ Test(store, fresh_store_gets_the_current_schema_version)
 	cr_assert_eq(raw_int("PRAGMA user_version", -1),
 	    KS_STORE_SCHEMA_VERSION);
 	cr_assert_eq(raw_int("SELECT COUNT(*) FROM sqlite_schema WHERE "
-	    "name = 'artifacts_by_last_used'", -1), 1);
+	    "name = 'uses_by_last_used'", -1), 1);
 }
 
 Test(store, store_with_a_newer_schema_is_refused)
