@@ -36,17 +36,19 @@
 #define READ_CHUNK 65536
 #define SWEEP_MS 1000
 
+/* A write the socket did not take at once: its buffers, the artifacts
+ * they point into (referenced), and a copy of the rest (after it). */
 typedef struct {
 	uv_write_t req;
 	ks_conn_t *conn;
-	ks_artifact_t *art;      /* payload, referenced; may be NULL */
 	size_t bytes;            /* queued: counted in conn->unsent */
-	size_t hdr_len;
-	char hdr[];              /* unwritten prefix+header bytes */
+	ks_artifact_t **arts;
+	size_t narts;
 } ks_wreq_t;
 
 static void update_reading(ks_conn_t *c);
 static void process_input(ks_conn_t *c);
+static void batch_clear(ks_conn_t *c);
 static void on_sweep(uv_timer_t *t);
 static void on_turn(uv_idle_t *h);
 
@@ -171,6 +173,8 @@ static void conn_unref(ks_conn_t *c)
 {
 	if (--c->refs > 0)
 		return;
+	batch_clear(c);
+	free(c->segs);
 	ks_buf_close(&c->in);
 	ks_buf_close(&c->out);
 	free(c);
@@ -251,7 +255,7 @@ void ks_conn_done(ks_conn_t *c)
 	ks_conn_user_t *u = c->user;
 
 	c->pending--;
-	c->active_ns = ks_now_ns();
+	c->active_ms = uv_now(c->set->loop);
 	if (u) {
 		u->waiting--;
 		if (c->state == CONN_CLOSED && c->pending == 0)
@@ -262,8 +266,15 @@ void ks_conn_done(ks_conn_t *c)
 	conn_unref(c);
 }
 
+static void flush(ks_conn_t *c);
+
 void ks_conn_drain(ks_conn_t *c)
 {
+	if (c->state != CONN_OPEN)
+		return;
+	/* What the batch holds goes before the shutdown. */
+	if (c->nsegs)
+		flush(c);
 	if (c->state != CONN_OPEN)
 		return;
 	c->state = CONN_DRAINING;
@@ -324,6 +335,12 @@ static void update_reading(ks_conn_t *c)
 	size_t backlog = c->in.len - c->in_off;
 	int want;
 
+	/* The common case, reading and nothing queued anywhere: as is. */
+	if (c->reading && !c->paused && !c->unsent && !set->unsent_total &&
+	    backlog <= KS_MAX_READ_BACKLOG && !set->stopping &&
+	    c->state == CONN_OPEN)
+		return;
+
 	if (c->unsent > KS_MAX_WRITE_QUEUE)
 		c->paused |= PAUSE_WRITE;
 	else if (c->unsent < KS_MAX_WRITE_QUEUE / 2)
@@ -356,7 +373,87 @@ static void update_reading(ks_conn_t *c)
 	}
 }
 
-/* ---- the write path ---- */
+/* ---- the write path ----
+ *
+ * Replies are gathered into a batch: their headers are appended to c->out
+ * and each reply adds segments (a span of c->out, bytes an artifact owns
+ * and keeps alive by a reference, or bytes that live as long as the
+ * daemon).  Outside a turn every reply is flushed at once; during a turn
+ * (process_input) the batch is flushed once at its end, so the replies to
+ * everything one read brought go out in one write.  A flush tries a
+ * vectored write; what the socket does not take is queued in a write
+ * request that copies the spans of c->out and keeps the references.
+ */
+
+/* Makes room for N more segments. */
+static int segs_reserve(ks_conn_t *c, size_t n)
+{
+	size_t cap;
+	ks_seg_t *segs;
+
+	if (c->nsegs + n <= c->capsegs)
+		return 0;
+	cap = c->capsegs ? 2 * c->capsegs : 16;
+	while (cap < c->nsegs + n)
+		cap *= 2;
+	segs = realloc(c->segs, cap * sizeof *segs);
+	if (!segs)
+		return -1;
+	c->segs = segs;
+	c->capsegs = cap;
+	return 0;
+}
+
+static inline int seg_add(ks_conn_t *c, int kind, const void *p,
+    size_t off, size_t len, ks_artifact_t *art)
+{
+	ks_seg_t *s;
+
+	if (len == 0)
+		return 0;
+	if (c->nsegs == c->capsegs && segs_reserve(c, 1))
+		return -1;
+	s = &c->segs[c->nsegs++];
+	s->kind = kind;
+	s->p = p;
+	s->off = off;
+	s->len = len;
+	s->art = art;
+	if (art)
+		ks_artifact_ref(art);
+	return 0;
+}
+
+/* The frame prefix at P: header and payload lengths, big-endian. */
+static inline void put_prefix(char *p, uint32_t header, uint32_t payload)
+{
+	p[0] = (char)(header >> 24);
+	p[1] = (char)(header >> 16);
+	p[2] = (char)(header >> 8);
+	p[3] = (char)header;
+	p[4] = (char)(payload >> 24);
+	p[5] = (char)(payload >> 16);
+	p[6] = (char)(payload >> 8);
+	p[7] = (char)payload;
+}
+
+/* Drops the batch: references, spans, the header bytes. */
+static void batch_clear(ks_conn_t *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->nsegs; i++)
+		if (c->segs[i].art)
+			ks_artifact_unref(c->segs[i].art);
+	c->nsegs = 0;
+	ks_buf_reset(&c->out);
+	c->reply_open = 0;
+}
+
+static const char *seg_base(const ks_conn_t *c, const ks_seg_t *s)
+{
+	return s->kind == SEG_OUT ? c->out.data + s->off : s->p;
+}
 
 static void on_write(uv_write_t *req, int status)
 {
@@ -365,17 +462,18 @@ static void on_write(uv_write_t *req, int status)
 	ks_conns_t *set = c->set;
 	ks_conn_t *o;
 	int was_over = set->unsent_total >= KS_MAX_WRITE_QUEUE_TOTAL / 2;
+	size_t i;
 
 	c->unsent -= w->bytes;
 	set->unsent_total -= w->bytes;
-	if (w->art)
-		ks_artifact_unref(w->art);
+	for (i = 0; i < w->narts; i++)
+		ks_artifact_unref(w->arts[i]);
 	free(w);
 	if (status < 0) {
 		conn_close(c);
 		return;
 	}
-	c->active_ns = ks_now_ns();
+	c->active_ms = uv_now(c->set->loop);
 	if (c->state == CONN_OPEN)
 		update_reading(c);
 	/* Once the total is back under half the budget, every connection
@@ -386,96 +484,221 @@ static void on_write(uv_write_t *req, int status)
 				update_reading(o);
 }
 
-void ks_reply_send(ks_conn_t *c, ks_artifact_t *art)
+/* Queues what a try write left of the batch, from segment FIRST at byte
+ * SKIP on. */
+static int queue_rest(ks_conn_t *c, size_t first, size_t skip)
 {
-	uv_buf_t bufs[2];
-	size_t total, hdr = c->out.len, plen = art ? art->len : 0;
-	ssize_t n;
+	size_t i, copy = 0, nbufs = 0, narts = 0, total = 0, at;
+	uv_buf_t *bufs;
 	ks_wreq_t *w;
-	size_t hdr_left, art_off;
-	int nb = 1;
+	char *data;
 
-	if (!ks_conn_live(c))
-		return;
-	bufs[0] = uv_buf_init(c->out.data, (unsigned)hdr);
-	if (plen) {
-		bufs[1] = uv_buf_init((char *)art->bytes, (unsigned)plen);
-		nb = 2;
+	for (i = first; i < c->nsegs; i++) {
+		size_t len = c->segs[i].len - (i == first ? skip : 0);
+
+		total += len;
+		nbufs++;
+		if (c->segs[i].kind == SEG_OUT)
+			copy += len;
+		narts += c->segs[i].art != NULL;
 	}
-	total = hdr + plen;
-	/* Behind queued replies, a try write would reorder the stream. */
-	n = c->unsent ? UV_EAGAIN : uv_try_write((uv_stream_t *)&c->pipe,
-	    bufs, nb);
-	if (n == (ssize_t)total) {
-		c->active_ns = ks_now_ns();
-		return;
-	}
-	if (n < 0 && n != UV_EAGAIN) {
-		conn_close(c);
-		return;
-	}
-	if (n < 0)
-		n = 0;
-	hdr_left = (size_t)n < hdr ? hdr - (size_t)n : 0;
-	art_off = (size_t)n > hdr ? (size_t)n - hdr : 0;
-	w = malloc(sizeof *w + hdr_left);
-	if (!w) {
-		conn_close(c);
-		return;
-	}
+	w = malloc(sizeof *w + nbufs * sizeof *bufs + narts *
+	    sizeof(ks_artifact_t *) + copy);
+	if (!w)
+		return -1;
+	bufs = (uv_buf_t *)(w + 1);
+	w->arts = (ks_artifact_t **)(bufs + nbufs);
+	data = (char *)(w->arts + narts);
 	w->conn = c;
-	w->hdr_len = hdr_left;
-	w->art = NULL;
-	w->bytes = total - (size_t)n;
-	memcpy(w->hdr, c->out.data + (hdr - hdr_left), hdr_left);
-	nb = 0;
-	if (hdr_left)
-		bufs[nb++] = uv_buf_init(w->hdr, (unsigned)hdr_left);
-	if (plen > art_off) {
-		w->art = art;
-		ks_artifact_ref(art);
-		bufs[nb++] = uv_buf_init((char *)art->bytes + art_off,
-		    (unsigned)(plen - art_off));
+	w->bytes = total;
+	w->narts = 0;
+	for (i = first, nbufs = 0, at = 0; i < c->nsegs; i++) {
+		ks_seg_t *s = &c->segs[i];
+		size_t off = i == first ? skip : 0, len = s->len - off;
+		const char *base = seg_base(c, s) + off;
+
+		if (s->kind == SEG_OUT) {
+			memcpy(data + at, base, len);
+			bufs[nbufs++] = uv_buf_init(data + at, (unsigned)len);
+			at += len;
+		} else {
+			bufs[nbufs++] = uv_buf_init((char *)base,
+			    (unsigned)len);
+		}
+		if (s->art) {
+			w->arts[w->narts++] = s->art;
+			s->art = NULL;      /* the write request's now */
+		}
 	}
-	if (uv_write(&w->req, (uv_stream_t *)&c->pipe, bufs, nb,
-	    on_write) != 0) {
-		if (w->art)
-			ks_artifact_unref(w->art);
+	if (uv_write(&w->req, (uv_stream_t *)&c->pipe, bufs,
+	    (unsigned)nbufs, on_write) != 0) {
+		for (i = 0; i < w->narts; i++)
+			ks_artifact_unref(w->arts[i]);
 		free(w);
+		return -1;
+	}
+	c->unsent += total;
+	c->set->unsent_total += total;
+	return 0;
+}
+
+/* Writes the batch: one vectored write, the rest queued. */
+static void flush(ks_conn_t *c)
+{
+	uv_buf_t bufs[64];
+	size_t done = 0, n, first, total = 0;
+	ssize_t wrote = UV_EAGAIN;
+
+	if (!c->nsegs) {
+		batch_clear(c);
+		return;
+	}
+	if (!ks_conn_live(c)) {
+		batch_clear(c);
+		return;
+	}
+	/* Behind queued replies, a try write would reorder the stream. */
+	while (!c->unsent && done < c->nsegs) {
+		for (n = 0, total = 0; n < 64 && done + n < c->nsegs; n++) {
+			ks_seg_t *s = &c->segs[done + n];
+
+			bufs[n] = uv_buf_init((char *)seg_base(c, s),
+			    (unsigned)s->len);
+			total += s->len;
+		}
+		wrote = uv_try_write((uv_stream_t *)&c->pipe, bufs,
+		    (unsigned)n);
+		if (wrote < 0)
+			break;
+		if ((size_t)wrote < total)
+			break;
+		done += n;
+	}
+	if (wrote < 0 && wrote != UV_EAGAIN) {
+		batch_clear(c);
 		conn_close(c);
 		return;
 	}
-	c->unsent += w->bytes;
-	c->set->unsent_total += w->bytes;
+	if (done < c->nsegs) {
+		/* Part of segments [done, done + n) went: find where. */
+		size_t skip = wrote > 0 ? (size_t)wrote : 0;
+
+		for (first = done; first < c->nsegs && skip >=
+		    c->segs[first].len; first++)
+			skip -= c->segs[first].len;
+		if (queue_rest(c, first, skip) != 0) {
+			batch_clear(c);
+			conn_close(c);
+			return;
+		}
+	} else {
+		c->active_ms = uv_now(c->set->loop);
+	}
+	batch_clear(c);
 	if (c->state == CONN_OPEN)
 		update_reading(c);
 }
 
-void ks_reply_begin(ks_conn_t *c, int has_id, uint64_t id)
+/* Ends the reply begun at c->reply_prefix: its frame prefix (the header
+ * counts the static segments it has too), its last span of c->out, and
+ * ART's bytes as payload unless NULL. */
+static void reply_close(ks_conn_t *c, ks_artifact_t *art)
+{
+	size_t plen = art ? art->len : 0;
+	size_t header = c->out.len - c->reply_prefix + c->static_len -
+	    KS_FRAME_PREFIX;
+
+	if (!c->out.data) {
+		conn_close(c);
+		return;
+	}
+	put_prefix(c->out.data + c->reply_prefix, (uint32_t)header,
+	    (uint32_t)plen);
+	c->reply_open = 0;
+	if (seg_add(c, SEG_OUT, NULL, c->reply_span, c->out.len -
+	    c->reply_span, NULL) || (art && seg_add(c, SEG_ART, art->bytes, 0,
+	    plen, art))) {
+		batch_clear(c);
+		conn_close(c);
+		return;
+	}
+	if (!c->batching)
+		flush(c);
+}
+
+void ks_reply_send(ks_conn_t *c, ks_artifact_t *art)
+{
+	if (c->reply_open)
+		reply_close(c, art);
+}
+
+/* Room for the frame prefix, an id and the fixed fields of a reply. */
+#define HEAD_ROOM 96
+
+static void reply_start(ks_conn_t *c)
 {
 	static const char zero[KS_FRAME_PREFIX];
-	char digits[24], *p = digits + sizeof digits;
+	size_t i;
 
-	ks_buf_reset(&c->out);
-	ks_buf_append(&c->out, zero, sizeof zero);
+	/* A reply begun and not sent (an op that turned to an error) is
+	 * dropped, with the segments it had. */
+	if (c->reply_open) {
+		c->out.len = c->reply_prefix;
+		for (i = c->reply_seg0; i < c->nsegs; i++)
+			if (c->segs[i].art)
+				ks_artifact_unref(c->segs[i].art);
+		c->nsegs = c->reply_seg0;
+	}
+	c->reply_prefix = c->reply_span = c->out.len;
+	c->reply_seg0 = c->nsegs;
+	c->static_len = 0;
+	c->reply_open = 1;
+	/* Room for the fixed fields of a reply (ks_reply_begin, the source
+	 * and closing brace of ks_reply_artifact) and its segments. */
+	if (ks_buf_reserve(&c->out, HEAD_ROOM) == KS_OK &&
+	    segs_reserve(c, 6) == 0) {
+		memcpy(c->out.data + c->out.len, zero, sizeof zero);
+		c->out.len += sizeof zero;
+	} else {
+		c->reply_open = 0;      /* the op's reply is dropped */
+	}
+}
+
+/* Appends the constant STR (a literal, with its NUL, so c->out stays a
+ * string) to c->out, whose room was reserved: no call per piece on the
+ * hit path. */
+#define PUT(c, str) do {                                                \
+		memcpy((c)->out.data + (c)->out.len, str, sizeof str);   \
+		(c)->out.len += sizeof str - 1;                          \
+	} while (0)
+
+void ks_reply_begin(ks_conn_t *c, int has_id, uint64_t id)
+{
+	char digits[24], *p = digits + sizeof digits;
+	size_t n;
+
+	reply_start(c);
+	if (!c->reply_open)
+		return;
 	if (!has_id) {
-		ks_buf_append(&c->out, "{\"ok\":true", 10);
+		PUT(c, "{\"ok\":true");
 		return;
 	}
 	do {
 		*--p = (char)('0' + id % 10);
 		id /= 10;
 	} while (id);
-	ks_buf_append(&c->out, "{\"id\":", 6);
-	ks_buf_append(&c->out, p, (size_t)(digits + sizeof digits - p));
-	ks_buf_append(&c->out, ",\"ok\":true", 10);
+	n = (size_t)(digits + sizeof digits - p);
+	PUT(c, "{\"id\":");
+	memcpy(c->out.data + c->out.len, p, n);
+	c->out.len += n;
+	PUT(c, ",\"ok\":true");
 }
 
 void ks_reply_end(ks_conn_t *c, size_t payload_len)
 {
-	ks_buf_puts(&c->out, "}");
-	ks_frame_prefix((uint8_t *)c->out.data,
-	    (uint32_t)(c->out.len - KS_FRAME_PREFIX), (uint32_t)payload_len);
+	(void)payload_len;
+	ks_buf_append(&c->out, "}", 1);
 }
 
 void ks_reply_finish(ks_conn_t *c)
@@ -487,26 +710,58 @@ void ks_reply_finish(ks_conn_t *c)
 void ks_reply_err(ks_conn_t *c, int has_id, uint64_t id, int code,
     const char *msg)
 {
-	static const char zero[KS_FRAME_PREFIX];
-
-	ks_buf_reset(&c->out);
-	ks_buf_append(&c->out, zero, sizeof zero);
+	reply_start(c);
 	ks_reply_error(&c->out, has_id, id, code, msg);
-	ks_frame_prefix((uint8_t *)c->out.data,
-	    (uint32_t)(c->out.len - KS_FRAME_PREFIX), 0);
 	ks_reply_send(c, NULL);
+}
+
+/* Appends LEN bytes at P to the reply being built without copying them:
+ * they live as long as the daemon, or as ART, which is referenced while
+ * they wait to be sent. */
+static void reply_external(ks_conn_t *c, const void *p, size_t len,
+    ks_artifact_t *art)
+{
+	if (!c->reply_open || !c->out.data)
+		return;
+	/* The span of c->out so far, then P..P+LEN; what the op appends
+	 * next starts another span. */
+	if (seg_add(c, SEG_OUT, NULL, c->reply_span, c->out.len -
+	    c->reply_span, NULL) || seg_add(c, art ? SEG_ART : SEG_STATIC, p,
+	    0, len, art)) {
+		batch_clear(c);
+		conn_close(c);
+		return;
+	}
+	c->static_len += len;
+	c->reply_span = c->out.len;
+}
+
+void ks_reply_static(ks_conn_t *c, const void *p, size_t len)
+{
+	reply_external(c, p, len, NULL);
 }
 
 void ks_reply_artifact(ks_conn_t *c, int has_id, uint64_t id,
     const char *source, ks_artifact_t *a, int meta_only)
 {
+	/* The stored fields are sent from the artifact itself: only the id
+	 * and the source are written per reply. */
+	size_t n = strlen(source);
+
 	ks_reply_begin(c, has_id, id);
-	ks_buf_puts(&c->out, ",\"source\":\"");
-	ks_buf_puts(&c->out, source);
-	ks_buf_puts(&c->out, "\",");
-	ks_buf_append(&c->out, a->meta, a->meta_len);
-	ks_reply_end(c, meta_only ? 0 : a->len);
-	ks_reply_send(c, meta_only ? NULL : a);
+	if (!c->reply_open || n > 16) {
+		conn_close(c);
+		return;
+	}
+	/* HEAD_ROOM holds these (reply_start). */
+	PUT(c, ",\"source\":\"");
+	memcpy(c->out.data + c->out.len, source, n);
+	c->out.len += n;
+	PUT(c, "\",");
+	reply_external(c, a->meta, a->meta_len, a);
+	PUT(c, "}");
+	if (c->reply_open)
+		reply_close(c, meta_only ? NULL : a);
 }
 
 /* ---- the read path ---- */
@@ -533,6 +788,7 @@ static void process_input(ks_conn_t *c)
 	char msg[128];
 	int rc, handled = 0;
 
+	c->batching = 1;
 	while (c->state == CONN_OPEN) {
 		avail = c->in.len - c->in_off;
 		rc = ks_frame_peek((const uint8_t *)c->in.data + c->in_off,
@@ -546,6 +802,8 @@ static void process_input(ks_conn_t *c)
 			    KS_MAX_HEADER);
 			c->set->bad_frames++;
 			ks_reply_err(c, 0, 0, rc, msg);
+			c->batching = 0;
+			flush(c);
 			ks_conn_drain(c);
 			return;
 		}
@@ -562,9 +820,18 @@ static void process_input(ks_conn_t *c)
 		    hl);
 		c->in_off += KS_FRAME_PREFIX + hl;
 		handled++;
+		/* A reply can pause the connection: send what the batch
+		 * holds before looking at more. */
+		if (c->paused & (PAUSE_WRITE | PAUSE_GLOBAL))
+			break;
 	}
+	c->batching = 0;
+	if (c->nsegs)
+		flush(c);       /* updates reading */
+	else if (c->state == CONN_OPEN)
+		update_reading(c);
 	if (handled)
-		c->active_ns = ks_now_ns();
+		c->active_ms = uv_now(c->set->loop);
 	if (c->in_off == c->in.len) {
 		c->in_off = 0;
 		ks_buf_reset(&c->in);
@@ -577,11 +844,9 @@ static void process_input(ks_conn_t *c)
 	/* An unfinished frame starts the read deadline; a finished one (or
 	 * a frame waiting only for its turn) stops it. */
 	if (c->in.len == c->in_off || c->turn_queued)
-		c->frame_ns = 0;
-	else if (!c->frame_ns)
-		c->frame_ns = ks_now_ns();
-	if (c->state == CONN_OPEN)
-		update_reading(c);
+		c->frame_ms = 0;
+	else if (!c->frame_ms)
+		c->frame_ms = uv_now(c->set->loop);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -602,7 +867,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		return;
 	c->in.len += (size_t)nread;
 	c->in.data[c->in.len] = '\0';
-	c->active_ns = ks_now_ns();
+	c->active_ms = uv_now(c->set->loop);
 	if (!c->turn_queued)
 		process_input(c);
 	else
@@ -614,7 +879,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 static void on_sweep(uv_timer_t *t)
 {
 	ks_conns_t *set = t->data;
-	uint64_t now = ks_now_ns();
+	uint64_t now = uv_now(set->loop);
 	ks_conn_t *c, *next;
 	char msg[128];
 
@@ -622,8 +887,8 @@ static void on_sweep(uv_timer_t *t)
 		next = c->next;
 		if (c->state != CONN_OPEN)
 			continue;
-		if (set->lim.read_ms && c->frame_ns && now - c->frame_ns >
-		    set->lim.read_ms * 1000000) {
+		if (set->lim.read_ms && c->frame_ms && now - c->frame_ms >
+		    set->lim.read_ms) {
 			snprintf(msg, sizeof msg, "a request was not complete "
 			    "within %llu s; closing", (unsigned long long)
 			    (set->lim.read_ms / 1000));
@@ -632,9 +897,8 @@ static void on_sweep(uv_timer_t *t)
 			ks_conn_drain(c);
 			continue;
 		}
-		if (set->lim.idle_ms && c->pending == 0 && !c->frame_ns &&
-		    !c->turn_queued && now - c->active_ns >
-		    set->lim.idle_ms * 1000000) {
+		if (set->lim.idle_ms && c->pending == 0 && !c->frame_ms &&
+		    !c->turn_queued && now - c->active_ms > set->lim.idle_ms) {
 			set->idle_closed++;
 			ks_conn_drain(c);
 		}
@@ -725,7 +989,7 @@ void ks_conns_on_connection(uv_stream_t *l, int status)
 	c->set = set;
 	c->refs = 1;
 	c->id = ++set->next_id;
-	c->active_ns = ks_now_ns();
+	c->active_ms = uv_now(c->set->loop);
 	ks_buf_init(&c->in);
 	ks_buf_init(&c->out);
 	uv_pipe_init(set->loop, &c->pipe, 0);

@@ -53,6 +53,16 @@ typedef struct ks_conn_user {
 	UT_hash_handle hh;
 } ks_conn_user_t;
 
+/* A piece of the replies batched on a connection (conn.c). */
+enum { SEG_OUT, SEG_ART, SEG_STATIC };
+typedef struct {
+	int kind;
+	const void *p;           /* SEG_ART, SEG_STATIC */
+	size_t off;              /* SEG_OUT: into out */
+	size_t len;
+	ks_artifact_t *art;      /* referenced while batched, or NULL */
+} ks_seg_t;
+
 struct ks_conn {
 	uv_pipe_t pipe;          /* first: the handle is the connection */
 	ks_conns_t *set;
@@ -67,10 +77,19 @@ struct ks_conn {
 	ks_conn_user_t *user;    /* its uid's counts; NULL if not admitted */
 	ks_buf_t in;             /* received bytes not yet consumed */
 	size_t in_off;           /* consumed prefix of in */
-	ks_buf_t out;            /* reply header scratch, reused */
+	ks_buf_t out;            /* the batch's reply headers, reused */
+	ks_seg_t *segs;          /* the batch */
+	size_t nsegs, capsegs;
+	size_t reply_prefix;     /* the reply being built starts here */
+	size_t reply_span;       /* its span of out not yet a segment */
+	size_t reply_seg0;       /* its first segment */
+	size_t static_len;       /* its bytes in static segments */
+	int reply_open;
+	int batching;            /* in a turn: flushed at its end */
 	size_t unsent;           /* reply bytes queued in write requests */
-	uint64_t active_ns;      /* last read, write or answered request */
-	uint64_t frame_ns;       /* when the unfinished frame began, or 0 */
+	uint64_t active_ms;      /* last read, write or answered request
+	                            (loop time) */
+	uint64_t frame_ms;       /* when the unfinished frame began, or 0 */
 	int turn_queued;         /* in set->turns: frames wait for a turn */
 	ks_conn_t *tprev, *tnext;
 	ks_conn_t *prev, *next;  /* set->head */
@@ -161,6 +180,9 @@ void ks_reply_end(ks_conn_t *c, size_t payload_len);
 void ks_reply_send(ks_conn_t *c, ks_artifact_t *art);
 /* ks_reply_end and ks_reply_send of a reply without payload. */
 void ks_reply_finish(ks_conn_t *c);
+/* Appends LEN bytes at P, which live as long as the daemon, to the reply
+ * being built without copying them. */
+void ks_reply_static(ks_conn_t *c, const void *p, size_t len);
 void ks_reply_err(ks_conn_t *c, int has_id, uint64_t id, int code,
     const char *msg);
 /* A get reply: SOURCE ("memory" ...) and the artifact's stored fields;

@@ -45,6 +45,7 @@ static void on_flush(uv_timer_t *t)
 {
 	ks_srv_t *srv = t->data;
 
+	ks_lookup_record_uses(srv);
 	ks_writer_flush(srv->writer);
 }
 
@@ -481,6 +482,15 @@ int ks_server_run(const ks_server_config_t *cfg)
 	if (getenv("KSPEC_TEST_FAULTS"))
 		ks_log(KS_LOG_WARN, "KSPEC_TEST_FAULTS is set: compile workers "
 		    "will fail on purpose (%s)", getenv("KSPEC_TEST_FAULTS"));
+	srv.fast = malloc(sizeof *srv.fast);
+	if (!srv.fast)
+		return KS_E_NOMEM;
+	ks_fast_init(srv.fast, !cfg->no_fast_path);
+	if (getenv("KSPEC_TEST_FAST_PATH_BUG")) {
+		srv.fast->planted_prefix = 1;
+		ks_log(KS_LOG_WARN, "KSPEC_TEST_FAST_PATH_BUG is set: the get "
+		    "fast path is wrong on purpose");
+	}
 	rc = start(&srv);
 	if (rc)
 		return rc;
@@ -491,7 +501,9 @@ int ks_server_run(const ks_server_config_t *cfg)
 	uv_run(srv.loop, UV_RUN_DEFAULT);
 
 	/* The writer finishes what was posted; completions it sends now
-	 * find their connections closed and are dropped. */
+	 * find their connections closed and are dropped.  The last uses go
+	 * with the store's close. */
+	ks_lookup_record_uses(&srv);
 	ks_writer_stop(srv.writer);
 	ks_mailbox_run(&srv.mailbox);
 	ks_mailbox_close(&srv.mailbox);
@@ -500,6 +512,8 @@ int ks_server_run(const ks_server_config_t *cfg)
 
 	ks_store_close(srv.store);
 	ks_hot_free(srv.hot);
+	ks_fast_close(srv.fast);
+	free(srv.fast);
 	ks_buf_close(&srv.hello_body);
 	ks_buf_close(&srv.kernels_body);
 	ks_keys_close(&srv.keys);

@@ -73,11 +73,23 @@ static ks_op_fn *const op_table[KS_OP_COUNT_] = {
 
 void ks_dispatch_request(ks_conn_t *c, const char *hdr, size_t len)
 {
+	ks_srv_t *srv = ks_srv_of(c);
+	const ks_fast_entry_t *e;
+	ks_fast_scan_t scan;
 	ks_request_t req;
 	char err[512];
 	int rc;
 
-	ks_srv_of(c)->n.requests++;
+	srv->n.requests++;
+	/* A get seen before, byte for byte but for its id (fastpath.h). */
+	ks_fast_scan(srv->fast, hdr, len, &scan);
+	e = ks_fast_find(srv->fast, &scan);
+	if (e) {
+		srv->n.gets++;
+		ks_op_get_normalized(c, scan.has_id, scan.id, e->meta_only,
+		    &e->g);
+		return;
+	}
 	err[0] = '\0';
 	parse_arena.used = 0;
 	parse_arena.active = 1;
@@ -91,9 +103,11 @@ void ks_dispatch_request(ks_conn_t *c, const char *hdr, size_t len)
 			ks_conn_drain(c);
 		return;
 	}
-	if ((unsigned)req.op < KS_OP_COUNT_ && op_table[req.op])
+	if ((unsigned)req.op < KS_OP_COUNT_ && op_table[req.op]) {
+		srv->learn = &scan;
 		op_table[req.op](c, &req);
-	else
+		srv->learn = NULL;
+	} else
 		ks_srv_reject(c, req.has_id, req.id, KS_E_UNKNOWN_OP,
 		    "unknown op");
 	ks_request_close(&req);

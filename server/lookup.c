@@ -15,11 +15,20 @@
 
 #include "lookup.h"
 
-/* A store touch that filled the pending set asks the writer to flush. */
-static void touch(ks_srv_t *srv, const ks_hash_t *key)
+/* The uses the memory tier recorded go to the store's pending set (the
+ * writer writes them); called every second and at shutdown. */
+void ks_lookup_record_uses(ks_srv_t *srv)
 {
-	if (ks_store_touch(srv->store, key))
-		ks_writer_flush(srv->writer);
+	ks_hash_t keys[64];
+	size_t n;
+
+	/* Until the store's set fills: the rest stay marked in the tier for
+	 * the next round, after the writer has flushed the set. */
+	while ((n = ks_hot_take_uses(srv->hot, keys, 64)) > 0)
+		if (ks_store_touch_many(srv->store, keys, n)) {
+			ks_writer_flush(srv->writer);
+			break;
+		}
 }
 
 int ks_lookup_cached(ks_srv_t *srv, const ks_get_t *g, int probe,
@@ -31,10 +40,8 @@ int ks_lookup_cached(ks_srv_t *srv, const ks_get_t *g, int probe,
 	*out = NULL;
 	a = ks_hot_get(srv->hot, &g->key);
 	if (a) {
-		if (!probe) {
-			srv->n.hits_memory++;
-			touch(srv, &g->key);
-		}
+		if (!probe)
+			srv->n.hits_memory++;   /* the tier records the use */
 		ks_artifact_ref(a);
 		*out = a;
 		*source = "memory";
@@ -44,8 +51,7 @@ int ks_lookup_cached(ks_srv_t *srv, const ks_get_t *g, int probe,
 	if (rc == KS_OK) {
 		if (!probe) {
 			srv->n.hits_disk++;
-			touch(srv, &g->key);
-			ks_hot_put(srv->hot, a);
+			ks_hot_put(srv->hot, a);        /* a use too */
 		}
 		*out = a;
 		*source = "disk";

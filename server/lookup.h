@@ -10,7 +10,8 @@
 /*
  * Looks G up in the hot tier, then the store.  On a hit (KS_OK) *out gets
  * a reference (caller unrefs) and *source is "memory" or "disk"; the hit
- * is counted and touched, and a disk hit enters the hot tier.  A miss is
+ * is counted, and its use recorded (by the hot tier, which a disk hit
+ * enters).  A miss is
  * KS_E_NOT_FOUND; a stored row that fails its checksum is a miss too
  * (counted, not served, removed by the writer).  With PROBE nothing is
  * counted, touched or moved (explain).
@@ -25,6 +26,9 @@ int ks_lookup_cached(ks_srv_t *srv, const ks_get_t *g, int probe,
  */
 int ks_lookup_join(ks_srv_t *srv, const ks_get_t *g, int prio,
     ks_waiter_t *w, char *err, size_t errlen);
+/* Hands the uses the memory tier recorded to the store (in batches: a
+ * hit costs the store nothing); every second and at shutdown. */
+void ks_lookup_record_uses(ks_srv_t *srv);
 /* The source a waiter of a finished flight reports. */
 const char *ks_lookup_source(const ks_waiter_t *w);
 /* The flights' finish hook: builds the artifact and its reply metadata

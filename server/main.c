@@ -17,7 +17,7 @@ static const char usage[] =
 "              [--worker-memory N] [--worker-jobs N] [--worker-rss N]\n"
 "              [--max-conns-per-user N] [--idle-timeout S]\n"
 "              [--read-timeout S] [--socket-group G] [--admin-group G]\n"
-"              [--refuse-corrupt-store] [--verbose]\n"
+"              [--refuse-corrupt-store] [--no-fast-path] [--verbose]\n"
 "\n"
 "  --socket PATH    Unix socket (default $KSPEC_SOCKET, else\n"
 "                   $XDG_RUNTIME_DIR/kspec/kspecd.sock, else\n"
@@ -50,6 +50,8 @@ static const char usage[] =
 "                   root always may)\n"
 "  --refuse-corrupt-store  do not start on a store that is not a\n"
 "                   database (default: move it aside, start empty)\n"
+"  --no-fast-path   parse every get in full (to compare; the fast path\n"
+"                   gives the same answers)\n"
 "  --verbose        log every request at debug level\n";
 
 static int parse_bytes(const char *s, uint64_t *out)
@@ -110,6 +112,7 @@ int main(int argc, char **argv)
 		{ "socket-group", required_argument, 0, 'g' },
 		{ "admin-group", required_argument, 0, 'a' },
 		{ "refuse-corrupt-store", no_argument, 0, 'C' },
+		{ "no-fast-path", no_argument, 0, 'F' },
 		{ "verbose", no_argument, 0, 'v' },
 		{ "help", no_argument, 0, 'H' },
 		{ "version", no_argument, 0, 'V' },
@@ -170,6 +173,9 @@ int main(int argc, char **argv)
 			break;
 		case 'C':
 			cfg.refuse_corrupt_store = 1;
+			break;
+		case 'F':
+			cfg.no_fast_path = 1;
 			break;
 		case 'g':
 		case 'a':

@@ -40,12 +40,60 @@ static void get_done(ks_waiter_t *w, ks_flight_t *f)
 	free(gw);
 }
 
-void ks_op_get(ks_conn_t *c, const ks_request_t *req)
+void ks_op_get_normalized(ks_conn_t *c, int has_id, uint64_t id,
+    int meta_only, const ks_get_t *g)
 {
 	ks_srv_t *srv = ks_srv_of(c);
 	const char *source;
 	ks_artifact_t *a;
 	get_wait_t *gw;
+	char err[512];
+	int rc;
+
+	if (ks_lookup_cached(srv, g, 0, &a, &source) == KS_OK) {
+		ks_reply_artifact(c, has_id, id, source, a, meta_only);
+		ks_artifact_unref(a);
+		return;
+	}
+	if (c->pending >= KS_MAX_INFLIGHT_PER_CONN) {
+		snprintf(err, sizeof err, "more than %d requests waiting on "
+		    "compiles on this connection", KS_MAX_INFLIGHT_PER_CONN);
+		ks_srv_reject(c, has_id, id, KS_E_BUSY, err);
+		return;
+	}
+	if (ks_conn_user_waiting(c) >= KS_MAX_INFLIGHT_PER_USER) {
+		snprintf(err, sizeof err, "more than %d requests of uid %u "
+		    "waiting on compiles", KS_MAX_INFLIGHT_PER_USER, c->uid);
+		ks_srv_reject(c, has_id, id, KS_E_BUSY, err);
+		return;
+	}
+	gw = calloc(1, sizeof *gw);
+	if (!gw) {
+		ks_srv_reject(c, has_id, id, KS_E_NOMEM, "out of memory");
+		return;
+	}
+	gw->w.done = get_done;
+	gw->w.wanted = get_wanted;
+	gw->w.client = c->id;
+	gw->w.uid = c->uid;
+	gw->w.is_get = 1;
+	gw->conn = c;
+	gw->has_id = has_id;
+	gw->id = id;
+	gw->meta_only = meta_only;
+	rc = ks_lookup_join(srv, g, KS_PRIO_GET, &gw->w, err, sizeof err);
+	if (rc) {
+		free(gw);
+		ks_srv_reject(c, has_id, id, rc, err);
+		return;
+	}
+	ks_conn_wait(c);
+	ks_flights_dispatch(&srv->flights);
+}
+
+void ks_op_get(ks_conn_t *c, const ks_request_t *req)
+{
+	ks_srv_t *srv = ks_srv_of(c);
 	ks_get_t g;
 	char err[512];
 	int rc;
@@ -57,47 +105,10 @@ void ks_op_get(ks_conn_t *c, const ks_request_t *req)
 		ks_srv_reject(c, req->has_id, req->id, rc, err);
 		return;
 	}
-	if (ks_lookup_cached(srv, &g, 0, &a, &source) == KS_OK) {
-		ks_reply_artifact(c, req->has_id, req->id, source, a,
-		    req->get.meta_only);
-		ks_artifact_unref(a);
-		return;
-	}
-	if (c->pending >= KS_MAX_INFLIGHT_PER_CONN) {
-		snprintf(err, sizeof err, "more than %d requests waiting on "
-		    "compiles on this connection", KS_MAX_INFLIGHT_PER_CONN);
-		ks_srv_reject(c, req->has_id, req->id, KS_E_BUSY, err);
-		return;
-	}
-	if (ks_conn_user_waiting(c) >= KS_MAX_INFLIGHT_PER_USER) {
-		snprintf(err, sizeof err, "more than %d requests of uid %u "
-		    "waiting on compiles", KS_MAX_INFLIGHT_PER_USER, c->uid);
-		ks_srv_reject(c, req->has_id, req->id, KS_E_BUSY, err);
-		return;
-	}
-	gw = calloc(1, sizeof *gw);
-	if (!gw) {
-		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
-		    "out of memory");
-		return;
-	}
-	gw->w.done = get_done;
-	gw->w.wanted = get_wanted;
-	gw->w.client = c->id;
-	gw->w.uid = c->uid;
-	gw->w.is_get = 1;
-	gw->conn = c;
-	gw->has_id = req->has_id;
-	gw->id = req->id;
-	gw->meta_only = req->get.meta_only;
-	rc = ks_lookup_join(srv, &g, KS_PRIO_GET, &gw->w, err, sizeof err);
-	if (rc) {
-		free(gw);
-		ks_srv_reject(c, req->has_id, req->id, rc, err);
-		return;
-	}
-	ks_conn_wait(c);
-	ks_flights_dispatch(&srv->flights);
+	if (srv->learn)
+		ks_fast_learn(srv->fast, srv->learn, req->has_id, req->id,
+		    req->get.meta_only, &g);
+	ks_op_get_normalized(c, req->has_id, req->id, req->get.meta_only, &g);
 }
 
 /* ---- warm ---- */

@@ -97,7 +97,7 @@ static void reply_cached(ks_conn_t *c, const ks_request_t *req,
 		return;
 	}
 	ks_reply_begin(c, req->has_id, req->id);
-	ks_buf_append(&c->out, body->data, body->len);
+	ks_reply_static(c, body->data, body->len);
 	ks_reply_finish(c);
 }
 
@@ -219,6 +219,10 @@ void ks_op_stats(ks_conn_t *c, const ks_request_t *req)
 		ks_buf_puts(&c->out, "null");
 	ks_buf_puts(&c->out, "}");
 	json_counter(&c->out, "negative_hits", fl->negative_hits);
+	ks_buf_printf(&c->out, ",\"fast_path\":{\"enabled\":%s,\"hits\":%"
+	    PRIu64 ",\"learned\":%" PRIu64 ",\"replaced\":%" PRIu64 "}",
+	    srv->fast->enabled ? "true" : "false", srv->fast->hits,
+	    srv->fast->learned, srv->fast->replaced);
 	json_counter(&c->out, "worker_starts", srv->pool.started);
 	json_counter(&c->out, "worker_start_failures",
 	    srv->pool.start_failures);

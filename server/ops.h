@@ -16,4 +16,9 @@ ks_op_fn ks_op_get, ks_op_warm;
 ks_op_fn ks_op_ping, ks_op_hello, ks_op_stats, ks_op_kernels;
 ks_op_fn ks_op_list, ks_op_evict, ks_op_explain, ks_op_misses;
 
+/* A get whose normalized form is G (from the full parse or the fast
+ * path): the lookup, and the reply now or when the compile ends. */
+void ks_op_get_normalized(ks_conn_t *c, int has_id, uint64_t id,
+    int meta_only, const ks_get_t *g);
+
 #endif

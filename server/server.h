@@ -29,6 +29,7 @@ typedef struct {
 	long admin_gid;          /* --admin-group, -1: none */
 	char socket_group[64];   /* as given, for messages */
 	int refuse_corrupt_store;  /* do not move a corrupt store aside */
+	int no_fast_path;        /* every get takes the full parse */
 	char admin_group[64];
 	uint64_t idle_timeout_s; /* 0: never */
 	uint64_t read_timeout_s; /* 0: never */

@@ -13,6 +13,7 @@
 #include "../proto/proto.h"
 #include "../store/store.h"
 #include "conn.h"
+#include "fastpath.h"
 #include "flight.h"
 #include "keys.h"
 #include "mailbox.h"
@@ -65,6 +66,9 @@ struct ks_srv {
 	int store_lock_fd;
 	uint64_t started_ns;
 	ks_counters_t n;
+	ks_fast_t *fast;         /* the get fast path */
+	const ks_fast_scan_t *learn;  /* the scan of the request being
+	                                 answered, for ks_op_get to learn */
 };
 
 static inline ks_srv_t *ks_srv_of(const ks_conn_t *c)
