@@ -170,7 +170,7 @@ size_t ks_hot_take_uses(ks_hot_t *h, ks_hash_t *keys, size_t max)
 	return n;
 }
 
-void ks_hot_put(ks_hot_t *h, ks_artifact_t *a)
+int ks_hot_put(ks_hot_t *h, ks_artifact_t *a)
 {
 	struct hot_entry *e;
 	size_t cost = a->meta_len + a->len;
@@ -181,32 +181,33 @@ void ks_hot_put(ks_hot_t *h, ks_artifact_t *a)
 			unlink_lru(h, e);
 			push_front(h, e);
 			mark_used(h, e);
-			return;
+			return 1;
 		}
 		/* A new artifact under a known key replaces the old one. */
 		drop(h, e);
 	}
 	if (h->max_bytes == 0 || cost > h->max_bytes)
-		return;
+		return 0;
 	while (h->tail && h->bytes + cost > h->max_bytes)
 		drop(h, h->tail);
 
 	e = calloc(1, sizeof *e);
 	if (e == NULL)
-		return;
+		return 0;
 	e->key = a->key;
 	e->a = a;
 	e->cost = cost;
 	HASH_ADD(hh, h->table, key.b, KS_HASH_BYTES, e);
 	if (e->hh.tbl == NULL) {
 		free(e);
-		return;
+		return 0;
 	}
 	ks_artifact_ref(a);
 	push_front(h, e);
 	mark_used(h, e);
 	h->bytes += cost;
 	h->count++;
+	return 1;
 }
 
 void ks_hot_remove(ks_hot_t *h, const ks_hash_t *key)

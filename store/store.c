@@ -40,7 +40,9 @@
  *   rlock  guards the reader connection and its statements.
  *   tlock  guards the pending set of touches.
  *
- * Lock order: wlock before tlock.  rlock is never held with another lock.
+ * Lock order: wlock before tlock, and wlock before rlock (only
+ * ks_store_reopen holds both, to swap the connections); no other path
+ * holds rlock with another lock.
  * No lock is held while calling out, except ks_store_list's callback, which
  * runs under rlock and therefore must not call into the same store.
  */
@@ -660,7 +662,11 @@ static int exec_open(ks_store_t *s, sqlite3 *db, const char *sql,
 		ks_set_err(err, errlen, "store %s: %s", s->path,
 		    msg ? msg : sqlite3_errstr(rc));
 		sqlite3_free(msg);
-		return KS_E_STORE;
+		/* As query_int: damage found at open (a migration or the
+		 * mending of uses reads every row) is the file's content, and
+		 * the caller may move it aside. */
+		return from_sqlite(rc) == KS_E_CORRUPT ? KS_E_CORRUPT :
+		    KS_E_STORE;
 	}
 	return KS_OK;
 }
@@ -888,9 +894,14 @@ static int fill_xsum(ks_store_t *s, char *err, size_t errlen)
 	sqlite3_finalize(del);
 	sqlite3_finalize(del_use);
 	sqlite3_finalize(cnt);
-	if (rc != KS_OK)
+	if (rc != KS_OK) {
+		/* failed() reports damage as KS_E_STORE, right for a get; at
+		 * open it is the file's content (exec_open). */
+		if (from_sqlite(sqlite3_errcode(s->w)) == KS_E_CORRUPT)
+			rc = KS_E_CORRUPT;
 		ks_set_err(err, errlen, "store %s: migrating to version 3 "
 		    "failed: %s", s->path, sqlite3_errmsg(s->w));
+	}
 	if (rc == KS_OK && (filled || removed))
 		ks_log(KS_LOG_INFO, "store %s: %" PRIu64 " rows checked and "
 		    "given a read checksum, %" PRIu64 " corrupt rows removed",
@@ -1542,6 +1553,16 @@ int ks_store_touch(ks_store_t *s, const ks_hash_t *key)
 	return full;
 }
 
+size_t ks_store_touch_room(ks_store_t *s)
+{
+	size_t n;
+
+	pthread_mutex_lock(&s->tlock);
+	n = KS_STORE_PENDING_TOUCHES - s->npending;
+	pthread_mutex_unlock(&s->tlock);
+	return n;
+}
+
 int ks_store_touch_many(ks_store_t *s, const ks_hash_t *keys, size_t n)
 {
 	size_t i;
@@ -1572,7 +1593,14 @@ int ks_store_remove(ks_store_t *s, const ks_hash_t *key)
 	int rc;
 
 	pthread_mutex_lock(&s->wlock);
-	rc = delete_row(s, key, &size);
+	/* The artifact and its uses row in one transaction. */
+	rc = begin(s);
+	if (rc == KS_OK)
+		rc = delete_row(s, key, &size);
+	if (rc == KS_OK)
+		rc = commit(s);
+	if (rc != KS_OK)
+		rollback(s);
 	if (rc == KS_OK && size < 0) {
 		rc = KS_E_NOT_FOUND;
 	} else if (rc == KS_OK) {

@@ -57,8 +57,10 @@ ks_artifact_t *ks_hot_get(ks_hot_t *h, const ks_hash_t *key);
  * the store nothing. */
 size_t ks_hot_take_uses(ks_hot_t *h, ks_hash_t *keys, size_t max);
 /* Adds a reference to A; evicts least recently used entries over budget.
- * An artifact larger than the whole budget is not kept. */
-void ks_hot_put(ks_hot_t *h, ks_artifact_t *a);
+ * An artifact larger than the whole budget is not kept.  Returns 1 when
+ * the tier holds A (and so records this use for ks_hot_take_uses), 0 when
+ * it does not. */
+int ks_hot_put(ks_hot_t *h, ks_artifact_t *a);
 void ks_hot_remove(ks_hot_t *h, const ks_hash_t *key);
 /* Removes every entry MATCH accepts (every entry when MATCH is NULL);
  * *removed (caller frees) gets their N keys.  KS_E_NOMEM. */
@@ -152,6 +154,9 @@ int ks_store_put(ks_store_t *s, const ks_artifact_t *a);
 int ks_store_touch(ks_store_t *s, const ks_hash_t *key);
 /* ks_store_touch of N keys under one lock; 1 when the set is full. */
 int ks_store_touch_many(ks_store_t *s, const ks_hash_t *keys, size_t n);
+/* Distinct keys the pending set can still take (only a flush makes more
+ * room, so a caller that touches no more than this loses none). */
+size_t ks_store_touch_room(ks_store_t *s);
 uint64_t ks_store_touches_dropped(ks_store_t *s);
 int ks_store_flush(ks_store_t *s);
 int ks_store_remove(ks_store_t *s, const ks_hash_t *key);

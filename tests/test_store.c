@@ -1435,3 +1435,107 @@ Test(store, misses_are_counted_per_distinct_spec_and_survive_reopen)
 	cr_assert_eq(m.counts[1], 3);
 	ks_store_close(s);
 }
+
+/* Overwrites the header of the first b-tree leaf page of table or index
+ * NAME, so that sqlite finds it malformed (SQLITE_CORRUPT). */
+static void smash_first_leaf(const char *name)
+{
+	static const uint8_t bad[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	    0xff, 0xff };
+	char sql[256];
+	int64_t page, size;
+	int fd;
+
+	snprintf(sql, sizeof sql, "SELECT pageno FROM dbstat WHERE name = "
+	    "'%s' AND pagetype = 'leaf' ORDER BY pageno LIMIT 1", name);
+	page = raw_int(sql, -1);
+	size = raw_int("PRAGMA page_size", -1);
+	cr_assert_gt(page, 1, "no leaf page of %s", name);
+	fd = open(db, O_WRONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, bad, sizeof bad, (off_t)((page - 1) * size)),
+	    (ssize_t)sizeof bad);
+	close(fd);
+}
+
+/* The open reads every row (the mending of uses, a migration): damage it
+ * meets there is the file's, KS_E_CORRUPT, which the daemon answers by
+ * moving the file aside, not a refusal to start at every try. */
+Test(store, damage_met_at_open_is_reported_as_corrupt)
+{
+	char err[512];
+	ks_store_t *s = open_store(0);
+	int i;
+
+	for (i = 1; i <= 400; i++)
+		put(s, i, 10);
+	ks_store_close(s);
+	smash_first_leaf("uses");
+	s = NULL;
+	cr_assert_eq(ks_store_open(db, 0, &s, err, sizeof err), KS_E_CORRUPT,
+	    "%s", err);
+}
+
+Test(store, damage_met_by_the_migration_is_reported_as_corrupt)
+{
+	char err[512];
+	ks_store_t *s = NULL;
+
+	version_2_store();
+	smash_first_leaf("artifacts");
+	cr_assert_eq(ks_store_open(db, 0, &s, err, sizeof err), KS_E_CORRUPT,
+	    "%s", err);
+	cr_assert_eq(raw_int("PRAGMA user_version", -1), 2,
+	    "a failed migration leaves the store as it was");
+}
+
+/* ks_store_remove deletes the artifact and its uses row in one
+ * transaction: when the second delete fails, the first is undone. */
+Test(store, remove_takes_the_artifact_and_its_use_together)
+{
+	ks_store_t *s;
+	ks_store_stats_t st;
+	ks_hash_t k1 = key_of(1);
+
+	two_rows();
+	raw_exec("CREATE TRIGGER no_delete BEFORE DELETE ON uses BEGIN "
+	    "SELECT RAISE(ABORT, 'planted'); END;");
+	s = open_store(0);
+	cr_assert_neq(ks_store_remove(s, &k1), KS_OK);
+	ks_store_stats(s, &st);
+	cr_assert_eq(st.entries, 2);
+	cr_assert_eq(raw_rows(), 2, "the artifact's delete was not undone");
+	cr_assert_eq(raw_int("SELECT COUNT(*) FROM uses", -1), 2);
+	ks_store_close(s);
+	raw_exec("DROP TRIGGER no_delete;");
+	s = open_store(0);
+	cr_assert_eq(ks_store_remove(s, &k1), KS_OK);
+	cr_assert_eq(raw_rows(), 1);
+	cr_assert_eq(raw_int("SELECT COUNT(*) FROM uses", -1), 1);
+	ks_store_close(s);
+}
+
+/* A caller that touches no more keys than ks_store_touch_room says loses
+ * none; one more is dropped and counted. */
+Test(store, touch_room_is_what_the_pending_set_can_take)
+{
+	ks_store_t *s = open_store(0);
+	ks_hash_t keys[KS_STORE_PENDING_TOUCHES];
+	size_t room;
+	int i;
+
+	for (i = 0; i < 250; i++) {
+		keys[i] = key_of(1000 + i);
+		ks_store_touch(s, &keys[i]);
+	}
+	room = ks_store_touch_room(s);
+	cr_assert_eq(room, KS_STORE_PENDING_TOUCHES - 250);
+	for (i = 0; i < (int)room + 1; i++)
+		keys[i] = key_of(i);
+	ks_store_touch_many(s, keys, room);
+	cr_assert_eq(ks_store_touches_dropped(s), 0);
+	cr_assert_eq(ks_store_touch_room(s), 0);
+	ks_store_touch_many(s, &keys[room], 1);
+	cr_assert_eq(ks_store_touches_dropped(s), 1);
+	ks_store_close(s);
+}
