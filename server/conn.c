@@ -327,6 +327,22 @@ static int over_share(const ks_conn_t *c)
 	    set->n : 1);
 }
 
+/* Whether C's buffered input holds something a turn can act on: a whole
+ * frame, or a prefix so bad that it is answered at once.  An unfinished
+ * frame is not: it waits for more bytes (and the read deadline). */
+static int input_ready(const ks_conn_t *c)
+{
+	size_t avail = c->in.len - c->in_off;
+	uint32_t hl, pl;
+	int rc;
+
+	if (avail == 0)
+		return 0;
+	rc = ks_frame_peek((const uint8_t *)c->in.data + c->in_off, avail,
+	    KS_MAX_HEADER, 0, &hl, &pl);
+	return rc < 0 || (rc == 0 && avail >= KS_FRAME_PREFIX + (size_t)hl);
+}
+
 /* Sets and clears the PAUSE_* bits, with their hysteresis, and starts or
  * stops reading to match. */
 static void update_reading(ks_conn_t *c)
@@ -338,7 +354,7 @@ static void update_reading(ks_conn_t *c)
 	/* The common case, reading and nothing queued anywhere: as is. */
 	if (c->reading && !c->paused && !c->unsent && !set->unsent_total &&
 	    backlog <= KS_MAX_READ_BACKLOG && !set->stopping &&
-	    c->state == CONN_OPEN)
+	    c->state == CONN_OPEN && !c->eof)
 		return;
 
 	if (c->unsent > KS_MAX_WRITE_QUEUE)
@@ -359,9 +375,10 @@ static void update_reading(ks_conn_t *c)
 	/* Input already read waits while replies cannot be sent: a small
 	 * request can make a large reply. */
 	if (!(c->paused & (PAUSE_WRITE | PAUSE_GLOBAL)) && c->state ==
-	    CONN_OPEN && c->in.len > c->in_off && !c->turn_queued)
+	    CONN_OPEN && !c->turn_queued && input_ready(c))
 		turn_enqueue(c);
-	want = c->state == CONN_OPEN && !set->stopping && !c->paused;
+	want = c->state == CONN_OPEN && !set->stopping && !c->paused &&
+	    !c->eof;
 	if (want && !c->reading) {
 		if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read))
 			conn_close(c);
@@ -660,7 +677,11 @@ static void reply_start(ks_conn_t *c)
 		memcpy(c->out.data + c->out.len, zero, sizeof zero);
 		c->out.len += sizeof zero;
 	} else {
-		c->reply_open = 0;      /* the op's reply is dropped */
+		/* Out of memory: the reply cannot be built, and a client
+		 * left waiting for it would wait for ever; it sees the
+		 * connection close instead. */
+		c->reply_open = 0;
+		conn_close(c);
 	}
 }
 
@@ -847,6 +868,11 @@ static void process_input(ks_conn_t *c)
 		c->frame_ms = 0;
 	else if (!c->frame_ms)
 		c->frame_ms = uv_now(c->set->loop);
+	/* Half-closed: once every whole frame has been answered (or waits
+	 * only on a compile), nothing more will come. */
+	if (c->eof && c->state == CONN_OPEN && !c->turn_queued &&
+	    !input_ready(c))
+		ks_conn_drain(c);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -855,7 +881,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 	if (nread == UV_EOF) {
 		/* Half-close: the peer sends no more, but may still read the
-		 * replies to what it sent. */
+		 * replies to what it sent, all of it, even what waits for a
+		 * turn; process_input drains once none is left. */
+		c->eof = 1;
+		if (c->state == CONN_OPEN && (c->turn_queued ||
+		    input_ready(c))) {
+			update_reading(c);          /* stops reading */
+			return;
+		}
 		ks_conn_drain(c);
 		return;
 	}

@@ -91,6 +91,8 @@ struct ks_conn {
 	                            (loop time) */
 	uint64_t frame_ms;       /* when the unfinished frame began, or 0 */
 	int turn_queued;         /* in set->turns: frames wait for a turn */
+	int eof;                 /* the peer half-closed: answer the whole
+	                            frames buffered, then drain */
 	ks_conn_t *tprev, *tnext;
 	ks_conn_t *prev, *next;  /* set->head */
 };

@@ -20,15 +20,15 @@
 void ks_lookup_record_uses(ks_srv_t *srv)
 {
 	ks_hash_t keys[64];
-	size_t n;
+	size_t n, room;
 
-	/* Until the store's set fills: the rest stay marked in the tier for
-	 * the next round, after the writer has flushed the set. */
-	while ((n = ks_hot_take_uses(srv->hot, keys, 64)) > 0)
-		if (ks_store_touch_many(srv->store, keys, n)) {
-			ks_writer_flush(srv->writer);
-			break;
-		}
+	/* As many as the store's set has room for: the rest stay marked in
+	 * the tier for the next round, after the writer has flushed it. */
+	while ((room = ks_store_touch_room(srv->store)) > 0 &&
+	    (n = ks_hot_take_uses(srv->hot, keys, room < 64 ? room : 64)) > 0)
+		ks_store_touch_many(srv->store, keys, n);
+	if (room == 0)
+		ks_writer_flush(srv->writer);
 }
 
 int ks_lookup_cached(ks_srv_t *srv, const ks_get_t *g, int probe,
@@ -51,7 +51,11 @@ int ks_lookup_cached(ks_srv_t *srv, const ks_get_t *g, int probe,
 	if (rc == KS_OK) {
 		if (!probe) {
 			srv->n.hits_disk++;
-			ks_hot_put(srv->hot, a);        /* a use too */
+			/* The tier records the use; one it does not keep
+			 * (--hot-bytes 0, say) goes to the store itself. */
+			if (!ks_hot_put(srv->hot, a) &&
+			    ks_store_touch(srv->store, &g->key))
+				ks_writer_flush(srv->writer);
 		}
 		*out = a;
 		*source = "disk";

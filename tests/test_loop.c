@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/time.h>
 
 #include "../include/kspec.h"
 #include "e2e.h"
@@ -262,4 +263,113 @@ Test(loop, the_client_library_reconnects_after_an_idle_close)
 	cr_assert_geq(e2e_stat(D.sock, "idle_closed"), 1);
 	cr_assert_eq(kspec_ping(c), KSPEC_OK, "%s", kspec_last_error(c, NULL));
 	kspec_close(c);
+}
+
+/* A slow sender is cut at its read deadline even while another
+ * connection holds unsent replies (the daemon then takes its careful path
+ * for every connection; it must not keep re-queueing an unfinished frame,
+ * which spun the loop and reset the deadline). */
+Test(loop, the_read_deadline_holds_beside_unsent_replies)
+{
+	static const char *const extra[] = { "--read-timeout", "1", NULL };
+	static const char part[] = "\0\0\0\x10\0\0\0\0{\"op\":";
+	int heavy, slow, sent;
+	double t0;
+	e2e_reply_t r;
+
+	start(extra);
+	heavy = e2e_connect(D.sock);
+	cr_assert_geq(heavy, 0);
+	sent = stuff(heavy, "{\"op\":\"kernels\",\"id\":7}", 15000);
+	cr_log_info("the heavy connection took %d requests", sent);
+	for (t0 = now_ms(); e2e_stat(D.sock, "unsent_bytes") == 0 &&
+	    now_ms() - t0 < 5000;)
+		usleep(20000);
+	cr_assert_gt(e2e_stat(D.sock, "unsent_bytes"), 0);
+	slow = e2e_connect(D.sock);
+	cr_assert_geq(slow, 0);
+	/* A liveness bound, so the failure is a failed read, not a hang. */
+	setsockopt(slow, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 15, 0 },
+	    sizeof(struct timeval));
+	cr_assert_eq(send(slow, part, sizeof part - 1, MSG_NOSIGNAL),
+	    (ssize_t)sizeof part - 1);
+	t0 = now_ms();
+	/* 1 s deadline, swept every second: within a few seconds. */
+	cr_assert_eq(e2e_recv(slow, &r), 0, "no reply to the slow sender");
+	cr_assert_str_eq(e2e_code(&r), "E_TIMEOUT");
+	e2e_reply_free(&r);
+	cr_log_info("E_TIMEOUT after %.0f ms", now_ms() - t0);
+	cr_assert_lt(now_ms() - t0, 10000);
+	close(slow);
+	close(heavy);
+}
+
+/* A client that sends more requests than one turn takes and then
+ * half-closes gets every reply before the stream ends. */
+Test(loop, a_half_close_after_many_requests_gets_every_reply)
+{
+	enum { N = 200 };
+	int fd, i, got = 0;
+	e2e_reply_t r;
+	char c;
+
+	start(NULL);
+	fd = e2e_connect(D.sock);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(stuff(fd, "{\"op\":\"ping\",\"id\":3}", N), N);
+	cr_assert_eq(shutdown(fd, SHUT_WR), 0);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	for (i = 0; i < N; i++) {
+		if (e2e_recv(fd, &r) != 0)
+			break;
+		got += e2e_ok(&r);
+		e2e_reply_free(&r);
+	}
+	cr_assert_eq(got, N, "%d of %d replies came back", got, N);
+	cr_assert_eq(read(fd, &c, 1), 0, "the stream did not end after");
+	close(fd);
+}
+
+/* A disk hit that the memory tier does not keep (--hot-bytes 0) still
+ * counts as a use of the store's row (its last_used moves), so the
+ * store's eviction does not take a kernel in use for an unused one. */
+Test(loop, a_disk_hit_the_memory_tier_does_not_keep_is_a_use)
+{
+	static const char *const extra[] = { "--hot-bytes", "0", NULL };
+	static const char get[] = "{\"op\":\"get\",\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1,"
+	    "\"N\":64,\"K\":64},\"return\":\"meta\"}";
+	double first, later = 0, t0;
+	e2e_reply_t r;
+	const cJSON *e;
+
+	start(extra);
+	cr_assert_eq(e2e_call(D.sock, get, &r), 0);
+	cr_assert(e2e_ok(&r));
+	e2e_reply_free(&r);
+	for (t0 = now_ms(); now_ms() - t0 < 5000; usleep(50000)) {
+		cr_assert_eq(e2e_call(D.sock, "{\"op\":\"list\"}", &r), 0);
+		e = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r.h,
+		    "entries"), 0);
+		first = e ? e2e_num(e, "last_used_ms") : 0;
+		e2e_reply_free(&r);
+		if (e)
+			break;
+	}
+	cr_assert_gt(first, 0, "the compile was not stored");
+	usleep(50000);
+	cr_assert_eq(e2e_call(D.sock, get, &r), 0);
+	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+	    r.h, "source")), "disk");
+	e2e_reply_free(&r);
+	/* The use reaches the row with the next flush (every second). */
+	for (t0 = now_ms(); now_ms() - t0 < 5000 && later <= first;
+	    usleep(100000)) {
+		cr_assert_eq(e2e_call(D.sock, "{\"op\":\"list\"}", &r), 0);
+		e = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r.h,
+		    "entries"), 0);
+		later = e ? e2e_num(e, "last_used_ms") : 0;
+		e2e_reply_free(&r);
+	}
+	cr_assert_gt(later, first, "the disk hit was not recorded as a use");
 }
