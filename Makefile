@@ -84,6 +84,15 @@ install: all
 	install -m 755 $(BUILD)/libkspec.so $(DESTDIR)$(PREFIX)/lib
 	install -m 644 include/kspec.h $(DESTDIR)$(PREFIX)/include
 	install -m 644 $(BUILD)/kspec.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system \
+	    $(DESTDIR)$(PREFIX)/lib/sysusers.d
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' deploy/kspecd.service.in \
+	    >$(DESTDIR)$(PREFIX)/lib/systemd/system/kspecd.service
+	chmod 644 $(DESTDIR)$(PREFIX)/lib/systemd/system/kspecd.service
+	install -m 644 deploy/kspecd.socket \
+	    $(DESTDIR)$(PREFIX)/lib/systemd/system
+	install -m 644 deploy/kspec.sysusers \
+	    $(DESTDIR)$(PREFIX)/lib/sysusers.d/kspec.conf
 
 $(BUILD)/libkspec.so: $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -shared -o $@ $^ $(CLIENT_LDLIBS)

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,9 +59,12 @@ static const char usage_main[] =
 "3 connection error\n";
 
 static const char usage_ping[] =
-"usage: kspec [--socket PATH] ping [--json]\n"
+"usage: kspec [--socket PATH] ping [--wait SECONDS] [--json]\n"
 "\n"
-"Sends a ping and prints the round-trip time.\n";
+"Sends a ping and prints the round-trip time.  With --wait, a daemon\n"
+"that is not there yet (no socket, or nobody listening) is tried again\n"
+"every 50 ms until it answers or SECONDS have passed (exit 3 then):\n"
+"for scripts that start kspecd and go on once it serves.\n";
 
 static const char usage_get[] =
 "usage: kspec [--socket PATH] get KERNEL --backend cpu|cuda|opencl\n"
@@ -658,17 +662,66 @@ static int cmd_json(const char *socket_path, int argc, char **argv,
 
 /* ---- ping ---- */
 
+static double mono_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void on_wait_alarm(int sig)
+{
+	static const char msg[] = "kspec: no answer from kspecd within the "
+	    "--wait time\n";
+
+	(void)sig;
+	if (write(2, msg, sizeof msg - 1) < 0)
+		_exit(EXIT_CONNECT);
+	_exit(EXIT_CONNECT);
+}
+
+/* Connects, trying again every 50 ms while nobody listens on the socket
+ * yet, until WAIT seconds have passed; the last failure is reported as
+ * open_client reports it.  A socket a service manager holds for a daemon
+ * still starting accepts at once, and the ping then waits in its backlog:
+ * an alarm bounds that wait too. */
+static int open_client_waiting(const char *socket_path, double wait,
+    kspec_client_t **c)
+{
+	double end = mono_s() + wait;
+
+	signal(SIGALRM, on_wait_alarm);
+	alarm((unsigned)wait + 1);
+	for (;;) {
+		int rc = kspec_connect(socket_path, c);
+
+		if (rc == 0)
+			return EXIT_OK;
+		if (rc != KSPEC_E_CONNECT || mono_s() + 0.05 > end) {
+			kspec_close(*c);
+			*c = NULL;
+			return open_client(socket_path, c);
+		}
+		kspec_close(*c);
+		*c = NULL;
+		usleep(50000);
+	}
+}
+
 static int cmd_ping(const char *socket_path, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "wait", required_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct timespec t0, t1;
 	kspec_client_t *c = NULL;
 	int ch, rc, as_json = 0;
-	double ms;
+	double ms, wait = -1;
+	char *end;
 
 	optind = 1;
 	opterr = 0;
@@ -681,12 +734,22 @@ static int cmd_ping(const char *socket_path, int argc, char **argv)
 			as_json = 1;
 			continue;
 		}
+		if (ch == 'w') {
+			errno = 0;
+			wait = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(wait >= 0) ||
+			    wait > 86400)
+				return usage_error("ping", "--wait takes seconds, "
+				    "0..86400 (got '%s')", optarg);
+			continue;
+		}
 		if (ch == 1)
 			return usage_error("ping", "unexpected argument '%s'",
 			    optarg);
 		return bad_option("ping", optopt, argv[optind - 1]);
 	}
-	rc = open_client(socket_path, &c);
+	rc = wait >= 0 ? open_client_waiting(socket_path, wait, &c) :
+	    open_client(socket_path, &c);
 	if (rc)
 		return rc;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -697,6 +760,7 @@ static int cmd_ping(const char *socket_path, int argc, char **argv)
 		kspec_close(c);
 		return rc;
 	}
+	alarm(0);
 	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
 	    (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
 	if (as_json)

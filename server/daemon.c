@@ -33,6 +33,7 @@
 #include "dispatch.h"
 #include "lookup.h"
 #include "sock.h"
+#include "systemd.h"
 
 #define FLUSH_INTERVAL_MS 1000
 #define DRAIN_DEADLINE_MS 5000
@@ -70,6 +71,8 @@ static void maybe_finish(ks_srv_t *srv)
 		uv_close((uv_handle_t *)&srv->flush_timer, NULL);
 	if (!uv_is_closing((uv_handle_t *)&srv->store_timer))
 		uv_close((uv_handle_t *)&srv->store_timer, NULL);
+	if (!uv_is_closing((uv_handle_t *)&srv->watchdog_timer))
+		uv_close((uv_handle_t *)&srv->watchdog_timer, NULL);
 	if (!uv_is_closing((uv_handle_t *)&srv->stop_async))
 		uv_close((uv_handle_t *)&srv->stop_async, NULL);
 	if (srv->conns.head &&
@@ -107,7 +110,9 @@ static void on_probe(ks_pool_t *p, int rc, const char *json)
 		rc = ks_keys_load_probe(&srv->keys, json, err, sizeof err);
 	/* Bound only now: a client that connects finds a daemon that can
 	 * answer, and one that comes too early finds no socket. */
-	if (rc == KS_OK)
+	if (rc == KS_OK && srv->passed_fd >= 0)
+		fd = srv->passed_fd;    /* the service manager's (activation) */
+	else if (rc == KS_OK)
 		rc = ks_sock_listen(srv->cfg.socket_path, srv->cfg.socket_gid,
 		    &fd, err, sizeof err);
 	if (rc == KS_OK) {
@@ -126,9 +131,18 @@ static void on_probe(ks_pool_t *p, int rc, const char *json)
 		return;
 	}
 	srv->listening = 1;
-	ks_log(KS_LOG_INFO, "kspecd %s listening on %s, store %s, %d compile "
-	    "workers", KS_SERVER_VERSION, srv->cfg.socket_path,
+	ks_log(KS_LOG_INFO, "kspecd %s listening on %s%s, store %s, %d "
+	    "compile workers", KS_SERVER_VERSION, srv->cfg.socket_path,
+	    srv->passed_fd >= 0 ? " (passed by the service manager)" : "",
 	    srv->cfg.store_path, srv->cfg.workers);
+	/* The store is open and the socket accepts: ready. */
+	ks_sd_notify("READY=1\nSTATUS=serving");
+}
+
+static void on_watchdog(uv_timer_t *t)
+{
+	(void)t;
+	ks_sd_notify("WATCHDOG=1");
 }
 
 /* Workers that never get ready (they cannot be spawned, or die at start)
@@ -152,8 +166,10 @@ static void on_stop(uv_async_t *a)
 		    "flight)", __atomic_load_n(&srv->stop_signal,
 		    __ATOMIC_ACQUIRE), ks_flights_count(&srv->flights));
 	srv->stopping = 1;
+	ks_sd_notify("STOPPING=1");
 	uv_close((uv_handle_t *)&srv->listener, NULL);
-	if (srv->listening)
+	/* A passed socket is the service manager's: it stays. */
+	if (srv->listening && srv->passed_fd < 0)
 		ks_sock_unlink(srv->cfg.socket_path);
 	ks_conns_pause_all(&srv->conns);
 	/* Compiles not yet started fail with E_SHUTTING_DOWN; running ones
@@ -426,18 +442,26 @@ static int start(ks_srv_t *srv)
 	uv_timer_start(&srv->flush_timer, on_flush, FLUSH_INTERVAL_MS,
 	    FLUSH_INTERVAL_MS);
 	uv_unref((uv_handle_t *)&srv->flush_timer);
+	/* Pinged from the loop thread: a loop that hangs stops pinging. */
+	uv_timer_init(srv->loop, &srv->watchdog_timer);
+	if (ks_sd_watchdog_ms()) {
+		uv_timer_start(&srv->watchdog_timer, on_watchdog,
+		    ks_sd_watchdog_ms(), ks_sd_watchdog_ms());
+		uv_unref((uv_handle_t *)&srv->watchdog_timer);
+	}
 	return KS_OK;
 }
 
 int ks_server_run(const ks_server_config_t *cfg)
 {
 	ks_srv_t srv;
-	char err[1024];
+	char err[1024], path[4096];
 	sigset_t sigs;
 	int rc;
 
 	memset(&srv, 0, sizeof srv);
 	srv.cfg = *cfg;
+	srv.passed_fd = -1;
 	/* Before any thread exists, so that every thread inherits it. */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
@@ -461,11 +485,35 @@ int ks_server_run(const ks_server_config_t *cfg)
 		ks_log(KS_LOG_ERROR, "cannot initialize: %s", ks_strerror(rc));
 		return rc;
 	}
+	/* A service manager's socket (socket activation) names the path;
+	 * --socket, if given too, must agree with it. */
+	ks_sd_notify_init();
+	rc = ks_sd_listen_fd(&srv.passed_fd, path, sizeof path, err,
+	    sizeof err);
+	if (rc == KS_OK && srv.passed_fd >= 0) {
+		if (cfg->socket_given && strcmp(cfg->socket_path, path) != 0) {
+			snprintf(err, sizeof err, "the service manager passed "
+			    "the socket %.400s, and --socket says %.400s; give "
+			    "one of them", path, cfg->socket_path);
+			rc = KS_E_INVAL;
+		}
+		snprintf(srv.cfg.socket_path, sizeof srv.cfg.socket_path,
+		    "%s", path);
+	}
+	if (rc) {
+		ks_log(KS_LOG_ERROR, "cannot start: %s", err);
+		return rc;
+	}
 	/* The socket lock first: a second instance must fail before it
 	 * touches the store.  The store's own lock then keeps a daemon on
-	 * another socket off the same store (one writer). */
-	rc = ks_sock_prepare(cfg->socket_path, cfg->socket_gid, &srv.lock_fd,
-	    err, sizeof err);
+	 * another socket off the same store (one writer).  A passed socket
+	 * exists already, with the modes its unit gave it: only the lock. */
+	if (srv.passed_fd >= 0)
+		rc = ks_lock_beside(srv.cfg.socket_path, &srv.lock_fd, err,
+		    sizeof err);
+	else
+		rc = ks_sock_prepare(cfg->socket_path, cfg->socket_gid,
+		    &srv.lock_fd, err, sizeof err);
 	if (rc) {
 		ks_log(KS_LOG_ERROR, "%s", err);
 		return rc;

@@ -21,7 +21,8 @@ static const char usage[] =
 "\n"
 "  --socket PATH    Unix socket (default $KSPEC_SOCKET, else\n"
 "                   $XDG_RUNTIME_DIR/kspec/kspecd.sock, else\n"
-"                   /tmp/kspec-$UID/kspecd.sock)\n"
+"                   /tmp/kspec-$UID/kspecd.sock); a socket passed by a\n"
+"                   service manager (LISTEN_FDS) is served instead\n"
 "  --store PATH     sqlite store (default $KSPEC_STORE, else\n"
 "                   $XDG_CACHE_HOME/kspec/kspec.db, else\n"
 "                   ~/.cache/kspec/kspec.db)\n"
@@ -137,6 +138,7 @@ int main(int argc, char **argv)
 		case 's':
 			snprintf(cfg.socket_path, sizeof cfg.socket_path, "%s",
 			    optarg);
+			cfg.socket_given = 1;
 			break;
 		case 'd':
 			snprintf(cfg.store_path, sizeof cfg.store_path, "%s",

@@ -16,6 +16,7 @@
 
 typedef struct {
 	char socket_path[4096];
+	int socket_given;        /* --socket on the command line */
 	char store_path[4096];
 	uint64_t max_bytes;      /* store byte budget, 0: unlimited */
 	uint64_t hot_bytes;      /* memory tier budget */

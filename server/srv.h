@@ -49,6 +49,9 @@ struct ks_srv {
 	uv_timer_t drain_timer;  /* bounds the drain at shutdown */
 	uv_timer_t start_timer;  /* bounds the wait for the first worker */
 	int listening;           /* accepting connections */
+	int passed_fd;           /* the socket a service manager passed
+	                            (socket activation), or -1 */
+	uv_timer_t watchdog_timer;  /* WATCHDOG=1 while the loop runs */
 	ks_buf_t hello_body;     /* built once: see op_info.c */
 	ks_buf_t kernels_body;
 	int exit_status;

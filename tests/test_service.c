@@ -1,0 +1,381 @@
+/*
+ * kspecd under a service manager: socket activation (a real
+ * systemd-socket-activate passes the socket), readiness and watchdog
+ * datagrams on NOTIFY_SOCKET, and `kspec ping --wait` for scripts.
+ */
+#include <criterion/criterion.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+
+#include "e2e.h"
+
+static char dir[256];
+static pid_t pid;
+
+static void setup(void)
+{
+	snprintf(dir, sizeof dir, "/tmp/kspec-e2e-XXXXXX");
+	cr_assert(mkdtemp(dir));
+	pid = 0;
+}
+
+static void down(void)
+{
+	char cmd[400];
+
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+}
+
+TestSuite(service, .init = setup, .fini = down, .timeout = 120);
+
+static int have(const char *prog)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", prog);
+	return system(cmd) == 0;
+}
+
+/* Runs ARGV with stderr to DIR/NAME; its pid. */
+static pid_t spawn(const char *const *argv, const char *name)
+{
+	char log[400];
+	pid_t p;
+
+	snprintf(log, sizeof log, "%s/%s", dir, name);
+	p = fork();
+	cr_assert_geq(p, 0);
+	if (p == 0) {
+		int nul = open("/dev/null", O_WRONLY);
+		int err = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		dup2(nul, 1);
+		dup2(err >= 0 ? err : nul, 2);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return p;
+}
+
+/* The exit status of P within S seconds, else -1 (P is then killed). */
+static int wait_exit(pid_t p, int s)
+{
+	int st, i;
+
+	for (i = 0; i < s * 100; i++) {
+		if (waitpid(p, &st, WNOHANG) == p)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 +
+			    WTERMSIG(st);
+		usleep(10000);
+	}
+	kill(p, SIGKILL);
+	waitpid(p, NULL, 0);
+	return -1;
+}
+
+static int ping(const char *sock)
+{
+	e2e_reply_t r;
+	int ok;
+
+	if (e2e_call(sock, "{\"op\":\"ping\",\"id\":1}", &r) != 0)
+		return 0;
+	ok = e2e_ok(&r);
+	e2e_reply_free(&r);
+	return ok;
+}
+
+static int file_has(const char *name, const char *what)
+{
+	char path[400], buf[8192];
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, what) != NULL;
+}
+
+/* Starts systemd-socket-activate on DIR/kspecd.sock running kspecd with
+ * EXTRA arguments; waits for the socket file.  Fills SOCK. */
+static void start_activated(char *sock, size_t cap, const char *const *extra)
+{
+	char bin[512], store[300];
+	const char *argv[16];
+	int n = 0, i;
+	struct stat st;
+
+	if (!have("systemd-socket-activate"))
+		cr_skip_test("systemd-socket-activate is not installed "
+		    "(deploy/deps.sh installs systemd)");
+	snprintf(bin, sizeof bin, "%s/kspecd", e2e_build_dir());
+	snprintf(sock, cap, "%s/kspecd.sock", dir);
+	snprintf(store, sizeof store, "%s/kspec.db", dir);
+	argv[n++] = "systemd-socket-activate";
+	argv[n++] = "-l";
+	argv[n++] = sock;
+	argv[n++] = bin;
+	argv[n++] = "--store";
+	argv[n++] = store;
+	for (i = 0; extra && extra[i] && n < 15; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	/* It execs kspecd in place at the first connection: PID is the
+	 * daemon's from then on. */
+	pid = spawn(argv, "activate.log");
+	for (i = 0; i < 500 && stat(sock, &st) != 0; i++)
+		usleep(10000);
+	cr_assert_eq(stat(sock, &st), 0, "the activator made no socket");
+}
+
+Test(service, a_socket_passed_by_systemd_socket_activate_is_served)
+{
+	char sock[300];
+	struct stat st;
+	int fd;
+
+	start_activated(sock, sizeof sock, NULL);
+	/* The first client waits in the backlog while the daemon starts. */
+	cr_assert(ping(sock), "no pong through the passed socket");
+	cr_assert(ping(sock));
+	cr_assert(file_has("activate.log", "passed by the service manager"),
+	    "the daemon did not say it took the passed socket");
+	kill(pid, SIGTERM);
+	cr_assert_eq(wait_exit(pid, 30), 0);
+	pid = 0;
+	/* The socket is the service manager's: left in place. */
+	cr_assert_eq(stat(sock, &st), 0, "the passed socket was removed");
+	fd = e2e_connect(sock);
+	cr_assert_lt(fd, 0, "something still listens");
+}
+
+Test(service, a_passed_socket_and_another_socket_option_refuse_to_start)
+{
+	char sock[300], other[300];
+	const char *extra[] = { "--socket", other, NULL };
+	int fd;
+
+	snprintf(other, sizeof other, "%s/other.sock", dir);
+	start_activated(sock, sizeof sock, extra);
+	fd = e2e_connect(sock);         /* makes the activator exec */
+	cr_assert_geq(fd, 0);
+	cr_assert_neq(wait_exit(pid, 30), 0, "kspecd started anyway");
+	pid = 0;
+	close(fd);
+	cr_assert(file_has("activate.log", "give one of them"),
+	    "no clear message about the two sockets");
+}
+
+/* Starts kspecd on DIR/kspecd.sock (path in SOCK) without waiting. */
+static void spawn_kspecd(char *sock, size_t cap)
+{
+	char bin[512], store[300];
+	const char *argv[8];
+	int n = 0;
+
+	snprintf(bin, sizeof bin, "%s/kspecd", e2e_build_dir());
+	snprintf(sock, cap, "%s/kspecd.sock", dir);
+	snprintf(store, sizeof store, "%s/kspec.db", dir);
+	argv[n++] = bin;
+	argv[n++] = "--socket";
+	argv[n++] = sock;
+	argv[n++] = "--store";
+	argv[n++] = store;
+	argv[n] = NULL;
+	pid = spawn(argv, "kspecd.log");
+}
+
+/* Opens a datagram socket at DIR/notify for NOTIFY_SOCKET. */
+static int notify_socket(char *path, size_t cap)
+{
+	struct sockaddr_un a;
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	cr_assert_geq(fd, 0);
+	snprintf(path, cap, "%s/notify", dir);
+	memset(&a, 0, sizeof a);
+	a.sun_family = AF_UNIX;
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+	return fd;
+}
+
+/* The next datagram on FD within MS milliseconds, as a string ("" on
+ * timeout). */
+static void next_state(int fd, int ms, char *out, size_t cap)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	ssize_t n = 0;
+
+	if (poll(&p, 1, ms) == 1)
+		n = recv(fd, out, cap - 1, 0);
+	out[n > 0 ? n : 0] = '\0';
+}
+
+Test(service, readiness_is_sent_once_the_daemon_serves)
+{
+	char sock[300], npath[300], state[512], env[128], path[128];
+	e2e_reply_t r;
+	cJSON *w;
+	int nfd, n, i, got_dog = 0;
+	FILE *f;
+
+	nfd = notify_socket(npath, sizeof npath);
+	setenv("NOTIFY_SOCKET", npath, 1);
+	setenv("WATCHDOG_USEC", "200000", 1);
+	spawn_kspecd(sock, sizeof sock);
+	unsetenv("NOTIFY_SOCKET");
+	unsetenv("WATCHDOG_USEC");
+	/* Watchdog pings may come first: the loop runs before it serves. */
+	for (i = 0; i < 400; i++) {
+		next_state(nfd, 30000, state, sizeof state);
+		if (strcmp(state, "WATCHDOG=1") != 0)
+			break;
+	}
+	cr_assert(strstr(state, "READY=1"), "got '%s' instead of READY=1",
+	    state);
+	/* Ready means serving: the first try is answered. */
+	cr_assert(ping(sock), "READY=1 came before the daemon could serve");
+	/* The watchdog pings every 100 ms (half of WATCHDOG_USEC). */
+	for (i = 0; i < 20 && !got_dog; i++) {
+		next_state(nfd, 1000, state, sizeof state);
+		got_dog = strcmp(state, "WATCHDOG=1") == 0;
+	}
+	cr_assert(got_dog, "no WATCHDOG=1");
+	/* The compile workers are not the service: they do not see it. */
+	cr_assert_eq(e2e_call(sock, "{\"op\":\"stats\"}", &r), 0);
+	w = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r.h,
+	    "workers"), 0);
+	cr_assert(w, "no worker in stats");
+	snprintf(path, sizeof path, "/proc/%d/environ",
+	    (int)e2e_num(w, "pid"));
+	e2e_reply_free(&r);
+	f = fopen(path, "r");
+	cr_assert(f, "cannot read %s", path);
+	n = (int)fread(state, 1, sizeof state - 1, f);
+	fclose(f);
+	for (i = 0; i < n; i++)
+		if (state[i] == '\0')
+			state[i] = '\n';
+	state[n > 0 ? n : 0] = '\0';
+	snprintf(env, sizeof env, "NOTIFY_SOCKET=");
+	cr_assert_null(strstr(state, env), "a worker inherited NOTIFY_SOCKET");
+	kill(pid, SIGTERM);
+	for (i = 0; i < 50; i++) {
+		next_state(nfd, 1000, state, sizeof state);
+		if (strstr(state, "STOPPING=1"))
+			break;
+	}
+	cr_assert(strstr(state, "STOPPING=1"), "no STOPPING=1");
+	cr_assert_eq(wait_exit(pid, 30), 0);
+	pid = 0;
+	close(nfd);
+}
+
+static int run_cli(const char *const *args)
+{
+	char bin[512];
+	const char *argv[16];
+	int n = 0, i;
+	pid_t p;
+
+	snprintf(bin, sizeof bin, "%s/kspec", e2e_build_dir());
+	argv[n++] = bin;
+	for (i = 0; args[i] && n < 15; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	p = spawn(argv, "kspec.log");
+	return wait_exit(p, 60);
+}
+
+Test(service, ping_wait_returns_once_a_daemon_starting_later_answers)
+{
+	char sock[300];
+	const char *ping_wait[] = { "--socket", NULL, "ping", "--wait", "30",
+	    NULL };
+	const char *ping_short[] = { "--socket", NULL, "ping", "--wait",
+	    "0.3", NULL };
+	int st;
+	pid_t waiter;
+
+	snprintf(sock, sizeof sock, "%s/kspecd.sock", dir);
+	ping_wait[1] = ping_short[1] = sock;
+	/* Nobody there: exit 3 once the time is up. */
+	cr_assert_eq(run_cli(ping_short), 3);
+	/* A waiter started first, the daemon half a second later. */
+	waiter = fork();
+	cr_assert_geq(waiter, 0);
+	if (waiter == 0)
+		_exit(run_cli(ping_wait));
+	usleep(500000);
+	spawn_kspecd(sock, sizeof sock);
+	cr_assert_eq(waitpid(waiter, &st, 0), waiter);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	    "kspec ping --wait did not see the daemon come up");
+	kill(pid, SIGTERM);
+	cr_assert_eq(wait_exit(pid, 30), 0);
+	pid = 0;
+}
+
+/* The units as make install writes them (kspecd from this build): both
+ * pass systemd-analyze verify, the service rates 2.5 or better (OK or
+ * SAFE) in its offline security assessment, and the sysusers file makes
+ * the user and group in a scratch root. */
+Test(service, the_units_verify_and_the_service_rates_ok_or_better)
+{
+	char cmd[2048], line[512], sock_unit[300], svc[300];
+	double exposure = -1;
+	FILE *p;
+
+	if (!have("systemd-analyze") || !have("systemd-sysusers"))
+		cr_skip_test("systemd-analyze or systemd-sysusers is not "
+		    "installed (deploy/deps.sh installs systemd)");
+	snprintf(svc, sizeof svc, "%s/kspecd.service", dir);
+	snprintf(sock_unit, sizeof sock_unit, "%s/kspecd.socket", dir);
+	snprintf(cmd, sizeof cmd, "sed 's|@BINDIR@|%s|g' "
+	    "deploy/kspecd.service.in >'%s' && cp deploy/kspecd.socket '%s'",
+	    e2e_build_dir(), svc, sock_unit);
+	cr_assert_eq(system(cmd), 0);
+	/* verify prints what it finds wrong; nothing is the pass. */
+	snprintf(cmd, sizeof cmd, "systemd-analyze verify '%s' '%s' 2>&1",
+	    sock_unit, svc);
+	p = popen(cmd, "r");
+	cr_assert(p);
+	while (fgets(line, sizeof line, p))
+		cr_log_error("systemd-analyze verify: %s", line);
+	cr_assert_eq(pclose(p), 0, "systemd-analyze verify failed");
+	snprintf(cmd, sizeof cmd, "systemd-analyze security --offline=true "
+	    "'%s' 2>&1", svc);
+	p = popen(cmd, "r");
+	cr_assert(p);
+	while (fgets(line, sizeof line, p)) {
+		const char *at = strstr(line, "Overall exposure level for "
+		    "kspecd.service: ");
+
+		if (at)
+			exposure = strtod(at + strlen("Overall exposure level "
+			    "for kspecd.service: "), NULL);
+	}
+	pclose(p);
+	cr_log_info("exposure %.1f", exposure);
+	cr_assert(exposure >= 0, "no exposure level in the output");
+	cr_assert_leq(exposure, 2.5, "exposure %.1f", exposure);
+	snprintf(cmd, sizeof cmd, "mkdir -p '%s/root/etc' && "
+	    "systemd-sysusers --root='%s/root' \"$PWD/deploy/kspec.sysusers\" "
+	    ">/dev/null 2>&1 && grep -q '^kspec:' '%s/root/etc/passwd' && "
+	    "grep -q '^kspec:' '%s/root/etc/group'", dir, dir, dir, dir);
+	cr_assert_eq(system(cmd), 0, "systemd-sysusers made no kspec user "
+	    "and group");
+}
