@@ -90,7 +90,7 @@ const char *kspec_strerror(int err);
 typedef struct kspec_client kspec_client_t;
 
 /*
- * Writes the default socket path into BUF (DESIGN.md section 3): env
+ * Writes the default socket path into BUF (docs/cli.md): env
  * KSPEC_SOCKET when set and non-empty, else
  * $XDG_RUNTIME_DIR/kspec/kspecd.sock, else /tmp/kspec-$UID/kspecd.sock.
  * Returns KSPEC_E_TOO_LARGE when it does not fit in LEN bytes.
@@ -142,7 +142,7 @@ typedef struct {
 } kspec_dim_t;
 
 /*
- * A get request (DESIGN.md section 4).  Every parameter of the kernel is
+ * A get request (docs/protocol.md).  Every parameter of the kernel is
  * either a constant in SHAPE or named in DYNAMIC.  Optional strings are
  * NULL for the daemon's default.  The library only borrows the strings.
  */

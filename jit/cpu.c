@@ -1,7 +1,7 @@
 /*
  * cpu: the libgccjit backend.  IR -> gccjit calls -> shared object bytes.
  *
- * Artifact ABI (DESIGN.md section 4):
+ * Artifact ABI (docs/protocol.md):
  *
  *   void ENTRY(void **params, uint64_t group_begin, uint64_t group_end);
  *
@@ -15,7 +15,7 @@
  *   - a LANES statement is `for (lane = 0; lane < nlanes; lane++) body`;
  *   - a lane variable is a local array v[nlanes], read as v[lane].  A loop
  *     over a local float[32] with fmaf is what GCC vectorizes into packed
- *     FMAs; 32 separate scalars would stay scalar (DESIGN.md section 8);
+ *     FMAs; 32 separate scalars would stay scalar (docs/backends.md);
  *   - KS_X_REDUCE is the canonical tree t[l] = v[l] op v[l + s] for
  *     s = nlanes/2 .. 1, fully unrolled, in that order; result t[0] (an
  *     f32 sum of 32 lanes does its 16-, 8- and 4-wide levels as vector
@@ -67,7 +67,7 @@ static const char *const cpu_targets[] = {
 /*
  * Options of every compile, after -march; all of them are in the identity
  * (and so in the request key).  -O3 vectorizes the lane loops;
- * -ffp-contract=off forbids implicit fma (DESIGN.md section 5).  The
+ * -ffp-contract=off forbids implicit fma (docs/backends.md, "Numerics").  The
  * defaults already forbid reassociation and keep signed zeros and NaNs,
  * and the output is byte-reproducible as is (two compiles of one IR give
  * identical .so files: no temporary path reaches the object, the assembly
@@ -227,7 +227,8 @@ static int emit(gcc_jit_context *ctx, enum gcc_jit_output_kind kind,
  * The distribution's build of gcc ("Debian 12.2.0-14+deb12u1"), from the
  * .ident of an empty compile, once per process.  gcc_jit_version_* gives
  * only 12.2.0, and a distribution patch release can change code generation
- * (DESIGN.md section 11: toolchain version in the key).  Empty if unknown.
+ * (the toolchain's version is in the key: docs/architecture.md, "Keys").
+ * Empty if unknown.
  */
 static pthread_once_t build_once = PTHREAD_ONCE_INIT;
 static char build_name[128];

@@ -22,7 +22,7 @@
  * trailing NUL that nvrtcGetPTX writes) and "cubin"
  * (--gpu-architecture=sm_XX).
  *
- * Numerics (DESIGN.md section 5): --fmad=false (no contraction of a*b+c),
+ * Numerics (docs/backends.md): --fmad=false (no contraction of a*b+c),
  * --prec-div=true and --prec-sqrt=true (IEEE division and square root),
  * --ftz=false (subnormals kept).  fmaf only where the IR says KS_X_FMA.
  */
@@ -375,7 +375,8 @@ static int cuda_source(const ks_ir_kernel_t *k, ks_buf_t *out, char *err,
 /*
  * The NVRTC build, from the header of the PTX of an empty program, once
  * per process: "V13.0.88, CL-36424714".  nvrtcVersion gives only 13.0, and
- * a patch release can change code generation (DESIGN.md section 11).
+ * a patch release can change code generation (so the compiler's version
+ * is in the key: docs/architecture.md, "Keys").
  * Empty if it cannot be read.
  */
 static pthread_once_t build_once = PTHREAD_ONCE_INIT;

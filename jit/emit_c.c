@@ -12,7 +12,7 @@
  *
  * Names: parameters are p_<name>, variables v_<name>, emitter temporaries
  * ks_t<N>, helpers ksh_<what>, and the thread's position ks_lane and
- * ks_group.  The prefixes keep IR names (unique C identifiers, DESIGN and
+ * ks_group.  The prefixes keep IR names (unique C identifiers,
  * docs/ir.md) clear of C++, CUDA and OpenCL keywords and builtins.
  *
  * Every binary operation is parenthesized, so C precedence never decides

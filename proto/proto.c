@@ -1,6 +1,6 @@
 /*
- * proto: frames and request headers of the v1 wire format (DESIGN.md
- * section 4, docs/protocol.md).
+ * proto: frames and request headers of the v1 wire format
+ * (docs/protocol.md).
  *
  * Request parsing, in this order, so that every error after step 3 can echo
  * the request's id:

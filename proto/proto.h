@@ -1,5 +1,5 @@
 /*
- * proto: the v1 wire format (DESIGN.md section 4), shared by the daemon and
+ * proto: the v1 wire format (docs/protocol.md), shared by the daemon and
  * the clients.  Depends only on base.
  *
  * Frame: u32 header_len (big-endian), u32 payload_len (big-endian), header

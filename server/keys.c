@@ -1,5 +1,5 @@
 /*
- * Request normalization and the request key (DESIGN.md section 7).
+ * Request normalization and the request key (docs/architecture.md, "Keys").
  *
  * The key is BLAKE2b-256 over a canonical encoding of everything that
  * changes the artifact, and nothing else (not the id, not return:"meta",

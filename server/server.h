@@ -45,7 +45,7 @@ typedef struct {
 #define KS_DEFAULT_WORKER_JOBS  500
 #define KS_DEFAULT_WORKER_RSS   (768ull << 20)
 
-/* Fills the defaults of DESIGN.md section 3 (env KSPEC_SOCKET and
+/* Fills the defaults of docs/cli.md (env KSPEC_SOCKET and
  * KSPEC_STORE override them). */
 int ks_server_defaults(ks_server_config_t *cfg);
 

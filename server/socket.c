@@ -1,5 +1,6 @@
 /*
- * The listening socket (DESIGN.md section 11).
+ * The listening socket (docs/architecture.md, "The socket and the store
+ * lock").
  *
  * - The socket's directory is created with mode 0700 when missing, and the
  *   socket is bound under umask 0177, so it is 0600 from its first moment:

@@ -15,7 +15,7 @@
  * Positions [0, n) form chunks of CH = 64: chunk c is [64c, min(64c + 64,
  * n)).  Per chunk, in increasing p: s_p = reduce_sum(lane dot) * scale,
  * where lane l accumulates the d = l (mod 32) in increasing d as fma(q, k,
- * acc) from 0.0 (DESIGN.md section 5); m_c = max(m_c, s_p) from -inf.
+ * acc) from 0.0 (docs/kernels.md); m_c = max(m_c, s_p) from -inf.
  * Then, in increasing p: e_p = exp(s_p - m_c), l_c = l_c + e_p from 0.0,
  * a_c[d] = fma(e_p, v_p[d], a_c[d]) from 0.0.  Chunks merge left to
  * right: chunk 0 gives (m, l, a); chunk c > 0: m' = max(m, m_c), f =

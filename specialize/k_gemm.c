@@ -4,7 +4,7 @@
  * x is MxK, W is NxK, y is MxN, row-major, all in the request dtype.
  * Parameters, in ABI order: x (read), W (read), y (write), M, N, K (i64).
  *
- * Canonical order (DESIGN.md section 5, part of this definition): lane l of
+ * Canonical order (part of this definition; docs/kernels.md): lane l of
  * 32 accumulates the k with k % 32 == l in increasing k, acc = fma(x, W,
  * acc) in f32 from 0.0; the lanes combine with KS_X_REDUCE sum; the result
  * is stored once, converted to the dtype round-to-nearest-even.

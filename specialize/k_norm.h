@@ -5,8 +5,8 @@
  * A row kernel has two dims, R (rows) and a row length (H, or L for
  * softmax), declared in that order; one work-group of 32 lanes per row
  * (grid R).  Every pass over the row follows the canonical assignment of
- * DESIGN.md section 5: lane l handles the elements j = l (mod 32) in
- * increasing j, as full chunks of 32 (no guard) and then one tail chunk
+ * the canonical order (docs/kernels.md): lane l handles the elements
+ * j = l (mod 32) in increasing j, as full chunks of 32 (no guard) and then one tail chunk
  * under `if H % 32 != 0`, guarded by j < H, exactly like gemm's k loop.
  * Because every pass assigns element j to the same lane, a lane only ever
  * reads back what it stored itself (global or local memory), so passes

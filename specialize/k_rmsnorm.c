@@ -7,8 +7,8 @@
  * (f32).
  *
  * Arithmetic (part of this definition), per row, in f32 from loads that
- * convert exactly: ss = canonical sum of fma(x_j, x_j, acc) (DESIGN.md
- * section 5: lane l accumulates j = l (mod 32) in increasing j from 0.0,
+ * convert exactly: ss = canonical sum of fma(x_j, x_j, acc) (docs/kernels.md:
+ * lane l accumulates j = l (mod 32) in increasing j from 0.0,
  * then the tree 16, 8, 4, 2, 1); mean = ss / f32(H) (H converted to
  * nearest even, IEEE division); inv = 1.0 / sqrt(mean + eps) (correctly
  * rounded square root and division); y_j = (x_j * inv) * w_j, two

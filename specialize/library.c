@@ -2,7 +2,8 @@
  * library: the kernel table, lookup, and validation of a request's shape.
  *
  * Validation is generic over a kernel's declared dims and builds no IR, so
- * it is cheap enough for the request path (DESIGN.md section 2, step 1);
+ * it is cheap enough for the request path (docs/architecture.md, "The
+ * request path", step 2);
  * kernel-specific limits (buffer sizes) come from the kernel's check().
  */
 #include "specialize.h"

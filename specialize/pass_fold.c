@@ -20,8 +20,8 @@
  *     a block absorbs the blocks left in it (ks_ir_splice).
  *
  * f32 arithmetic is never folded or reassociated, not even over constants:
- * the numerical contract (DESIGN.md section 5) is that the backends compute
- * exactly what the IR says, and host folding would make this compiler's
+ * the numerical contract (docs/backends.md, "Numerics") is that the
+ * backends compute exactly what the IR says, and host folding would make this compiler's
  * float environment part of every artifact.  Casts are not folded either,
  * nor sqrt and exp.
  */

@@ -19,9 +19,9 @@
  * and assigned only inside LANES, and leaves the lanes only through
  * KS_X_REDUCE, which is uniform.  A DECL of a lane variable may stand outside
  * LANES with a uniform initializer, which every lane receives.  A KS_X_REDUCE
- * combines the lane values in the canonical order of DESIGN.md section 5: t[l]
- * = v[l], then for s in 16, 8, 4, 2, 1: t[l] = t[l] + t[l + s] for l < s; the
- * result is t[0].
+ * combines the lane values in the canonical order (docs/backends.md,
+ * "Numerics"): t[l] = v[l], then for s in 16, 8, 4, 2, 1:
+ * t[l] = t[l] + t[l + s] for l < s; the result is t[0].
  *
  * Memory.  Buffers hold elements of their storage dtype.  KS_X_LOAD reads
  * element `index` (i64, in elements) and converts it exactly to f32.  An

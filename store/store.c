@@ -25,11 +25,11 @@
  * transaction that was running: WAL never exposes half a transaction.
  *
  * Connections and locks.  SQLite before 3.51.3 can corrupt a WAL database
- * when several connections write or checkpoint at once (DESIGN.md section
- * 11), so every write goes through ONE writer connection, and only it
- * checkpoints.  Reads go through a second, query-only connection that never
- * checkpoints (wal_autocheckpoint=0, no checkpoint on close), so a read
- * proceeds while a write is in progress.  Both connections are opened with
+ * when several connections write or checkpoint at once (docs/store.md,
+ * "Connections: the one-writer rule"), so every write goes through ONE
+ * writer connection, and only it checkpoints.  Reads go through a second,
+ * query-only connection that never checkpoints (wal_autocheckpoint=0, no
+ * checkpoint on close), so a read proceeds while a write is in progress.  Both connections are opened with
  * SQLITE_OPEN_NOMUTEX: each is used by one thread at a time because its
  * mutex is held around every use, so sqlite's own per-connection mutex
  * would only add cost.

@@ -1,7 +1,7 @@
 /*
  * Plain-C references for the kernel library, written straight from the
  * definitions in docs/kernels.md and independent of the IR: the canonical
- * reduction order (DESIGN.md section 5) and the storage conversions.
+ * reduction order (docs/kernels.md) and the storage conversions.
  * Header-only so tests and benchmarks share one copy.
  */
 #ifndef KS_TEST_REF_H

@@ -47,7 +47,7 @@ static inline int64_t ref_attn_len(const int32_t *lens, int64_t b,
 	return n < 0 ? 0 : n > S ? S : n;
 }
 
-/* Canonical dot of D elements (DESIGN.md section 5), or with the lane
+/* Canonical dot of D elements (docs/kernels.md), or with the lane
  * partials summed in sequence (SEQ, a planted bug). */
 static inline float ref_attn_dot(const void *a, int64_t ao, const void *b,
     int64_t bo, int dtype, int64_t D, int seq)

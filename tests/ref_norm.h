@@ -2,7 +2,7 @@
  * Plain-C references of the row kernels (rmsnorm, add_rmsnorm, softmax),
  * written from their definitions in docs/kernels.md, independent of the
  * IR: one row at a time, 32 lane partials over j = l (mod 32) in
- * increasing j, then the tree 16, 8, 4, 2, 1 (DESIGN.md section 5), every
+ * increasing j, then the tree 16, 8, 4, 2, 1 (docs/kernels.md), every
  * f32 operation written out once in the documented order, loads and
  * stores through tests/ref.h.  Plus double-precision versions for sanity
  * bounds.  Header-only, like ref.h.

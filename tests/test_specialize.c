@@ -1542,7 +1542,7 @@ static void run_gemm(const ks_ir_kernel_t *k, int64_t m, int64_t n,
 	free(in);
 }
 
-/* The canonical order of DESIGN.md section 5, in plain C. */
+/* The canonical order (docs/kernels.md), in plain C. */
 static void ref_canonical(int64_t m, int64_t n, int64_t kk, const float *x,
     const float *w, float *y)
 {

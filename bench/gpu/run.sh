@@ -1,5 +1,5 @@
 #!/bin/sh
-# The GPU check of the cuda backend (issue 3, DESIGN.md section 10): builds
+# The GPU check of the cuda backend (docs/backends.md): builds
 # bench/gpu/check from the sources of base/, specialize/ and the cuda
 # backend (jit/emit_c.c, jit/cuda.c) with only a C compiler and the CUDA
 # headers, nothing fetched, then runs it: every kernel of the library x

@@ -493,7 +493,7 @@ class GemmTest(DaemonTestCase):
                                  nm.gemm_ref(x, w, M, N, K, dtype))
 
     def test_general_gives_the_bits_of_gemv_m1(self):
-        """DESIGN.md section 5: a specialized variant returns the same bits
+        """The numerical contract (docs/backends.md): a specialized variant returns the same bits
         as the general one at its shape."""
         c = self.client()
         N, K = 9, 70
