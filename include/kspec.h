@@ -216,7 +216,7 @@ int kspec_explain(kspec_client_t *client, const kspec_get_spec_t *spec,
     char **json_out);
 
 /*
- * Running cpu artifacts.  The entry has the CPU ABI of docs/protocol.md:
+ * Running cpu artifacts.  The entry has the CPU ABI of docs/backends.md:
  * params[i] points to the i-th argument of the reply's "params" (for a
  * buffer, to its data pointer); it runs work-groups [group_begin,
  * group_end) of launch.groups, so a host may split them across threads.

@@ -1,7 +1,7 @@
 /*
  * cpu: the libgccjit backend.  IR -> gccjit calls -> shared object bytes.
  *
- * Artifact ABI (docs/protocol.md):
+ * Artifact ABI (docs/backends.md):
  *
  *   void ENTRY(void **params, uint64_t group_begin, uint64_t group_end);
  *

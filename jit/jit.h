@@ -73,7 +73,7 @@ const ks_backend_t *ks_backend_find(const char *name);
 
 /* ---- cpu artifacts in this process (tests, benchmarks) ---- */
 
-/* The entry of a cpu artifact (docs/protocol.md). */
+/* The entry of a cpu artifact (docs/backends.md). */
 typedef void (*ks_jit_cpu_entry_t)(void **params, uint64_t group_begin,
     uint64_t group_end);
 

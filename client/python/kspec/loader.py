@@ -1,6 +1,6 @@
 """Runs cpu artifacts in this process, with ctypes.
 
-A cpu artifact is a shared object exporting (docs/protocol.md)::
+A cpu artifact is a shared object exporting (docs/backends.md)::
 
     void ENTRY(void **params, uint64_t group_begin, uint64_t group_end);
 
