@@ -227,10 +227,33 @@ size_t ks_dtype_size(ks_dtype_t d)
 /* ---- logging and clocks ---- */
 
 static int log_level = KS_LOG_INFO;
+static int log_format = KS_LOG_TEXT;
+static const char *const level_names[] = { "error", "warn", "info",
+    "debug" };
 
 void ks_log_set_level(int level)
 {
 	log_level = level;
+}
+
+void ks_log_set_format(int format)
+{
+	log_format = format;
+}
+
+int ks_log_enabled(int level)
+{
+	return level <= log_level;
+}
+
+int ks_log_level_parse(const char *s)
+{
+	int i;
+
+	for (i = 0; i < 4; i++)
+		if (strcmp(s, level_names[i]) == 0)
+			return i;
+	return -1;
 }
 
 static const char *log_name = "kspec";
@@ -242,10 +265,11 @@ void ks_log_set_name(const char *name)
 
 void ks_log(int level, const char *fmt, ...)
 {
-	static const char *const names[] = { "error", "warn", "info", "debug" };
+	const char *name = level_names[level < 0 ? 0 : level > 3 ? 3 : level];
 	struct timespec ts;
 	struct tm tm;
-	char when[32];
+	char when[32], msg[4096];
+	ks_buf_t b;
 	va_list ap;
 
 	if (level > log_level)
@@ -253,13 +277,24 @@ void ks_log(int level, const char *fmt, ...)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-	fprintf(stderr, "%s.%03ldZ %s[%ld] %s: ", when, ts.tv_nsec / 1000000,
-	    log_name, (long)getpid(),
-	    names[level < 0 ? 0 : level > 3 ? 3 : level]);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	if (log_format != KS_LOG_JSON) {
+		fprintf(stderr, "%s.%03ldZ %s[%ld] %s: %s\n", when,
+		    ts.tv_nsec / 1000000, log_name, (long)getpid(), name, msg);
+		return;
+	}
+	/* One object per line, written whole (one fputs). */
+	ks_buf_init(&b);
+	if (ks_buf_printf(&b, "{\"time\":\"%s.%03ldZ\",\"level\":\"%s\","
+	    "\"prog\":", when, ts.tv_nsec / 1000000, name) == KS_OK &&
+	    ks_buf_json_str(&b, log_name) == KS_OK &&
+	    ks_buf_printf(&b, ",\"pid\":%ld,\"msg\":", (long)getpid()) ==
+	    KS_OK && ks_buf_json_str(&b, msg) == KS_OK &&
+	    ks_buf_append(&b, "}\n", 2) == KS_OK)
+		fputs(b.data, stderr);
+	ks_buf_close(&b);
 }
 
 uint64_t ks_now_ns(void)

@@ -149,9 +149,18 @@ const char *ks_dtype_name(ks_dtype_t d);        /* "f32" "f16" "bf16" */
 int ks_dtype_parse(const char *s, ks_dtype_t *out); /* KS_E_BAD_DTYPE */
 size_t ks_dtype_size(ks_dtype_t d);
 
-/* Logging to stderr: "2026-11-29T13:00:00.123Z kspecd[pid] level: msg". */
+/* Logging to stderr, one line per message: as text,
+ * "2026-11-29T13:00:00.123Z kspecd[pid] level: msg", or as one JSON
+ * object, {"time":"...","level":"info","prog":"kspecd","pid":N,"msg":"..."}. */
 enum { KS_LOG_ERROR, KS_LOG_WARN, KS_LOG_INFO, KS_LOG_DEBUG };
+enum { KS_LOG_TEXT, KS_LOG_JSON };
 void ks_log_set_level(int level);
+void ks_log_set_format(int format);
+/* Whether a message of LEVEL would be written (a test before building
+ * one on the hit path). */
+int ks_log_enabled(int level);
+/* "error", "warn", "info", "debug" to KS_LOG_*, or -1. */
+int ks_log_level_parse(const char *s);
 /* The program name in log lines ("kspec" unless set); NAME must live as
  * long as the process logs. */
 void ks_log_set_name(const char *name);

@@ -730,6 +730,7 @@ int ks_request_parse(const char *header, size_t len, ks_request_t *out,
 	int rc;
 
 	memset(out, 0, sizeof *out);
+	out->op = KS_OP_COUNT_;         /* until the op is known */
 	if (err && errlen)
 		err[0] = '\0';
 	if (len == 0)
@@ -761,14 +762,17 @@ int ks_request_parse(const char *header, size_t len, ks_request_t *out,
 	if (copy != small)
 		free(copy);
 	if (rc) {
-		/* Only the id survives a failure; the rest is unspecified. */
+		/* Only the id and the op (KS_OP_COUNT_ when it was not
+		 * known) survive a failure; the rest is unspecified. */
 		int has_id = out->has_id;
 		uint64_t id = out->id;
+		ks_op_t op = out->op;
 
 		ks_request_close(out);
 		memset(out, 0, sizeof *out);
 		out->has_id = has_id;
 		out->id = id;
+		out->op = op;
 	}
 	return rc;
 }

@@ -122,7 +122,8 @@ void ks_request_close(ks_request_t *r);
  * shape values (KS_E_BAD_SHAPE), more than KS_MAX_DIMS shape entries
  * (KS_E_TOO_LARGE).  On failure err holds a one-line message and, when the
  * id could be read, out->has_id/out->id are set so the error reply can echo
- * it.  Required get fields: kernel, backend, dtype, shape.
+ * it, and out->op is the op when it was read (else KS_OP_COUNT_).
+ * Required get fields: kernel, backend, dtype, shape.
  */
 int ks_request_parse(const char *header, size_t len, ks_request_t *out,
     char *err, size_t errlen);

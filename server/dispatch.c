@@ -71,6 +71,30 @@ static ks_op_fn *const op_table[KS_OP_COUNT_] = {
 	[KS_OP_MISSES] = ks_op_misses,
 };
 
+void ks_req_log_line(const char *op, const ks_hash_t *key,
+    const char *source, int code, uint64_t t0)
+{
+	char hex[KS_HASH_HEX] = "-";
+
+	if (key)
+		ks_hash_hex(key, hex);
+	hex[key ? 12 : 1] = '\0';
+	ks_log(KS_LOG_DEBUG, "request op=%s key=%s %s=%s us=%.1f", op, hex,
+	    code ? "error" : "source", code ? ks_err_name(code) :
+	    source ? source : "-", (double)(ks_now_ns() - t0) / 1e3);
+}
+
+/* The debug line of the request just answered, unless it waits. */
+static void req_log_end(ks_srv_t *srv)
+{
+	ks_req_log_t *l = &srv->rlog;
+
+	if (l->on && !l->waiting)
+		ks_req_log_line(l->op, l->has_key ? &l->key : NULL, l->source,
+		    l->code, l->t0);
+	l->on = 0;
+}
+
 void ks_dispatch_request(ks_conn_t *c, const char *hdr, size_t len)
 {
 	ks_srv_t *srv = ks_srv_of(c);
@@ -81,6 +105,12 @@ void ks_dispatch_request(ks_conn_t *c, const char *hdr, size_t len)
 	int rc;
 
 	srv->n.requests++;
+	if (ks_log_enabled(KS_LOG_DEBUG)) {
+		memset(&srv->rlog, 0, sizeof srv->rlog);
+		srv->rlog.on = 1;
+		srv->rlog.t0 = ks_now_ns();
+		srv->rlog.op = "get";
+	}
 	/* A get seen before, byte for byte but for its id (fastpath.h). */
 	ks_fast_scan(srv->fast, hdr, len, &scan);
 	e = ks_fast_find(srv->fast, &scan);
@@ -88,6 +118,7 @@ void ks_dispatch_request(ks_conn_t *c, const char *hdr, size_t len)
 		srv->n.gets++;
 		ks_op_get_normalized(c, scan.has_id, scan.id, e->meta_only,
 		    &e->g);
+		req_log_end(srv);
 		return;
 	}
 	err[0] = '\0';
@@ -96,13 +127,18 @@ void ks_dispatch_request(ks_conn_t *c, const char *hdr, size_t len)
 	rc = ks_request_parse(hdr, len, &req, err, sizeof err);
 	parse_arena.active = 0;
 	if (rc) {
+		/* As far as the parse got: the op, or "-" before it. */
+		srv->rlog.op = (unsigned)req.op < KS_OP_COUNT_ ?
+		    ks_op_name(req.op) : "-";
 		ks_srv_reject(c, req.has_id, req.id, rc, err);
+		req_log_end(srv);
 		/* A header that is not JSON at all: the client is not
 		 * speaking the protocol; answer and close. */
 		if (rc == KS_E_BAD_JSON)
 			ks_conn_drain(c);
 		return;
 	}
+	srv->rlog.op = ks_op_name(req.op);
 	if ((unsigned)req.op < KS_OP_COUNT_ && op_table[req.op]) {
 		srv->learn = &scan;
 		op_table[req.op](c, &req);
@@ -110,5 +146,6 @@ void ks_dispatch_request(ks_conn_t *c, const char *hdr, size_t len)
 	} else
 		ks_srv_reject(c, req.has_id, req.id, KS_E_UNKNOWN_OP,
 		    "unknown op");
+	req_log_end(srv);
 	ks_request_close(&req);
 }

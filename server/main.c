@@ -17,7 +17,8 @@ static const char usage[] =
 "              [--worker-memory N] [--worker-jobs N] [--worker-rss N]\n"
 "              [--max-conns-per-user N] [--idle-timeout S]\n"
 "              [--read-timeout S] [--socket-group G] [--admin-group G]\n"
-"              [--refuse-corrupt-store] [--no-fast-path] [--verbose]\n"
+"              [--refuse-corrupt-store] [--no-fast-path]\n"
+"              [--log-level L] [--log-format text|json]\n"
 "\n"
 "  --socket PATH    Unix socket (default $KSPEC_SOCKET, else\n"
 "                   $XDG_RUNTIME_DIR/kspec/kspecd.sock, else\n"
@@ -53,7 +54,11 @@ static const char usage[] =
 "                   database (default: move it aside, start empty)\n"
 "  --no-fast-path   parse every get in full (to compare; the fast path\n"
 "                   gives the same answers)\n"
-"  --verbose        log every request at debug level\n";
+"  --log-level L    error, warn, info (default) or debug: one line per\n"
+"                   request (op, key, source, microseconds, error code)\n"
+"  --log-format F   text (default) or json, one object per line\n"
+"  --verbose        the same as --log-level debug\n"
+"  -h, --help       this text\n";
 
 static int parse_bytes(const char *s, uint64_t *out)
 {
@@ -101,7 +106,7 @@ int main(int argc, char **argv)
 		{ "socket", required_argument, 0, 's' },
 		{ "store", required_argument, 0, 'd' },
 		{ "max-bytes", required_argument, 0, 'm' },
-		{ "hot-bytes", required_argument, 0, 'h' },
+		{ "hot-bytes", required_argument, 0, 'b' },
 		{ "workers", required_argument, 0, 'w' },
 		{ "compile-timeout", required_argument, 0, 't' },
 		{ "worker-memory", required_argument, 0, 'M' },
@@ -114,6 +119,8 @@ int main(int argc, char **argv)
 		{ "admin-group", required_argument, 0, 'a' },
 		{ "refuse-corrupt-store", no_argument, 0, 'C' },
 		{ "no-fast-path", no_argument, 0, 'F' },
+		{ "log-level", required_argument, 0, 'L' },
+		{ "log-format", required_argument, 0, 'O' },
 		{ "verbose", no_argument, 0, 'v' },
 		{ "help", no_argument, 0, 'H' },
 		{ "version", no_argument, 0, 'V' },
@@ -133,7 +140,7 @@ int main(int argc, char **argv)
 		    "(set KSPEC_SOCKET and KSPEC_STORE)\n");
 		return 2;
 	}
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			snprintf(cfg.socket_path, sizeof cfg.socket_path, "%s",
@@ -145,7 +152,7 @@ int main(int argc, char **argv)
 			    optarg);
 			break;
 		case 'm':
-		case 'h':
+		case 'b':
 		case 'M':
 		case 'r':
 			if (parse_bytes(optarg, &v) != 0) {
@@ -155,7 +162,7 @@ int main(int argc, char **argv)
 			}
 			if (c == 'm')
 				cfg.max_bytes = v;
-			else if (c == 'h')
+			else if (c == 'b')
 				cfg.hot_bytes = v;
 			else if (c == 'M')
 				cfg.worker_memory = v;
@@ -226,6 +233,25 @@ int main(int argc, char **argv)
 		case 'v':
 			ks_log_set_level(KS_LOG_DEBUG);
 			break;
+		case 'L':
+			if (ks_log_level_parse(optarg) < 0) {
+				fprintf(stderr, "kspecd: --log-level is error, "
+				    "warn, info or debug (got '%s')\n", optarg);
+				return 2;
+			}
+			ks_log_set_level(ks_log_level_parse(optarg));
+			break;
+		case 'O':
+			if (strcmp(optarg, "text") != 0 &&
+			    strcmp(optarg, "json") != 0) {
+				fprintf(stderr, "kspecd: --log-format is text or "
+				    "json (got '%s')\n", optarg);
+				return 2;
+			}
+			ks_log_set_format(strcmp(optarg, "json") == 0 ?
+			    KS_LOG_JSON : KS_LOG_TEXT);
+			break;
+		case 'h':
 		case 'H':
 			fputs(usage, stdout);
 			return 0;

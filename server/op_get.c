@@ -17,6 +17,8 @@ typedef struct {
 	int has_id;
 	uint64_t id;
 	int meta_only;
+	uint64_t log_t0;         /* its arrival, at debug; else 0 */
+	ks_hash_t key;
 } get_wait_t;
 
 static int get_wanted(const ks_waiter_t *w)
@@ -36,6 +38,9 @@ static void get_done(ks_waiter_t *w, ks_flight_t *f)
 			ks_reply_artifact(c, gw->has_id, gw->id,
 			    ks_lookup_source(w), f->artifact, gw->meta_only);
 	}
+	if (gw->log_t0)
+		ks_req_log_line("get", &gw->key, ks_lookup_source(w), f->err,
+		    gw->log_t0);
 	ks_conn_done(c);
 	free(gw);
 }
@@ -50,9 +55,14 @@ void ks_op_get_normalized(ks_conn_t *c, int has_id, uint64_t id,
 	char err[512];
 	int rc;
 
+	if (srv->rlog.on) {
+		srv->rlog.key = g->key;
+		srv->rlog.has_key = 1;
+	}
 	if (ks_lookup_cached(srv, g, 0, &a, &source) == KS_OK) {
 		ks_reply_artifact(c, has_id, id, source, a, meta_only);
 		ks_artifact_unref(a);
+		srv->rlog.source = source;
 		return;
 	}
 	if (c->pending >= KS_MAX_INFLIGHT_PER_CONN) {
@@ -81,12 +91,17 @@ void ks_op_get_normalized(ks_conn_t *c, int has_id, uint64_t id,
 	gw->has_id = has_id;
 	gw->id = id;
 	gw->meta_only = meta_only;
+	if (srv->rlog.on) {
+		gw->log_t0 = srv->rlog.t0;
+		gw->key = g->key;
+	}
 	rc = ks_lookup_join(srv, g, KS_PRIO_GET, &gw->w, err, sizeof err);
 	if (rc) {
 		free(gw);
 		ks_srv_reject(c, has_id, id, rc, err);
 		return;
 	}
+	srv->rlog.waiting = 1;  /* get_done writes its line */
 	ks_conn_wait(c);
 	ks_flights_dispatch(&srv->flights);
 }

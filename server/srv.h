@@ -22,6 +22,25 @@
 
 typedef struct ks_srv ks_srv_t;
 
+/* What the debug line of a request says (--log-level debug): filled while
+ * it is answered, written by ks_req_log_end, or, for a get that waits on
+ * a compile, when its reply goes out. */
+typedef struct {
+	int on;                  /* debug, and a request is being answered */
+	int waiting;             /* a get waits: its reply writes the line */
+	uint64_t t0;             /* ks_now_ns at its arrival */
+	const char *op;
+	const char *source;      /* of a get served now */
+	int code;                /* of an error reply, else 0 */
+	int has_key;
+	ks_hash_t key;
+} ks_req_log_t;
+
+/* Writes one request's debug line: op, key prefix, source or error code,
+ * microseconds since T0. */
+void ks_req_log_line(const char *op, const ks_hash_t *key,
+    const char *source, int code, uint64_t t0);
+
 /* Counters of the request path (flights and connections keep theirs). */
 typedef struct {
 	uint64_t requests;
@@ -69,6 +88,7 @@ struct ks_srv {
 	int store_lock_fd;
 	uint64_t started_ns;
 	ks_counters_t n;
+	ks_req_log_t rlog;       /* the request being answered, at debug */
 	ks_fast_t *fast;         /* the get fast path */
 	const ks_fast_scan_t *learn;  /* the scan of the request being
 	                                 answered, for ks_op_get to learn */
@@ -85,6 +105,7 @@ static inline void ks_srv_reject(ks_conn_t *c, int has_id, uint64_t id,
     int code, const char *msg)
 {
 	ks_srv_of(c)->n.bad_requests++;
+	ks_srv_of(c)->rlog.code = code;
 	ks_reply_err(c, has_id, id, code, msg);
 }
 

@@ -178,12 +178,13 @@ Test(service, a_passed_socket_and_another_socket_option_refuse_to_start)
 	    "no clear message about the two sockets");
 }
 
-/* Starts kspecd on DIR/kspecd.sock (path in SOCK) without waiting. */
-static void spawn_kspecd(char *sock, size_t cap)
+/* Starts kspecd on DIR/kspecd.sock (path in SOCK) with the
+ * NULL-terminated EXTRA arguments (may be NULL), without waiting. */
+static void spawn_kspecd(char *sock, size_t cap, const char *const *extra)
 {
 	char bin[512], store[300];
-	const char *argv[8];
-	int n = 0;
+	const char *argv[16];
+	int n = 0, i;
 
 	snprintf(bin, sizeof bin, "%s/kspecd", e2e_build_dir());
 	snprintf(sock, cap, "%s/kspecd.sock", dir);
@@ -193,6 +194,8 @@ static void spawn_kspecd(char *sock, size_t cap)
 	argv[n++] = sock;
 	argv[n++] = "--store";
 	argv[n++] = store;
+	for (i = 0; extra && extra[i] && n < 15; i++)
+		argv[n++] = extra[i];
 	argv[n] = NULL;
 	pid = spawn(argv, "kspecd.log");
 }
@@ -235,7 +238,7 @@ Test(service, readiness_is_sent_once_the_daemon_serves)
 	nfd = notify_socket(npath, sizeof npath);
 	setenv("NOTIFY_SOCKET", npath, 1);
 	setenv("WATCHDOG_USEC", "200000", 1);
-	spawn_kspecd(sock, sizeof sock);
+	spawn_kspecd(sock, sizeof sock, NULL);
 	unsetenv("NOTIFY_SOCKET");
 	unsetenv("WATCHDOG_USEC");
 	/* Watchdog pings may come first: the loop runs before it serves. */
@@ -320,7 +323,7 @@ Test(service, ping_wait_returns_once_a_daemon_starting_later_answers)
 	if (waiter == 0)
 		_exit(run_cli(ping_wait));
 	usleep(500000);
-	spawn_kspecd(sock, sizeof sock);
+	spawn_kspecd(sock, sizeof sock, NULL);
 	cr_assert_eq(waitpid(waiter, &st, 0), waiter);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 	    "kspec ping --wait did not see the daemon come up");
@@ -378,4 +381,74 @@ Test(service, the_units_verify_and_the_service_rates_ok_or_better)
 	    "grep -q '^kspec:' '%s/root/etc/group'", dir, dir, dir, dir);
 	cr_assert_eq(system(cmd), 0, "systemd-sysusers made no kspec user "
 	    "and group");
+}
+
+/* Waits up to 30 s for SOCK to answer a ping. */
+static void wait_serving(const char *sock)
+{
+	int i;
+
+	for (i = 0; i < 3000 && !ping(sock); i++)
+		usleep(10000);
+	cr_assert(ping(sock), "kspecd did not start");
+}
+
+/* --log-level debug writes one line per request: op, key prefix,
+ * source or error code, microseconds; --log-format json makes every line
+ * one JSON object. */
+Test(service, debug_logs_one_line_per_request)
+{
+	static const char *const extra[] = { "--log-level", "debug",
+	    "--log-format", "json", NULL };
+	static const char get[] = "{\"op\":\"get\",\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1,"
+	    "\"N\":64,\"K\":64},\"return\":\"meta\"}";
+	char sock[300], path[400], line[4096];
+	int lines = 0, compiled = 0, memory = 0, bad = 0, pings = 0;
+	e2e_reply_t r;
+	FILE *f;
+
+	spawn_kspecd(sock, sizeof sock, extra);
+	wait_serving(sock);
+	cr_assert_eq(e2e_call(sock, get, &r), 0);
+	e2e_reply_free(&r);
+	cr_assert_eq(e2e_call(sock, get, &r), 0);
+	e2e_reply_free(&r);
+	cr_assert_eq(e2e_call(sock, "{\"op\":\"get\",\"colour\":1}", &r),
+	    0);
+	e2e_reply_free(&r);
+	kill(pid, SIGTERM);
+	cr_assert_eq(wait_exit(pid, 30), 0);
+	pid = 0;
+	snprintf(path, sizeof path, "%s/kspecd.log", dir);
+	f = fopen(path, "r");
+	cr_assert(f);
+	while (fgets(line, sizeof line, f)) {
+		cJSON *j = cJSON_Parse(line);
+		const char *msg;
+
+		cr_assert(j, "not a JSON line: %s", line);
+		msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j,
+		    "msg"));
+		cr_assert(msg && cJSON_GetObjectItemCaseSensitive(j, "time") &&
+		    cJSON_GetObjectItemCaseSensitive(j, "level") &&
+		    cJSON_GetObjectItemCaseSensitive(j, "pid"), "%s", line);
+		lines++;
+		if (strncmp(msg, "request op=get key=", 19) == 0 &&
+		    strlen(msg) > 31 && msg[31] == ' ') {
+			compiled += strstr(msg, " source=compiled us=") != NULL;
+			memory += strstr(msg, " source=memory us=") != NULL;
+		}
+		bad += strstr(msg, "request op=get key=- "
+		    "error=E_UNKNOWN_FIELD us=") != NULL;
+		pings += strstr(msg, "request op=ping key=- source=- us=") !=
+		    NULL;
+		cJSON_Delete(j);
+	}
+	fclose(f);
+	cr_assert_gt(lines, 0);
+	cr_assert_eq(compiled, 1, "no line for the compiled get");
+	cr_assert_eq(memory, 1, "no line for the memory hit");
+	cr_assert_eq(bad, 1, "no line for the refused get");
+	cr_assert_geq(pings, 1, "no line for a ping");
 }
