@@ -38,7 +38,7 @@ LIB_OBJ    := $(BASE_OBJ) $(PROTO_OBJ) $(CLIENT_LIB_OBJ)
 PROGRAMS := $(BUILD)/kspecd $(BUILD)/kspec $(BUILD)/libkspec.so \
 	    $(BUILD)/libkspec.a $(BUILD)/kspec.pc
 PREFIX   ?= /usr/local
-VERSION  := 0.1.0
+VERSION  := $(shell sed -n 's/^#define KSPEC_VERSION "\(.*\)"/\1/p' include/kspec.h)
 
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))

@@ -54,6 +54,7 @@ static const char usage_main[] =
 "                   $XDG_RUNTIME_DIR/kspec/kspecd.sock, else\n"
 "                   /tmp/kspec-$UID/kspecd.sock)\n"
 "  -h, --help       this text\n"
+"  --version        kspec's version\n"
 "\n"
 "exit status: 0 ok, 1 daemon or request error, 2 usage error,\n"
 "3 connection error\n";
@@ -95,10 +96,10 @@ static const char usage_stats[] =
 "reply verbatim.\n";
 
 static const char usage_hello[] =
-"usage: kspec [--socket PATH] hello\n"
+"usage: kspec [--socket PATH] hello [--json]\n"
 "\n"
 "Prints the daemon's hello reply (protocol and server versions, backends)\n"
-"as JSON.\n";
+"as JSON (--json is accepted, and changes nothing).\n";
 
 /* Prints one usage-error line and returns EXIT_USAGE. */
 __attribute__((format(printf, 2, 3)))
@@ -497,6 +498,13 @@ static int cmd_get(const char *socket_path, int argc, char **argv)
 
 /* ---- stats ---- */
 
+static double jnum(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
 static void print_scalar(const char *name, const cJSON *v)
 {
 	double d;
@@ -601,6 +609,19 @@ static int print_stats_table(const char *text)
 	for (c = json->child; c; c = c->next) {
 		if (strcmp(c->string, "id") && strcmp(c->string, "ok"))
 			print_flat(c->string, c);
+		/* After the hit counters: their share of the gets. */
+		if (strcmp(c->string, "hits_disk") == 0) {
+			double gets = jnum(json, "gets");
+			double hits = jnum(json, "hits_memory") +
+			    jnum(json, "hits_disk");
+
+			printf("%-40s ", "hit_ratio");
+			if (gets > 0)
+				printf("%.4f (hits in memory and on disk, of "
+				    "the gets)\n", hits / gets);
+			else
+				printf("- (no gets yet)\n");
+		}
 	}
 	cJSON_Delete(json);
 	return EXIT_OK;
@@ -628,10 +649,7 @@ static int cmd_json(const char *socket_path, int argc, char **argv,
 			fputs(is_stats ? usage_stats : usage_hello, stdout);
 			return EXIT_OK;
 		case 'j':
-			if (!is_stats)
-				return usage_error(cmd, "unknown option '%s'",
-				    argv[optind - 1]);
-			as_json = 1;
+			as_json = 1;    /* hello is JSON either way */
 			break;
 		case 1:
 			return usage_error(cmd, "unexpected argument '%s'",
@@ -819,13 +837,6 @@ static const char *jstr(const cJSON *o, const char *name)
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
 
 	return cJSON_IsString(v) ? v->valuestring : "";
-}
-
-static double jnum(const cJSON *o, const char *name)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
 static int print_kernels(const cJSON *r)
@@ -1434,6 +1445,9 @@ int main(int argc, char **argv)
 		} else if (strcmp(argv[i], "--help") == 0 ||
 		    strcmp(argv[i], "-h") == 0) {
 			fputs(usage_main, stdout);
+			return EXIT_OK;
+		} else if (strcmp(argv[i], "--version") == 0) {
+			printf("kspec %s\n", KSPEC_VERSION);
 			return EXIT_OK;
 		} else {
 			return usage_error(NULL, "unknown option '%s'",

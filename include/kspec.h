@@ -39,6 +39,8 @@ extern "C" {
 #endif
 
 #define KSPEC_PROTOCOL_VERSION 1
+/* The version of kspec (the daemon, this library, the kspec command). */
+#define KSPEC_VERSION "0.1.0"
 
 /*
  * Error codes: the same values and names as the daemon's (base/base.h

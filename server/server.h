@@ -11,8 +11,9 @@
 #include <stdint.h>
 
 #include "../base/base.h"
+#include "../include/kspec.h"           /* KSPEC_VERSION */
 
-#define KS_SERVER_VERSION "0.1.0"
+#define KS_SERVER_VERSION KSPEC_VERSION
 
 typedef struct {
 	char socket_path[4096];

@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include "../include/kspec.h"
 #include "e2e.h"
 
 static e2e_daemon_t D;
@@ -217,4 +218,33 @@ Test(cli, writing_to_a_device_keeps_the_device)
 	cr_assert_eq(stat(fifo, &st), 0);
 	cr_assert(S_ISFIFO(st.st_mode), "kspec replaced the FIFO by a file");
 	close(keep);
+}
+
+/* --version, hello --json, and the hit ratio in the stats table: gets
+ * answered from memory or disk, of all gets. */
+Test(cli, version_hello_json_and_the_hit_ratio)
+{
+	const char *r;
+
+	cr_assert_eq(kspec("--version"), 0);
+	cr_assert_str_eq(out, "kspec " KSPEC_VERSION "\n");
+	cr_assert_eq(kspec("hello --json"), 0);
+	cr_assert(strstr(out, "\"server\":\"kspecd " KSPEC_VERSION "\""),
+	    "%s", out);
+	cr_assert_eq(kspec("stats"), 0);
+	cr_assert(strstr(out, "hit_ratio                                - "
+	    "(no gets yet)"), "%s", out);
+	/* One compile, three memory hits: 3 of 4. */
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=8,K=8 --meta %s/m.json", D.dir), 0);
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=8,K=8 --meta %s/m.json", D.dir), 0);
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=8,K=8 --meta %s/m.json", D.dir), 0);
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=8,K=8 --meta %s/m.json", D.dir), 0);
+	cr_assert_eq(kspec("stats"), 0);
+	r = strstr(out, "hit_ratio ");
+	cr_assert(r, "%s", out);
+	cr_assert(strncmp(r + 41, "0.7500 ", 7) == 0, "%.60s", r);
 }
