@@ -1,4 +1,5 @@
-# kspec: one Makefile.  Targets: all test run bench bench-instructions asan clean.
+# kspec: one Makefile.  Targets: all test run bench bench-instructions asan
+# install uninstall clean.
 #
 # Modules and their dependencies (no cycles, docs/architecture.md):
 #   base <- proto, specialize <- jit <- exec ; base <- store ; all <- server
@@ -39,13 +40,15 @@ PROGRAMS := $(BUILD)/kspecd $(BUILD)/kspec $(BUILD)/libkspec.so \
 	    $(BUILD)/libkspec.a $(BUILD)/kspec.pc
 PREFIX   ?= /usr/local
 VERSION  := $(shell sed -n 's/^#define KSPEC_VERSION "\(.*\)"/\1/p' include/kspec.h)
+# libkspec's ABI major version: its SONAME is libkspec.so.$(SOVERSION).
+SOVERSION := 0
 
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_SRC := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all test run bench bench-instructions asan clean deps golden install FORCE
+.PHONY: all test run bench bench-instructions asan clean deps golden install uninstall FORCE
 
 all: $(PROGRAMS)
 
@@ -81,7 +84,10 @@ install: all
 	    $(DESTDIR)$(PREFIX)/include
 	install -m 755 $(BUILD)/kspecd $(BUILD)/kspec $(DESTDIR)$(PREFIX)/bin
 	install -m 644 $(BUILD)/libkspec.a $(DESTDIR)$(PREFIX)/lib
-	install -m 755 $(BUILD)/libkspec.so $(DESTDIR)$(PREFIX)/lib
+	install -m 755 $(BUILD)/libkspec.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib
+	ln -sf libkspec.so.$(VERSION) \
+	    $(DESTDIR)$(PREFIX)/lib/libkspec.so.$(SOVERSION)
+	ln -sf libkspec.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libkspec.so
 	install -m 644 include/kspec.h $(DESTDIR)$(PREFIX)/include
 	install -m 644 $(BUILD)/kspec.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system \
@@ -93,9 +99,28 @@ install: all
 	    $(DESTDIR)$(PREFIX)/lib/systemd/system
 	install -m 644 deploy/kspec.sysusers \
 	    $(DESTDIR)$(PREFIX)/lib/sysusers.d/kspec.conf
+	@# Into the live system as root: the loader learns the new library.
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && \
+	    command -v ldconfig >/dev/null; then ldconfig; fi
 
+# What install put there, and nothing else (directories stay).
+INSTALLED := bin/kspecd bin/kspec lib/libkspec.a lib/libkspec.so \
+	lib/libkspec.so.$(SOVERSION) lib/libkspec.so.$(VERSION) \
+	include/kspec.h lib/pkgconfig/kspec.pc \
+	lib/systemd/system/kspecd.service lib/systemd/system/kspecd.socket \
+	lib/sysusers.d/kspec.conf
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/,$(INSTALLED))
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && \
+	    command -v ldconfig >/dev/null; then ldconfig; fi
+
+# The shared library: libkspec.so.VERSION with the SONAME
+# libkspec.so.SOVERSION, and the two links a linker and a loader look for.
 $(BUILD)/libkspec.so: $(LIB_OBJ)
-	$(CC) $(LDFLAGS) -shared -o $@ $^ $(CLIENT_LDLIBS)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libkspec.so.$(SOVERSION) \
+	    -o $(BUILD)/libkspec.so.$(VERSION) $^ $(CLIENT_LDLIBS)
+	ln -sf libkspec.so.$(VERSION) $(BUILD)/libkspec.so.$(SOVERSION)
+	ln -sf libkspec.so.$(SOVERSION) $@
 
 $(BUILD)/tests/%: tests/%.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
 	    $(wildcard tests/*.h bench/*.h bench/gpu/*.h)

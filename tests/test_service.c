@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 
+#include "../include/kspec.h"
 #include "e2e.h"
 
 static char dir[256];
@@ -451,4 +452,52 @@ Test(service, debug_logs_one_line_per_request)
 	cr_assert_eq(memory, 1, "no line for the memory hit");
 	cr_assert_eq(bad, 1, "no line for the refused get");
 	cr_assert_geq(pings, 1, "no line for a ping");
+}
+
+/* make install into a staging root: libkspec has its SONAME and links,
+ * a program built with `pkg-config --cflags --libs kspec` needs
+ * libkspec.so.0 and runs against the installed library; make uninstall
+ * then leaves no file behind. */
+Test(service, make_install_gives_a_library_programs_link_and_uninstall_removes_it)
+{
+	char cmd[4096], build[512];
+	const char *b = e2e_build_dir();
+
+	if (!have("pkg-config") || !have("make") || !have("cc"))
+		cr_skip_test("needs make, cc and pkg-config (deploy/deps.sh)");
+	if (b[0] == '/')
+		snprintf(build, sizeof build, "%s", b);
+	else
+		cr_assert(realpath(b, build), "no build directory %s", b);
+	snprintf(cmd, sizeof cmd, "make -s --no-print-directory install "
+	    "BUILD='%s' DESTDIR='%s/stage' >'%s/install.log' 2>&1", build, dir,
+	    dir);
+	cr_assert_eq(system(cmd), 0, "make install failed (%s/install.log)",
+	    dir);
+	snprintf(cmd, sizeof cmd, "readelf -d '%s/stage/usr/local/lib/"
+	    "libkspec.so.0' | grep -q 'SONAME.*\\[libkspec.so.0\\]'", dir);
+	cr_assert_eq(system(cmd), 0, "libkspec.so.0 lacks its SONAME");
+	snprintf(cmd, sizeof cmd, "cd '%s' && printf '%%s\\n' "
+	    "'#include <kspec.h>' '#include <stdio.h>' "
+	    "'int main(void) { kspec_client_t *c = NULL;' "
+	    "'  int rc = kspec_connect(\"/nonexistent/kspecd.sock\", &c);' "
+	    "'  kspec_close(c);' "
+	    "'  printf(\"%%s %%d\\n\", KSPEC_VERSION, rc != 0);' "
+	    "'  return 0; }' >prog.c && "
+	    "PKG_CONFIG_PATH='%s/stage/usr/local/lib/pkgconfig' "
+	    "PKG_CONFIG_SYSROOT_DIR='%s/stage' "
+	    "cc -o prog prog.c $(PKG_CONFIG_PATH='%s/stage/usr/local/lib/"
+	    "pkgconfig' PKG_CONFIG_SYSROOT_DIR='%s/stage' pkg-config --cflags "
+	    "--libs kspec) >cc.log 2>&1 && readelf -d prog | grep -q "
+	    "'NEEDED.*\\[libkspec.so.0\\]' && "
+	    "LD_LIBRARY_PATH='%s/stage/usr/local/lib' ./prog >prog.out && "
+	    "grep -qx '" KSPEC_VERSION " 1' prog.out", dir, dir, dir, dir,
+	    dir, dir);
+	cr_assert_eq(system(cmd), 0, "a program built with pkg-config did not "
+	    "build or run (%s/cc.log)", dir);
+	snprintf(cmd, sizeof cmd, "make -s --no-print-directory uninstall "
+	    "BUILD='%s' DESTDIR='%s/stage' >/dev/null 2>&1 && "
+	    "test -z \"$(find '%s/stage' -type f -o -type l)\"", build, dir,
+	    dir);
+	cr_assert_eq(system(cmd), 0, "make uninstall left files behind");
 }
