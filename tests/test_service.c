@@ -501,3 +501,50 @@ Test(service, make_install_gives_a_library_programs_link_and_uninstall_removes_i
 	    dir);
 	cr_assert_eq(system(cmd), 0, "make uninstall left files behind");
 }
+
+/* pip install ./client/python in a fresh venv, with no index to fetch
+ * anything from; then, outside the repository, the client fetches a
+ * kernel from a real daemon, loads it and runs it. */
+Test(service, pip_installs_the_python_client_into_a_fresh_venv_offline)
+{
+	static const char script[] =
+	    "import array, sys, kspec\n"
+	    "assert 'site-packages' in kspec.__file__, kspec.__file__\n"
+	    "with kspec.Client(sys.argv[1]) as c:\n"
+	    "    arts = c.get_many([{'kernel': 'gemm', 'dtype': 'f32',\n"
+	    "                        'shape': {'M': 1, 'N': 8, 'K': 8}}])\n"
+	    "    gemv = kspec.load_cpu(arts[0])\n"
+	    "    x = array.array('f', [1.0] * 8)\n"
+	    "    W = array.array('f', [float(i) for i in range(64)])\n"
+	    "    y = array.array('f', [0.0] * 8)\n"
+	    "    gemv(x, W, y)\n"
+	    "    print(list(y))\n";
+	char cmd[4096], sock[300], path[400], repo[512];
+	FILE *f;
+
+	if (system("/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null"))
+		cr_skip_test("python3-venv is not installed (deploy/deps.sh "
+		    "installs it)");
+	cr_assert(getcwd(repo, sizeof repo));
+	snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 -m venv venv && "
+	    "venv/bin/pip install --no-index --no-cache-dir "
+	    "'%s/client/python' >pip.log 2>&1", dir, repo);
+	cr_assert_eq(system(cmd), 0, "pip install failed (%s/pip.log)", dir);
+	snprintf(path, sizeof path, "%s/example.py", dir);
+	f = fopen(path, "w");
+	cr_assert(f);
+	fputs(script, f);
+	fclose(f);
+	spawn_kspecd(sock, sizeof sock, NULL);
+	wait_serving(sock);
+	/* Row n of W is 8n..8n+7; x is all ones: y[n] = 64n + 28. */
+	snprintf(cmd, sizeof cmd, "cd '%s' && env -u PYTHONPATH venv/bin/python "
+	    "example.py '%s' >example.out 2>&1 && grep -qx '\\[28.0, 92.0, "
+	    "156.0, 220.0, 284.0, 348.0, 412.0, 476.0\\]' example.out", dir,
+	    sock);
+	cr_assert_eq(system(cmd), 0, "the example did not run (%s/example.out)",
+	    dir);
+	kill(pid, SIGTERM);
+	cr_assert_eq(wait_exit(pid, 30), 0);
+	pid = 0;
+}
