@@ -99,6 +99,14 @@ install: all
 	    $(DESTDIR)$(PREFIX)/lib/systemd/system
 	install -m 644 deploy/kspec.sysusers \
 	    $(DESTDIR)$(PREFIX)/lib/sysusers.d/kspec.conf
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 \
+	    $(DESTDIR)$(PREFIX)/share/man/man8 \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 deploy/man/kspec.1 $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 deploy/man/kspecd.8 $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 644 deploy/kspec.bash-completion \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions/kspec
+	ln -sf kspec $(DESTDIR)$(PREFIX)/share/bash-completion/completions/kspecd
 	@# Into the live system as root: the loader learns the new library.
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && \
 	    command -v ldconfig >/dev/null; then ldconfig; fi
@@ -108,7 +116,9 @@ INSTALLED := bin/kspecd bin/kspec lib/libkspec.a lib/libkspec.so \
 	lib/libkspec.so.$(SOVERSION) lib/libkspec.so.$(VERSION) \
 	include/kspec.h lib/pkgconfig/kspec.pc \
 	lib/systemd/system/kspecd.service lib/systemd/system/kspecd.socket \
-	lib/sysusers.d/kspec.conf
+	lib/sysusers.d/kspec.conf share/man/man1/kspec.1 \
+	share/man/man8/kspecd.8 share/bash-completion/completions/kspec \
+	share/bash-completion/completions/kspecd
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/,$(INSTALLED))
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && \

@@ -548,3 +548,72 @@ Test(service, pip_installs_the_python_client_into_a_fresh_venv_offline)
 	cr_assert_eq(wait_exit(pid, 30), 0);
 	pid = 0;
 }
+
+/* Every option `kspecd --help` names, and every command and option of
+ * `kspec --help`, is in the man page and in the bash completion; the man
+ * pages render without a groff warning; completion completes. */
+Test(service, man_pages_and_completion_know_every_option)
+{
+	static const char *const check =
+	    "set -e; cd \"$REPO\"; B=\"$BUILD\"\n"
+	    "unesc() { sed 's/\\\\-/-/g' \"$1\"; }\n"
+	    "for o in $(\"$B/kspecd\" --help | grep -o -- '--[a-z][a-z-]*' |"
+	    " sort -u); do\n"
+	    "  unesc deploy/man/kspecd.8 | grep -q -- \"$o\" ||"
+	    " { echo \"kspecd.8 lacks $o\"; exit 1; }\n"
+	    "  grep -q -- \"$o\" deploy/kspec.bash-completion ||"
+	    " { echo \"completion lacks $o\"; exit 1; }\n"
+	    "done\n"
+	    "for c in $(\"$B/kspec\" --help | sed -n '/^commands:/,/^$/p' |"
+	    " awk 'NR > 1 && $1 != \"\" {print $1}'); do\n"
+	    "  unesc deploy/man/kspec.1 | grep -q -- \"^\\\\\\\\fB$c\" ||"
+	    " unesc deploy/man/kspec.1 | grep -q -- \"fB$c\" ||"
+	    " { echo \"kspec.1 lacks $c\"; exit 1; }\n"
+	    "  grep -qw -- \"$c\" deploy/kspec.bash-completion ||"
+	    " { echo \"completion lacks $c\"; exit 1; }\n"
+	    "done\n"
+	    "for o in $(\"$B/kspec\" --help | grep -o -- '--[a-z][a-z-]*' |"
+	    " sort -u); do\n"
+	    "  unesc deploy/man/kspec.1 | grep -q -- \"$o\" ||"
+	    " { echo \"kspec.1 lacks $o\"; exit 1; }\n"
+	    "done\n"
+	    "for m in deploy/man/kspec.1 deploy/man/kspecd.8; do\n"
+	    "  w=$(groff -man -Tutf8 -ww -z \"$m\" 2>&1)\n"
+	    "  [ -z \"$w\" ] || { echo \"$m: $w\"; exit 1; }\n"
+	    "done\n"
+	    ". deploy/kspec.bash-completion\n"
+	    "comp() { COMP_WORDS=(\"$@\"); COMP_CWORD=$(($# - 1));"
+	    " COMPREPLY=(); \"_${1}\"; echo \"${COMPREPLY[*]}\"; }\n"
+	    "[ \"$(comp kspec ge)\" = get ] || { echo 'kspec ge'; exit 1; }\n"
+	    "[ \"$(comp kspec get --dt)\" = --dtype ] ||"
+	    " { echo 'kspec get --dt'; exit 1; }\n"
+	    "[ \"$(comp kspec get --dtype b)\" = bf16 ] ||"
+	    " { echo 'kspec get --dtype b'; exit 1; }\n"
+	    "[ \"$(comp kspec --socket /x pi)\" = ping ] ||"
+	    " { echo 'kspec --socket /x pi'; exit 1; }\n"
+	    "[ \"$(comp kspecd --log-l)\" = --log-level ] ||"
+	    " { echo 'kspecd --log-l'; exit 1; }\n";
+	char path[400], cmd[2048], repo[512], build[512], line[512];
+	const char *b = e2e_build_dir();
+	FILE *f, *p;
+
+	if (!have("bash") || !have("groff"))
+		cr_skip_test("needs bash and groff");
+	cr_assert(getcwd(repo, sizeof repo));
+	if (b[0] == '/')
+		snprintf(build, sizeof build, "%s", b);
+	else
+		cr_assert(realpath(b, build));
+	snprintf(path, sizeof path, "%s/check.sh", dir);
+	f = fopen(path, "w");
+	cr_assert(f);
+	fputs(check, f);
+	fclose(f);
+	snprintf(cmd, sizeof cmd, "REPO='%s' BUILD='%s' bash '%s' 2>&1", repo,
+	    build, path);
+	p = popen(cmd, "r");
+	cr_assert(p);
+	while (fgets(line, sizeof line, p))
+		cr_log_error("%s", line);
+	cr_assert_eq(pclose(p), 0, "the man pages or completion are behind");
+}
