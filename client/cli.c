@@ -301,7 +301,9 @@ static const char usage_evict[] =
 "usage: kspec [--socket PATH] evict (--key KEY | --all |\n"
 "           [--kernel K] [--backend B] [--target T]) [--json]\n"
 "\n"
-"Removes stored artifacts from the store and the memory tier.\n";
+"Removes stored artifacts from the store and the memory tier.  KEY is a\n"
+"whole key or a prefix of one, 8 hex digits or more, that only one\n"
+"artifact has (the 12 digits ls prints).\n";
 
 static const char usage_manifest[] =
 "usage: kspec [--socket PATH] manifest --from-misses [-o FILE]\n"

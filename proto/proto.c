@@ -557,13 +557,17 @@ static int parse_filter(const cJSON *root, ks_op_t op, ks_filter_req_t *f,
 		else if (op == KS_OP_LIST && strcmp(k, "limit") == 0)
 			rc = get_count(m, &f->limit, err, errlen);
 		else if (op == KS_OP_EVICT && strcmp(k, "key") == 0) {
-			if (!cJSON_IsString(m) || strlen(m->valuestring) !=
-			    2 * KS_HASH_BYTES || strspn(m->valuestring,
-			    "0123456789abcdef") != 2 * KS_HASH_BYTES)
+			size_t n = cJSON_IsString(m) ?
+			    strlen(m->valuestring) : 0;
+
+			/* A whole key, or a prefix of one (ls prints 12). */
+			if (n < KS_MIN_KEY_PREFIX || n > 2 * KS_HASH_BYTES ||
+			    strspn(m->valuestring, "0123456789abcdef") != n)
 				return fail(err, errlen, KS_E_BAD_REQUEST,
-				    "field 'key' must be 64 lower-case hex "
-				    "digits");
-			memcpy(f->key, m->valuestring, 2 * KS_HASH_BYTES + 1);
+				    "field 'key' must be %d to 64 lower-case "
+				    "hex digits (a key or a prefix of one)",
+				    KS_MIN_KEY_PREFIX);
+			memcpy(f->key, m->valuestring, n + 1);
 			rc = KS_OK;
 		} else if (op == KS_OP_EVICT && strcmp(k, "all") == 0) {
 			if (!cJSON_IsTrue(m))

@@ -89,13 +89,16 @@ typedef struct {
 	char kernel[KS_MAX_NAME + 1];
 	char backend[KS_MAX_NAME + 1];
 	char target[KS_MAX_NAME + 1];
-	char key[2 * KS_HASH_BYTES + 1]; /* evict: one key (hex), or "" */
+	char key[2 * KS_HASH_BYTES + 1]; /* evict: a key or a prefix of
+	                                    one (hex), or "" */
 	int all;                        /* evict: "all":true */
 	uint64_t offset;                /* list: paging */
 	uint64_t limit;                 /* list: default 100 */
 } ks_filter_req_t;
 
 #define KS_MAX_WARM_ITEMS 256
+/* The shortest key prefix evict takes (hex digits). */
+#define KS_MIN_KEY_PREFIX 8
 #define KS_LIST_DEFAULT_LIMIT 100
 #define KS_LIST_MAX_LIMIT 1000
 

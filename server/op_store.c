@@ -266,6 +266,70 @@ static void evict_removed(void *ctx, int rc, const ks_hash_t *keys,
 	ks_mailbox_post(&ks_srv_of(e->conn)->mailbox, &e->mail);
 }
 
+/* The keys that start with a hex prefix, in the store and the memory
+ * tier (a put may not have reached the store yet): the first found and
+ * how many distinct ones. */
+typedef struct {
+	const char *prefix;
+	size_t len;
+	ks_hash_t found;
+	int n;
+} prefix_t;
+
+static void prefix_see(prefix_t *p, const ks_hash_t *key)
+{
+	char hex[KS_HASH_HEX];
+
+	ks_hash_hex(key, hex);
+	if (memcmp(hex, p->prefix, p->len) != 0)
+		return;
+	if (p->n == 0 || !ks_hash_eq(&p->found, key)) {
+		if (p->n == 0)
+			p->found = *key;
+		p->n++;
+	}
+}
+
+static int prefix_store(void *ctx, const ks_hash_t *key, const char *meta,
+    uint64_t size, int64_t last_used)
+{
+	prefix_see(ctx, key);
+	return ((prefix_t *)ctx)->n > 1;        /* two are enough to refuse */
+}
+
+static void prefix_hot(void *ctx, ks_artifact_t *a)
+{
+	prefix_see(ctx, &a->key);
+}
+
+/* Resolves the prefix in F->key to one key (KS_OK), or says why not. */
+static int resolve_prefix(ks_srv_t *srv, const char *prefix, ks_hash_t *key,
+    char *msg, size_t msglen)
+{
+	prefix_t p = { prefix, strlen(prefix), { { 0 } }, 0 };
+	int rc;
+
+	ks_hot_each(srv->hot, prefix_hot, &p);
+	rc = ks_store_list(srv->store, prefix_store, &p);
+	if (rc < 0) {
+		snprintf(msg, msglen, "cannot read the store to resolve key "
+		    "prefix %s", prefix);
+		return rc;
+	}
+	if (p.n == 0) {
+		snprintf(msg, msglen, "no artifact has a key starting with %s",
+		    prefix);
+		return KS_E_NOT_FOUND;
+	}
+	if (p.n > 1) {
+		snprintf(msg, msglen, "key prefix %s is not unique: give more "
+		    "digits", prefix);
+		return KS_E_BAD_REQUEST;
+	}
+	*key = p.found;
+	return KS_OK;
+}
+
 void ks_op_evict(ks_conn_t *c, const ks_request_t *req)
 {
 	ks_srv_t *srv = ks_srv_of(c);
@@ -284,7 +348,13 @@ void ks_op_evict(ks_conn_t *c, const ks_request_t *req)
 		ks_srv_reject(c, req->has_id, req->id, KS_E_DENIED, msg);
 		return;
 	}
-	if (f->key[0] && ks_hash_from_hex(f->key, &key) != KS_OK) {
+	if (f->key[0] && strlen(f->key) < 2 * KS_HASH_BYTES) {
+		rc = resolve_prefix(srv, f->key, &key, msg, sizeof msg);
+		if (rc) {
+			ks_srv_reject(c, req->has_id, req->id, rc, msg);
+			return;
+		}
+	} else if (f->key[0] && ks_hash_from_hex(f->key, &key) != KS_OK) {
 		ks_srv_reject(c, req->has_id, req->id, KS_E_BAD_REQUEST,
 		    "field 'key' is not a key");
 		return;

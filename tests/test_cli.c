@@ -248,3 +248,33 @@ Test(cli, version_hello_json_and_the_hit_ratio)
 	cr_assert(r, "%s", out);
 	cr_assert(strncmp(r + 41, "0.7500 ", 7) == 0, "%.60s", r);
 }
+
+/* evict --key takes the 12-digit prefix that ls prints (any prefix of 8
+ * digits or more that only one key has): a shorter one is refused, one
+ * that no key has is E_NOT_FOUND, and the other artifact stays. */
+Test(cli, evict_takes_a_key_prefix)
+{
+	char prefix[13], full[65];
+	const char *k;
+
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=8,K=8 --meta %s/a.json --json", D.dir), 0);
+	k = strstr(out, "\"key\":\"");
+	cr_assert(k, "%s", out);
+	memcpy(full, k + 7, 64);
+	full[64] = '\0';
+	memcpy(prefix, full, 12);
+	prefix[12] = '\0';
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=64,K=64 --meta %s/b.json", D.dir), 0, "%s", out);
+	cr_assert_eq(kspec("evict --key %.7s", full), 1);
+	cr_assert(strstr(out, "E_BAD_REQUEST"), "%s", out);
+	cr_assert_eq(kspec("evict --key %s", full[0] == 'f' ? "00000000" :
+	    "ffffffff"), 1);
+	cr_assert(strstr(out, "E_NOT_FOUND"), "%s", out);
+	cr_assert_eq(kspec("evict --key %s", prefix), 0, "%s", out);
+	cr_assert(strstr(out, "evicted 1"), "%s", out);
+	cr_assert_eq(kspec("ls --json"), 0);
+	cr_assert(strstr(out, "\"total\":1"), "%s", out);
+	cr_assert_null(strstr(out, full), "the evicted key is still listed");
+}
