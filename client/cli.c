@@ -306,12 +306,12 @@ static const char usage_evict[] =
 "artifact has (the 12 digits ls prints).\n";
 
 static const char usage_manifest[] =
-"usage: kspec [--socket PATH] manifest --from-misses [-o FILE]\n"
+"usage: kspec [--socket PATH] manifest --from-misses [-o FILE] [--json]\n"
 "\n"
 "Writes every distinct get that missed (compiled or joined a compile) on\n"
 "this daemon as a warm manifest (docs/cli.md), oldest first, to FILE or\n"
 "stdout, so what production asked for can be warmed on another machine\n"
-"with `kspec warm FILE`.\n";
+"with `kspec warm FILE` (--json is accepted, and changes nothing).\n";
 
 typedef struct {
 	kspec_dim_t shape[CLI_MAX_DIMS];
@@ -1330,6 +1330,7 @@ static int cmd_manifest(const char *socket_path, int argc, char **argv)
 	static const struct option opts[] = {
 		{ "from-misses", no_argument, NULL, 'm' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1353,6 +1354,8 @@ static int cmd_manifest(const char *socket_path, int argc, char **argv)
 		case 'o':
 			outpath = optarg;
 			break;
+		case 'j':
+			break;          /* a manifest is JSON either way */
 		case 1:
 			return usage_error("manifest", "unexpected argument "
 			    "'%s'", optarg);

@@ -278,3 +278,31 @@ Test(cli, evict_takes_a_key_prefix)
 	cr_assert(strstr(out, "\"total\":1"), "%s", out);
 	cr_assert_null(strstr(out, full), "the evicted key is still listed");
 }
+
+/* Every command takes --json, as docs/cli.md says, and then prints JSON. */
+Test(cli, every_command_takes_json)
+{
+	static const char *const cmds[] = {
+		"ping --json", "stats --json", "kernels --json", "hello --json",
+		"ls --json", "manifest --from-misses --json",
+		"get gemm --backend cpu --dtype f32 --shape M=1,N=8,K=8 "
+		    "--meta %s/m.json --json",
+		"explain gemm --backend cpu --dtype f32 --shape M=1,N=8,K=8 "
+		    "--json",
+		"warm %s/w.json --json", "evict --all --json",
+	};
+	char path[400];
+	size_t i;
+
+	snprintf(path, sizeof path, "%s/w.json", D.dir);
+	write_text(path, "{\"version\":1,\"specs\":[{\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1,\"N\":16,\"K\":16}}]}");
+	for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+		cJSON *j;
+
+		cr_assert_eq(kspec(cmds[i], D.dir), 0, "%s: %s", cmds[i], out);
+		j = cJSON_Parse(out);
+		cr_assert(j, "%s printed no JSON: %s", cmds[i], out);
+		cJSON_Delete(j);
+	}
+}
