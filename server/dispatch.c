@@ -71,19 +71,6 @@ static ks_op_fn *const op_table[KS_OP_COUNT_] = {
 	[KS_OP_MISSES] = ks_op_misses,
 };
 
-void ks_req_log_line(const char *op, const ks_hash_t *key,
-    const char *source, int code, uint64_t t0)
-{
-	char hex[KS_HASH_HEX] = "-";
-
-	if (key)
-		ks_hash_hex(key, hex);
-	hex[key ? 12 : 1] = '\0';
-	ks_log(KS_LOG_DEBUG, "request op=%s key=%s %s=%s us=%.1f", op, hex,
-	    code ? "error" : "source", code ? ks_err_name(code) :
-	    source ? source : "-", (double)(ks_now_ns() - t0) / 1e3);
-}
-
 /* The debug line of the request just answered, unless it waits. */
 static void req_log_end(ks_srv_t *srv)
 {

@@ -38,8 +38,18 @@ typedef struct {
 
 /* Writes one request's debug line: op, key prefix, source or error code,
  * microseconds since T0. */
-void ks_req_log_line(const char *op, const ks_hash_t *key,
-    const char *source, int code, uint64_t t0);
+static inline void ks_req_log_line(const char *op, const ks_hash_t *key,
+    const char *source, int code, uint64_t t0)
+{
+	char hex[KS_HASH_HEX] = "-";
+
+	if (key)
+		ks_hash_hex(key, hex);
+	hex[key ? 12 : 1] = '\0';
+	ks_log(KS_LOG_DEBUG, "request op=%s key=%s %s=%s us=%.1f", op, hex,
+	    code ? "error" : "source", code ? ks_err_name(code) :
+	    source ? source : "-", (double)(ks_now_ns() - t0) / 1e3);
+}
 
 /* Counters of the request path (flights and connections keep theirs). */
 typedef struct {
