@@ -454,11 +454,19 @@ Test(service, debug_logs_one_line_per_request)
 	cr_assert_geq(pings, 1, "no line for a ping");
 }
 
+/* Under make asan the installed library is instrumented: a program that
+ * links it must be too. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PROG_CFLAGS "-fsanitize=address,undefined"
+#else
+#define PROG_CFLAGS ""
+#endif
+
 /* make install into a staging root: libkspec has its SONAME and links,
  * a program built with `pkg-config --cflags --libs kspec` needs
  * libkspec.so.0 and runs against the installed library; make uninstall
  * then leaves no file behind. */
-Test(service, make_install_gives_a_library_programs_link_and_uninstall_removes_it)
+Test(service, make_install_gives_a_library_to_link_and_uninstall_removes_it)
 {
 	char cmd[4096], build[512];
 	const char *b = e2e_build_dir();
@@ -486,8 +494,9 @@ Test(service, make_install_gives_a_library_programs_link_and_uninstall_removes_i
 	    "'  return 0; }' >prog.c && "
 	    "PKG_CONFIG_PATH='%s/stage/usr/local/lib/pkgconfig' "
 	    "PKG_CONFIG_SYSROOT_DIR='%s/stage' "
-	    "cc -o prog prog.c $(PKG_CONFIG_PATH='%s/stage/usr/local/lib/"
-	    "pkgconfig' PKG_CONFIG_SYSROOT_DIR='%s/stage' pkg-config --cflags "
+	    "cc " PROG_CFLAGS " -o prog prog.c "
+	    "$(PKG_CONFIG_PATH='%s/stage/usr/local/lib/pkgconfig' "
+	    "PKG_CONFIG_SYSROOT_DIR='%s/stage' pkg-config --cflags "
 	    "--libs kspec) >cc.log 2>&1 && readelf -d prog | grep -q "
 	    "'NEEDED.*\\[libkspec.so.0\\]' && "
 	    "LD_LIBRARY_PATH='%s/stage/usr/local/lib' ./prog >prog.out && "
