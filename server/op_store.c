@@ -266,56 +266,55 @@ static void evict_removed(void *ctx, int rc, const ks_hash_t *keys,
 	ks_mailbox_post(&ks_srv_of(e->conn)->mailbox, &e->mail);
 }
 
-/* The keys that start with a hex prefix, in the store and the memory
- * tier (a put may not have reached the store yet): the first found and
- * how many distinct ones. */
+/* The keys of the memory tier that start with a hex prefix (a put may
+ * not have reached the store yet): the first two distinct ones. */
 typedef struct {
 	const char *prefix;
 	size_t len;
-	ks_hash_t found;
+	ks_hash_t found[2];
 	int n;
 } prefix_t;
 
-static void prefix_see(prefix_t *p, const ks_hash_t *key)
+static void prefix_add(prefix_t *p, const ks_hash_t *key)
 {
-	char hex[KS_HASH_HEX];
+	int i;
 
-	ks_hash_hex(key, hex);
-	if (memcmp(hex, p->prefix, p->len) != 0)
-		return;
-	if (p->n == 0 || !ks_hash_eq(&p->found, key)) {
-		if (p->n == 0)
-			p->found = *key;
-		p->n++;
-	}
-}
-
-static int prefix_store(void *ctx, const ks_hash_t *key, const char *meta,
-    uint64_t size, int64_t last_used)
-{
-	prefix_see(ctx, key);
-	return ((prefix_t *)ctx)->n > 1;        /* two are enough to refuse */
+	for (i = 0; i < p->n; i++)
+		if (ks_hash_eq(&p->found[i], key))
+			return;
+	if (p->n < 2)
+		p->found[p->n] = *key;
+	p->n++;
 }
 
 static void prefix_hot(void *ctx, ks_artifact_t *a)
 {
-	prefix_see(ctx, &a->key);
+	prefix_t *p = ctx;
+	char hex[KS_HASH_HEX];
+
+	ks_hash_hex(&a->key, hex);
+	if (memcmp(hex, p->prefix, p->len) == 0)
+		prefix_add(p, &a->key);
 }
 
-/* Resolves the prefix in F->key to one key (KS_OK), or says why not. */
+/* Resolves a key prefix to the one key, stored or in memory, that has
+ * it (KS_OK), or says why not. */
 static int resolve_prefix(ks_srv_t *srv, const char *prefix, ks_hash_t *key,
     char *msg, size_t msglen)
 {
-	prefix_t p = { prefix, strlen(prefix), { { 0 } }, 0 };
-	int rc;
+	prefix_t p = { prefix, strlen(prefix), { { { 0 } } }, 0 };
+	ks_hash_t stored[2];
+	int n, i;
 
-	ks_hot_each(srv->hot, prefix_hot, &p);
-	rc = ks_store_list(srv->store, prefix_store, &p);
-	if (rc < 0) {
+	n = ks_store_keys_with_prefix(srv->store, prefix, stored, 2);
+	if (n < 0) {
 		snprintf(msg, msglen, "cannot read the store to resolve key "
 		    "prefix %s", prefix);
-		return rc;
+		return n;
 	}
+	for (i = 0; i < n; i++)
+		prefix_add(&p, &stored[i]);
+	ks_hot_each(srv->hot, prefix_hot, &p);
 	if (p.n == 0) {
 		snprintf(msg, msglen, "no artifact has a key starting with %s",
 		    prefix);
@@ -326,7 +325,7 @@ static int resolve_prefix(ks_srv_t *srv, const char *prefix, ks_hash_t *key,
 		    "digits", prefix);
 		return KS_E_BAD_REQUEST;
 	}
-	*key = p.found;
+	*key = p.found[0];
 	return KS_OK;
 }
 

@@ -1770,6 +1770,44 @@ int ks_store_list(ks_store_t *s, int (*cb)(void *ctx, const ks_hash_t *key,
 	return stop;
 }
 
+int ks_store_keys_with_prefix(ks_store_t *s, const char *prefix,
+    ks_hash_t *keys, int max)
+{
+	char lo_hex[KS_HASH_HEX], hi_hex[KS_HASH_HEX];
+	size_t n = strlen(prefix);
+	sqlite3_stmt *st = NULL;
+	ks_hash_t lo, hi;
+	int rc, found = 0;
+
+	/* The keys from PREFIX 000... to PREFIX fff..., both included. */
+	if (n == 0 || n > 2 * KS_HASH_BYTES)
+		return KS_E_INVAL;
+	memset(lo_hex, '0', 2 * KS_HASH_BYTES);
+	memset(hi_hex, 'f', 2 * KS_HASH_BYTES);
+	memcpy(lo_hex, prefix, n);
+	memcpy(hi_hex, prefix, n);
+	lo_hex[2 * KS_HASH_BYTES] = hi_hex[2 * KS_HASH_BYTES] = '\0';
+	if (ks_hash_from_hex(lo_hex, &lo) || ks_hash_from_hex(hi_hex, &hi))
+		return KS_E_INVAL;
+	pthread_mutex_lock(&s->rlock);
+	rc = sqlite3_prepare_v2(s->r, "SELECT key FROM artifacts WHERE key "
+	    "BETWEEN ?1 AND ?2 ORDER BY key LIMIT ?3", -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		bind_key(st, 1, &lo);
+		bind_key(st, 2, &hi);
+		sqlite3_bind_int(st, 3, max);
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW && found < max)
+			if (sqlite3_column_type(st, 0) == SQLITE_BLOB &&
+			    sqlite3_column_bytes(st, 0) == KS_HASH_BYTES)
+				column_key(st, 0, &keys[found++]);
+	}
+	rc = rc == SQLITE_DONE || rc == SQLITE_ROW ? found :
+	    failed(s, s->r, rc, "keys with a prefix");
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->rlock);
+	return rc;
+}
+
 int ks_store_record_miss(ks_store_t *s, const char *spec, uint64_t count)
 {
 	sqlite3_stmt *st = NULL;

@@ -222,6 +222,13 @@ int ks_store_integrity_check(ks_store_t *s, char *err, size_t errlen);
 int ks_store_list(ks_store_t *s, int (*cb)(void *ctx, const ks_hash_t *key,
     const char *meta, uint64_t size, int64_t last_used), void *ctx);
 
+/* Up to MAX keys of stored rows whose hex form starts with PREFIX (1 to 64
+ * lower-case hex digits), in key order, into KEYS: a range of the key
+ * index, through the reader.  Returns how many, or a negative ks error
+ * (KS_E_INVAL for a PREFIX that is not hex). */
+int ks_store_keys_with_prefix(ks_store_t *s, const char *prefix,
+    ks_hash_t *keys, int max);
+
 /*
  * ---- the writer thread ----
  *

@@ -140,6 +140,24 @@ static inline int e2e_stop(e2e_daemon_t *d)
 	return -1;
 }
 
+/* The resident size of process PID in KiB (/proc/PID/status), or -1. */
+static inline long e2e_rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, "VmRSS:", 6) == 0)
+			kb = atol(line + 6);
+	fclose(f);
+	return kb;
+}
+
 static inline void e2e_cleanup(e2e_daemon_t *d)
 {
 	char cmd[400];

@@ -19,6 +19,7 @@
 #include <stdarg.h>
 
 #include "e2e.h"
+#include "../server/fastpath.h"
 
 /* One request header, bytes as sent (may hold any byte). */
 typedef struct {
@@ -604,4 +605,54 @@ Test(fastpath, the_check_catches_a_planted_fast_path_bug)
 	unsetenv("KSPEC_TEST_FAST_PATH_BUG");
 	cr_assert_eq(e2e_start(&B, off), 0, "kspecd did not start");
 	cr_assert_gt(run_corpus(1), 0, "the planted bug went unnoticed");
+}
+
+/* The cache itself: templates that fall in the same set of KS_FAST_WAYS
+ * slots do not evict each other while there is room; a new one takes the
+ * slot used least recently; a template is learned only when the parse
+ * and the scan agree on the id. */
+Test(fastpath, a_set_keeps_its_templates_and_replaces_the_least_used)
+{
+	enum { TRIES = 20000 };
+	ks_fast_t *f = calloc(1, sizeof *f);
+	static ks_fast_scan_t s[KS_FAST_WAYS + 1], t;
+	char h[128];
+	ks_get_t g;
+	uint64_t set = 0;
+	int i, n = 0;
+
+	cr_assert(f);
+	memset(&g, 0, sizeof g);
+	ks_fast_init(f, 1);
+	/* KS_FAST_WAYS + 1 headers whose templates share a set. */
+	for (i = 0; i < TRIES && n < KS_FAST_WAYS + 1; i++) {
+		int len = snprintf(h, sizeof h, "{\"op\":\"get\",\"id\":1,"
+		    "\"kernel\":\"k%d\"}", i);
+
+		ks_fast_scan(f, h, (size_t)len, &t);
+		cr_assert(t.usable && t.has_id && t.id == 1);
+		if (n == 0)
+			set = t.hash & (KS_FAST_SLOTS / KS_FAST_WAYS - 1);
+		if ((t.hash & (KS_FAST_SLOTS / KS_FAST_WAYS - 1)) == set)
+			s[n++] = t;
+	}
+	cr_assert_eq(n, KS_FAST_WAYS + 1, "no headers sharing a set");
+	/* A parse that found another id teaches nothing. */
+	ks_fast_learn(f, &s[0], 1, 2, 0, &g);
+	cr_assert_null(ks_fast_find(f, &s[0]));
+	for (i = 0; i < KS_FAST_WAYS; i++)
+		ks_fast_learn(f, &s[i], 1, 1, 0, &g);
+	for (i = 0; i < KS_FAST_WAYS; i++)
+		cr_assert_not_null(ks_fast_find(f, &s[i]), "template %d of "
+		    "a full set was evicted", i);
+	cr_assert_eq(f->replaced, 0);
+	/* s[0] is used again, so s[1] is the least recently used. */
+	cr_assert_not_null(ks_fast_find(f, &s[0]));
+	ks_fast_learn(f, &s[KS_FAST_WAYS], 1, 1, 0, &g);
+	cr_assert_eq(f->replaced, 1);
+	cr_assert_not_null(ks_fast_find(f, &s[0]));
+	cr_assert_null(ks_fast_find(f, &s[1]), "not the least used replaced");
+	cr_assert_not_null(ks_fast_find(f, &s[KS_FAST_WAYS]));
+	ks_fast_close(f);
+	free(f);
 }

@@ -566,7 +566,9 @@ Test(service, man_pages_and_completion_know_every_option)
 	static const char *const check =
 	    "set -e; cd \"$REPO\"; B=\"$BUILD\"\n"
 	    "unesc() { sed 's/\\\\-/-/g' \"$1\"; }\n"
-	    "for o in $(\"$B/kspecd\" --help | grep -o -- '--[a-z][a-z-]*' |"
+	    "\"$B/kspecd\" -h | grep -q -- --store ||"
+	    " { echo 'kspecd -h does not print the usage'; exit 1; }\n"
+	    "for o in $(\"$B/kspecd\" -h | grep -o -- '--[a-z][a-z-]*' |"
 	    " sort -u); do\n"
 	    "  unesc deploy/man/kspecd.8 | grep -q -- \"$o\" ||"
 	    " { echo \"kspecd.8 lacks $o\"; exit 1; }\n"

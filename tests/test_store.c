@@ -1539,3 +1539,50 @@ Test(store, touch_room_is_what_the_pending_set_can_take)
 	cr_assert_eq(ks_store_touches_dropped(s), 1);
 	ks_store_close(s);
 }
+
+/* ks_store_keys_with_prefix: the rows whose key starts with the hex
+ * prefix, by the key index, for every prefix length; counted against the
+ * keys the test put. */
+Test(store, keys_with_a_prefix_are_found_by_range)
+{
+	ks_store_t *s = open_store(0);
+	char hex[64][KS_HASH_HEX], prefix[8];
+	ks_hash_t got[64];
+	int i, j, n, want;
+
+	for (i = 0; i < 64; i++) {
+		ks_hash_t k = key_of(i);
+
+		put(s, i, 10);
+		ks_hash_hex(&k, hex[i]);
+	}
+	n = ks_store_keys_with_prefix(s, hex[5], got, 64);
+	cr_assert_eq(n, 1);
+	{
+		ks_hash_t k5 = key_of(5);
+
+		cr_assert(ks_hash_eq(&got[0], &k5));
+	}
+	hex[5][12] = '\0';
+	cr_assert_eq(ks_store_keys_with_prefix(s, hex[5], got, 64), 1);
+	/* One hex digit: 64 keys in 16 digits, so some digit has several. */
+	for (j = 0; j < 16; j++) {
+		snprintf(prefix, sizeof prefix, "%x", j);
+		for (i = 0, want = 0; i < 64; i++)
+			want += hex[i][0] == prefix[0];
+		n = ks_store_keys_with_prefix(s, prefix, got, 64);
+		cr_assert_eq(n, want, "prefix %s: %d, want %d", prefix, n,
+		    want);
+		for (i = 0; i < n; i++) {
+			char h[KS_HASH_HEX];
+
+			ks_hash_hex(&got[i], h);
+			cr_assert_eq(h[0], prefix[0]);
+		}
+		if (want > 1)
+			cr_assert_eq(ks_store_keys_with_prefix(s, prefix, got,
+			    2), 2, "MAX bounds the answer");
+	}
+	cr_assert_eq(ks_store_keys_with_prefix(s, "xyz", got, 2), KS_E_INVAL);
+	ks_store_close(s);
+}

@@ -159,23 +159,6 @@ static double light_get(e2e_daemon_t *d, int heavy)
 	return ms;
 }
 
-static long rss_kb(pid_t pid)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof line, f))
-		if (strncmp(line, "VmRSS:", 6) == 0)
-			kb = atol(line + 6);
-	fclose(f);
-	return kb;
-}
-
 /* The RSS of every worker, from stats, in MiB. */
 static void worker_rss(e2e_daemon_t *d, char *out, size_t len)
 {
@@ -270,7 +253,7 @@ int main(void)
 	/* (3) */
 	start(&d, (int)ncpu);
 	warm(&d, 1, "cpu");
-	before = rss_kb(d.pid);
+	before = e2e_rss_kb(d.pid);
 	fd = e2e_connect(d.sock);
 	for (i = 0; i < 300; i += 50) {
 		send_cold(fd, "cpu", 50, 256);
@@ -279,7 +262,7 @@ int main(void)
 	send_cold(fd, "opencl", 20, 256);
 	recv_ok(fd, 20);
 	close(fd);
-	after = rss_kb(d.pid);
+	after = e2e_rss_kb(d.pid);
 	worker_rss(&d, wr, sizeof wr);
 	e2e_cleanup(&d);
 	printf("\nmemory: kspecd's own RSS (the parent), --workers %ld\n\n",

@@ -49,23 +49,6 @@ static void stuff(int fd)
 	free(buf);
 }
 
-static long rss_kb(pid_t pid)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof line, f))
-		if (strncmp(line, "VmRSS:", 6) == 0)
-			kb = atol(line + 6);
-	fclose(f);
-	return kb;
-}
-
 /* PINGS round trips in microseconds into V (sorted). */
 static void pings(const char *sock, double *v)
 {
@@ -113,7 +96,7 @@ int main(void)
 			med[h][t] = v[PINGS / 2];
 			p99[h][t] = v[PINGS * 99 / 100];
 			worst[h][t] = v[PINGS - 1];
-			rss[h][t] = rss_kb(d.pid) / 1024.0;
+			rss[h][t] = e2e_rss_kb(d.pid) / 1024.0;
 			for (i = 0; i < heavies[h]; i++)
 				close(fds[i]);
 			e2e_cleanup(&d);
