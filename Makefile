@@ -59,6 +59,9 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# The dashboard page is assembled into the daemon (.incbin).
+$(BUILD)/obj/server/dashboard.o: server/dashboard.html
+
 $(BUILD)/kspecd: $(BUILD)/obj/server/main.o $(DAEMON_OBJ)
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 

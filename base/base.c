@@ -297,14 +297,6 @@ void ks_log(int level, const char *fmt, ...)
 	ks_buf_close(&b);
 }
 
-uint64_t ks_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 int64_t ks_wall_s(void)
 {
 	return (int64_t)time(NULL);

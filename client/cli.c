@@ -564,15 +564,93 @@ static void print_row(const char *name, const cJSON *o)
 	printf("\n");
 }
 
+/* 1 when O is a latency histogram of stats: le_us, counts, sum_us. */
+static int is_hist(const cJSON *o)
+{
+	return cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o, "le_us")) &&
+	    cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o, "counts"));
+}
+
+static void us_text(double us, char *out, size_t outlen)
+{
+	if (us < 1000)
+		snprintf(out, outlen, "%gus", us);
+	else if (us < 1e6)
+		snprintf(out, outlen, "%gms", us / 1e3);
+	else
+		snprintf(out, outlen, "%gs", us / 1e6);
+}
+
+/* The bound of the bucket that holds quantile Q of H, in "<=25us" form,
+ * as the dashboard shows it. */
+static void hist_quantile(const cJSON *h, double q, double total, char *out,
+    size_t outlen)
+{
+	const cJSON *le = cJSON_GetObjectItemCaseSensitive(h, "le_us");
+	const cJSON *c;
+	double seen = 0;
+	int i = 0;
+
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(h, "counts")) {
+		seen += c->valuedouble;
+		if (seen >= q * total) {
+			const cJSON *b = cJSON_GetArrayItem(le, i);
+			char t[48];
+
+			if (!b)
+				b = cJSON_GetArrayItem(le, i - 1);
+			us_text(b ? b->valuedouble : 0, t, sizeof t);
+			snprintf(out, outlen, "%s%s", cJSON_GetArrayItem(le, i) ?
+			    "<=" : ">", t);
+			return;
+		}
+		i++;
+	}
+	snprintf(out, outlen, "-");
+}
+
+/* One line for a histogram: how many, p50, p99 (bucket bounds). */
+static void print_hist(const char *name, const cJSON *h)
+{
+	const cJSON *c;
+	double total = 0;
+	char p50[64], p99[64];
+
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(h, "counts"))
+		total += c->valuedouble;
+	if (total == 0) {
+		printf("%-40s n=0\n", name);
+		return;
+	}
+	hist_quantile(h, 0.5, total, p50, sizeof p50);
+	hist_quantile(h, 0.99, total, p99, sizeof p99);
+	printf("%-40s n=%.0f p50%s p99%s\n", name, total, p50, p99);
+}
+
 /* Prints V as "dotted.name value" lines; arrays as name[i], an array
  * element that is a flat object (a worker, a compile in flight) as one
- * line. */
+ * line, an object of such objects (requests by op) one line each, and a
+ * histogram as its count and quantiles. */
 static void print_flat(const char *prefix, const cJSON *v)
 {
 	char name[256];
 	const cJSON *c;
 	int i = 0;
 
+	if (is_hist(v)) {
+		print_hist(prefix, v);
+		return;
+	}
+	if (cJSON_IsObject(v) && v->child && is_row(v->child)) {
+		for (c = v->child; c; c = c->next) {
+			snprintf(name, sizeof name, "%s.%s", prefix, c->string);
+			if (is_row(c))
+				print_row(name, c);
+			else
+				print_flat(name, c);
+		}
+		return;
+	}
 	if (cJSON_IsArray(v) && v->child && is_row(v->child)) {
 		for (c = v->child; c; c = c->next, i++) {
 			snprintf(name, sizeof name, "%s[%d]", prefix, i);

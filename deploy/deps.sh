@@ -1,5 +1,7 @@
 #!/bin/sh
-# Installs the Debian packages that kspec's build and tests need; with
+# Installs the Debian packages that kspec's build and tests need (curl,
+# prometheus for promtool and chromium for the metrics and dashboard
+# tests among them); with
 # --bench, also those that only benchmarks need (valgrind for the
 # instruction counts of bench/instr).  Idempotent: checks each package with
 # dpkg first and installs only what is missing.  Run as root (apt-get);
@@ -9,7 +11,8 @@ set -eu
 PKGS="build-essential pkg-config libgccjit-12-dev libuv1-dev libcjson-dev
 libsqlite3-dev libsodium-dev libcriterion-dev redis-server
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libopenblas-dev
-python3 python3-venv uthash-dev libxxhash-dev systemd groff-base"
+python3 python3-venv uthash-dev libxxhash-dev systemd groff-base
+curl prometheus chromium"
 BENCH_PKGS="valgrind"
 
 case "${1:-}" in

@@ -32,6 +32,7 @@
 
 #include "dispatch.h"
 #include "lookup.h"
+#include "observe.h"
 #include "sock.h"
 #include "systemd.h"
 
@@ -130,6 +131,20 @@ static void on_probe(ks_pool_t *p, int rc, const char *json)
 		uv_async_send(&srv->stop_async);
 		return;
 	}
+	if (srv->cfg.metrics_listen[0]) {
+		rc = ks_http_start(srv->loop, srv->cfg.metrics_listen,
+		    srv->cfg.metrics_any_host, srv->cfg.socket_gid,
+		    ks_observe_handle, srv, &srv->http, err, sizeof err);
+		if (rc) {
+			ks_log(KS_LOG_ERROR, "cannot start: %s", err);
+			srv->exit_status = rc;
+			__atomic_store_n(&srv->stop_signal, 0, __ATOMIC_RELEASE);
+			uv_async_send(&srv->stop_async);
+			return;
+		}
+		ks_log(KS_LOG_INFO, "metrics and dashboard on %s",
+		    ks_http_where(srv->http));
+	}
 	srv->listening = 1;
 	ks_log(KS_LOG_INFO, "kspecd %s listening on %s%s, store %s, %d "
 	    "compile workers", KS_SERVER_VERSION, srv->cfg.socket_path,
@@ -168,6 +183,8 @@ static void on_stop(uv_async_t *a)
 	srv->stopping = 1;
 	ks_sd_notify("STOPPING=1");
 	uv_close((uv_handle_t *)&srv->listener, NULL);
+	ks_http_close(srv->http);
+	srv->http = NULL;
 	/* A passed socket is the service manager's: it stays. */
 	if (srv->listening && srv->passed_fd < 0)
 		ks_sock_unlink(srv->cfg.socket_path);

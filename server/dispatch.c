@@ -91,17 +91,19 @@ void ks_dispatch_request(ks_conn_t *c, const char *hdr, size_t len)
 	char err[512];
 	int rc;
 
-	srv->n.requests++;
+	srv->req_ns = ks_now_ns();
 	if (ks_log_enabled(KS_LOG_DEBUG)) {
 		memset(&srv->rlog, 0, sizeof srv->rlog);
 		srv->rlog.on = 1;
-		srv->rlog.t0 = ks_now_ns();
+		srv->rlog.t0 = srv->req_ns;
 		srv->rlog.op = "get";
 	}
 	/* A get seen before, byte for byte but for its id (fastpath.h). */
 	ks_fast_scan(srv->fast, hdr, len, &scan);
 	e = ks_fast_find(srv->fast, &scan);
 	if (e) {
+		srv->cur_op = KS_OP_GET;
+		srv->n.op_requests[KS_OP_GET]++;
 		srv->n.gets++;
 		ks_op_get_normalized(c, scan.has_id, scan.id, e->meta_only,
 		    &e->g);
@@ -113,6 +115,9 @@ void ks_dispatch_request(ks_conn_t *c, const char *hdr, size_t len)
 	parse_arena.active = 1;
 	rc = ks_request_parse(hdr, len, &req, err, sizeof err);
 	parse_arena.active = 0;
+	srv->cur_op = (unsigned)req.op < KS_OP_COUNT_ ? (int)req.op :
+	    KS_OP_COUNT_;
+	srv->n.op_requests[srv->cur_op]++;
 	if (rc) {
 		/* As far as the parse got: the op, or "-" before it. */
 		srv->rlog.op = (unsigned)req.op < KS_OP_COUNT_ ?

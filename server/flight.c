@@ -176,13 +176,45 @@ static void flight_fail(ks_flights_t *set, ks_flight_t *f, int err,
 	flight_end(set, f);
 }
 
+const char *const ks_compile_result_names[KS_CR_COUNT] = {
+	"ok", "failed", "timeout", "crashed", "oom",
+};
+
+static int compile_result(int err)
+{
+	switch (err) {
+	case KS_OK: return KS_CR_OK;
+	case KS_E_COMPILE_TIMEOUT: return KS_CR_TIMEOUT;
+	case KS_E_COMPILE_CRASHED: return KS_CR_CRASHED;
+	case KS_E_COMPILE_OOM: return KS_CR_OOM;
+	default: return KS_CR_FAILED;
+	}
+}
+
+/* Counts a compile that ran, under its backend. */
+static void count_compile(ks_flights_t *set, const ks_flight_t *f)
+{
+	const ks_backend_t *const *all;
+	uint64_t ns = (uint64_t)(f->pj.compile_ms * 1e6);
+	int i, n;
+
+	set->compile_ns += ns;
+	all = ks_backends(&n);
+	for (i = 0; i < n && i < KS_KEYS_MAX_BACKENDS; i++)
+		if (all[i] == f->get.backend) {
+			ks_hist_observe(&set->compile_hist[i],
+			    &ks_hist_compile_bounds, ns);
+			set->compile_results[i][compile_result(f->pj.err)]++;
+		}
+}
+
 static void job_done(ks_pool_job_t *pj)
 {
 	ks_flight_t *f = (ks_flight_t *)((char *)pj -
 	    offsetof(ks_flight_t, pj));
 	ks_flights_t *set = f->set;
 
-	set->compile_ns += (uint64_t)(pj->compile_ms * 1e6);
+	count_compile(set, f);
 	flight_end(set, f);
 	if (!set->stopping)
 		ks_flights_dispatch(set);

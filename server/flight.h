@@ -23,12 +23,20 @@
 
 #include "../store/store.h"
 #include "keys.h"
+#include "metrics.h"
 #include "pool.h"
 #include "sched.h"
 
 typedef struct ks_flight ks_flight_t;
 typedef struct ks_flights ks_flights_t;
 typedef struct ks_waiter ks_waiter_t;
+
+/* How a compile that ran ended, for metrics (ks_compile_result_names). */
+enum {
+	KS_CR_OK, KS_CR_FAILED, KS_CR_TIMEOUT, KS_CR_CRASHED, KS_CR_OOM,
+	KS_CR_COUNT
+};
+extern const char *const ks_compile_result_names[KS_CR_COUNT];
 
 /* Compile priorities: a waiting get before bulk warm. */
 enum { KS_PRIO_GET, KS_PRIO_WARM, KS_PRIO_COUNT };
@@ -112,6 +120,9 @@ struct ks_flights {
 	uint64_t negative_hits;  /* requests answered by a negative entry */
 	uint64_t compile_ns;     /* time inside compiles */
 	uint64_t queue_ns;       /* time flights waited for a worker */
+	/* Compiles that ran, by backend (ks_backends() order). */
+	ks_hist_t compile_hist[KS_KEYS_MAX_BACKENDS];
+	uint64_t compile_results[KS_KEYS_MAX_BACKENDS][KS_CR_COUNT];
 };
 
 void ks_flights_init(ks_flights_t *set, ks_pool_t *pool,

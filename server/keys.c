@@ -370,6 +370,7 @@ int ks_keys_normalize(ks_keys_t *keys, const ks_get_req_t *req,
 	ki = kernel_index(def);
 	if (ki < 0 || ki >= keys->nkernels)
 		return KS_E_INTERNAL;
+	out->kernel_index = ki;
 
 	at = put_field(enc, at, "kernel", def->name, strlen(def->name));
 	at = put_field(enc, at, "fingerprint", keys->fingerprints[ki].b,

@@ -16,6 +16,7 @@ typedef struct {
 	const char *target;      /* resolved; owned by the identity cache */
 	const char *requested;   /* target as the client wrote it; likewise */
 	const char *identity;    /* compiler identity; identity cache */
+	int kernel_index;        /* of spec.def in the library (stats) */
 	char format[KS_MAX_NAME + 1];
 	ks_hash_t key;
 } ks_get_t;

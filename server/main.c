@@ -19,6 +19,7 @@ static const char usage[] =
 "              [--read-timeout S] [--socket-group G] [--admin-group G]\n"
 "              [--refuse-corrupt-store] [--no-fast-path]\n"
 "              [--log-level L] [--log-format text|json]\n"
+"              [--metrics-listen ADDR] [--metrics-any-host]\n"
 "\n"
 "  --socket PATH    Unix socket (default $KSPEC_SOCKET, else\n"
 "                   $XDG_RUNTIME_DIR/kspec/kspecd.sock, else\n"
@@ -58,6 +59,12 @@ static const char usage[] =
 "                   request (op, key, source, microseconds, error code)\n"
 "  --log-format F   text (default) or json, one object per line\n"
 "  --verbose        the same as --log-level debug\n"
+"  --metrics-listen ADDR  serve /metrics (Prometheus), /api/stats and a\n"
+"                   dashboard page at / over HTTP on ADDR: a Unix socket\n"
+"                   path (with a '/'; the socket's group and mode) or\n"
+"                   HOST:PORT on loopback (127.0.0.1:9464, [::1]:9464)\n"
+"  --metrics-any-host  let --metrics-listen take a HOST that is not\n"
+"                   loopback (the listener has no authentication)\n"
 "  -h, --help       this text\n";
 
 static int parse_bytes(const char *s, uint64_t *out)
@@ -122,6 +129,8 @@ int main(int argc, char **argv)
 		{ "log-level", required_argument, 0, 'L' },
 		{ "log-format", required_argument, 0, 'O' },
 		{ "verbose", no_argument, 0, 'v' },
+		{ "metrics-listen", required_argument, 0, 'P' },
+		{ "metrics-any-host", no_argument, 0, 'A' },
 		{ "help", no_argument, 0, 'H' },
 		{ "version", no_argument, 0, 'V' },
 		{ 0, 0, 0, 0 },
@@ -232,6 +241,20 @@ int main(int argc, char **argv)
 			break;
 		case 'v':
 			ks_log_set_level(KS_LOG_DEBUG);
+			break;
+		case 'P':
+			if (!*optarg || strlen(optarg) >=
+			    sizeof cfg.metrics_listen) {
+				fprintf(stderr, "kspecd: --metrics-listen needs an "
+				    "address shorter than %zu bytes\n",
+				    sizeof cfg.metrics_listen);
+				return 2;
+			}
+			snprintf(cfg.metrics_listen, sizeof cfg.metrics_listen,
+			    "%s", optarg);
+			break;
+		case 'A':
+			cfg.metrics_any_host = 1;
 			break;
 		case 'L':
 			if (ks_log_level_parse(optarg) < 0) {

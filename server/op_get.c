@@ -31,6 +31,8 @@ static void get_done(ks_waiter_t *w, ks_flight_t *f)
 	get_wait_t *gw = (get_wait_t *)w;
 	ks_conn_t *c = gw->conn;
 
+	if (f->err)
+		ks_srv_error(ks_srv_of(c), KS_OP_GET, f->err, f->errmsg);
 	if (ks_conn_live(c)) {
 		if (f->err)
 			ks_reply_err(c, gw->has_id, gw->id, f->err, f->errmsg);
@@ -59,10 +61,14 @@ void ks_op_get_normalized(ks_conn_t *c, int has_id, uint64_t id,
 		srv->rlog.key = g->key;
 		srv->rlog.has_key = 1;
 	}
+	srv->n.kernel_gets[g->kernel_index]++;
 	if (ks_lookup_cached(srv, g, 0, &a, &source) == KS_OK) {
 		ks_reply_artifact(c, has_id, id, source, a, meta_only);
 		ks_artifact_unref(a);
 		srv->rlog.source = source;
+		/* Arrival to reply queued ("memory" or "disk"). */
+		ks_hist_observe(&srv->n.hit_hist[source[0] == 'd'],
+		    &ks_hist_hit_bounds, ks_now_ns() - srv->req_ns);
 		return;
 	}
 	if (c->pending >= KS_MAX_INFLIGHT_PER_CONN) {

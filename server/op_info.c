@@ -155,56 +155,137 @@ static void worker_one(void *ctx, const ks_worker_t *w)
 	in->first = 0;
 }
 
-void ks_op_stats(ks_conn_t *c, const ks_request_t *req)
+/* What the dashboard shows beyond the counters: requests and errors by
+ * op, latency histograms, compiles by backend, the most requested
+ * kernels and the last errors. */
+static void ks_stats_more(ks_srv_t *srv, ks_buf_t *out, uint64_t now)
 {
-	ks_srv_t *srv = ks_srv_of(c);
+	const ks_kernel_def_t *const *kernels;
+	const ks_backend_t *const *backends;
 	const ks_flights_t *fl = &srv->flights;
+	int order[KS_KEYS_MAX_KERNELS];
+	uint64_t i, first;
+	int k, j, nk, nb;
+
+	ks_buf_puts(out, ",\"requests_by_op\":{");
+	for (k = 0; k <= KS_OP_COUNT_; k++)
+		ks_buf_printf(out, "%s\"%s\":{\"requests\":%" PRIu64
+		    ",\"errors\":%" PRIu64 "}", k ? "," : "",
+		    k < KS_OP_COUNT_ ? ks_op_name(k) : "none",
+		    srv->n.op_requests[k], srv->n.op_errors[k]);
+	ks_buf_puts(out, "},\"errors_by_code\":{");
+	for (k = 1, first = 1; k < KS_ERR_SLOTS; k++) {
+		if (!srv->n.code_errors[k])
+			continue;
+		ks_buf_printf(out, "%s\"%s\":%" PRIu64, first ? "" : ",",
+		    ks_err_name(-k), srv->n.code_errors[k]);
+		first = 0;
+	}
+	ks_buf_puts(out, "},\"latency\":{\"hit_memory\":");
+	ks_hist_json(out, &srv->n.hit_hist[0], &ks_hist_hit_bounds);
+	ks_buf_puts(out, ",\"hit_disk\":");
+	ks_hist_json(out, &srv->n.hit_hist[1], &ks_hist_hit_bounds);
+	ks_buf_puts(out, ",\"compile\":{");
+	backends = ks_backends(&nb);
+	for (k = 0; k < nb && k < KS_KEYS_MAX_BACKENDS; k++) {
+		ks_buf_printf(out, "%s\"%s\":", k ? "," : "",
+		    backends[k]->name);
+		ks_hist_json(out, &fl->compile_hist[k],
+		    &ks_hist_compile_bounds);
+	}
+	ks_buf_puts(out, "}},\"compiles_by_backend\":{");
+	for (k = 0; k < nb && k < KS_KEYS_MAX_BACKENDS; k++) {
+		ks_buf_printf(out, "%s\"%s\":{", k ? "," : "",
+		    backends[k]->name);
+		for (j = 0; j < KS_CR_COUNT; j++)
+			ks_buf_printf(out, "%s\"%s\":%" PRIu64, j ? "," : "",
+			    ks_compile_result_names[j],
+			    fl->compile_results[k][j]);
+		ks_buf_puts(out, "}");
+	}
+	/* Most requested first (insertion sort of at most 16). */
+	kernels = ks_kernels(&nk);
+	if (nk > KS_KEYS_MAX_KERNELS)
+		nk = KS_KEYS_MAX_KERNELS;
+	for (k = 0; k < nk; k++) {
+		for (j = k; j > 0 && srv->n.kernel_gets[order[j - 1]] <
+		    srv->n.kernel_gets[k]; j--)
+			order[j] = order[j - 1];
+		order[j] = k;
+	}
+	ks_buf_puts(out, "},\"kernels_requested\":[");
+	for (k = 0; k < nk; k++)
+		ks_buf_printf(out, "%s{\"kernel\":\"%s\",\"gets\":%" PRIu64 "}",
+		    k ? "," : "", kernels[order[k]]->name,
+		    srv->n.kernel_gets[order[k]]);
+	/* Newest first. */
+	ks_buf_puts(out, "],\"recent_errors\":[");
+	for (i = 0; i < srv->nrecent && i < KS_RECENT_ERRORS; i++) {
+		const ks_recent_err_t *r = &srv->recent[(srv->nrecent - 1 - i) %
+		    KS_RECENT_ERRORS];
+
+		ks_buf_printf(out, "%s{\"age_s\":%.3f,\"op\":\"%s\","
+		    "\"code\":\"%s\",\"message\":", i ? "," : "",
+		    (double)(now - r->at_ns) / 1e9, r->op < KS_OP_COUNT_ ?
+		    ks_op_name(r->op) : "none", ks_err_name(r->code));
+		ks_buf_json_str(out, r->msg);
+		ks_buf_puts(out, "}");
+	}
+	ks_buf_puts(out, "]");
+}
+
+void ks_stats_fields(ks_srv_t *srv, ks_buf_t *out)
+{
+	const ks_flights_t *fl = &srv->flights;
+	uint64_t requests = 0;
 	ks_store_stats_t ss;
 	inflight_t in;
+	int k;
 
+	for (k = 0; k <= KS_OP_COUNT_; k++)
+		requests += srv->n.op_requests[k];
 	memset(&ss, 0, sizeof ss);
 	ks_store_stats(srv->store, &ss);
-	in.out = &c->out;
+	in.out = out;
 	in.now = ks_now_ns();
 	in.first = 1;
-	ks_reply_begin(c, req->has_id, req->id);
-	ks_buf_printf(&c->out, ",\"server\":\"kspecd %s\",\"uptime_s\":%.3f",
+	ks_buf_printf(out, ",\"server\":\"kspecd %s\",\"uptime_s\":%.3f",
 	    KS_SERVER_VERSION, (double)(in.now - srv->started_ns) / 1e9);
-	json_counter(&c->out, "requests", srv->n.requests);
-	json_counter(&c->out, "gets", srv->n.gets);
-	json_counter(&c->out, "hits_memory", srv->n.hits_memory);
-	json_counter(&c->out, "hits_disk", srv->n.hits_disk);
-	json_counter(&c->out, "compiles", fl->compiles);
-	json_counter(&c->out, "joins", fl->joins);
-	json_counter(&c->out, "failures", fl->failures);
-	json_counter(&c->out, "errors", srv->n.bad_requests +
+	json_counter(out, "requests", requests);
+	json_counter(out, "gets", srv->n.gets);
+	json_counter(out, "hits_memory", srv->n.hits_memory);
+	json_counter(out, "hits_disk", srv->n.hits_disk);
+	json_counter(out, "compiles", fl->compiles);
+	json_counter(out, "joins", fl->joins);
+	json_counter(out, "failures", fl->failures);
+	json_counter(out, "errors", srv->n.bad_requests +
 	    srv->conns.bad_frames);
-	json_counter(&c->out, "corrupt", srv->n.corrupt);
-	json_counter(&c->out, "abandoned", fl->abandoned);
-	json_counter(&c->out, "warms", srv->n.warms);
-	json_counter(&c->out, "warm_items", srv->n.warm_items);
-	json_counter(&c->out, "connections", (uint64_t)srv->conns.n);
-	json_counter(&c->out, "connections_total", srv->conns.total);
-	json_counter(&c->out, "connections_refused_full",
+	json_counter(out, "corrupt", srv->n.corrupt);
+	json_counter(out, "abandoned", fl->abandoned);
+	json_counter(out, "warms", srv->n.warms);
+	json_counter(out, "warm_items", srv->n.warm_items);
+	json_counter(out, "connections", (uint64_t)srv->conns.n);
+	json_counter(out, "connections_total", srv->conns.total);
+	json_counter(out, "connections_refused_full",
 	    srv->conns.refused_full);
-	json_counter(&c->out, "connections_refused_user",
+	json_counter(out, "connections_refused_user",
 	    srv->conns.refused_user);
-	json_counter(&c->out, "connections_refused_peer",
+	json_counter(out, "connections_refused_peer",
 	    srv->conns.refused_peer);
-	json_counter(&c->out, "idle_closed", srv->conns.idle_closed);
-	json_counter(&c->out, "read_timeouts", srv->conns.read_timeouts);
-	json_counter(&c->out, "turns_yielded", srv->conns.turns_yielded);
-	json_counter(&c->out, "reads_paused_global", srv->conns.paused_global);
-	json_counter(&c->out, "unsent_bytes", srv->conns.unsent_total);
-	ks_buf_printf(&c->out, ",\"compile_ms_total\":%.3f,"
+	json_counter(out, "idle_closed", srv->conns.idle_closed);
+	json_counter(out, "read_timeouts", srv->conns.read_timeouts);
+	json_counter(out, "turns_yielded", srv->conns.turns_yielded);
+	json_counter(out, "reads_paused_global", srv->conns.paused_global);
+	json_counter(out, "unsent_bytes", srv->conns.unsent_total);
+	ks_buf_printf(out, ",\"compile_ms_total\":%.3f,"
 	    "\"queue_ms_total\":%.3f", (double)fl->compile_ns / 1e6,
 	    (double)fl->queue_ns / 1e6);
-	ks_buf_printf(&c->out, ",\"hot\":{\"entries\":%zu,\"bytes\":%zu,"
+	ks_buf_printf(out, ",\"hot\":{\"entries\":%zu,\"bytes\":%zu,"
 	    "\"max_bytes\":%" PRIu64 "}", ks_hot_count(srv->hot),
 	    ks_hot_bytes(srv->hot), srv->cfg.hot_bytes);
-	ks_buf_printf(&c->out, ",\"store\":{\"path\":");
-	ks_buf_json_str(&c->out, srv->cfg.store_path);
-	ks_buf_printf(&c->out, ",\"entries\":%" PRIu64 ",\"bytes\":%" PRIu64
+	ks_buf_printf(out, ",\"store\":{\"path\":");
+	ks_buf_json_str(out, srv->cfg.store_path);
+	ks_buf_printf(out, ",\"entries\":%" PRIu64 ",\"bytes\":%" PRIu64
 	    ",\"max_bytes\":%" PRIu64 ",\"evicted\":%" PRIu64
 	    ",\"corrupt\":%" PRIu64 ",\"schema_version\":%d"
 	    ",\"writes_pending\":%" PRIu64 ",\"writes_failed\":%" PRIu64
@@ -214,24 +295,24 @@ void ks_op_stats(ks_conn_t *c, const ks_request_t *req)
 	    ks_writer_backlog(srv->writer), ks_writer_failed_puts(srv->writer),
 	    ks_store_touches_dropped(srv->store), srv->store_replaced);
 	if (srv->store_moved[0])
-		ks_buf_json_str(&c->out, srv->store_moved);
+		ks_buf_json_str(out, srv->store_moved);
 	else
-		ks_buf_puts(&c->out, "null");
-	ks_buf_puts(&c->out, "}");
-	json_counter(&c->out, "negative_hits", fl->negative_hits);
-	ks_buf_printf(&c->out, ",\"fast_path\":{\"enabled\":%s,\"hits\":%"
+		ks_buf_puts(out, "null");
+	ks_buf_puts(out, "}");
+	json_counter(out, "negative_hits", fl->negative_hits);
+	ks_buf_printf(out, ",\"fast_path\":{\"enabled\":%s,\"hits\":%"
 	    PRIu64 ",\"learned\":%" PRIu64 ",\"replaced\":%" PRIu64 "}",
 	    srv->fast->enabled ? "true" : "false", srv->fast->hits,
 	    srv->fast->learned, srv->fast->replaced);
-	json_counter(&c->out, "worker_starts", srv->pool.started);
-	json_counter(&c->out, "worker_start_failures",
+	json_counter(out, "worker_starts", srv->pool.started);
+	json_counter(out, "worker_start_failures",
 	    srv->pool.start_failures);
-	json_counter(&c->out, "worker_crashes", srv->pool.crashes);
-	json_counter(&c->out, "worker_timeouts", srv->pool.timeouts);
-	json_counter(&c->out, "worker_ooms", srv->pool.ooms);
-	json_counter(&c->out, "worker_retries", srv->pool.retries);
-	json_counter(&c->out, "worker_recycles", srv->pool.recycled);
-	ks_buf_printf(&c->out, ",\"limits\":{\"workers\":%d,"
+	json_counter(out, "worker_crashes", srv->pool.crashes);
+	json_counter(out, "worker_timeouts", srv->pool.timeouts);
+	json_counter(out, "worker_ooms", srv->pool.ooms);
+	json_counter(out, "worker_retries", srv->pool.retries);
+	json_counter(out, "worker_recycles", srv->pool.recycled);
+	ks_buf_printf(out, ",\"limits\":{\"workers\":%d,"
 	    "\"compile_timeout_s\":%" PRIu64 ",\"worker_memory\":%" PRIu64
 	    ",\"worker_jobs\":%" PRIu64 ",\"worker_rss\":%" PRIu64
 	    ",\"connections\":%d,\"connections_per_user\":%d,"
@@ -240,14 +321,21 @@ void ks_op_stats(ks_conn_t *c, const ks_request_t *req)
 	    srv->cfg.worker_memory, srv->cfg.worker_jobs, srv->cfg.worker_rss,
 	    srv->conns.lim.max, srv->conns.lim.max_per_user,
 	    srv->cfg.idle_timeout_s, srv->cfg.read_timeout_s);
-	ks_buf_puts(&c->out, ",\"workers\":[");
+	ks_buf_puts(out, ",\"workers\":[");
 	in.first = 1;
 	ks_pool_each(&srv->pool, worker_one, &in);
-	ks_buf_printf(&c->out, "],\"queue_depth\":%u,\"inflight\":[",
+	ks_buf_printf(out, "],\"queue_depth\":%u,\"inflight\":[",
 	    ks_flights_count(fl));
 	in.first = 1;
 	ks_flights_each(&srv->flights, inflight_one, &in);
-	ks_buf_puts(&c->out, "]");
+	ks_buf_puts(out, "]");
+	ks_stats_more(srv, out, in.now);
+}
+
+void ks_op_stats(ks_conn_t *c, const ks_request_t *req)
+{
+	ks_reply_begin(c, req->has_id, req->id);
+	ks_stats_fields(ks_srv_of(c), &c->out);
 	ks_reply_finish(c);
 }
 

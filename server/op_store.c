@@ -79,8 +79,10 @@ static void deferred_run(ks_mail_t *m)
 {
 	deferred_t *d = (deferred_t *)m;
 
-	if (ks_conn_live(d->conn))
+	if (ks_conn_live(d->conn)) {
+		ks_srv_of(d->conn)->cur_op = (int)d->req.op;
 		d->fn(d->conn, &d->req);
+	}
 	ks_conn_done(d->conn);
 	free(d);
 }

@@ -16,6 +16,10 @@ ks_op_fn ks_op_get, ks_op_warm;
 ks_op_fn ks_op_ping, ks_op_hello, ks_op_stats, ks_op_kernels;
 ks_op_fn ks_op_list, ks_op_evict, ks_op_explain, ks_op_misses;
 
+/* The fields of the stats reply, each after a comma (docs/protocol.md):
+ * the same for the stats op and the metrics listener's /api/stats. */
+void ks_stats_fields(ks_srv_t *srv, ks_buf_t *out);
+
 /* A get whose normalized form is G (from the full parse or the fast
  * path): the lookup, and the reply now or when the compile ends. */
 void ks_op_get_normalized(ks_conn_t *c, int has_id, uint64_t id,

@@ -35,6 +35,8 @@ typedef struct {
 	char admin_group[64];
 	uint64_t idle_timeout_s; /* 0: never */
 	uint64_t read_timeout_s; /* 0: never */
+	char metrics_listen[4096];  /* --metrics-listen, "" for none */
+	int metrics_any_host;    /* it may be other than loopback */
 } ks_server_config_t;
 
 /* Defaults of the compile workers (docs/architecture.md gives the

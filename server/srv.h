@@ -7,6 +7,7 @@
 #define KS_SERVER_SRV_H
 
 #include <pthread.h>
+#include <stdio.h>
 #include <uv.h>
 
 #include "../base/base.h"
@@ -17,6 +18,7 @@
 #include "flight.h"
 #include "keys.h"
 #include "mailbox.h"
+#include "metrics.h"
 #include "pool.h"
 #include "server.h"
 
@@ -51,9 +53,11 @@ static inline void ks_req_log_line(const char *op, const ks_hash_t *key,
 	    source ? source : "-", (double)(ks_now_ns() - t0) / 1e3);
 }
 
+/* Error codes are -1 .. -(KS_ERR_SLOTS - 1). */
+#define KS_ERR_SLOTS 64
+
 /* Counters of the request path (flights and connections keep theirs). */
 typedef struct {
-	uint64_t requests;
 	uint64_t gets;
 	uint64_t hits_memory;
 	uint64_t hits_disk;
@@ -61,7 +65,23 @@ typedef struct {
 	uint64_t corrupt;        /* store rows that failed their checksum */
 	uint64_t warms;          /* warm requests */
 	uint64_t warm_items;
+	/* Requests by op (their sum is every request); [KS_OP_COUNT_]
+	 * counts headers that named no valid op. */
+	uint64_t op_requests[KS_OP_COUNT_ + 1];
+	uint64_t op_errors[KS_OP_COUNT_ + 1];   /* answered with an error */
+	uint64_t code_errors[KS_ERR_SLOTS];     /* by -code */
+	uint64_t kernel_gets[KS_KEYS_MAX_KERNELS];  /* library order */
+	ks_hist_t hit_hist[2];   /* arrival to reply queued: memory, disk */
 } ks_counters_t;
+
+/* The last error replies, for the dashboard: what went wrong lately. */
+#define KS_RECENT_ERRORS 32
+typedef struct {
+	uint64_t at_ns;
+	int op;                  /* KS_OP_*, or KS_OP_COUNT_ */
+	int code;
+	char msg[240];
+} ks_recent_err_t;
 
 struct ks_srv {
 	uv_loop_t *loop;
@@ -98,8 +118,13 @@ struct ks_srv {
 	int store_lock_fd;
 	uint64_t started_ns;
 	ks_counters_t n;
+	int cur_op;              /* of the request being answered */
+	uint64_t req_ns;         /* its arrival (ks_now_ns) */
+	ks_recent_err_t recent[KS_RECENT_ERRORS];  /* a ring */
+	uint64_t nrecent;        /* errors recorded; the next slot % size */
 	ks_req_log_t rlog;       /* the request being answered, at debug */
 	ks_fast_t *fast;         /* the get fast path */
+	struct ks_http *http;    /* --metrics-listen, or NULL */
 	const ks_fast_scan_t *learn;  /* the scan of the request being
 	                                 answered, for ks_op_get to learn */
 };
@@ -109,13 +134,36 @@ static inline ks_srv_t *ks_srv_of(const ks_conn_t *c)
 	return (ks_srv_t *)c->set->owner;
 }
 
+/* Counts an error reply of OP (metrics, by op and by code) and keeps it
+ * among the recent ones. */
+static inline void ks_srv_error(ks_srv_t *srv, int op, int code,
+    const char *msg)
+{
+	ks_recent_err_t *r = &srv->recent[srv->nrecent++ % KS_RECENT_ERRORS];
+
+	if ((unsigned)op > KS_OP_COUNT_)
+		op = KS_OP_COUNT_;
+	srv->n.op_errors[op]++;
+	if (code < 0 && -code < KS_ERR_SLOTS)
+		srv->n.code_errors[-code]++;
+	r->at_ns = ks_now_ns();
+	r->op = op;
+	r->code = code;
+	/* Cut to the slot (a message may be longer). */
+	snprintf(r->msg, sizeof r->msg, "%.*s", (int)sizeof r->msg - 1,
+	    msg ? msg : "");
+}
+
 /* An error answer to a request that was refused (bad input, limits),
  * counted in stats as `errors`; compile failures count as `failures`. */
 static inline void ks_srv_reject(ks_conn_t *c, int has_id, uint64_t id,
     int code, const char *msg)
 {
-	ks_srv_of(c)->n.bad_requests++;
-	ks_srv_of(c)->rlog.code = code;
+	ks_srv_t *srv = ks_srv_of(c);
+
+	srv->n.bad_requests++;
+	srv->rlog.code = code;
+	ks_srv_error(srv, srv->cur_op, code, msg);
 	ks_reply_err(c, has_id, id, code, msg);
 }
 

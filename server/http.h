@@ -1,0 +1,46 @@
+/*
+ * Private to server/: a small HTTP/1.1 responder for GET and HEAD on the
+ * loop (http.c), for /metrics and the dashboard.  One request per
+ * connection (Connection: close), headers of at most 8 KiB read within
+ * 10 s, at most KS_HTTP_MAX_CONNS connections at once; anything else gets
+ * a status line that says what was wrong.  It knows nothing of what it
+ * serves: a handler fills each reply.
+ */
+#ifndef KS_SERVER_HTTP_H
+#define KS_SERVER_HTTP_H
+
+#include <uv.h>
+
+#include "../base/base.h"
+
+#define KS_HTTP_MAX_CONNS 32
+#define KS_HTTP_MAX_HEAD  8192
+#define KS_HTTP_TIMEOUT_MS 10000
+
+typedef struct {
+	int status;              /* 200 unless the handler says otherwise */
+	const char *type;        /* Content-Type */
+	const char *headers;     /* more header lines, each ending "\r\n" */
+	ks_buf_t body;
+} ks_http_reply_t;
+
+/* Fills R for PATH (the request target without its query). */
+typedef void ks_http_fn(void *owner, const char *path, ks_http_reply_t *r);
+
+typedef struct ks_http ks_http_t;
+
+/*
+ * Listens on ADDR: a Unix socket path (containing a '/'; mode 0660 for
+ * group GID >= 0, else 0600) or HOST:PORT with HOST an IPv4 address,
+ * [IPv6] or localhost.  A HOST that is not loopback is refused unless
+ * ANY_HOST.  Port 0 takes a free one; the address bound is in
+ * ks_http_where.  Errors: KS_E_INVAL (ADDR), KS_E_IO (bind, listen).
+ */
+int ks_http_start(uv_loop_t *loop, const char *addr, int any_host, long gid,
+    ks_http_fn *fn, void *owner, ks_http_t **out, char *err, size_t errlen);
+const char *ks_http_where(const ks_http_t *h);
+/* Closes the listener and every connection; frees H once they closed.
+ * A Unix socket is unlinked. */
+void ks_http_close(ks_http_t *h);
+
+#endif

@@ -1,0 +1,270 @@
+/*
+ * What the metrics listener (--metrics-listen) serves: /metrics in the
+ * Prometheus text format, /api/stats (the stats reply's fields as one
+ * JSON object) and / (the dashboard page, server/dashboard.html, which
+ * polls /api/stats).  docs/operations.md lists every metric.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "http.h"
+#include "observe.h"
+#include "ops.h"
+
+/* The page, embedded at build time (dashboard.c). */
+extern const char ks_dashboard_html[];
+extern const unsigned ks_dashboard_html_len;
+
+typedef struct {
+	unsigned queued, running, waiters;
+	unsigned workers[WORKER_DEAD + 1];
+} census_t;
+
+static void census_flight(void *ctx, const ks_flight_t *f)
+{
+	census_t *c = ctx;
+
+	if (f->state == FLIGHT_QUEUED)
+		c->queued++;
+	else
+		c->running++;
+	c->waiters += (unsigned)f->nwaiters;
+}
+
+static void census_worker(void *ctx, const ks_worker_t *w)
+{
+	census_t *c = ctx;
+
+	if (w->state >= 0 && w->state <= WORKER_DEAD)
+		c->workers[w->state]++;
+}
+
+static void counter(ks_buf_t *b, const char *name, const char *help,
+    uint64_t v)
+{
+	ks_prom_head(b, name, "counter", help);
+	ks_prom_u64(b, name, "", v);
+}
+
+static void gauge(ks_buf_t *b, const char *name, const char *help,
+    uint64_t v)
+{
+	ks_prom_head(b, name, "gauge", help);
+	ks_prom_u64(b, name, "", v);
+}
+
+/* Counter NAME with one sample per op of V. */
+static void by_op(ks_buf_t *b, const char *name, const char *help,
+    const uint64_t *v)
+{
+	char l[96];
+	int k;
+
+	ks_prom_head(b, name, "counter", help);
+	for (k = 0; k <= KS_OP_COUNT_; k++) {
+		snprintf(l, sizeof l, "op=\"%s\"", k < KS_OP_COUNT_ ?
+		    ks_op_name(k) : "none");
+		ks_prom_u64(b, name, l, v[k]);
+	}
+}
+
+static void requests(ks_buf_t *b, const ks_srv_t *srv)
+{
+	char l[96];
+	int k;
+
+	by_op(b, "kspec_requests_total", "Requests received, by op (none: "
+	    "the header named no valid op).", srv->n.op_requests);
+	by_op(b, "kspec_request_errors_total", "Requests answered with an "
+	    "error, by op.", srv->n.op_errors);
+	ks_prom_head(b, "kspec_errors_total", "counter",
+	    "Error replies by error code (codes seen so far).");
+	for (k = 1; k < KS_ERR_SLOTS; k++) {
+		if (!srv->n.code_errors[k])
+			continue;
+		snprintf(l, sizeof l, "code=\"%s\"", ks_err_name(-k));
+		ks_prom_u64(b, "kspec_errors_total", l, srv->n.code_errors[k]);
+	}
+	counter(b, "kspec_gets_total", "Get requests.", srv->n.gets);
+	ks_prom_head(b, "kspec_hits_total", "counter",
+	    "Gets answered from a tier without a compile.");
+	ks_prom_u64(b, "kspec_hits_total", "tier=\"memory\"",
+	    srv->n.hits_memory);
+	ks_prom_u64(b, "kspec_hits_total", "tier=\"disk\"", srv->n.hits_disk);
+	ks_prom_head(b, "kspec_hit_duration_seconds", "histogram",
+	    "Hits, from the request's arrival to its reply queued.");
+	ks_prom_hist(b, "kspec_hit_duration_seconds", "tier=\"memory\"",
+	    &srv->n.hit_hist[0], &ks_hist_hit_bounds);
+	ks_prom_hist(b, "kspec_hit_duration_seconds", "tier=\"disk\"",
+	    &srv->n.hit_hist[1], &ks_hist_hit_bounds);
+	counter(b, "kspec_fast_path_hits_total", "Gets whose header the "
+	    "fast path recognized.", srv->fast->hits);
+	counter(b, "kspec_warm_requests_total", "Warm requests.",
+	    srv->n.warms);
+	counter(b, "kspec_warm_items_total", "Specs in warm requests.",
+	    srv->n.warm_items);
+}
+
+static void compiles(ks_buf_t *b, ks_srv_t *srv, const census_t *cs)
+{
+	const ks_backend_t *const *all;
+	const ks_flights_t *fl = &srv->flights;
+	char l[96];
+	int k, j, n;
+
+	all = ks_backends(&n);
+	if (n > KS_KEYS_MAX_BACKENDS)
+		n = KS_KEYS_MAX_BACKENDS;
+	ks_prom_head(b, "kspec_compiles_total", "counter",
+	    "Compiles that ran in a worker, by backend and result.");
+	for (k = 0; k < n; k++)
+		for (j = 0; j < KS_CR_COUNT; j++) {
+			snprintf(l, sizeof l, "backend=\"%s\",result=\"%s\"",
+			    all[k]->name, ks_compile_result_names[j]);
+			ks_prom_u64(b, "kspec_compiles_total", l,
+			    fl->compile_results[k][j]);
+		}
+	ks_prom_head(b, "kspec_compile_duration_seconds", "histogram",
+	    "Compiles that ran in a worker, by backend: the compile itself.");
+	for (k = 0; k < n; k++) {
+		snprintf(l, sizeof l, "backend=\"%s\"", all[k]->name);
+		ks_prom_hist(b, "kspec_compile_duration_seconds", l,
+		    &fl->compile_hist[k], &ks_hist_compile_bounds);
+	}
+	counter(b, "kspec_compile_joins_total", "Requests that joined a "
+	    "compile already in flight (single-flight).", fl->joins);
+	counter(b, "kspec_compiles_abandoned_total", "Queued compiles "
+	    "dropped because no client waited for them any more.",
+	    fl->abandoned);
+	counter(b, "kspec_negative_hits_total", "Requests answered from the "
+	    "record of a recent compile failure.", fl->negative_hits);
+	ks_prom_head(b, "kspec_compile_queue_seconds_total", "counter",
+	    "Time compiles waited for a worker.");
+	ks_prom_f64(b, "kspec_compile_queue_seconds_total", "",
+	    (double)fl->queue_ns / 1e9);
+	gauge(b, "kspec_compiles_queued", "Compiles waiting for a worker.",
+	    cs->queued);
+	gauge(b, "kspec_compiles_running", "Compiles running in a worker.",
+	    cs->running);
+	gauge(b, "kspec_compile_waiters", "Requests waiting on a queued or "
+	    "running compile.", cs->waiters);
+	ks_prom_head(b, "kspec_workers", "gauge",
+	    "Compile worker processes, by state.");
+	for (k = 0; k <= WORKER_DEAD; k++) {
+		snprintf(l, sizeof l, "state=\"%s\"", ks_worker_state_name(k));
+		ks_prom_u64(b, "kspec_workers", l, cs->workers[k]);
+	}
+	gauge(b, "kspec_workers_max", "The --workers limit.",
+	    (uint64_t)srv->cfg.workers);
+	counter(b, "kspec_worker_starts_total", "Worker processes started.",
+	    srv->pool.started);
+	counter(b, "kspec_worker_start_failures_total", "Worker processes "
+	    "that could not be started.", srv->pool.start_failures);
+	counter(b, "kspec_worker_crashes_total", "Workers that died in a "
+	    "compile.", srv->pool.crashes);
+	counter(b, "kspec_worker_timeouts_total", "Workers killed at the "
+	    "compile time limit.", srv->pool.timeouts);
+	counter(b, "kspec_worker_ooms_total", "Workers that ran out of their "
+	    "memory limit.", srv->pool.ooms);
+	counter(b, "kspec_worker_recycles_total", "Workers replaced after "
+	    "their job or memory budget.", srv->pool.recycled);
+}
+
+static void storage(ks_buf_t *b, ks_srv_t *srv)
+{
+	ks_store_stats_t ss;
+
+	memset(&ss, 0, sizeof ss);
+	ks_store_stats(srv->store, &ss);
+	gauge(b, "kspec_store_bytes", "Artifact bytes in the store.",
+	    ss.bytes);
+	gauge(b, "kspec_store_entries", "Artifacts in the store.", ss.entries);
+	gauge(b, "kspec_store_max_bytes", "The store's byte budget "
+	    "(--max-bytes; 0: unlimited).", ss.max_bytes);
+	counter(b, "kspec_store_evictions_total", "Artifacts evicted from "
+	    "the store to keep it in its budget.", ss.evicted);
+	counter(b, "kspec_store_corrupt_total", "Store rows that failed "
+	    "their checksum on read.", srv->n.corrupt);
+	gauge(b, "kspec_store_writes_pending", "Writes posted to the store "
+	    "writer and not yet done.", ks_writer_backlog(srv->writer));
+	counter(b, "kspec_store_writes_failed_total", "Artifacts the writer "
+	    "could not store.", ks_writer_failed_puts(srv->writer));
+	gauge(b, "kspec_memory_tier_bytes", "Artifact bytes in the memory "
+	    "tier.", ks_hot_bytes(srv->hot));
+	gauge(b, "kspec_memory_tier_entries", "Artifacts in the memory tier.",
+	    ks_hot_count(srv->hot));
+	gauge(b, "kspec_memory_tier_max_bytes", "The memory tier's byte "
+	    "budget (--hot-bytes).", srv->cfg.hot_bytes);
+}
+
+static void connections(ks_buf_t *b, const ks_srv_t *srv)
+{
+	gauge(b, "kspec_connections", "Client connections open.",
+	    (uint64_t)srv->conns.n);
+	counter(b, "kspec_connections_total", "Client connections accepted.",
+	    srv->conns.total);
+	ks_prom_head(b, "kspec_connections_refused_total", "counter",
+	    "Connections refused: full (the connection limit), user (one "
+	    "user's limit), peer (not allowed to connect).");
+	ks_prom_u64(b, "kspec_connections_refused_total", "reason=\"full\"",
+	    srv->conns.refused_full);
+	ks_prom_u64(b, "kspec_connections_refused_total", "reason=\"user\"",
+	    srv->conns.refused_user);
+	ks_prom_u64(b, "kspec_connections_refused_total", "reason=\"peer\"",
+	    srv->conns.refused_peer);
+	counter(b, "kspec_connections_idle_closed_total", "Connections "
+	    "closed after --idle-timeout.", srv->conns.idle_closed);
+	counter(b, "kspec_read_timeouts_total", "Connections closed after "
+	    "--read-timeout with a request half sent.",
+	    srv->conns.read_timeouts);
+}
+
+void ks_metrics_text(ks_srv_t *srv, ks_buf_t *b)
+{
+	census_t cs;
+
+	memset(&cs, 0, sizeof cs);
+	ks_flights_each(&srv->flights, census_flight, &cs);
+	ks_pool_each(&srv->pool, census_worker, &cs);
+	ks_prom_head(b, "kspec_build_info", "gauge",
+	    "Always 1; the labels say which kspecd this is.");
+	ks_buf_printf(b, "kspec_build_info{version=\"%s\"} 1\n",
+	    KS_SERVER_VERSION);
+	ks_prom_head(b, "kspec_uptime_seconds", "gauge",
+	    "Seconds since kspecd started.");
+	ks_prom_f64(b, "kspec_uptime_seconds", "",
+	    (double)(ks_now_ns() - srv->started_ns) / 1e9);
+	requests(b, srv);
+	compiles(b, srv, &cs);
+	storage(b, srv);
+	connections(b, srv);
+}
+
+void ks_observe_handle(void *owner, const char *path, ks_http_reply_t *r)
+{
+	ks_srv_t *srv = owner;
+
+	if (strcmp(path, "/metrics") == 0) {
+		r->type = "text/plain; version=0.0.4; charset=utf-8";
+		ks_metrics_text(srv, &r->body);
+	} else if (strcmp(path, "/api/stats") == 0) {
+		r->type = "application/json";
+		ks_buf_puts(&r->body, "{\"ok\":true");
+		ks_stats_fields(srv, &r->body);
+		ks_buf_puts(&r->body, "}");
+	} else if (strcmp(path, "/") == 0) {
+		r->type = "text/html; charset=utf-8";
+		/* Nothing but this page and its own requests to /api/stats. */
+		r->headers = "Content-Security-Policy: default-src 'none'; "
+		    "script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+		    "connect-src 'self'; img-src data:; base-uri 'none'; "
+		    "form-action 'none'; frame-ancestors 'none'\r\n";
+		ks_buf_append(&r->body, ks_dashboard_html,
+		    ks_dashboard_html_len);
+	} else {
+		r->status = 404;
+		ks_buf_printf(&r->body, "404 Not Found: this listener serves "
+		    "/metrics, /api/stats and /\n");
+	}
+}
