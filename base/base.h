@@ -49,7 +49,8 @@
 	X(COMPILE_CRASHED, -30, "the compiler crashed")                      \
 	X(COMPILE_TIMEOUT, -31, "the compile exceeded its time limit")       \
 	X(COMPILE_OOM,   -32, "the compile exceeded its memory limit")         \
-	X(DENIED,        -33, "not allowed")
+	X(DENIED,        -33, "not allowed")                                 \
+	X(CANCELLED,     -34, "cancelled by the client")
 
 enum {
 	KS_OK = 0,

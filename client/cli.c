@@ -8,6 +8,7 @@
  *   1  the daemon refused the request, or a local file could not be written
  *   2  usage error (nothing was sent)
  *   3  no connection to the daemon, or it was lost
+ *   130  warm interrupted by Ctrl-C (after its summary)
  */
 #define _POSIX_C_SOURCE 200809L
 #include "../include/kspec.h"
@@ -57,7 +58,7 @@ static const char usage_main[] =
 "  --version        kspec's version\n"
 "\n"
 "exit status: 0 ok, 1 daemon or request error, 2 usage error,\n"
-"3 connection error\n";
+"3 connection error, 130 warm interrupted\n";
 
 static const char usage_ping[] =
 "usage: kspec [--socket PATH] ping [--wait SECONDS] [--json]\n"
@@ -284,8 +285,12 @@ static const char usage_warm[] =
 "usage: kspec [--socket PATH] warm MANIFEST [--json]\n"
 "\n"
 "Compiles every spec of MANIFEST that is not cached yet, at lower priority\n"
-"than live gets.  A progress bar on a terminal, one line per item\n"
-"otherwise, then a summary.  Exit status 1 if any item failed.\n"
+"than live gets, reporting each spec as it completes: a progress bar on a\n"
+"terminal, one line per spec otherwise; a bad spec is named by its index\n"
+"in \"specs\" (specs[N], from 0) and the rest go on.  A summary always\n"
+"comes last.  Ctrl-C cancels the specs still queued in the daemon (a\n"
+"running compile finishes).  Exit status 0, 1 if any spec failed, 3 if\n"
+"the connection was lost, 130 after Ctrl-C.\n"
 "Manifest (JSON, docs/cli.md):\n"
 "  {\"version\":1, \"targets\":{\"cpu\":[\"x86-64-v3\",\"x86-64-v4\"]},\n"
 "   \"specs\":[{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"bf16\",\n"
@@ -1134,7 +1139,56 @@ static int cmd_explain(const char *socket_path, int argc, char **argv)
 
 /* ---- warm ---- */
 
-#define WARM_BATCH 16
+/*
+ * Specs go in warm requests of at most WARM_BATCH items (the daemon's
+ * limit) and WARM_BATCH_BYTES of header (its limit is 64 KiB), with
+ * "progress":true so that each item is reported as it completes.  Two
+ * requests are in flight at once: the second keeps the workers busy while
+ * the first's last compiles finish, and two stay far below the flights
+ * one uid may have queued.
+ */
+#define WARM_BATCH 256
+#define WARM_BATCH_BYTES 60000
+#define WARM_WINDOW 2
+
+/* What became of a spec; the summary counts them. */
+enum { W_PENDING, W_CACHED, W_COMPILED, W_JOINED, W_FAILED, W_CANCELLED,
+    W_RUNNING, W_STATES };
+
+/* A request in flight: a warm of specs [start, start + n), or a cancel
+ * of one. */
+typedef struct {
+	uint64_t id;
+	int start, n;
+	int is_cancel;
+} warm_req_t;
+
+typedef struct {
+	const char *path;
+	cJSON *specs;            /* the manifest expanded (expand_manifest) */
+	const cJSON **spec;      /* its items, for access by index */
+	int *origin;             /* per spec: its index in "specs" */
+	int *state;              /* per spec: W_* */
+	cJSON **result;          /* --json: per spec, its item or NULL */
+	int n;
+	int count[W_STATES];
+	int next;                /* the first spec not sent */
+	int *retry;              /* specs to send again one at a time */
+	int nretry;
+	warm_req_t req[2 * WARM_WINDOW];
+	int nreq;
+	int batches;             /* of req, the warms */
+	int cancelling;          /* cancels sent */
+	int tty, as_json;
+} warm_run_t;
+
+static volatile sig_atomic_t warm_interrupted;
+
+static void on_warm_sigint(int sig)
+{
+	(void)sig;
+	warm_interrupted = 1;   /* SA_RESETHAND: a second Ctrl-C kills */
+}
 
 /* Reads FILE whole; NULL with a message on failure. */
 static char *slurp(const char *path)
@@ -1163,13 +1217,15 @@ static char *slurp(const char *path)
  * Expands the manifest into a flat array of get-specs (cJSON objects):
  * each spec without a "target" is repeated for every target the manifest
  * lists for its backend (or sent once, with the daemon's default, when it
- * lists none).
+ * lists none).  ORIGIN (one number per spec of OUT) gets the index in
+ * "specs" each came from.
  */
-static int expand_manifest(const cJSON *m, cJSON *out, char *why,
-    size_t whylen)
+static int expand_manifest(const cJSON *m, cJSON *out, cJSON *origin,
+    char *why, size_t whylen)
 {
 	const cJSON *specs, *targets, *s, *t, *list;
 	const cJSON *ver = cJSON_GetObjectItemCaseSensitive(m, "version");
+	int k = 0;
 
 	if (!cJSON_IsObject(m)) {
 		snprintf(why, whylen, "the manifest is not a JSON object");
@@ -1195,13 +1251,14 @@ static int expand_manifest(const cJSON *m, cJSON *out, char *why,
 		const char *be = jstr(s, "backend");
 
 		if (!cJSON_IsObject(s)) {
-			snprintf(why, whylen, "every spec must be an object");
+			snprintf(why, whylen, "specs[%d] is not an object", k);
 			return -1;
 		}
 		list = cJSON_GetObjectItemCaseSensitive(targets, be);
 		if (cJSON_GetObjectItemCaseSensitive(s, "target") ||
 		    !cJSON_IsArray(list) || !list->child) {
 			cJSON_AddItemToArray(out, cJSON_Duplicate(s, 1));
+			cJSON_AddItemToArray(origin, cJSON_CreateNumber(k++));
 			continue;
 		}
 		cJSON_ArrayForEach(t, list) {
@@ -1215,7 +1272,9 @@ static int expand_manifest(const cJSON *m, cJSON *out, char *why,
 			}
 			cJSON_AddStringToObject(dup, "target", t->valuestring);
 			cJSON_AddItemToArray(out, dup);
+			cJSON_AddItemToArray(origin, cJSON_CreateNumber(k));
 		}
+		k++;
 	}
 	return 0;
 }
@@ -1237,16 +1296,372 @@ static void describe_spec(const cJSON *s, char *buf, size_t len)
 		snprintf(buf + n, len - n, " @%s", jstr(s, "target"));
 }
 
-static void progress(int done, int total, int failed)
+static void progress(const warm_run_t *r)
 {
-	int i, w = 30, fill = total ? done * w / total : w;
+	int i, w = 30, done = r->n - r->count[W_PENDING];
+	int fill = r->n ? done * w / r->n : w;
 
 	fprintf(stderr, "\r[");
 	for (i = 0; i < w; i++)
 		fputc(i < fill ? '#' : ' ', stderr);
-	fprintf(stderr, "] %d/%d%s", done, total, failed ? " (failures)" :
-	    "");
+	fprintf(stderr, "] %d/%d", done, r->n);
+	if (r->count[W_FAILED])
+		fprintf(stderr, " (%d failed)", r->count[W_FAILED]);
 	fflush(stderr);
+}
+
+/* Spec I ended as ITEM reports ({index, ok, key, variant, source} or
+ * {index, ok:false, error}): counted, shown unless QUIET, kept for
+ * --json. */
+static void warm_record(warm_run_t *r, int i, const cJSON *item, int quiet)
+{
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(item, "error");
+	const char *src = jstr(item, "source");
+	int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "ok"));
+	int st;
+	char desc[256];
+
+	if (i < 0 || i >= r->n || r->state[i] != W_PENDING)
+		return;         /* reported already (the final reply) */
+	st = !ok ? (strcmp(jstr(e, "code"), "E_CANCELLED") == 0 ?
+	    W_CANCELLED : W_FAILED) : strcmp(src, "compiled") == 0 ?
+	    W_COMPILED : strcmp(src, "joined") == 0 ? W_JOINED : W_CACHED;
+	r->state[i] = st;
+	r->count[W_PENDING]--;
+	r->count[st]++;
+	if (r->as_json) {
+		cJSON *x = cJSON_Duplicate(item, 1);
+
+		cJSON_ReplaceItemInObject(x, "index", cJSON_CreateNumber(i));
+		cJSON_AddNumberToObject(x, "spec", r->origin[i]);
+		r->result[i] = x;
+		return;
+	}
+	if (quiet)
+		return;
+	describe_spec(r->spec[i], desc, sizeof desc);
+	if (st == W_FAILED)
+		fprintf(r->tty ? stderr : stdout, "%sFAIL  specs[%d] %s: %s: "
+		    "%s\n", r->tty ? "\r\033[K" : "", r->origin[i], desc,
+		    jstr(e, "code"), jstr(e, "message"));
+	else if (st != W_CANCELLED && !r->tty)
+		printf("ok    specs[%d] %s: %s %s, key %.12s\n", r->origin[i],
+		    desc, jstr(item, "variant"), src, jstr(item, "key"));
+	if (!r->tty)
+		fflush(stdout);
+	else
+		progress(r);
+}
+
+/* Spec I ends with error CODE and MSG. */
+static void warm_fail(warm_run_t *r, int i, const char *code,
+    const char *msg, int quiet)
+{
+	cJSON *item = cJSON_CreateObject(), *e;
+
+	cJSON_AddNumberToObject(item, "index", i);
+	cJSON_AddFalseToObject(item, "ok");
+	e = cJSON_AddObjectToObject(item, "error");
+	cJSON_AddStringToObject(e, "code", code);
+	cJSON_AddStringToObject(e, "message", msg);
+	warm_record(r, i, item, quiet);
+	cJSON_Delete(item);
+}
+
+/* After Ctrl-C, the specs of the warms still in flight: compiling, since
+ * the daemon took back every queued one.  It finishes and stores them. */
+static void warm_running(warm_run_t *r)
+{
+	cJSON *x;
+	int i, j;
+
+	for (i = 0; i < r->nreq; i++) {
+		for (j = r->req[i].start; !r->req[i].is_cancel &&
+		    j < r->req[i].start + r->req[i].n; j++) {
+			if (r->state[j] != W_PENDING)
+				continue;
+			r->state[j] = W_RUNNING;
+			r->count[W_PENDING]--;
+			r->count[W_RUNNING]++;
+			if (!r->as_json)
+				continue;
+			x = cJSON_CreateObject();
+			cJSON_AddNumberToObject(x, "index", j);
+			cJSON_AddNumberToObject(x, "spec", r->origin[j]);
+			cJSON_AddFalseToObject(x, "ok");
+			cJSON_AddTrueToObject(x, "running");
+			r->result[j] = x;
+		}
+	}
+}
+
+/* At the end, the specs still pending: each ends with CODE and MSG,
+ * without a line each (the summary and the error line say why). */
+static void warm_end_all(warm_run_t *r, const char *code, const char *msg)
+{
+	int i;
+
+	for (i = 0; i < r->n; i++)
+		if (r->state[i] == W_PENDING)
+			warm_fail(r, i, code, msg, 1);
+}
+
+/* Sends the next warm request: one spec to retry, or the next batch. */
+static int warm_send(warm_run_t *r, kspec_client_t *c)
+{
+	cJSON *batch = cJSON_CreateArray();
+	const cJSON *s;
+	char *text, *fields;
+	size_t bytes = 64;
+	int start, n = 0, rc;
+
+	start = r->nretry ? r->retry[--r->nretry] : r->next;
+	do {
+		s = r->spec[start + n];
+		text = cJSON_PrintUnformatted(s);
+		bytes += text ? strlen(text) + 1 : 0;
+		free(text);
+		if (n && bytes > WARM_BATCH_BYTES)
+			break;
+		cJSON_AddItemToArray(batch, cJSON_Duplicate(s, 1));
+		n++;
+	} while (start == r->next && start + n < r->n && n < WARM_BATCH);
+	if (start == r->next)
+		r->next += n;
+	text = cJSON_PrintUnformatted(batch);
+	cJSON_Delete(batch);
+	fields = text ? malloc(strlen(text) + 32) : NULL;
+	if (!fields) {
+		free(text);
+		fputs("kspec: E_NOMEM: out of memory\n", stderr);
+		return EXIT_FAIL;
+	}
+	sprintf(fields, "\"progress\":true,\"items\":%s", text);
+	free(text);
+	rc = kspec_send(c, "warm", fields, &r->req[r->nreq].id);
+	free(fields);
+	if (rc)
+		return fail(c, rc);
+	r->req[r->nreq].start = start;
+	r->req[r->nreq].n = n;
+	r->req[r->nreq].is_cancel = 0;
+	r->nreq++;
+	r->batches++;
+	return EXIT_OK;
+}
+
+/* Keeps WARM_WINDOW warm requests in flight while specs are left. */
+static int warm_fill(warm_run_t *r, kspec_client_t *c)
+{
+	int rc = EXIT_OK;
+
+	while (!rc && !warm_interrupted && r->batches < WARM_WINDOW &&
+	    (r->nretry || r->next < r->n))
+		rc = warm_send(r, c);
+	return rc;
+}
+
+/* Ctrl-C: asks the daemon to take back what is queued of every warm in
+ * flight. */
+static int warm_cancel(warm_run_t *r, kspec_client_t *c)
+{
+	int i, nreq = r->nreq, rc;
+	char fields[64];
+
+	r->cancelling = 1;
+	for (i = 0; i < nreq; i++) {
+		snprintf(fields, sizeof fields, "\"request\":%" PRIu64,
+		    r->req[i].id);
+		rc = kspec_send(c, "cancel", fields, &r->req[r->nreq].id);
+		if (rc)
+			return fail(c, rc);
+		r->req[r->nreq].is_cancel = 1;
+		r->nreq++;
+	}
+	return EXIT_OK;
+}
+
+/* The frame (RC, TEXT) of request K: a progress frame, or its reply,
+ * which takes it out of the list. */
+static int warm_reply(warm_run_t *r, kspec_client_t *c, int k, int rc,
+    char *text)
+{
+	warm_req_t q = r->req[k];
+	const cJSON *it;
+	const char *code, *msg;
+	cJSON *json = NULL;
+	int i;
+
+	if (!rc && !q.is_cancel) {
+		json = cJSON_Parse(text);
+		it = cJSON_GetObjectItemCaseSensitive(json, "progress");
+		if (it) {
+			warm_record(r, q.start + (int)jnum(it, "index"), it, 0);
+			cJSON_Delete(json);
+			kspec_free(text);
+			return EXIT_OK; /* more to come */
+		}
+	}
+	kspec_free(text);
+	r->req[k] = r->req[--r->nreq];
+	if (q.is_cancel)
+		return EXIT_OK;         /* E_NOT_FOUND: the warm had ended */
+	r->batches--;
+	if (!rc) {
+		/* The reply repeats every item: any not reported yet. */
+		cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(json,
+		    "items"))
+			warm_record(r, q.start + (int)jnum(it, "index"), it,
+			    0);
+		cJSON_Delete(json);
+		return EXIT_OK;
+	}
+	/* The request as a whole was refused (a duplicate key in a spec,
+	 * say): each of its specs alone finds the one at fault. */
+	if (q.n > 1 && !warm_interrupted) {
+		for (i = q.start + q.n - 1; i >= q.start; i--)
+			r->retry[r->nretry++] = i;
+		return EXIT_OK;
+	}
+	msg = kspec_last_error(c, &code);
+	for (i = q.start; i < q.start + q.n; i++)
+		warm_fail(r, i, *code ? code : kspec_err_name(rc), msg, 0);
+	return EXIT_OK;
+}
+
+/* Sends and reads until every spec is done, or, after Ctrl-C, until the
+ * daemon has answered the cancels.  Returns an exit status. */
+static int warm_loop(warm_run_t *r, kspec_client_t *c)
+{
+	int rc = warm_fill(r, c), k;
+	uint64_t id;
+	char *text;
+
+	while (!rc && r->nreq) {
+		if (warm_interrupted && !r->cancelling) {
+			rc = warm_cancel(r, c);
+			continue;
+		}
+		if (r->cancelling && r->nreq == r->batches)
+			break;          /* what is left is compiling */
+		rc = kspec_recv(c, 250, &id, &text);
+		if (rc == KSPEC_E_TIMEOUT) {
+			rc = EXIT_OK;
+			continue;
+		}
+		for (k = 0; k < r->nreq && r->req[k].id != id; k++)
+			;
+		if (k == r->nreq || rc == KSPEC_E_CONNECT)
+			return fail(c, rc ? rc : KSPEC_E_PROTO);
+		rc = warm_reply(r, c, k, rc, text);
+		if (!rc)
+			rc = warm_fill(r, c);
+	}
+	return rc;
+}
+
+static void warm_summary(warm_run_t *r, double secs)
+{
+	const int *n = r->count;
+	cJSON *o, *items;
+	char *t;
+	int i;
+
+	if (!r->as_json) {
+		printf("warm %s: %d specs: %d cached, %d compiled, %d joined, "
+		    "%d failed, %d cancelled", r->path, r->n, n[W_CACHED],
+		    n[W_COMPILED], n[W_JOINED], n[W_FAILED], n[W_CANCELLED]);
+		if (n[W_RUNNING])
+			printf(", %d still compiling (stored when done)",
+			    n[W_RUNNING]);
+		printf(" in %.2f s%s\n", secs, warm_interrupted ?
+		    " (interrupted)" : "");
+		return;
+	}
+	o = cJSON_CreateObject();
+	items = cJSON_AddArrayToObject(o, "items");
+	for (i = 0; i < r->n; i++) {
+		cJSON_AddItemToArray(items, r->result[i] ? r->result[i] :
+		    cJSON_CreateNull());
+		r->result[i] = NULL;
+	}
+	cJSON_AddNumberToObject(o, "total", r->n);
+	cJSON_AddNumberToObject(o, "cached", n[W_CACHED]);
+	cJSON_AddNumberToObject(o, "compiled", n[W_COMPILED]);
+	cJSON_AddNumberToObject(o, "joined", n[W_JOINED]);
+	cJSON_AddNumberToObject(o, "failed", n[W_FAILED]);
+	cJSON_AddNumberToObject(o, "cancelled", n[W_CANCELLED]);
+	cJSON_AddNumberToObject(o, "running", n[W_RUNNING]);
+	cJSON_AddBoolToObject(o, "interrupted", warm_interrupted);
+	cJSON_AddNumberToObject(o, "seconds", (double)(int64_t)(secs * 1000 +
+	    0.5) / 1000);
+	t = cJSON_PrintUnformatted(o);
+	printf("%s\n", t);
+	free(t);
+	cJSON_Delete(o);
+}
+
+/* Reads and expands the manifest at PATH into R; an exit status. */
+static int warm_open(warm_run_t *r, const char *path)
+{
+	cJSON *manifest, *origin, *x;
+	char why[256], *text;
+	int i;
+
+	text = slurp(path);
+	if (!text) {
+		fprintf(stderr, "kspec: cannot read %s: %s\n", path,
+		    strerror(errno ? errno : EIO));
+		return EXIT_FAIL;
+	}
+	manifest = cJSON_Parse(text);
+	free(text);
+	r->specs = cJSON_CreateArray();
+	origin = cJSON_CreateArray();
+	if (!manifest || expand_manifest(manifest, r->specs, origin, why,
+	    sizeof why)) {
+		fprintf(stderr, "kspec: %s: %s\n", path, manifest ? why :
+		    "not valid JSON");
+		cJSON_Delete(manifest);
+		cJSON_Delete(origin);
+		return EXIT_FAIL;
+	}
+	cJSON_Delete(manifest);
+	r->path = path;
+	r->n = cJSON_GetArraySize(r->specs);
+	r->spec = calloc((size_t)r->n + 1, sizeof *r->spec);
+	r->origin = calloc((size_t)r->n + 1, sizeof *r->origin);
+	r->state = calloc((size_t)r->n + 1, sizeof *r->state);
+	r->retry = calloc((size_t)r->n + 1, sizeof *r->retry);
+	r->result = calloc((size_t)r->n + 1, sizeof *r->result);
+	if (!r->spec || !r->origin || !r->state || !r->retry || !r->result) {
+		cJSON_Delete(origin);
+		fputs("kspec: E_NOMEM: out of memory\n", stderr);
+		return EXIT_FAIL;
+	}
+	i = 0;
+	cJSON_ArrayForEach(x, r->specs)
+		r->spec[i++] = x;
+	i = 0;
+	cJSON_ArrayForEach(x, origin)
+		r->origin[i++] = (int)x->valuedouble;
+	cJSON_Delete(origin);
+	r->count[W_PENDING] = r->n;
+	return EXIT_OK;
+}
+
+static void warm_close(warm_run_t *r)
+{
+	int i;
+
+	for (i = 0; r->result && i < r->n; i++)
+		cJSON_Delete(r->result[i]);
+	cJSON_Delete(r->specs);
+	free(r->spec);
+	free(r->result);
+	free(r->origin);
+	free(r->state);
+	free(r->retry);
 }
 
 static int cmd_warm(const char *socket_path, int argc, char **argv)
@@ -1256,13 +1671,14 @@ static int cmd_warm(const char *socket_path, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int counts[4] = { 0 };  /* cached, compiled, joined, failed */
+	struct sigaction sa, old;
 	const char *path = NULL;
 	kspec_client_t *c = NULL;
-	cJSON *manifest, *specs, *results = NULL;
-	char why[256], *text;
-	int ch, rc, as_json = 0, tty, n, i, done = 0;
+	warm_run_t r;
+	double t0 = mono_s();
+	int ch, rc;
 
+	memset(&r, 0, sizeof r);
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "-:h", opts, NULL)) != -1) {
@@ -1271,7 +1687,7 @@ static int cmd_warm(const char *socket_path, int argc, char **argv)
 			fputs(usage_warm, stdout);
 			return EXIT_OK;
 		case 'j':
-			as_json = 1;
+			r.as_json = 1;
 			break;
 		case 1:
 			if (path)
@@ -1285,120 +1701,45 @@ static int cmd_warm(const char *socket_path, int argc, char **argv)
 	}
 	if (!path)
 		return usage_error("warm", "missing MANIFEST");
-	text = slurp(path);
-	if (!text) {
-		fprintf(stderr, "kspec: cannot read %s: %s\n", path,
-		    strerror(errno ? errno : EIO));
-		return EXIT_FAIL;
-	}
-	manifest = cJSON_Parse(text);
-	free(text);
-	specs = cJSON_CreateArray();
-	if (!manifest || expand_manifest(manifest, specs, why, sizeof why)) {
-		fprintf(stderr, "kspec: %s: %s\n", path, manifest ? why :
-		    "not valid JSON");
-		cJSON_Delete(manifest);
-		cJSON_Delete(specs);
-		return EXIT_FAIL;
-	}
-	cJSON_Delete(manifest);
-	rc = open_client(socket_path, &c);
+	rc = warm_open(&r, path);
+	if (rc == EXIT_OK)
+		rc = open_client(socket_path, &c);
 	if (rc) {
-		cJSON_Delete(specs);
+		warm_close(&r);
 		return rc;
 	}
-	n = cJSON_GetArraySize(specs);
-	tty = !as_json && isatty(2);
-	if (as_json)
-		results = cJSON_CreateArray();
-	for (i = 0; i < n && !rc; i += WARM_BATCH) {
-		cJSON *batch = cJSON_CreateArray(), *reply;
-		const cJSON *it;
-		char *fields, *items, *out = NULL;
-		int j;
-
-		for (j = i; j < n && j < i + WARM_BATCH; j++)
-			cJSON_AddItemToArray(batch, cJSON_Duplicate(
-			    cJSON_GetArrayItem(specs, j), 1));
-		items = cJSON_PrintUnformatted(batch);
-		cJSON_Delete(batch);
-		fields = malloc(strlen(items) + 16);
-		sprintf(fields, "\"items\":%s", items);
-		free(items);
-		rc = kspec_call(c, "warm", fields, &out);
-		free(fields);
-		if (rc) {
-			if (tty)
-				fputc('\n', stderr);
-			rc = fail(c, rc);
-			break;
-		}
-		reply = cJSON_Parse(out);
-		kspec_free(out);
-		cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(reply,
-		    "items")) {
-			const cJSON *spec = cJSON_GetArrayItem(specs, i +
-			    (int)jnum(it, "index"));
-			const char *src = jstr(it, "source");
-			char desc[256];
-			int ok = cJSON_IsTrue(
-			    cJSON_GetObjectItemCaseSensitive(it, "ok"));
-
-			describe_spec(spec, desc, sizeof desc);
-			counts[!ok ? 3 : strcmp(src, "compiled") == 0 ? 1 :
-			    strcmp(src, "joined") == 0 ? 2 : 0]++;
-			if (as_json) {
-				cJSON *r = cJSON_Duplicate(it, 1);
-
-				cJSON_ReplaceItemInObject(r, "index",
-				    cJSON_CreateNumber(done));
-				cJSON_AddItemToArray(results, r);
-			} else if (!ok) {
-				const cJSON *e =
-				    cJSON_GetObjectItemCaseSensitive(it,
-				    "error");
-
-				fprintf(tty ? stderr : stdout, "%sFAIL  %s: "
-				    "%s: %s\n", tty ? "\r" : "", desc,
-				    jstr(e, "code"), jstr(e, "message"));
-			} else if (!tty) {
-				printf("ok    %s: %s %s, key %.12s\n", desc,
-				    jstr(it, "variant"), src, jstr(it, "key"));
-			}
-			done++;
-		}
-		cJSON_Delete(reply);
-		if (tty)
-			progress(done, n, counts[3]);
-	}
+	r.tty = !r.as_json && isatty(2);
+	/* Not SA_RESTART: a wait for a reply returns, and the loop sends
+	 * the cancels. */
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_warm_sigint;
+	sa.sa_flags = SA_RESETHAND;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old);
+	if (r.tty)
+		progress(&r);
+	rc = warm_loop(&r, c);
+	sigaction(SIGINT, &old, NULL);
 	kspec_close(c);
-	cJSON_Delete(specs);
-	if (tty)
-		fputc('\n', stderr);
-	if (rc) {
-		cJSON_Delete(results);
+	/* What is pending now was compiling when the cancels were answered
+	 * (the daemon finishes and stores it), or never sent; or the run
+	 * stopped at an error, reported already. */
+	if (rc)
+		warm_end_all(&r, rc == EXIT_CONNECT ? "E_CONNECT" : "E_PROTO",
+		    "not warmed: kspec warm stopped at an error");
+	else if (warm_interrupted)
+		warm_running(&r);
+	warm_end_all(&r, "E_CANCELLED", "not sent: kspec warm was "
+	    "interrupted");
+	if (r.tty)
+		fputs("\n", stderr);
+	warm_summary(&r, mono_s() - t0);
+	warm_close(&r);
+	if (rc)
 		return rc;
-	}
-	if (as_json) {
-		cJSON *o = cJSON_CreateObject();
-		char *t;
-
-		cJSON_AddItemToObject(o, "items", results);
-		cJSON_AddNumberToObject(o, "total", n);
-		cJSON_AddNumberToObject(o, "cached", counts[0]);
-		cJSON_AddNumberToObject(o, "compiled", counts[1]);
-		cJSON_AddNumberToObject(o, "joined", counts[2]);
-		cJSON_AddNumberToObject(o, "failed", counts[3]);
-		t = cJSON_PrintUnformatted(o);
-		printf("%s\n", t);
-		free(t);
-		cJSON_Delete(o);
-	} else {
-		printf("warm %s: %d specs: %d cached, %d compiled, %d joined, "
-		    "%d failed\n", path, n, counts[0], counts[1], counts[2],
-		    counts[3]);
-	}
-	return counts[3] ? EXIT_FAIL : EXIT_OK;
+	if (warm_interrupted)
+		return 128 + SIGINT;
+	return r.count[W_FAILED] ? EXIT_FAIL : EXIT_OK;
 }
 
 /* ---- manifest ---- */

@@ -2,7 +2,8 @@
  * client: the public client library (include/kspec.h).
  *
  * One request at a time per connection: send a frame, read one reply
- * frame, check that its id is the request's.  Connection states:
+ * frame, check that its id is the request's (kspec_get_many, and
+ * kspec_send/kspec_recv, pipeline instead).  Connection states:
  *   connected (fd >= 0) -- any transport failure, a malformed reply frame or
  *   a reply for another id --> closed (fd == -1), every later call fails
  *   with KSPEC_E_CONNECT.  A reply whose header is well framed but not what
@@ -900,6 +901,28 @@ static int text_call(kspec_client_t *c, ks_buf_t *req, uint64_t id,
 	return KSPEC_OK;
 }
 
+/* {"op":OP,"id":ID,FIELDS} into REQ. */
+static int build_call(kspec_client_t *c, ks_buf_t *req, const char *op,
+    const char *fields, uint64_t id)
+{
+	int rc;
+
+	if (!op)
+		return set_error(c, KSPEC_E_INVAL, "no op");
+	ks_buf_init(req);
+	rc = ks_buf_puts(req, "{\"op\":");
+	if (!rc)
+		rc = ks_buf_json_str(req, op);
+	if (!rc)
+		rc = ks_buf_printf(req, ",\"id\":%" PRIu64 "%s%s}", id,
+		    fields && *fields ? "," : "", fields ? fields : "");
+	if (rc) {
+		ks_buf_close(req);
+		return set_error(c, rc, "out of memory");
+	}
+	return KSPEC_OK;
+}
+
 int kspec_call(kspec_client_t *c, const char *op, const char *fields,
     char **json_out)
 {
@@ -909,20 +932,59 @@ int kspec_call(kspec_client_t *c, const char *op, const char *fields,
 
 	*json_out = NULL;
 	clear_error(c);
-	if (!op)
-		return set_error(c, KSPEC_E_INVAL, "no op");
-	ks_buf_init(&req);
-	rc = ks_buf_puts(&req, "{\"op\":");
-	if (!rc)
-		rc = ks_buf_json_str(&req, op);
-	if (!rc)
-		rc = ks_buf_printf(&req, ",\"id\":%" PRIu64 "%s%s}", id,
-		    fields && *fields ? "," : "", fields ? fields : "");
-	if (rc) {
-		ks_buf_close(&req);
-		return set_error(c, rc, "out of memory");
-	}
-	return text_call(c, &req, id, json_out);
+	rc = build_call(c, &req, op, fields, id);
+	return rc ? rc : text_call(c, &req, id, json_out);
+}
+
+int kspec_send(kspec_client_t *c, const char *op, const char *fields,
+    uint64_t *id)
+{
+	ks_buf_t req;
+	int rc;
+
+	clear_error(c);
+	*id = c->next_id++;
+	rc = build_call(c, &req, op, fields, *id);
+	if (rc)
+		return rc;
+	rc = reopen_if_closed(c);
+	if (rc == KSPEC_OK)
+		rc = send_request(c, &req);
+	ks_buf_close(&req);
+	return rc;
+}
+
+int kspec_recv(kspec_client_t *c, int timeout_ms, uint64_t *id,
+    char **json_out)
+{
+	struct pollfd pfd;
+	reply_t r;
+	int rc;
+
+	*id = UINT64_MAX;
+	*json_out = NULL;
+	clear_error(c);
+	if (c->fd < 0)
+		return set_error(c, KSPEC_E_CONNECT, "not connected to %s",
+		    c->path);
+	/* Wait for a frame to begin, so that the caller can look up from
+	 * a long wait (a signal, a deadline) without losing its place in
+	 * the stream. */
+	pfd.fd = c->fd;
+	pfd.events = POLLIN;
+	rc = poll(&pfd, 1, timeout_ms < 0 ? -1 : timeout_ms);
+	if (rc == 0 || (rc < 0 && errno == EINTR))
+		return set_error(c, KSPEC_E_TIMEOUT, "%s", rc ? "interrupted" :
+		    "no reply yet");
+	if (rc < 0)
+		return lost(c, strerror(errno));
+	rc = recv_reply(c, 1, c->next_id - 1, want_no, NULL, &r, id);
+	if (rc)
+		return rc;
+	*json_out = r.header;
+	r.header = NULL;
+	reply_free(&r);
+	return KSPEC_OK;
 }
 
 int kspec_explain(kspec_client_t *c, const kspec_get_spec_t *spec,

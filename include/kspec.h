@@ -81,7 +81,8 @@ enum {
 	KSPEC_E_COMPILE_CRASHED = -30,
 	KSPEC_E_COMPILE_TIMEOUT = -31,
 	KSPEC_E_COMPILE_OOM = -32,
-	KSPEC_E_DENIED = -33
+	KSPEC_E_DENIED = -33,
+	KSPEC_E_CANCELLED = -34
 };
 
 /* "E_BAD_SHAPE" for KSPEC_E_BAD_SHAPE, "OK" for 0, "E_UNKNOWN" else. */
@@ -212,6 +213,25 @@ int kspec_get_many(kspec_client_t *client, const kspec_get_spec_t *specs,
 int kspec_call(kspec_client_t *client, const char *op, const char *fields,
     char **json_out);
 
+/*
+ * Pipelined calls, for a warm that reports each item as it completes
+ * ("progress":true, docs/protocol.md) and a cancel sent while it runs.
+ * kspec_send sends op OP with FIELDS (as kspec_call) without waiting;
+ * *id is its request id.  kspec_recv reads the next reply frame of any
+ * request sent so, in the daemon's order: *id is its id (UINT64_MAX when
+ * the reply had none) and *json_out its header's JSON text (free with
+ * kspec_free).  It returns 0 for an "ok":true frame, the daemon's error
+ * for ok:false (kspec_last_error has it; *json_out is NULL), or
+ * KSPEC_E_TIMEOUT when no frame began within TIMEOUT_MS (-1: no limit)
+ * or a signal interrupted the wait: nothing was read then, and the
+ * connection stays usable.  Other calls must wait until every reply sent
+ * for has been read.
+ */
+int kspec_send(kspec_client_t *client, const char *op, const char *fields,
+    uint64_t *id);
+int kspec_recv(kspec_client_t *client, int timeout_ms, uint64_t *id,
+    char **json_out);
+
 /* explain for a get spec (meta_only is ignored): the reply header's JSON
  * text in *json_out (free with kspec_free).  Compiles nothing. */
 int kspec_explain(kspec_client_t *client, const kspec_get_spec_t *spec,
@@ -235,8 +255,8 @@ int kspec_cpu_load(const kspec_artifact_t *a, kspec_cpu_kernel_t **out,
     kspec_cpu_entry_t *fn, char *err, size_t errlen);
 void kspec_cpu_unload(kspec_cpu_kernel_t *k);
 
-/* Frees a string returned by kspec_hello, kspec_stats, kspec_call or
- * kspec_explain. */
+/* Frees a string returned by kspec_hello, kspec_stats, kspec_call,
+ * kspec_recv or kspec_explain. */
 void kspec_free(void *p);
 
 #ifdef __cplusplus

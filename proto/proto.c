@@ -89,6 +89,7 @@ static const char *const op_names[KS_OP_COUNT_] = {
 	[KS_OP_EXPLAIN] = "explain",
 	[KS_OP_WARM] = "warm",
 	[KS_OP_MISSES] = "misses",
+	[KS_OP_CANCEL] = "cancel",
 };
 
 const char *ks_op_name(ks_op_t op)
@@ -593,24 +594,73 @@ static int parse_filter(const cJSON *root, ks_op_t op, ks_filter_req_t *f,
 	return KS_OK;
 }
 
-/* warm: "items", an array of get-specs (objects with get's fields). */
-static int parse_warm(const cJSON *root, ks_request_t *out, char *err,
-    size_t errlen)
+/*
+ * The members of ROOT, a request of op OP, besides "op" and "id": each must
+ * be one of NAMES (NULL-terminated), else E_UNKNOWN_FIELD; FOUND[i] gets
+ * the member named NAMES[i], or NULL.
+ */
+static int op_members(const cJSON *root, const char *op,
+    const char *const *names, const cJSON **found, char *err, size_t errlen)
 {
-	char e[ECHO_MAX + 4], where[32];
-	const cJSON *m, *items = NULL, *it;
-	int n, rc;
+	char e[ECHO_MAX + 4];
+	const cJSON *m;
+	int i;
 
+	for (i = 0; names[i]; i++)
+		found[i] = NULL;
 	for (m = root->child; m; m = m->next) {
 		if (strcmp(m->string, "op") == 0 ||
 		    strcmp(m->string, "id") == 0)
 			continue;
-		if (strcmp(m->string, "items") != 0)
+		for (i = 0; names[i] && strcmp(m->string, names[i]); i++)
+			;
+		if (!names[i])
 			return fail(err, errlen, KS_E_UNKNOWN_FIELD,
-			    "unknown field '%s' for op 'warm'",
-			    echo(e, m->string));
-		items = m;
+			    "unknown field '%s' for op '%s'",
+			    echo(e, m->string), op);
+		found[i] = m;
 	}
+	return KS_OK;
+}
+
+/* Records that warm item I did not parse: its own error, so that one bad
+ * spec does not cost the others theirs (docs/protocol.md, warm). */
+static int item_failed(ks_request_t *out, int i, int code, const char *msg)
+{
+	ks_item_err_t *e;
+
+	if (!out->item_errs) {
+		out->item_errs = calloc((size_t)KS_MAX_WARM_ITEMS,
+		    sizeof *out->item_errs);
+		if (!out->item_errs)
+			return KS_E_NOMEM;
+	}
+	e = &out->item_errs[i];
+	e->code = code;
+	snprintf(e->msg, sizeof e->msg, "%s", msg);
+	return KS_OK;
+}
+
+/* warm: "items", an array of get-specs (objects with get's fields), and
+ * "progress". */
+static int parse_warm(const cJSON *root, ks_request_t *out, char *err,
+    size_t errlen)
+{
+	char msg[256];
+	const cJSON *items, *it;
+	int n, rc;
+
+	static const char *const names[] = { "items", "progress", NULL };
+	const cJSON *found[2];
+
+	rc = op_members(root, "warm", names, found, err, errlen);
+	if (rc)
+		return rc;
+	items = found[0];
+	if (found[1] && !cJSON_IsBool(found[1]))
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "field 'progress' must be true or false");
+	out->progress = cJSON_IsTrue(found[1]);
 	if (!items)
 		return fail(err, errlen, KS_E_BAD_REQUEST,
 		    "missing field 'items'");
@@ -625,24 +675,42 @@ static int parse_warm(const cJSON *root, ks_request_t *out, char *err,
 	out->items = calloc(n ? (size_t)n : 1, sizeof *out->items);
 	if (!out->items)
 		return fail(err, errlen, KS_E_NOMEM, "out of memory");
-	for (it = items->child; it; it = it->next) {
-		if (!cJSON_IsObject(it))
-			return fail(err, errlen, KS_E_BAD_REQUEST,
-			    "items[%d] is not an object", out->nitems);
-		snprintf(where, sizeof where, "items[%d]", out->nitems);
-		rc = parse_get(it, where, &out->items[out->nitems], err,
-		    errlen);
-		if (rc)
-			return rc;
-		out->nitems++;
+	/* The item's index is in its reply: the message need not say it. */
+	for (it = items->child; it; it = it->next, out->nitems++) {
+		msg[0] = '\0';
+		rc = cJSON_IsObject(it) ? parse_get(it, "a warm item",
+		    &out->items[out->nitems], msg, sizeof msg) :
+		    fail(msg, sizeof msg, KS_E_BAD_REQUEST, "the item is not "
+		    "an object (a get-spec)");
+		if (rc && item_failed(out, out->nitems, rc, msg))
+			return fail(err, errlen, KS_E_NOMEM, "out of memory");
 	}
 	return KS_OK;
+}
+
+/* cancel: "request", the id of a warm on the same connection. */
+static int parse_cancel(const cJSON *root, ks_request_t *out, char *err,
+    size_t errlen)
+{
+	static const char *const names[] = { "request", NULL };
+	const cJSON *req;
+	int rc;
+
+	rc = op_members(root, "cancel", names, &req, err, errlen);
+	if (rc)
+		return rc;
+	if (!req)
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "missing field 'request'");
+	return get_count(req, &out->request, err, errlen);
 }
 
 void ks_request_close(ks_request_t *r)
 {
 	free(r->items);
+	free(r->item_errs);
 	r->items = NULL;
+	r->item_errs = NULL;
 	r->nitems = 0;
 }
 
@@ -674,6 +742,7 @@ static int read_id(const cJSON *root, ks_request_t *out, char *err,
 static int parse_root(const cJSON *root, const char *text, size_t len,
     ks_request_t *out, char *err, size_t errlen)
 {
+	static const char *const no_members[] = { NULL };
 	char e[ECHO_MAX + 4];
 	const cJSON *m, *op = NULL;
 	int rc, i;
@@ -716,13 +785,9 @@ static int parse_root(const cJSON *root, const char *text, size_t len,
 		return parse_filter(root, out->op, &out->filter, err, errlen);
 	if (out->op == KS_OP_WARM)
 		return parse_warm(root, out, err, errlen);
-	for (m = root->child; m; m = m->next) {
-		if (strcmp(m->string, "op") && strcmp(m->string, "id"))
-			return fail(err, errlen, KS_E_UNKNOWN_FIELD,
-			    "unknown field '%s' for op '%s'",
-			    echo(e, m->string), op_names[i]);
-	}
-	return KS_OK;
+	if (out->op == KS_OP_CANCEL)
+		return parse_cancel(root, out, err, errlen);
+	return op_members(root, op_names[i], no_members, NULL, err, errlen);
 }
 
 int ks_request_parse(const char *header, size_t len, ks_request_t *out,

@@ -57,6 +57,7 @@ typedef enum {
 	KS_OP_EXPLAIN,
 	KS_OP_WARM,
 	KS_OP_MISSES,
+	KS_OP_CANCEL,
 	KS_OP_COUNT_
 } ks_op_t;
 
@@ -102,6 +103,12 @@ typedef struct {
 #define KS_LIST_DEFAULT_LIMIT 100
 #define KS_LIST_MAX_LIMIT 1000
 
+/* A warm item the parser refused: that item's error, not the request's. */
+typedef struct {
+	int code;                       /* KS_OK when the item parsed */
+	char msg[256];
+} ks_item_err_t;
+
 typedef struct {
 	ks_op_t op;
 	int has_id;
@@ -110,6 +117,10 @@ typedef struct {
 	ks_filter_req_t filter;         /* KS_OP_LIST, KS_OP_EVICT */
 	ks_get_req_t *items;            /* KS_OP_WARM: malloc'd */
 	int nitems;
+	ks_item_err_t *item_errs;       /* KS_OP_WARM: per item, malloc'd;
+	                                   NULL when every item parsed */
+	int progress;                   /* KS_OP_WARM: "progress":true */
+	uint64_t request;               /* KS_OP_CANCEL: the warm's id */
 } ks_request_t;
 
 /* Frees what ks_request_parse allocated (warm items); safe on a request

@@ -152,7 +152,8 @@ static void flight_end(ks_flights_t *set, ks_flight_t *f)
 	HASH_DEL(set->table, f);
 	flight_user_drop(set, f->uid);
 	set->finish(set, f);
-	if (f->err && f->err != KS_E_SHUTTING_DOWN)
+	if (f->err && f->err != KS_E_SHUTTING_DOWN &&
+	    f->err != KS_E_CANCELLED)
 		set->failures++;
 	negative_add(set, f);
 	for (w = f->waiters; w; w = next) {
@@ -362,9 +363,34 @@ int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,
 		w->joined = 0;
 		set->compiles++;
 	}
+	w->flight = f;
 	w->next = f->waiters;
 	f->waiters = w;
 	f->nwaiters++;
+	return KS_OK;
+}
+
+int ks_flight_leave(ks_flights_t *set, ks_waiter_t *w)
+{
+	ks_flight_t *f = w->flight;
+	ks_waiter_t **p;
+
+	if (f->state != FLIGHT_QUEUED)
+		return KS_E_BUSY;
+	for (p = &f->waiters; *p && *p != w; p = &(*p)->next)
+		;
+	if (!*p)
+		return KS_E_NOT_FOUND;
+	*p = w->next;
+	w->next = NULL;
+	f->nwaiters--;
+	if (f->waiters)
+		return KS_OK;
+	/* Nobody else asked for it: compile nothing. */
+	ks_sched_remove(&set->queue[f->prio], &f->queued);
+	set->abandoned++;
+	flight_fail(set, f, KS_E_CANCELLED, "every request for this compile "
+	    "was cancelled");
 	return KS_OK;
 }
 

@@ -12,8 +12,9 @@
  *            artifact or an error, every waiter's done callback has run,
  *            and the flight is freed.
  * A queued flight whose every waiter has gone is finished without a
- * compile when its turn comes (abandoned).  Only the loop thread touches
- * flights.
+ * compile when its turn comes (abandoned); one whose last waiter leaves
+ * (ks_flight_leave: a cancelled warm item) is finished at once, also
+ * abandoned.  Only the loop thread touches flights.
  */
 #ifndef KS_SERVER_FLIGHT_H
 #define KS_SERVER_FLIGHT_H
@@ -55,6 +56,7 @@ struct ks_waiter {
 	uint32_t uid;            /* its peer */
 	int is_get;              /* a get (a miss to record), not a warm item */
 	int joined;              /* 0 for the waiter that started the flight */
+	ks_flight_t *flight;     /* set by ks_flight_join */
 	ks_waiter_t *next;
 };
 
@@ -142,6 +144,14 @@ unsigned ks_flights_count(const ks_flights_t *set);
  */
 int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,
     ks_waiter_t *w, char *err, size_t errlen);
+/*
+ * Takes W, a waiter of a flight that is still queued, off it: KS_OK, and
+ * W's done will not be called.  A flight left without waiters is taken
+ * out of the queue and ended unrun (counted abandoned); one that others
+ * wait on keeps its place.  A flight already running keeps W (KS_E_BUSY):
+ * its compile finishes and W hears of it as usual.
+ */
+int ks_flight_leave(ks_flights_t *set, ks_waiter_t *w);
 /* Hands queued flights to idle workers, gets first. */
 void ks_flights_dispatch(ks_flights_t *set);
 /* Shutdown: no compile starts from now on; every queued flight ends with

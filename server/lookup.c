@@ -175,7 +175,7 @@ void ks_lookup_finish(ks_flights_t *set, ks_flight_t *f)
 		if (ks_writer_put(srv->writer, f->artifact) != KS_OK)
 			ks_log(KS_LOG_WARN, "store: could not persist an "
 			    "artifact (out of memory)");
-	} else if (f->err != KS_E_SHUTTING_DOWN) {
+	} else if (f->err != KS_E_SHUTTING_DOWN && f->err != KS_E_CANCELLED) {
 		ks_log(KS_LOG_WARN, "compile of %s failed: %s: %s",
 		    f->get.spec.def->name, ks_err_name(f->err), f->errmsg);
 	}

@@ -1,7 +1,9 @@
 /*
- * get and warm: the lookup (lookup.h) for one spec or many, and the
- * replies when a compile they wait on ends.
+ * get, warm and cancel: the lookup (lookup.h) for one spec or many, the
+ * replies when a compile they wait on ends, and taking a warm's queued
+ * items back.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,50 +145,64 @@ typedef struct {
 	char *msg;               /* malloc'd error message, or NULL */
 } warm_item_t;
 
-typedef struct warm warm_t;
+typedef struct ks_warm warm_t;
 
 typedef struct {
 	ks_waiter_t w;           /* first */
 	warm_t *warm;
 	int index;
+	int waiting;             /* on a flight: its done is still to come */
 } warm_wait_t;
 
-/* A warm request in progress: answered when its last item is done.
- * Keeps its connection waiting (ks_conn_wait) until then. */
-struct warm {
+/* A warm request in progress: answered when its last item is done, and
+ * with "progress" also as each item is.  Keeps its connection waiting
+ * (ks_conn_wait) until then; listed in srv->warms for cancel. */
+struct ks_warm {
 	ks_conn_t *conn;
 	int has_id;
 	uint64_t id;
+	int progress;
 	int nitems;
 	int pending;
 	warm_item_t *items;
 	warm_wait_t *waits;      /* one per item */
+	warm_t *prev, *next;     /* srv->warms */
 };
+
+/* Appends item I's outcome: {"index":I,"ok":...}. */
+static void warm_item_json(ks_buf_t *b, int i, const warm_item_t *it)
+{
+	ks_buf_printf(b, "{\"index\":%d", i);
+	if (it->err) {
+		ks_buf_printf(b, ",\"ok\":false,\"error\":{\"code\":\"%s\","
+		    "\"message\":", ks_err_name(it->err));
+		ks_buf_json_str(b, it->msg ? it->msg : "");
+		ks_buf_puts(b, "}}");
+		return;
+	}
+	ks_buf_printf(b, ",\"ok\":true,\"key\":\"%s\",\"variant\":\"%s\","
+	    "\"source\":\"%s\"}", it->key, it->variant, it->source);
+}
 
 static void warm_reply(warm_t *w)
 {
 	ks_conn_t *c = w->conn;
 	int i, cached = 0, compiled = 0, joined = 0, failed = 0;
+	int cancelled = 0;
 
 	ks_reply_begin(c, w->has_id, w->id);
 	ks_buf_puts(&c->out, ",\"items\":[");
 	for (i = 0; i < w->nitems; i++) {
 		warm_item_t *it = &w->items[i];
 
-		ks_buf_printf(&c->out, "%s{\"index\":%d", i ? "," : "", i);
-		if (it->err) {
-			ks_buf_printf(&c->out, ",\"ok\":false,\"error\":"
-			    "{\"code\":\"%s\",\"message\":",
-			    ks_err_name(it->err));
-			ks_buf_json_str(&c->out, it->msg ? it->msg : "");
-			ks_buf_puts(&c->out, "}}");
+		if (i)
+			ks_buf_puts(&c->out, ",");
+		warm_item_json(&c->out, i, it);
+		if (it->err == KS_E_CANCELLED)
+			cancelled++;
+		else if (it->err)
 			failed++;
-			continue;
-		}
-		ks_buf_printf(&c->out, ",\"ok\":true,\"key\":\"%s\","
-		    "\"variant\":\"%s\",\"source\":\"%s\"}", it->key,
-		    it->variant, it->source);
-		if (strcmp(it->source, "compiled") == 0)
+		else if (strcmp(it->source, "compiled") == 0)
 			compiled++;
 		else if (strcmp(it->source, "joined") == 0)
 			joined++;
@@ -194,8 +210,19 @@ static void warm_reply(warm_t *w)
 			cached++;
 	}
 	ks_buf_printf(&c->out, "],\"summary\":{\"total\":%d,\"cached\":"
-	    "%d,\"compiled\":%d,\"joined\":%d,\"failed\":%d}", w->nitems,
-	    cached, compiled, joined, failed);
+	    "%d,\"compiled\":%d,\"joined\":%d,\"failed\":%d,\"cancelled\":%d}",
+	    w->nitems, cached, compiled, joined, failed, cancelled);
+	ks_reply_finish(c);
+}
+
+/* The progress frame of item I: {"id":..,"ok":true,"progress":{item}}. */
+static void warm_progress(warm_t *w, int i)
+{
+	ks_conn_t *c = w->conn;
+
+	ks_reply_begin(c, w->has_id, w->id);
+	ks_buf_puts(&c->out, ",\"progress\":");
+	warm_item_json(&c->out, i, &w->items[i]);
 	ks_reply_finish(c);
 }
 
@@ -204,6 +231,7 @@ static void warm_reply(warm_t *w)
 static void warm_item_done(warm_t *w, int index, int err, const char *msg,
     const char *source, const ks_artifact_t *a)
 {
+	ks_srv_t *srv = ks_srv_of(w->conn);
 	int i;
 
 	if (index >= 0) {
@@ -223,11 +251,19 @@ static void warm_item_done(warm_t *w, int index, int err, const char *msg,
 				    "%.*s", (int)strcspn(v, "\""), v);
 			}
 		}
+		if (w->progress && ks_conn_live(w->conn))
+			warm_progress(w, index);
 	}
 	if (--w->pending > 0)
 		return;
 	if (ks_conn_live(w->conn))
 		warm_reply(w);
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		srv->warms = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
 	for (i = 0; i < w->nitems; i++)
 		free(w->items[i].msg);
 	ks_conn_done(w->conn);
@@ -245,6 +281,7 @@ static void warm_done(ks_waiter_t *w, ks_flight_t *f)
 {
 	warm_wait_t *ww = (warm_wait_t *)w;
 
+	ww->waiting = 0;
 	warm_item_done(ww->warm, ww->index, f->err, f->errmsg,
 	    ks_lookup_source(w), f->artifact);
 }
@@ -276,10 +313,15 @@ void ks_op_warm(ks_conn_t *c, const ks_request_t *req)
 	w->conn = c;
 	w->has_id = req->has_id;
 	w->id = req->id;
+	w->progress = req->progress;
 	w->nitems = req->nitems;
 	/* One extra count keeps the request open until every item has been
 	 * looked at, even if all of them finish at once. */
 	w->pending = req->nitems + 1;
+	w->next = srv->warms;
+	if (w->next)
+		w->next->prev = w;
+	srv->warms = w;
 	ks_conn_wait(c);
 
 	for (i = 0; i < req->nitems; i++) {
@@ -290,6 +332,11 @@ void ks_op_warm(ks_conn_t *c, const ks_request_t *req)
 		ks_get_t g;
 		int rc;
 
+		if (req->item_errs && req->item_errs[i].code) {
+			warm_item_done(w, i, req->item_errs[i].code,
+			    req->item_errs[i].msg, NULL, NULL);
+			continue;
+		}
 		err[0] = '\0';
 		rc = ks_keys_normalize(&srv->keys, &req->items[i], &g, err,
 		    sizeof err);
@@ -312,7 +359,62 @@ void ks_op_warm(ks_conn_t *c, const ks_request_t *req)
 		    sizeof err);
 		if (rc)
 			warm_item_done(w, i, rc, err, NULL, NULL);
+		else
+			ww->waiting = 1;
 	}
 	warm_item_done(w, -1, KS_OK, NULL, NULL, NULL);
 	ks_flights_dispatch(&srv->flights);
+}
+
+/* ---- cancel ---- */
+
+/* Ends the items of W still queued as E_CANCELLED; returns how many, and
+ * adds those whose compile runs to *running. */
+static int warm_cancel(ks_srv_t *srv, warm_t *w, int *running)
+{
+	int i, n = 0;
+
+	w->pending++;            /* W outlives the loop */
+	for (i = 0; i < w->nitems; i++) {
+		warm_wait_t *ww = &w->waits[i];
+
+		if (!ww->waiting)
+			continue;
+		if (ks_flight_leave(&srv->flights, &ww->w) != KS_OK) {
+			(*running)++;
+			continue;
+		}
+		ww->waiting = 0;
+		n++;
+		warm_item_done(w, i, KS_E_CANCELLED, "cancelled before its "
+		    "compile began", NULL, NULL);
+	}
+	warm_item_done(w, -1, KS_OK, NULL, NULL, NULL);
+	return n;
+}
+
+void ks_op_cancel(ks_conn_t *c, const ks_request_t *req)
+{
+	ks_srv_t *srv = ks_srv_of(c);
+	int found = 0, cancelled = 0, running = 0;
+	warm_t *w, *next;
+	char msg[128];
+
+	for (w = srv->warms; w; w = next) {
+		next = w->next;  /* W may end here */
+		if (w->conn != c || !w->has_id || w->id != req->request)
+			continue;
+		found++;
+		cancelled += warm_cancel(srv, w, &running);
+	}
+	if (!found) {
+		snprintf(msg, sizeof msg, "no warm request with id %" PRIu64
+		    " is in progress on this connection", req->request);
+		ks_srv_reject(c, req->has_id, req->id, KS_E_NOT_FOUND, msg);
+		return;
+	}
+	ks_reply_begin(c, req->has_id, req->id);
+	ks_buf_printf(&c->out, ",\"cancelled\":%d,\"running\":%d", cancelled,
+	    running);
+	ks_reply_finish(c);
 }

@@ -1,6 +1,6 @@
 /*
  * Private to server/: the ops, one handler each, grouped in files:
- * op_get.c (get, warm), op_info.c (ping, hello, stats, kernels),
+ * op_get.c (get, warm, cancel), op_info.c (ping, hello, stats, kernels),
  * op_store.c (list, evict, explain, misses).  dispatch.c maps a parsed
  * request to its handler.  A handler answers on C now, or keeps C waiting
  * (ks_conn_wait) and answers later.
@@ -12,7 +12,7 @@
 
 typedef void ks_op_fn(ks_conn_t *c, const ks_request_t *req);
 
-ks_op_fn ks_op_get, ks_op_warm;
+ks_op_fn ks_op_get, ks_op_warm, ks_op_cancel;
 ks_op_fn ks_op_ping, ks_op_hello, ks_op_stats, ks_op_kernels;
 ks_op_fn ks_op_list, ks_op_evict, ks_op_explain, ks_op_misses;
 

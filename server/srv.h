@@ -127,6 +127,8 @@ struct ks_srv {
 	struct ks_http *http;    /* --metrics-listen, or NULL */
 	const ks_fast_scan_t *learn;  /* the scan of the request being
 	                                 answered, for ks_op_get to learn */
+	struct ks_warm *warms;   /* warm requests in progress (op_get.c),
+	                            for cancel */
 };
 
 static inline ks_srv_t *ks_srv_of(const ks_conn_t *c)

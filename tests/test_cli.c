@@ -306,3 +306,282 @@ Test(cli, every_command_takes_json)
 		cJSON_Delete(j);
 	}
 }
+
+/* ---- warm, a spec at a time ---- */
+
+/* Writes a manifest of N cold gemm specs (distinct N dims) to PATH. */
+static void write_cold_manifest(const char *path, int n)
+{
+	char text[16384];
+	int i, k;
+
+	k = snprintf(text, sizeof text, "{\"version\":1,\"specs\":[");
+	for (i = 0; i < n; i++)
+		k += snprintf(text + k, sizeof text - (size_t)k, "%s{"
+		    "\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":"
+		    "\"f32\",\"shape\":{\"M\":1,\"N\":%d,\"K\":512}}",
+		    i ? "," : "", 64 + 8 * i);
+	snprintf(text + k, sizeof text - (size_t)k, "]}");
+	write_text(path, text);
+}
+
+/* Restarts the daemon with one compile worker, so that compiles queue. */
+static void one_worker(void)
+{
+	static const char *const extra[] = { "--workers", "1", NULL };
+
+	e2e_cleanup(&D);
+	memset(&D, 0, sizeof D);
+	cr_assert_eq(e2e_start(&D, extra), 0);
+}
+
+/* Starts `kspec --socket SOCK warm PATH` as a child whose stdout and
+ * stderr go to a pipe; *FD reads it. */
+static pid_t spawn_warm(const char *path, int *fd)
+{
+	char bin[512];
+	int p[2];
+	pid_t pid;
+
+	snprintf(bin, sizeof bin, "%s/kspec", e2e_build_dir());
+	cr_assert_eq(pipe(p), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		close(p[0]);
+		close(p[1]);
+		execl(bin, bin, "--socket", D.sock, "warm", path, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	*fd = p[0];
+	return pid;
+}
+
+/* Reads FD into `out` until a line starting with PREFIX is complete (or,
+ * with PREFIX NULL, to the end).  Returns the bytes read. */
+static size_t read_until_line(int fd, const char *prefix)
+{
+	size_t n = strlen(out);
+	ssize_t k;
+
+	for (;;) {
+		const char *l = prefix ? strstr(out, prefix) : NULL;
+
+		if (l && (l == out || l[-1] == '\n') && strchr(l, '\n'))
+			return n;
+		if (n + 1 >= sizeof out)
+			return n;
+		k = read(fd, out + n, sizeof out - 1 - n);
+		if (k <= 0)
+			return n;
+		n += (size_t)k;
+		out[n] = '\0';
+	}
+}
+
+/* With one compile worker, starts `kspec warm` on a manifest of N cold
+ * specs and reads its output up to its first "ok" line; *FD reads on. */
+static pid_t warm_cold(int n, int *fd)
+{
+	char path[400];
+	pid_t pid;
+
+	one_worker();
+	snprintf(path, sizeof path, "%s/cold.json", D.dir);
+	write_cold_manifest(path, n);
+	out[0] = '\0';
+	pid = spawn_warm(path, fd);
+	read_until_line(*fd, "ok    ");
+	return pid;
+}
+
+/* The counts of the warm summary line ("warm PATH: N specs: ..."): N,
+ * or 0 when there is none. */
+static int summary_of(int *cached, int *compiled, int *failed,
+    int *cancelled)
+{
+	const char *s, *d;
+	int total, joined;
+
+	for (s = strstr(out, " specs: "); s; s = strstr(s + 1, " specs: ")) {
+		for (d = s; d > out && d[-1] >= '0' && d[-1] <= '9'; d--)
+			;
+		if (d == s || d - out < 2 || d[-2] != ':')
+			continue;
+		if (sscanf(d, "%d specs: %d cached, %d compiled, %d joined, "
+		    "%d failed, %d cancelled", &total, cached, compiled,
+		    &joined, failed, cancelled) == 6)
+			return total;
+	}
+	return 0;
+}
+
+/* Compiles queued in the daemon, not yet running (stats "inflight"). */
+static int queued_flights(void)
+{
+	const cJSON *f;
+	e2e_reply_t r;
+	int n = 0;
+
+	cr_assert_eq(e2e_call(D.sock, "{\"op\":\"stats\"}", &r), 0);
+	cJSON_ArrayForEach(f, cJSON_GetObjectItem(r.h, "inflight"))
+		n += strcmp(cJSON_GetObjectItem(f, "state")->valuestring,
+		    "queued") == 0;
+	e2e_reply_free(&r);
+	return n;
+}
+
+/* Lines of `out` that start with PREFIX. */
+static int lines_starting(const char *prefix)
+{
+	const char *l;
+	int n = 0;
+
+	for (l = out; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+		n += strncmp(l, prefix, strlen(prefix)) == 0;
+	return n;
+}
+
+/*
+ * Bad specs in the middle of a manifest (a typo the parser refuses, an
+ * unknown kernel, a duplicate key that fails its whole request) are
+ * reported by their index in the manifest's "specs" with the error code,
+ * the rest are warmed, and the summary comes last, exit status 1.  The
+ * first spec expands over two targets, so that manifest indexes and
+ * request items differ.
+ */
+Test(cli, warm_reports_a_bad_spec_by_its_manifest_index_and_goes_on)
+{
+	char path[400];
+	int cached, compiled, failed, cancelled;
+	const cJSON *it;
+	cJSON *j;
+
+	snprintf(path, sizeof path, "%s/mixed.json", D.dir);
+	write_text(path, "{\"version\":1,\"targets\":{\"cpu\":[\"x86-64-v3\","
+	    "\"x86-64-v4\"]},\"specs\":["
+	    "{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+	    "\"shape\":{\"M\":1,\"N\":64,\"K\":64}},"
+	    "{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+	    "\"target\":\"x86-64-v3\",\"shpe\":{\"M\":1,\"N\":8,\"K\":8}},"
+	    "{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"bf16\","
+	    "\"target\":\"x86-64-v3\",\"shape\":{\"M\":1,\"N\":32,\"K\":32}},"
+	    "{\"kernel\":\"nope\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+	    "\"target\":\"x86-64-v3\",\"shape\":{\"M\":1}},"
+	    "{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+	    "\"target\":\"x86-64-v3\",\"shape\":{\"M\":1,\"N\":8,\"N\":9,"
+	    "\"K\":8}},"
+	    "{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f16\","
+	    "\"target\":\"x86-64-v3\",\"shape\":{\"M\":1,\"N\":32,\"K\":32}}"
+	    "]}");
+	cr_assert_eq(kspec("warm %s", path), 1, "%s", out);
+	cr_log_info("%s", out);
+	cr_assert(strstr(out, "FAIL  specs[1] ") && strstr(out,
+	    "E_UNKNOWN_FIELD: unknown field 'shpe'"), "%s", out);
+	cr_assert(strstr(out, "FAIL  specs[3] nope ") && strstr(out,
+	    "E_UNKNOWN_KERNEL"), "%s", out);
+	cr_assert(strstr(out, "FAIL  specs[4] ") && strstr(out,
+	    "E_DUPLICATE_KEY"), "%s", out);
+	cr_assert_eq(lines_starting("FAIL  "), 3, "%s", out);
+	cr_assert_eq(lines_starting("ok    specs[0] "), 2, "%s", out);
+	cr_assert_eq(lines_starting("ok    specs[2] "), 1, "%s", out);
+	cr_assert_eq(lines_starting("ok    specs[5] "), 1, "%s", out);
+	cr_assert_eq(summary_of(&cached, &compiled, &failed, &cancelled), 7,
+	    "%s", out);
+	cr_assert_eq(compiled, 4);
+	cr_assert_eq(failed, 3);
+	cr_assert_eq(cancelled, 0);
+	cr_assert(strstr(strstr(out, "warm "), " s\n"), "no time: %s", out);
+
+	/* --json: each spec's result with its manifest index, the counts. */
+	cr_assert_eq(kspec("warm %s --json", path), 1, "%s", out);
+	j = cJSON_Parse(out);
+	cr_assert_not_null(j, "%s", out);
+	cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "items")), 7);
+	it = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "items"), 5);
+	cr_assert_eq(e2e_num(it, "index"), 5);
+	cr_assert_eq(e2e_num(it, "spec"), 4);
+	cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(it, "error"),
+	    "code")->valuestring, "E_DUPLICATE_KEY");
+	cr_assert_eq(e2e_num(j, "cached"), 4);
+	cr_assert_eq(e2e_num(j, "failed"), 3);
+	cr_assert_eq(e2e_num(j, "cancelled"), 0);
+	cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(j, "interrupted")));
+	cJSON_Delete(j);
+}
+
+/*
+ * Progress is per spec: the first spec's line comes out while the others
+ * still compile (one worker, eight cold specs), and every spec has its
+ * line.
+ */
+Test(cli, warm_reports_each_spec_as_it_completes)
+{
+	int fd, st, cached, compiled, failed, cancelled;
+	pid_t pid = warm_cold(8, &fd);
+
+	cr_assert_eq(lines_starting("ok    "), 1, "%s", out);
+	cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "kspec warm had ended "
+	    "when its first line came: %s", out);
+	cr_assert_geq(queued_flights(), 1, "nothing queued behind the first "
+	    "spec: %s", out);
+	read_until_line(fd, NULL);
+	close(fd);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", out);
+	cr_assert_eq(lines_starting("ok    specs["), 8, "%s", out);
+	cr_assert_eq(summary_of(&cached, &compiled, &failed, &cancelled), 8,
+	    "%s", out);
+	cr_assert_eq(compiled, 8);
+}
+
+/*
+ * Ctrl-C of a running warm: the daemon takes back what was still queued
+ * (abandoned in its stats, never compiled), kspec prints the summary
+ * with the count cancelled and exits 130; the compile that was running
+ * finishes and is stored.
+ */
+Test(cli, warm_interrupted_cancels_what_is_queued)
+{
+	int fd, st, cached, compiled, failed, cancelled, running = 0, i;
+	pid_t pid = warm_cold(40, &fd);
+	e2e_reply_t lr;
+	const char *r;
+
+	cr_assert_geq(queued_flights(), 10, "%s", out);
+	cr_assert_eq(kill(pid, SIGINT), 0);
+	read_until_line(fd, NULL);
+	close(fd);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_log_info("%s", out);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d: %s",
+	    st, out);
+	cr_assert_eq(summary_of(&cached, &compiled, &failed, &cancelled), 40,
+	    "%s", out);
+	cr_assert(strstr(out, "(interrupted)"), "%s", out);
+	r = strstr(out, "cancelled, ");
+	if (r)
+		sscanf(r, "cancelled, %d still compiling", &running);
+	cr_assert_geq(cancelled, 10, "%s", out);
+	cr_assert_eq(compiled + cancelled + running, 40, "%s", out);
+	/* The daemon dropped the cancelled specs' flights at once. */
+	cr_assert_eq(e2e_stat(D.sock, "abandoned"), cancelled);
+	cr_assert_eq(queued_flights(), 0);
+	/* Stored: what compiled and what was running, nothing else. */
+	for (i = 0; i < 500; i++) {
+		cr_assert_eq(e2e_call(D.sock, "{\"op\":\"list\"}", &lr), 0);
+		st = (int)e2e_num(lr.h, "total");
+		e2e_reply_free(&lr);
+		if (st == compiled + running)
+			break;
+		usleep(10000);
+	}
+	cr_assert_eq(st, compiled + running, "%d stored", st);
+	usleep(300000);
+	cr_assert_eq(e2e_call(D.sock, "{\"op\":\"list\"}", &lr), 0);
+	cr_assert_eq(e2e_num(lr.h, "total"), compiled + running);
+	e2e_reply_free(&lr);
+}

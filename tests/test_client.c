@@ -147,3 +147,59 @@ Test(client, explain_and_call_return_the_daemon_reply)
 	    KSPEC_E_BAD_REQUEST);
 	cr_assert_null(json);
 }
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/*
+ * kspec_send and kspec_recv: a wait that times out or is interrupted by a
+ * signal reads nothing and leaves the connection usable; a warm with
+ * progress is read frame by frame, then its reply; a daemon error reply
+ * carries its request's id.
+ */
+Test(client, send_and_recv_read_a_warm_frame_by_frame)
+{
+	static const char items[] = "\"progress\":true,\"items\":["
+	    "{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+	    "\"shape\":{\"M\":1,\"N\":48,\"K\":48}},"
+	    "{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+	    "\"shape\":{\"M\":0,\"N\":48,\"K\":48}}]";
+	struct sigaction sa;
+	uint64_t id, warm, cancel;
+	const char *code;
+	char *text;
+	int frames = 0;
+
+	cr_assert_eq(kspec_recv(C, 20, &id, &text), KSPEC_E_TIMEOUT);
+	cr_assert_null(text);
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_alarm;   /* no SA_RESTART */
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGALRM, &sa, NULL), 0);
+	alarm(1);
+	cr_assert_eq(kspec_recv(C, -1, &id, &text), KSPEC_E_TIMEOUT);
+	cr_assert_eq(kspec_ping(C), 0, "%s", kspec_last_error(C, NULL));
+
+	cr_assert_eq(kspec_send(C, "warm", items, &warm), 0);
+	for (;;) {
+		cr_assert_eq(kspec_recv(C, 10000, &id, &text), 0, "%s",
+		    kspec_last_error(C, NULL));
+		cr_assert_eq(id, warm);
+		if (!strstr(text, "\"progress\":")) {
+			cr_assert(strstr(text, "\"failed\":1"), "%s", text);
+			kspec_free(text);
+			break;
+		}
+		frames++;
+		kspec_free(text);
+	}
+	cr_assert_eq(frames, 2);
+	cr_assert_eq(kspec_send(C, "cancel", "\"request\":12345", &cancel), 0);
+	cr_assert_eq(kspec_recv(C, 10000, &id, &text), KSPEC_E_NOT_FOUND);
+	cr_assert_eq(id, cancel);
+	kspec_last_error(C, &code);
+	cr_assert_str_eq(code, "E_NOT_FOUND");
+	cr_assert_eq(kspec_ping(C), 0);
+}

@@ -537,6 +537,13 @@ Test(e2e, sigterm_stops_cleanly_and_removes_the_socket)
 static const char *const GEMM_SPEC = "\"kernel\":\"gemm\",\"backend\":\"cpu\","
     "\"dtype\":\"f32\",\"shape\":{\"M\":1,\"N\":64,\"K\":64}";
 
+/* The error code of item I of a warm reply's ITEMS. */
+static const char *item_code(const cJSON *items, int i)
+{
+	return cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
+	    items, i), "error"), "code")->valuestring;
+}
+
 static e2e_reply_t call_ok(const char *json)
 {
 	e2e_reply_t r;
@@ -738,9 +745,7 @@ Test(e2e, warm_reports_each_item_and_is_idempotent)
 	    0), "ok")));
 	cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(items, 1),
 	    "source")->valuestring, "joined");
-	cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(
-	    cJSON_GetArrayItem(items, 2), "error"), "code")->valuestring,
-	    "E_BAD_SHAPE");
+	cr_assert_str_eq(item_code(items, 2), "E_BAD_SHAPE");
 	sum = cJSON_GetObjectItem(r.h, "summary");
 	cr_assert_eq(e2e_num(sum, "compiled"), 2);
 	cr_assert_eq(e2e_num(sum, "failed"), 1);
@@ -833,6 +838,169 @@ Test(e2e, get_compiles_before_a_queued_bulk_warm)
 	}
 	close(fd);
 	cr_assert_lt(get_at, warm_at, "the get waited for the whole warm");
+}
+
+/* A warm request of N cold gemm specs (N distinct), ID, with
+ * "progress":true when PROGRESS; item BAD (-1: none) has M=0. */
+static void warm_json(char *buf, size_t len, int id, int n, int bad,
+    int progress)
+{
+	int i, k;
+
+	k = snprintf(buf, len, "{\"op\":\"warm\",\"id\":%d,%s\"items\":[", id,
+	    progress ? "\"progress\":true," : "");
+	for (i = 0; i < n; i++)
+		k += snprintf(buf + k, len - (size_t)k, "%s{\"kernel\":"
+		    "\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+		    "\"shape\":{\"M\":%d,\"N\":%d,\"K\":512}}", i ? "," : "",
+		    i == bad ? 0 : 1, 64 + 8 * i);
+	snprintf(buf + k, len - (size_t)k, "]}");
+}
+
+/* The item of a progress frame, NULL for any other frame. */
+static const cJSON *progress_of(const e2e_reply_t *r)
+{
+	return cJSON_GetObjectItemCaseSensitive(r->h, "progress");
+}
+
+/*
+ * With "progress", a warm sends one frame per item as the item ends, then
+ * the reply of old; item errors (one from the parser, one from the
+ * daemon) are the items' own and the rest are warmed.
+ */
+Test(e2e, warm_progress_sends_a_frame_per_item_then_the_reply)
+{
+	char req[8192];
+	int fd, i, frames = 0, seen[6] = { 0 };
+	const cJSON *it, *sum;
+	e2e_reply_t r;
+
+	warm_json(req, sizeof req, 3, 5, 2, 1);
+	/* Item 5: a typo, refused by the parser for that item alone. */
+	snprintf(req + strlen(req) - 2, sizeof req - strlen(req) + 2,
+	    ",{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+	    "\"shpe\":{}}]}");
+	fd = e2e_connect(D.sock);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(e2e_send(fd, req), 0);
+	for (;;) {
+		cr_assert_eq(e2e_recv(fd, &r), 0);
+		cr_assert(e2e_ok(&r), "%s", cJSON_PrintUnformatted(r.h));
+		cr_assert_eq(e2e_num(r.h, "id"), 3);
+		if (!(it = progress_of(&r)))
+			break;
+		i = (int)e2e_num(it, "index");
+		cr_assert(i >= 0 && i < 6 && !seen[i]++, "index %d", i);
+		frames++;
+		e2e_reply_free(&r);
+	}
+	cr_assert_eq(frames, 6, "one progress frame per item");
+	it = cJSON_GetObjectItem(r.h, "items");
+	cr_assert_eq(cJSON_GetArraySize(it), 6);
+	cr_assert_str_eq(item_code(it, 2), "E_BAD_SHAPE");
+	cr_assert_str_eq(item_code(it, 5), "E_UNKNOWN_FIELD");
+	sum = cJSON_GetObjectItem(r.h, "summary");
+	cr_assert_eq(e2e_num(sum, "compiled"), 4);
+	cr_assert_eq(e2e_num(sum, "failed"), 2);
+	cr_assert_eq(e2e_num(sum, "cancelled"), 0);
+	e2e_reply_free(&r);
+
+	/* Without it, the one reply of old comes first. */
+	warm_json(req, sizeof req, 4, 5, -1, 0);
+	cr_assert_eq(e2e_send(fd, req), 0);
+	cr_assert_eq(e2e_recv(fd, &r), 0);
+	cr_assert_null(progress_of(&r));
+	cr_assert_eq(e2e_num(cJSON_GetObjectItem(r.h, "summary"), "cached"),
+	    4);
+	e2e_reply_free(&r);
+	close(fd);
+}
+
+/* Reads frames on FD until the reply of request ID; counts the progress
+ * frames that are E_CANCELLED and marks their indexes in CANCELLED. */
+static e2e_reply_t read_until(int fd, int id, int *ncancelled,
+    int *cancelled)
+{
+	const cJSON *it, *e;
+	e2e_reply_t r;
+
+	for (;;) {
+		cr_assert_eq(e2e_recv(fd, &r), 0);
+		if (e2e_num(r.h, "id") == id && !progress_of(&r))
+			return r;
+		it = progress_of(&r);
+		e = cJSON_GetObjectItem(it, "error");
+		if (e && strcmp(cJSON_GetObjectItem(e, "code")->valuestring,
+		    "E_CANCELLED") == 0) {
+			cancelled[(int)e2e_num(it, "index")] = 1;
+			(*ncancelled)++;
+		}
+		e2e_reply_free(&r);
+	}
+}
+
+/*
+ * cancel takes back a warm's queued items: each ends E_CANCELLED and its
+ * flight, which nobody else waits on, is dropped unrun (abandoned).  A
+ * queued flight that another client's warm joined is not dropped: that
+ * client still gets its artifact.  A compile already running finishes.
+ */
+Test(e2e, cancel_drops_queued_items_but_not_a_shared_flight)
+{
+	static const char *const extra[] = { "--workers", "1", NULL };
+	int a, b, n = 0, cancelled[8] = { 0 }, i;
+	char req[8192];
+	e2e_reply_t r;
+
+	e2e_cleanup(&D);
+	memset(&D, 0, sizeof D);
+	cr_assert_eq(e2e_start(&D, extra), 0);
+	a = e2e_connect(D.sock);
+	b = e2e_connect(D.sock);
+	cr_assert(a >= 0 && b >= 0);
+	warm_json(req, sizeof req, 1, 8, -1, 1);
+	cr_assert_eq(e2e_send(a, req), 0);
+	/* B wants A's last spec, queued behind six compiles. */
+	cr_assert_eq(e2e_send(b, "{\"op\":\"warm\",\"id\":9,\"items\":["
+	    "{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+	    "\"shape\":{\"M\":1,\"N\":120,\"K\":512}}]}"), 0);
+	for (i = 0; i < 500 && e2e_stat(D.sock, "joins") < 1; i++)
+		usleep(2000);
+	cr_assert_eq(e2e_stat(D.sock, "joins"), 1, "B did not join");
+	cr_assert_eq(e2e_send(a, "{\"op\":\"cancel\",\"id\":2,\"request\":1}"),
+	    0);
+	r = read_until(a, 2, &n, cancelled);
+	cr_assert(e2e_ok(&r), "%s", cJSON_PrintUnformatted(r.h));
+	cr_assert_eq(e2e_num(r.h, "cancelled"), n);
+	cr_assert_geq(n, 1);
+	cr_assert_leq(e2e_num(r.h, "running"), 1);
+	cr_assert(cancelled[7], "A's queued item 7 was not cancelled");
+	e2e_reply_free(&r);
+	/* Every flight of A's cancelled items but the shared one is gone. */
+	cr_assert_eq(e2e_stat(D.sock, "abandoned"), n - 1);
+	cr_assert_eq(e2e_stat(D.sock, "failures"), 0);
+
+	cr_assert_eq(e2e_recv(b, &r), 0);
+	cr_assert(e2e_ok(&r), "%s", cJSON_PrintUnformatted(r.h));
+	cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(
+	    cJSON_GetObjectItem(r.h, "items"), 0), "ok")), "B lost its "
+	    "compile: %s", cJSON_PrintUnformatted(r.h));
+	e2e_reply_free(&r);
+	cr_assert_eq(e2e_stat(D.sock, "queue_depth"), 0);
+
+	/* A's warm has ended (the running item reports on A, then the
+	 * reply): a second cancel finds nothing. */
+	r = read_until(a, 1, &n, cancelled);
+	cr_assert_eq(e2e_num(cJSON_GetObjectItem(r.h, "summary"),
+	    "cancelled"), n);
+	e2e_reply_free(&r);
+	cr_assert_eq(e2e_send(a, "{\"op\":\"cancel\",\"id\":3,\"request\":1}"),
+	    0);
+	cr_assert_eq(e2e_recv(a, &r), 0);
+	cr_assert_str_eq(e2e_code(&r), "E_NOT_FOUND");
+	e2e_reply_free(&r);
+	close(a);
+	close(b);
 }
 
 /* ---- connection lifecycle ---- */

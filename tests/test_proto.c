@@ -609,6 +609,63 @@ Test(parse, dynamic_count_is_limited)
 	reject(h, KS_E_TOO_LARGE, "dynamic");
 }
 
+/* A warm item the parser refuses is that item's error: the request and
+ * the other items stand.  What concerns the request itself still fails
+ * it. */
+Test(parse, warm_item_errors_are_per_item)
+{
+	ok_parse("{\"op\":\"warm\",\"id\":4,\"progress\":true,\"items\":["
+	    "{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+	    "\"shape\":{\"M\":1}},{\"kernel\":\"gemm\",\"shpe\":{}},7,"
+	    "{\"kernel\":\"rope\",\"backend\":\"cpu\",\"dtype\":\"bf16\","
+	    "\"shape\":{\"T\":1.5}},{\"kernel\":\"softmax\",\"backend\":"
+	    "\"cpu\",\"dtype\":\"f16\",\"shape\":{}}]}");
+	cr_assert_eq(req.op, KS_OP_WARM);
+	cr_assert_eq(req.nitems, 5);
+	cr_assert_eq(req.progress, 1);
+	cr_assert_not_null(req.item_errs);
+	cr_assert_eq(req.item_errs[0].code, KS_OK);
+	cr_assert_eq(req.item_errs[1].code, KS_E_UNKNOWN_FIELD);
+	cr_assert(strstr(req.item_errs[1].msg, "'shpe'") &&
+	    !strstr(req.item_errs[1].msg, "items["), "%s",
+	    req.item_errs[1].msg);
+	cr_assert_eq(req.item_errs[2].code, KS_E_BAD_REQUEST);
+	cr_assert_eq(req.item_errs[3].code, KS_E_BAD_SHAPE);
+	cr_assert_eq(req.item_errs[4].code, KS_OK);
+	cr_assert_str_eq(req.items[4].kernel, "softmax");
+	cr_assert_str_eq(req.items[0].kernel, "gemm");
+	ks_request_close(&req);
+
+	ok_parse("{\"op\":\"warm\",\"items\":[{\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1}}]}");
+	cr_assert_null(req.item_errs);
+	cr_assert_eq(req.progress, 0);
+	ks_request_close(&req);
+
+	reject("{\"op\":\"warm\",\"items\":[],\"progress\":1}",
+	    KS_E_BAD_REQUEST, "'progress'");
+	reject("{\"op\":\"warm\",\"items\":{}}", KS_E_BAD_REQUEST, "'items'");
+	reject("{\"op\":\"warm\",\"items\":[],\"force\":true}",
+	    KS_E_UNKNOWN_FIELD, "'force'");
+	reject("{\"op\":\"warm\",\"items\":[{\"shape\":{\"M\":1,\"M\":2}}]}",
+	    KS_E_DUPLICATE_KEY, "'M'");
+}
+
+Test(parse, cancel_names_a_request)
+{
+	ok_parse("{\"op\":\"cancel\",\"id\":2,\"request\":7}");
+	cr_assert_eq(req.op, KS_OP_CANCEL);
+	cr_assert_eq(req.request, 7);
+	cr_assert_str_eq(ks_op_name(KS_OP_CANCEL), "cancel");
+	reject("{\"op\":\"cancel\",\"id\":2}", KS_E_BAD_REQUEST, "'request'");
+	reject("{\"op\":\"cancel\",\"request\":-1}", KS_E_BAD_REQUEST,
+	    "'request'");
+	reject("{\"op\":\"cancel\",\"request\":\"7\"}", KS_E_BAD_REQUEST,
+	    "'request'");
+	reject("{\"op\":\"cancel\",\"request\":1,\"all\":true}",
+	    KS_E_UNKNOWN_FIELD, "'all'");
+}
+
 Test(parse, failure_clears_everything_but_the_id)
 {
 	reject("{\"op\":\"get\",\"id\":5,\"kernel\":\"gemm\","

@@ -738,17 +738,17 @@ class Client:
         ``get_many``) at lower priority than any get, and waits until every
         item is done.  Returns ``{"ok": true, "items": [{index, ok, key,
         variant, source} or {index, ok: false, error}], "summary": {total,
-        cached, compiled, joined, failed}}``: the reply of the daemon's
-        ``warm`` op, with SPECS sent in requests of at most BATCH items (the
-        daemon takes 256) and their reports merged, indexes counting from
-        the first spec.  Items that fail do not raise; check ``ok`` per
+        cached, compiled, joined, failed, cancelled}}``: the reply of the
+        daemon's ``warm`` op, with SPECS sent in requests of at most BATCH
+        items (the daemon takes 256) and their reports merged, indexes
+        counting from the first spec.  Items that fail do not raise; check ``ok`` per
         item or ``summary["failed"]``."""
         items = [get_request(s, with_return=False) for s in specs]
         if not 1 <= batch <= WARM_BATCH:
             raise ValueError("batch must be 1..%d" % WARM_BATCH)
         out = {"ok": True, "items": [],
                "summary": {"total": 0, "cached": 0, "compiled": 0,
-                           "joined": 0, "failed": 0}}
+                           "joined": 0, "failed": 0, "cancelled": 0}}
         for start in range(0, len(items), batch):
             r = self.request({"op": "warm",
                               "items": items[start:start + batch]})

@@ -44,6 +44,7 @@ ERROR_CODES = {
     "E_COMPILE_TIMEOUT": -31,
     "E_COMPILE_OOM": -32,
     "E_DENIED": -33,
+    "E_CANCELLED": -34,
 }
 
 
