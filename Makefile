@@ -55,9 +55,13 @@ all: $(PROGRAMS)
 deps:
 	@./deploy/deps.sh
 
+# The dependency file names the object both ways, so that a build with
+# BUILD relative and one with BUILD absolute (the install test's) each see
+# what the other's object depends on.
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -MT $@ -MT $(abspath $@) \
+	    -MT $(patsubst $(CURDIR)/%,%,$(abspath $@)) -c $< -o $@
 
 # The dashboard page is assembled into the daemon (.incbin).
 $(BUILD)/obj/server/dashboard.o: server/dashboard.html
