@@ -45,7 +45,7 @@ static const char usage_main[] =
 "  explain KERNEL . which variant and key a get would use, cached or not\n"
 "  warm MANIFEST    compile every spec of a manifest (docs/cli.md)\n"
 "  ls [--json]      the stored artifacts (filters, paging)\n"
-"  evict ...        remove stored artifacts by key, filter or all\n"
+"  evict ...        remove stored artifacts by key, filter, all or stale\n"
 "  manifest --from-misses  the daemon's recorded misses as a warm manifest\n"
 "  hello            the daemon's version and backends, as JSON\n"
 "  help [COMMAND]   this text, or a command's\n"
@@ -301,15 +301,21 @@ static const char usage_ls[] =
 "usage: kspec [--socket PATH] ls [--kernel K] [--backend B] [--target T]\n"
 "           [--offset N] [--limit N] [--json]\n"
 "\n"
-"Lists stored artifacts, ordered by key, one page at a time.\n";
+"Lists stored artifacts, ordered by key, one page at a time: key prefix,\n"
+"kernel, backend, target, dtype, shape, variant, size, age (since it was\n"
+"stored) and whether it is in memory too.\n";
 
 static const char usage_evict[] =
-"usage: kspec [--socket PATH] evict (--key KEY | --all |\n"
+"usage: kspec [--socket PATH] evict (--key KEY | --all | --stale [--dry-run] |\n"
 "           [--kernel K] [--backend B] [--target T]) [--json]\n"
 "\n"
 "Removes stored artifacts from the store and the memory tier.  KEY is a\n"
 "whole key or a prefix of one, 8 hex digits or more, that only one\n"
-"artifact has (the 12 digits ls prints).\n";
+"artifact has (the 12 digits ls prints).  --stale removes the artifacts\n"
+"no request can reach any more: of a kernel gone from the library, of an\n"
+"older kernel definition, or of another compiler than the daemon's; those\n"
+"of a backend unavailable now are kept.  --dry-run lists them, removing\n"
+"nothing.\n";
 
 static const char usage_manifest[] =
 "usage: kspec [--socket PATH] manifest --from-misses [-o FILE] [--json]\n"
@@ -962,29 +968,141 @@ static int print_kernels(const cJSON *r)
 	return EXIT_OK;
 }
 
+/* BYTES as ls prints a size: 812, 14.7K, 3.2M, 1.1G. */
+static void human_size(double bytes, char *out, size_t n)
+{
+	static const char units[] = "KMG";
+	int u = -1;
+
+	while (bytes >= 1024 && u < 2) {
+		bytes /= 1024;
+		u++;
+	}
+	if (u < 0)
+		snprintf(out, n, "%.0f", bytes);
+	else
+		snprintf(out, n, "%.1f%c", bytes, units[u]);
+}
+
+/* The time since Unix milliseconds MS, in its largest unit: 42s, 17m,
+ * 5h, 3d. */
+static void human_age(double ms, char *out, size_t n)
+{
+	struct timespec now;
+	double s;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	s = ((double)now.tv_sec * 1e3 + (double)now.tv_nsec / 1e6 - ms) / 1e3;
+	if (s < 0)
+		s = 0;      /* a clock stepped back */
+	if (s < 60)
+		snprintf(out, n, "%.0fs", s);
+	else if (s < 3600)
+		snprintf(out, n, "%.0fm", s / 60);
+	else if (s < 86400)
+		snprintf(out, n, "%.0fh", s / 3600);
+	else
+		snprintf(out, n, "%.0fd", s / 86400);
+}
+
+/* The columns of the entry tables of ls and evict --stale; LAST is the
+ * table's own last column (in memory, or why it is stale). */
+enum { T_KEY, T_KERNEL, T_BACKEND, T_TARGET, T_DTYPE, T_SHAPE, T_VARIANT,
+	T_SIZE, T_AGE, T_LAST, T_N };
+
+static const char *cell(const cJSON *e, int col, const char *last,
+    char *buf, size_t n)
+{
+	static const char *const fields[] = { "key", "kernel", "backend",
+	    "target", "dtype", "shape", "variant" };
+
+	if (col == T_KEY) {
+		snprintf(buf, n, "%.12s", jstr(e, "key"));
+		return buf;
+	}
+	if (col < T_SIZE)
+		return *jstr(e, fields[col]) ? jstr(e, fields[col]) : "-";
+	if (col == T_SIZE) {
+		human_size(jnum(e, "bytes"), buf, n);
+		return buf;
+	}
+	if (col == T_AGE) {
+		human_age(jnum(e, "created_ms"), buf, n);
+		return buf;
+	}
+	if (strcmp(last, "in_memory") == 0)
+		return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e,
+		    last)) ? "yes" : "no";
+	return jstr(e, last);
+}
+
+/* ENTRIES as a table, every column as wide as its widest cell; LAST
+ * names the field of the last column and HEAD its header. */
+static void print_entries(const cJSON *entries, const char *last,
+    const char *head)
+{
+	const char *const heads[T_N] = { "key", "kernel", "backend", "target",
+	    "dtype", "shape", "variant", "size", "age", head };
+	size_t w[T_N];
+	const cJSON *e;
+	char buf[64];
+	int i;
+
+	for (i = 0; i < T_N; i++)
+		w[i] = strlen(heads[i]);
+	cJSON_ArrayForEach(e, entries)
+		for (i = 0; i < T_N; i++) {
+			size_t n = strlen(cell(e, i, last, buf, sizeof buf));
+
+			if (n > w[i])
+				w[i] = n;
+		}
+	/* Sizes and ages right-aligned, so that their digits line up. */
+	for (i = 0; i < T_N; i++)
+		printf(i == T_SIZE || i == T_AGE ? "%*s%s" : "%-*s%s",
+		    i == T_LAST ? 0 : (int)w[i], heads[i], i == T_LAST ?
+		    "\n" : "  ");
+	cJSON_ArrayForEach(e, entries)
+		for (i = 0; i < T_N; i++)
+			printf(i == T_SIZE || i == T_AGE ? "%*s%s" : "%-*s%s",
+			    i == T_LAST ? 0 : (int)w[i], cell(e, i, last, buf,
+			    sizeof buf), i == T_LAST ? "\n" : "  ");
+}
+
 static int print_ls(const cJSON *r)
 {
-	const cJSON *e;
+	const cJSON *entries = cJSON_GetObjectItemCaseSensitive(r, "entries");
 
-	printf("%-14s %-8s %-10s %-6s %-12s %-6s %-5s %8s %s\n", "key",
-	    "kernel", "variant", "backend", "target", "dtype", "fmt", "bytes",
-	    "mem");
-	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(r, "entries"))
-		printf("%-14.12s %-8s %-10s %-6s %-12s %-6s %-5s %8.0f %s\n",
-		    jstr(e, "key"), jstr(e, "kernel"), jstr(e, "variant"),
-		    jstr(e, "backend"), jstr(e, "target"), jstr(e, "dtype"),
-		    jstr(e, "format"), jnum(e, "bytes"),
-		    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e,
-		    "in_memory")) ? "yes" : "no");
+	print_entries(entries, "in_memory", "mem");
 	printf("%.0f of %.0f entries (offset %.0f)\n",
-	    (double)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r,
-	    "entries")), jnum(r, "total"), jnum(r, "offset"));
+	    (double)cJSON_GetArraySize(entries), jnum(r, "total"),
+	    jnum(r, "offset"));
 	return EXIT_OK;
 }
 
 static int print_evict(const cJSON *r)
 {
-	printf("evicted %.0f entries\n", jnum(r, "evicted"));
+	const cJSON *entries = cJSON_GetObjectItemCaseSensitive(r, "entries");
+	int dry = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "dry_run"));
+	char size[32];
+
+	/* Only a stale evict says what it found. */
+	if (!cJSON_IsArray(entries)) {
+		printf("evicted %.0f entries\n", jnum(r, "evicted"));
+		return EXIT_OK;
+	}
+	if (cJSON_GetArraySize(entries) > 0)
+		print_entries(entries, "reason", "reason");
+	if (jnum(r, "unlisted") > 0)
+		printf("(%.0f more not listed)\n", jnum(r, "unlisted"));
+	human_size(jnum(r, "bytes"), size, sizeof size);
+	printf("%s %.0f stale entries (%s)%s", dry ? "would evict" :
+	    "evicted", jnum(r, "evicted"), size, dry ? "; a dry run, nothing "
+	    "removed" : "");
+	if (jnum(r, "unchecked") > 0)
+		printf("; kept %.0f whose backend or target is not available "
+		    "now", jnum(r, "unchecked"));
+	printf("\n");
 	return EXIT_OK;
 }
 
@@ -1009,7 +1127,7 @@ static int cmd_simple(const char *socket_path, const char *cmd, int argc,
     char **argv)
 {
 	enum { O_KERNEL = 256, O_BACKEND, O_TARGET, O_OFFSET, O_LIMIT, O_KEY,
-	    O_ALL, O_JSON };
+	    O_ALL, O_STALE, O_DRY_RUN, O_JSON };
 	static const struct option opts[] = {
 		{ "kernel", required_argument, NULL, O_KERNEL },
 		{ "backend", required_argument, NULL, O_BACKEND },
@@ -1018,6 +1136,8 @@ static int cmd_simple(const char *socket_path, const char *cmd, int argc,
 		{ "limit", required_argument, NULL, O_LIMIT },
 		{ "key", required_argument, NULL, O_KEY },
 		{ "all", no_argument, NULL, O_ALL },
+		{ "stale", no_argument, NULL, O_STALE },
+		{ "dry-run", no_argument, NULL, O_DRY_RUN },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -1025,7 +1145,7 @@ static int cmd_simple(const char *socket_path, const char *cmd, int argc,
 	int is_ls = strcmp(cmd, "ls") == 0, is_evict = strcmp(cmd, "evict") ==
 	    0;
 	char fields[1024] = "";
-	int ch, as_json = 0, rc = 0;
+	int ch, as_json = 0, rc = 0, dry_run = 0, stale = 0;
 	char *end;
 
 	optind = 1;
@@ -1060,12 +1180,17 @@ static int cmd_simple(const char *socket_path, const char *cmd, int argc,
 			    ch == O_OFFSET ? "offset" : "limit", optarg);
 			continue;
 		case O_ALL:
+		case O_STALE:
+		case O_DRY_RUN:
 			if (!is_evict)
 				return bad_option(cmd, optopt,
 				    argv[optind - 1]);
+			dry_run |= ch == O_DRY_RUN;
+			stale |= ch == O_STALE;
 			snprintf(fields + strlen(fields), sizeof fields -
-			    strlen(fields), "%s\"all\":true", fields[0] ? "," :
-			    "");
+			    strlen(fields), "%s\"%s\":true", fields[0] ? "," :
+			    "", ch == O_ALL ? "all" : ch == O_STALE ? "stale" :
+			    "dry_run");
 			continue;
 		case 1:
 			return usage_error(cmd, "unexpected argument '%s'",
@@ -1082,8 +1207,9 @@ static int cmd_simple(const char *socket_path, const char *cmd, int argc,
 		if (rc)
 			return usage_error(cmd, "option values too long");
 	}
-	if (is_evict && !fields[0])
-		return usage_error(cmd, "give --key KEY, a filter, or --all");
+	if (is_evict && (!fields[0] || (dry_run && !stale)))
+		return usage_error(cmd, dry_run ? "--dry-run goes with --stale" :
+		    "give --key KEY, a filter, --all or --stale");
 	return run_op(socket_path, is_ls ? "list" : cmd, fields, as_json,
 	    is_ls ? print_ls : is_evict ? print_evict : print_kernels);
 }

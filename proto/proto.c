@@ -533,7 +533,8 @@ static int get_count(const cJSON *m, uint64_t *out, char *err, size_t errlen)
 }
 
 /* list: kernel, backend, target, offset, limit.  evict: kernel, backend,
- * target, key, all; exactly one of key, a filter or all. */
+ * target, key, all, stale, dry_run; exactly one of key, a filter, all or
+ * stale, and dry_run only with stale. */
 static int parse_filter(const cJSON *root, ks_op_t op, ks_filter_req_t *f,
     char *err, size_t errlen)
 {
@@ -570,11 +571,21 @@ static int parse_filter(const cJSON *root, ks_op_t op, ks_filter_req_t *f,
 				    KS_MIN_KEY_PREFIX);
 			memcpy(f->key, m->valuestring, n + 1);
 			rc = KS_OK;
-		} else if (op == KS_OP_EVICT && strcmp(k, "all") == 0) {
+		} else if (op == KS_OP_EVICT && (strcmp(k, "all") == 0 ||
+		    strcmp(k, "stale") == 0)) {
 			if (!cJSON_IsTrue(m))
 				return fail(err, errlen, KS_E_BAD_REQUEST,
-				    "field 'all' must be true when given");
-			f->all = 1;
+				    "field '%s' must be true when given", k);
+			if (k[0] == 'a')
+				f->all = 1;
+			else
+				f->stale = 1;
+			rc = KS_OK;
+		} else if (op == KS_OP_EVICT && strcmp(k, "dry_run") == 0) {
+			if (!cJSON_IsBool(m))
+				return fail(err, errlen, KS_E_BAD_REQUEST,
+				    "field 'dry_run' must be true or false");
+			f->dry_run = cJSON_IsTrue(m);
 			rc = KS_OK;
 		} else
 			return fail(err, errlen, KS_E_UNKNOWN_FIELD,
@@ -587,10 +598,16 @@ static int parse_filter(const cJSON *root, ks_op_t op, ks_filter_req_t *f,
 	    KS_LIST_MAX_LIMIT))
 		return fail(err, errlen, KS_E_BAD_REQUEST,
 		    "field 'limit' must be 1..%d", KS_LIST_MAX_LIMIT);
-	if (op == KS_OP_EVICT && (!!f->key[0] + !!filters + f->all) != 1)
+	if (op == KS_OP_EVICT && (!!f->key[0] + !!filters + f->all +
+	    f->stale) != 1)
 		return fail(err, errlen, KS_E_BAD_REQUEST,
 		    "evict needs exactly one of 'key', a filter (kernel, "
-		    "backend, target) or \"all\":true");
+		    "backend, target), \"all\":true or \"stale\":true");
+	/* A dry run lists what the stale check finds; the other evicts
+	 * name what they remove already. */
+	if (f->dry_run && !f->stale)
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "field 'dry_run' goes with \"stale\":true");
 	return KS_OK;
 }
 

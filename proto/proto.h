@@ -93,6 +93,8 @@ typedef struct {
 	char key[2 * KS_HASH_BYTES + 1]; /* evict: a key or a prefix of
 	                                    one (hex), or "" */
 	int all;                        /* evict: "all":true */
+	int stale;                      /* evict: "stale":true */
+	int dry_run;                    /* evict with stale: list only */
 	uint64_t offset;                /* list: paging */
 	uint64_t limit;                 /* list: default 100 */
 } ks_filter_req_t;

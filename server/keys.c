@@ -22,6 +22,7 @@
  * is allocated: the request part is encoded into a stack buffer and hashed
  * in one update after copying the cached prefix state.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,6 +272,46 @@ static int kernel_index(const ks_kernel_def_t *def)
 	return -1;
 }
 
+/* The key of SPEC (validated, of the KI-th kernel) in FORMAT under
+ * IDENT: the cached prefix, then the request's fields. */
+static void key_of(const ks_keys_t *keys, const ks_ident_t *ident, int ki,
+    const ks_spec_t *spec, const char *format, ks_hash_t *out)
+{
+	const ks_kernel_def_t *def = spec->def;
+	/* Worst case: 6 fixed fields and KS_MAX_DIMS dims, each two 8-byte
+	 * lengths, a name of at most KS_MAX_NAME and a value of at most 64. */
+	uint8_t enc[(6 + KS_MAX_DIMS) * (16 + KS_MAX_NAME + 64)];
+	const char *dt = ks_dtype_name(spec->dtype);
+	size_t at = 0;
+	ks_hasher_t h;
+	int i;
+
+	at = put_field(enc, at, "kernel", def->name, strlen(def->name));
+	at = put_field(enc, at, "fingerprint", keys->fingerprints[ki].b,
+	    KS_HASH_BYTES);
+	for (i = 0; i < spec->ndims; i++) {
+		const ks_dim_t *d = &spec->dims[i];
+		uint8_t le[8];
+		uint64_t v = (uint64_t)d->value;
+		int j;
+
+		if (!d->is_const) {
+			at = put_field(enc, at, d->name, "dyn", 3);
+			continue;
+		}
+		for (j = 0; j < 8; j++, v >>= 8)
+			le[j] = (uint8_t)v;
+		at = put_field(enc, at, d->name, le, sizeof le);
+	}
+	at = put_field(enc, at, "dtype", dt, strlen(dt));
+	at = put_field(enc, at, "mode", spec->mode == KS_MODE_FAST ? "fast" :
+	    "exact", spec->mode == KS_MODE_FAST ? 4 : 5);
+	at = put_field(enc, at, "format", format, strlen(format));
+	memcpy(&h, &ident->prefix, sizeof h);
+	ks_hasher_update(&h, enc, at);
+	ks_hasher_final(&h, out);
+}
+
 int ks_keys_normalize(ks_keys_t *keys, const ks_get_req_t *req,
     ks_get_t *out, char *err, size_t errlen)
 {
@@ -280,11 +321,6 @@ int ks_keys_normalize(ks_keys_t *keys, const ks_get_req_t *req,
 	ks_mode_t mode;
 	const ks_binfo_t *bi;
 	const ks_ident_t *ident;
-	ks_hasher_t h;
-	/* Worst case: 6 fixed fields and KS_MAX_DIMS dims, each two 8-byte
-	 * lengths, a name of at most KS_MAX_NAME and a value of at most 64. */
-	uint8_t enc[(6 + KS_MAX_DIMS) * (16 + KS_MAX_NAME + 64)];
-	size_t at = 0;
 	char beerr[256];
 	int i, nb, nd = 0, rc, ki;
 
@@ -371,33 +407,106 @@ int ks_keys_normalize(ks_keys_t *keys, const ks_get_req_t *req,
 	if (ki < 0 || ki >= keys->nkernels)
 		return KS_E_INTERNAL;
 	out->kernel_index = ki;
-
-	at = put_field(enc, at, "kernel", def->name, strlen(def->name));
-	at = put_field(enc, at, "fingerprint", keys->fingerprints[ki].b,
-	    KS_HASH_BYTES);
-	for (i = 0; i < out->spec.ndims; i++) {
-		const ks_dim_t *d = &out->spec.dims[i];
-		uint8_t le[8];
-		uint64_t v = (uint64_t)d->value;
-		int j;
-
-		if (!d->is_const) {
-			at = put_field(enc, at, d->name, "dyn", 3);
-			continue;
-		}
-		for (j = 0; j < 8; j++, v >>= 8)
-			le[j] = (uint8_t)v;
-		at = put_field(enc, at, d->name, le, sizeof le);
-	}
-	at = put_field(enc, at, "dtype", ks_dtype_name(dtype),
-	    strlen(ks_dtype_name(dtype)));
-	at = put_field(enc, at, "mode", mode == KS_MODE_FAST ? "fast" : "exact",
-	    mode == KS_MODE_FAST ? 4 : 5);
-	at = put_field(enc, at, "format", out->format, strlen(out->format));
-	memcpy(&h, &ident->prefix, sizeof h);
-	ks_hasher_update(&h, enc, at);
-	ks_hasher_final(&h, &out->key);
+	key_of(keys, ident, ki, &out->spec, out->format, &out->key);
 	return KS_OK;
+}
+
+/* Reads a store's shape column ("M=1,N=64,K=dyn") into DIMS, their names
+ * pointing into BUF (a copy); the count, or -1 when it is not one. */
+static int shape_dims(const char *shape, char *buf, size_t buflen,
+    ks_dim_t *dims)
+{
+	char *p = buf, *item, *eq, *end;
+	int n = 0;
+
+	if (strlen(shape) >= buflen)
+		return -1;
+	strcpy(buf, shape);
+	while (*p) {
+		item = p;
+		p = strchr(p, ',');
+		if (p)
+			*p++ = '\0';
+		else
+			p = item + strlen(item);
+		eq = strchr(item, '=');
+		if (!eq || eq == item || n == 2 * KS_MAX_DIMS)
+			return -1;
+		*eq++ = '\0';
+		dims[n].name = item;
+		dims[n].is_const = strcmp(eq, "dyn") != 0;
+		dims[n].value = 0;
+		if (dims[n].is_const) {
+			errno = 0;
+			dims[n].value = strtoll(eq, &end, 10);
+			if (errno || end == eq || *end)
+				return -1;
+		}
+		n++;
+	}
+	return n;
+}
+
+int ks_keys_check_entry(const ks_keys_t *keys, const ks_store_entry_t *e,
+    const char **why)
+{
+	const ks_kernel_def_t *def = ks_kernel_find(e->kernel);
+	const ks_backend_t *be = ks_backend_find(e->backend);
+	const ks_binfo_t *bi = be ? ks_keys_backend(keys, be) : NULL;
+	char buf[KS_MAX_DIMS * (KS_MAX_NAME + 24)], msg[256];
+	ks_dim_t dims[2 * KS_MAX_DIMS];
+	const ks_ident_t *id;
+	ks_dtype_t dtype;
+	ks_mode_t mode = KS_MODE_EXACT;
+	ks_spec_t spec;
+	ks_hash_t k;
+	int nd, ki, seen = 0, same_compiler = 0;
+
+	if (!def || (ki = kernel_index(def)) < 0 || ki >= keys->nkernels) {
+		*why = "kernel";
+		return KS_KEYS_STALE;
+	}
+	/* A backend this daemon cannot use now (no NVRTC, no OpenCL device,
+	 * one it does not know) says nothing of the entries it made. */
+	if (!bi || !bi->available) {
+		*why = "backend";
+		return KS_KEYS_UNCHECKED;
+	}
+	nd = shape_dims(e->shape, buf, sizeof buf, dims);
+	if (nd < 0 || ks_dtype_parse(e->dtype, &dtype) ||
+	    (strcmp(e->mode, "exact") && strcmp(e->mode, "fast")) ||
+	    be->check_format(e->format)) {
+		*why = "spec";
+		return KS_KEYS_STALE;
+	}
+	if (strcmp(e->mode, "fast") == 0)
+		mode = KS_MODE_FAST;
+	if (ks_kernel_validate(def, dtype, mode, dims, nd, &spec, msg,
+	    sizeof msg)) {
+		*why = "spec";
+		return KS_KEYS_STALE;
+	}
+	/* Every identity the backend has for the entry's target: "auto" and
+	 * the target named resolve alike, and give the same key. */
+	for (id = keys->idents; id; id = id->next) {
+		if (id->backend != be || strcmp(id->target, e->target))
+			continue;
+		seen = 1;
+		key_of(keys, id, ki, &spec, e->format, &k);
+		if (ks_hash_eq(&k, &e->key))
+			return KS_KEYS_CURRENT;
+		same_compiler |= strcmp(id->identity, e->compiler) == 0;
+	}
+	if (!seen) {
+		/* Another GPU or toolkit than this daemon's: kept. */
+		*why = "target";
+		return KS_KEYS_UNCHECKED;
+	}
+	/* The compiler is today's, yet the key differs: the kernel's
+	 * definition, or kspec's code generation, changed (as explain's
+	 * nearest says). */
+	*why = same_compiler ? "fingerprint" : "compiler";
+	return KS_KEYS_STALE;
 }
 
 int ks_keys_components(const ks_keys_t *keys, const ks_get_t *g,

@@ -8,6 +8,7 @@
 #include "../jit/jit.h"
 #include "../proto/proto.h"
 #include "../specialize/specialize.h"
+#include "../store/store.h"
 
 /* The normalized form of a get request, everything its key is made of. */
 typedef struct {
@@ -96,6 +97,25 @@ int ks_keys_components(const ks_keys_t *keys, const ks_get_t *g,
 /* The fingerprint of DEF, or NULL when DEF is not in the library. */
 const ks_hash_t *ks_keys_fingerprint(const ks_keys_t *keys,
     const ks_kernel_def_t *def);
+
+/*
+ * Whether this daemon can still ask for stored entry E (its row's
+ * columns): the key its spec gets now, under every identity the backend
+ * has for its target, is compared with its key.
+ *   KS_KEYS_CURRENT    one of them is E's key;
+ *   KS_KEYS_STALE      no request can get E's key again; *WHY is "kernel"
+ *                      (not in the library), "spec" (the library refuses
+ *                      its spec), "compiler" (the backend's identity for
+ *                      its target is another now) or "fingerprint" (the
+ *                      compiler is the same: the kernel's definition, or
+ *                      the code generation, changed);
+ *   KS_KEYS_UNCHECKED  its backend is not available now ("backend"), or
+ *                      does not offer its target now ("target"): nothing
+ *                      can be said, and E must be kept.
+ */
+enum { KS_KEYS_CURRENT, KS_KEYS_STALE, KS_KEYS_UNCHECKED };
+int ks_keys_check_entry(const ks_keys_t *keys, const ks_store_entry_t *e,
+    const char **why);
 
 /* Adds (backend, requested target) -> (resolved target, compiler
  * identity) to the identity cache; the key prefix is hashed here.  Used by

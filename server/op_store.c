@@ -24,23 +24,6 @@ static const char *meta_str(const cJSON *m, const char *name)
 	return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-/* Parses a stored meta fragment (reply fields without braces). */
-static cJSON *meta_parse(const char *meta, size_t n)
-{
-	char *text = malloc(n + 3);
-	cJSON *m;
-
-	if (!text)
-		return NULL;
-	text[0] = '{';
-	memcpy(text + 1, meta, n);
-	text[n + 1] = '}';
-	text[n + 2] = '\0';
-	m = cJSON_Parse(text);
-	free(text);
-	return m;
-}
-
 static int filter_match(const ks_filter_req_t *f, const cJSON *m)
 {
 	return (!f->kernel[0] || strcmp(f->kernel, meta_str(m, "kernel")) ==
@@ -53,7 +36,7 @@ static int filter_match(const ks_filter_req_t *f, const cJSON *m)
 static int meta_match(const ks_filter_req_t *f, const char *meta,
     size_t n)
 {
-	cJSON *m = meta_parse(meta, n);
+	cJSON *m = ks_meta_parse(meta, n);
 	int ok = m && filter_match(f, m);
 
 	cJSON_Delete(m);
@@ -121,66 +104,66 @@ static void after_writes(ks_conn_t *c, const ks_request_t *req,
 
 /* ---- list ---- */
 
+/* Appends "key":..,.."last_used_ms":.. of E (no braces). */
+static void entry_json(ks_buf_t *o, const ks_store_entry_t *e)
+{
+	const char *const names[] = { "kernel", "variant", "backend",
+	    "target", "dtype", "mode", "format", "shape", "compiler" };
+	const char *const vals[] = { e->kernel, e->variant, e->backend,
+	    e->target, e->dtype, e->mode, e->format, e->shape, e->compiler };
+	char hex[KS_HASH_HEX];
+	size_t i;
+
+	ks_hash_hex(&e->key, hex);
+	ks_buf_printf(o, "\"key\":\"%s\"", hex);
+	for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+		ks_buf_printf(o, ",\"%s\":", names[i]);
+		ks_buf_json_str(o, vals[i]);
+	}
+	ks_buf_printf(o, ",\"bytes\":%" PRIu64 ",\"created_ms\":%" PRId64
+	    ",\"last_used_ms\":%" PRId64, e->size, e->created, e->last_used);
+}
+
 typedef struct {
-	const ks_filter_req_t *f;
 	ks_srv_t *srv;
 	ks_buf_t *out;
-	uint64_t total;
 	uint64_t shown;
 } list_t;
 
-static int list_one(void *ctx, const ks_hash_t *key, const char *meta,
-    uint64_t size, int64_t last_used)
+/* One entry of the page, from its row's columns: no JSON is parsed. */
+static int list_one(void *ctx, const ks_store_entry_t *e)
 {
 	list_t *s = ctx;
-	cJSON *m = meta_parse(meta, strlen(meta));
-	char hex[KS_HASH_HEX];
 
-	if (!m)
-		return 0;       /* unreadable meta: not listed */
-	if (filter_match(s->f, m)) {
-		if (s->total >= s->f->offset && s->shown < s->f->limit) {
-			ks_hash_hex(key, hex);
-			ks_buf_printf(s->out, "%s{\"key\":\"%s\"",
-			    s->shown ? "," : "", hex);
-			ks_buf_printf(s->out, ",\"kernel\":\"%s\",\"variant\":"
-			    "\"%s\",\"backend\":\"%s\",\"target\":\"%s\","
-			    "\"dtype\":\"%s\",\"mode\":\"%s\",\"format\":\"%s\","
-			    "\"bytes\":%" PRIu64 ",\"last_used_ms\":%" PRId64
-			    ",\"in_memory\":%s}", meta_str(m, "kernel"),
-			    meta_str(m, "variant"), meta_str(m, "backend"),
-			    meta_str(m, "target"), meta_str(m, "dtype"),
-			    meta_str(m, "mode"), meta_str(m, "format"), size,
-			    last_used, ks_hot_has(s->srv->hot, key) ? "true" :
-			    "false");
-			s->shown++;
-		}
-		s->total++;
-	}
-	cJSON_Delete(m);
+	ks_buf_puts(s->out, s->shown++ ? ",{" : "{");
+	entry_json(s->out, e);
+	ks_buf_printf(s->out, ",\"in_memory\":%s}", ks_hot_has(s->srv->hot,
+	    &e->key) ? "true" : "false");
 	return 0;
 }
 
 static void list_now(ks_conn_t *c, const ks_request_t *req)
 {
+	const ks_filter_req_t *f = &req->filter;
+	ks_store_filter_t by = { f->kernel, f->backend, f->target };
+	uint64_t total = 0;
 	list_t s;
 	int rc;
 
 	memset(&s, 0, sizeof s);
-	s.f = &req->filter;
 	s.srv = ks_srv_of(c);
 	s.out = &c->out;
 	ks_reply_begin(c, req->has_id, req->id);
 	ks_buf_puts(&c->out, ",\"entries\":[");
-	rc = ks_store_list(s.srv->store, list_one, &s);
+	rc = ks_store_entries(s.srv->store, &by, f->offset, f->limit,
+	    list_one, &s, &total);
 	if (rc) {
 		ks_reply_err(c, req->has_id, req->id, rc, "cannot read the "
 		    "store");
 		return;
 	}
 	ks_buf_printf(&c->out, "],\"total\":%" PRIu64 ",\"offset\":%" PRIu64
-	    ",\"limit\":%" PRIu64, s.total, req->filter.offset,
-	    req->filter.limit);
+	    ",\"limit\":%" PRIu64, total, f->offset, f->limit);
 	ks_reply_finish(c);
 }
 
@@ -200,6 +183,15 @@ typedef struct {
 	int rc;                  /* the writer's */
 	ks_hash_t *keys;         /* removed from the store */
 	size_t nkeys;
+	/* evict --stale: the stale entries found, their sizes, and what the
+	 * reply lists of them */
+	ks_hash_t *stale;
+	uint64_t *sizes;
+	size_t nstale, cap;
+	uint64_t unchecked;      /* kept: backend or target unavailable */
+	ks_buf_t listed;
+	uint64_t nlisted;
+	const ks_keys_t *ks;
 } evict_t;
 
 static int evict_meta_match(void *ctx, const char *meta)
@@ -222,16 +214,46 @@ static int has_key(const ks_hash_t *keys, size_t n, const ks_hash_t *k)
 	return 0;
 }
 
+static void evict_free(evict_t *e)
+{
+	free(e->hot_keys);
+	free(e->keys);
+	free(e->stale);
+	free(e->sizes);
+	ks_buf_close(&e->listed);
+	free(e);
+}
+
+/* The fields of a stale evict's reply after "evicted": what it removed
+ * (or, in a dry run, would remove) and the entries it found. */
+static void stale_fields(ks_conn_t *c, const evict_t *e, uint64_t bytes)
+{
+	ks_buf_printf(&c->out, ",\"bytes\":%" PRIu64 ",\"dry_run\":%s,"
+	    "\"unchecked\":%" PRIu64 ",\"entries\":[%s],\"unlisted\":%"
+	    PRIu64, bytes, e->filter.dry_run ? "true" : "false", e->unchecked,
+	    e->listed.data ? e->listed.data : "", (uint64_t)e->nstale -
+	    e->nlisted);
+}
+
 /* Loop thread: the writer is done. */
 static void evict_reply(ks_mail_t *m)
 {
 	evict_t *e = (evict_t *)m;
 	ks_conn_t *c = e->conn;
-	uint64_t evicted = e->nkeys;
-	size_t i;
+	uint64_t evicted = e->nkeys, bytes = 0;
+	size_t i, j;
 
 	for (i = 0; i < e->nhot; i++)
 		evicted += !has_key(e->keys, e->nkeys, &e->hot_keys[i]);
+	/* The writer's keys are the stale ones it found, in their order. */
+	for (i = j = 0; i < e->nstale; i++) {
+		int gone = j < e->nkeys && ks_hash_eq(&e->keys[j],
+		    &e->stale[i]);
+
+		j += gone;
+		if (gone || has_key(e->hot_keys, e->nhot, &e->stale[i]))
+			bytes += e->sizes[i];
+	}
 	if (ks_conn_live(c)) {
 		if (e->rc) {
 			ks_reply_err(c, e->has_id, e->id, e->rc, "cannot "
@@ -240,13 +262,13 @@ static void evict_reply(ks_mail_t *m)
 			ks_reply_begin(c, e->has_id, e->id);
 			ks_buf_printf(&c->out, ",\"evicted\":%" PRIu64,
 			    evicted);
+			if (e->filter.stale)
+				stale_fields(c, e, bytes);
 			ks_reply_finish(c);
 		}
 	}
 	ks_conn_done(c);
-	free(e->hot_keys);
-	free(e->keys);
-	free(e);
+	evict_free(e);
 }
 
 /* Writer thread: keep the removed keys and wake the loop. */
@@ -268,12 +290,17 @@ static void evict_removed(void *ctx, int rc, const ks_hash_t *keys,
 	ks_mailbox_post(&ks_srv_of(e->conn)->mailbox, &e->mail);
 }
 
-/* The keys of the memory tier that start with a hex prefix (a put may
- * not have reached the store yet): the first two distinct ones. */
+/* The keys an ambiguous prefix's error names: 4 whole keys fit the
+ * client library's message (512 bytes). */
+#define PREFIX_SHOWN 4
+
+/* The distinct keys, stored or in the memory tier (a put may not have
+ * reached the store yet), that start with a hex prefix: the first
+ * PREFIX_SHOWN + 1, so that "more" can be told. */
 typedef struct {
 	const char *prefix;
 	size_t len;
-	ks_hash_t found[2];
+	ks_hash_t found[PREFIX_SHOWN + 1];
 	int n;
 } prefix_t;
 
@@ -284,9 +311,8 @@ static void prefix_add(prefix_t *p, const ks_hash_t *key)
 	for (i = 0; i < p->n; i++)
 		if (ks_hash_eq(&p->found[i], key))
 			return;
-	if (p->n < 2)
-		p->found[p->n] = *key;
-	p->n++;
+	if (p->n <= PREFIX_SHOWN)
+		p->found[p->n++] = *key;
 }
 
 static void prefix_hot(void *ctx, ks_artifact_t *a)
@@ -305,10 +331,13 @@ static int resolve_prefix(ks_srv_t *srv, const char *prefix, ks_hash_t *key,
     char *msg, size_t msglen)
 {
 	prefix_t p = { prefix, strlen(prefix), { { { 0 } } }, 0 };
-	ks_hash_t stored[2];
+	ks_hash_t stored[PREFIX_SHOWN + 1];
+	char hex[KS_HASH_HEX];
+	size_t at;
 	int n, i;
 
-	n = ks_store_keys_with_prefix(srv->store, prefix, stored, 2);
+	n = ks_store_keys_with_prefix(srv->store, prefix, stored,
+	    PREFIX_SHOWN + 1);
 	if (n < 0) {
 		snprintf(msg, msglen, "cannot read the store to resolve key "
 		    "prefix %s", prefix);
@@ -323,12 +352,129 @@ static int resolve_prefix(ks_srv_t *srv, const char *prefix, ks_hash_t *key,
 		return KS_E_NOT_FOUND;
 	}
 	if (p.n > 1) {
-		snprintf(msg, msglen, "key prefix %s is not unique: give more "
-		    "digits", prefix);
+		/* Named whole, so that the one meant can be given. */
+		at = (size_t)snprintf(msg, msglen, "key prefix %s is not "
+		    "unique; give more digits of one of: ", prefix);
+		for (i = 0; i < p.n && i < PREFIX_SHOWN && at < msglen; i++) {
+			ks_hash_hex(&p.found[i], hex);
+			at += (size_t)snprintf(msg + at, msglen - at, "%s%s",
+			    i ? ", " : "", hex);
+		}
+		if (p.n > PREFIX_SHOWN && at < msglen)
+			snprintf(msg + at, msglen - at, ", and more");
 		return KS_E_BAD_REQUEST;
 	}
 	*key = p.found[0];
 	return KS_OK;
+}
+
+/* A new evict of REQ on C, answered by evict_reply; NULL on OOM. */
+static evict_t *evict_new(ks_conn_t *c, const ks_request_t *req)
+{
+	evict_t *e = calloc(1, sizeof *e);
+
+	if (!e)
+		return NULL;
+	e->mail.fn = evict_reply;
+	e->conn = c;
+	e->has_id = req->has_id;
+	e->id = req->id;
+	e->filter = req->filter;
+	e->ks = &ks_srv_of(c)->keys;
+	ks_buf_init(&e->listed);
+	return e;
+}
+
+/* The stale evicts list at most this many of the entries they find. */
+#define STALE_LISTED KS_LIST_MAX_LIMIT
+
+/* Under the reader lock: one entry, checked against what keys are made
+ * of now. */
+static int stale_one(void *ctx, const ks_store_entry_t *se)
+{
+	evict_t *e = ctx;
+	const char *why = "";
+	int v = ks_keys_check_entry(e->ks, se, &why);
+
+	if (v == KS_KEYS_UNCHECKED)
+		e->unchecked++;
+	if (v != KS_KEYS_STALE)
+		return 0;
+	if (e->nstale == e->cap) {
+		size_t c2 = e->cap ? 2 * e->cap : 64;
+		ks_hash_t *k2 = realloc(e->stale, c2 * sizeof *k2);
+		uint64_t *s2;
+
+		if (!k2)
+			return KS_E_NOMEM;
+		e->stale = k2;
+		s2 = realloc(e->sizes, c2 * sizeof *s2);
+		if (!s2)
+			return KS_E_NOMEM;
+		e->sizes = s2;
+		e->cap = c2;
+	}
+	e->stale[e->nstale] = se->key;
+	e->sizes[e->nstale++] = se->size;
+	if (e->nlisted < STALE_LISTED) {
+		ks_buf_puts(&e->listed, e->nlisted++ ? ",{" : "{");
+		entry_json(&e->listed, se);
+		ks_buf_printf(&e->listed, ",\"reason\":\"%s\"}", why);
+	}
+	return 0;
+}
+
+/*
+ * evict --stale, once the writer has stored every put posted before it:
+ * every row is checked from its columns (ks_keys_check_entry) on the loop
+ * thread, which owns the keys; the stale ones are removed from both tiers
+ * like a --key evict's, unless it is a dry run.  No request can make a
+ * stale key, so none is put again meanwhile.
+ */
+static void stale_now(ks_conn_t *c, const ks_request_t *req)
+{
+	ks_srv_t *srv = ks_srv_of(c);
+	uint64_t bytes = 0;
+	evict_t *e = evict_new(c, req);
+	size_t i;
+	int rc;
+
+	if (!e) {
+		ks_reply_err(c, req->has_id, req->id, KS_E_NOMEM,
+		    "out of memory");
+		return;
+	}
+	rc = ks_store_entries(srv->store, NULL, 0, 0, stale_one, e, NULL);
+	if (rc == KS_OK && !e->filter.dry_run && e->nstale) {
+		e->hot_keys = malloc(e->nstale * sizeof *e->hot_keys);
+		rc = e->hot_keys ? KS_OK : KS_E_NOMEM;
+		for (i = 0; rc == KS_OK && i < e->nstale; i++) {
+			if (ks_hot_has(srv->hot, &e->stale[i]))
+				e->hot_keys[e->nhot++] = e->stale[i];
+			ks_hot_remove(srv->hot, &e->stale[i]);
+		}
+		if (rc == KS_OK)
+			rc = ks_writer_remove(srv->writer, e->stale,
+			    e->nstale, NULL, NULL, evict_removed, e);
+		if (rc == KS_OK) {
+			ks_conn_wait(c);
+			return;
+		}
+	}
+	if (rc) {
+		ks_reply_err(c, req->has_id, req->id, rc, rc == KS_E_NOMEM ?
+		    "out of memory" : "cannot read the store");
+	} else {
+		/* A dry run, or nothing stale: the answer is now. */
+		for (i = 0; i < e->nstale; i++)
+			bytes += e->sizes[i];
+		ks_reply_begin(c, req->has_id, req->id);
+		ks_buf_printf(&c->out, ",\"evicted\":%" PRIu64,
+		    (uint64_t)e->nstale);
+		stale_fields(c, e, bytes);
+		ks_reply_finish(c);
+	}
+	evict_free(e);
 }
 
 void ks_op_evict(ks_conn_t *c, const ks_request_t *req)
@@ -337,7 +483,7 @@ void ks_op_evict(ks_conn_t *c, const ks_request_t *req)
 	const ks_filter_req_t *f = &req->filter;
 	ks_hash_t key;
 	evict_t *e;
-	char msg[256];
+	char msg[512];
 	int rc;
 
 	/* Destructive and machine-wide: the daemon's uid, root and the
@@ -347,6 +493,10 @@ void ks_op_evict(ks_conn_t *c, const ks_request_t *req)
 		    "members of --admin-group; uid %u is none of them",
 		    srv->conns.lim.self_uid, c->uid);
 		ks_srv_reject(c, req->has_id, req->id, KS_E_DENIED, msg);
+		return;
+	}
+	if (f->stale) {
+		after_writes(c, req, stale_now);
 		return;
 	}
 	if (f->key[0] && strlen(f->key) < 2 * KS_HASH_BYTES) {
@@ -360,17 +510,12 @@ void ks_op_evict(ks_conn_t *c, const ks_request_t *req)
 		    "field 'key' is not a key");
 		return;
 	}
-	e = calloc(1, sizeof *e);
+	e = evict_new(c, req);
 	if (!e) {
 		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
 		    "out of memory");
 		return;
 	}
-	e->mail.fn = evict_reply;
-	e->conn = c;
-	e->has_id = req->has_id;
-	e->id = req->id;
-	e->filter = *f;
 	if (f->key[0]) {
 		if (ks_hot_has(srv->hot, &key)) {
 			e->hot_keys = malloc(sizeof key);
@@ -391,8 +536,7 @@ void ks_op_evict(ks_conn_t *c, const ks_request_t *req)
 			    evict_removed, e);
 	}
 	if (rc) {
-		free(e->hot_keys);
-		free(e);
+		evict_free(e);
 		ks_srv_reject(c, req->has_id, req->id, rc, "out of memory");
 		return;
 	}
@@ -424,7 +568,7 @@ static int near_one(void *ctx, const ks_hash_t *key, const char *meta,
 	near_t *nr = ctx;
 	const ks_get_t *g = nr->g;
 	const cJSON *guard, *dyn, *v;
-	cJSON *m = meta_parse(meta, strlen(meta));
+	cJSON *m = ks_meta_parse(meta, strlen(meta));
 	int i, n = 0;
 
 	if (!m)

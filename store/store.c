@@ -49,6 +49,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <cjson/cJSON.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -104,7 +105,12 @@ _Static_assert(KS_STORE_PENDING_TOUCHES < 65535, "slot index is 16 bits");
  *   xsum      (v3) XXH3-128 of key, sum, meta and bytes (xsum_of): the
  *             check of every read, for bit rot; sum and row_sum are checked
  *             again when a row is quarantined or migrated
- * (v1 and v2 had last_used after created.)
+ * (v1 and v2 had last_used after created.)  From v4, between created and
+ * meta, what the entry is: kernel, variant, backend, target, dtype, mode,
+ * format, shape, compiler (entry_cols_of: read from meta by every put, and
+ * by the migration for older rows), so that listing and evict --stale
+ * read columns and no JSON.  They are derived from meta, which row_sum
+ * and xsum cover; a damaged one misleads a listing, never a get.
  *
  * uses (v3): key, last_used: the stamp of the latest put or flushed touch
  * (stamp(): Unix milliseconds made strictly increasing per store), one
@@ -152,13 +158,37 @@ static const char *const migrations[] = {
 	"DROP INDEX artifacts_by_last_used;"
 	"ALTER TABLE artifacts DROP COLUMN last_used;"
 	"ALTER TABLE artifacts ADD COLUMN xsum BLOB;",
+	/* v3 -> v4: the columns of what an entry is.  ADD COLUMN would put
+	 * them behind the blob, where a listing would walk every row's
+	 * overflow pages, so the table is made anew with them before meta;
+	 * fill_entry_cols copies the rows into it, reading the columns from
+	 * each row's meta, and gives it the old name. */
+	"CREATE TABLE artifacts_v4 ("
+	"  key BLOB PRIMARY KEY NOT NULL,"
+	"  sum BLOB NOT NULL,"
+	"  row_sum BLOB NOT NULL,"
+	"  size INTEGER NOT NULL,"
+	"  created INTEGER NOT NULL,"
+	"  kernel TEXT NOT NULL,"
+	"  variant TEXT NOT NULL,"
+	"  backend TEXT NOT NULL,"
+	"  target TEXT NOT NULL,"
+	"  dtype TEXT NOT NULL,"
+	"  mode TEXT NOT NULL,"
+	"  format TEXT NOT NULL,"
+	"  shape TEXT NOT NULL,"
+	"  compiler TEXT NOT NULL,"
+	"  meta TEXT NOT NULL,"
+	"  bytes BLOB NOT NULL,"
+	"  xsum BLOB);",
 };
 
 static int fill_xsum(ks_store_t *s, char *err, size_t errlen);
+static int fill_entry_cols(ks_store_t *s, char *err, size_t errlen);
 
 /* What a step does after its SQL, in the same transaction (NULL: none). */
 static int (*const migration_fill[])(ks_store_t *, char *, size_t) = {
-	NULL, NULL, fill_xsum,
+	NULL, NULL, fill_xsum, fill_entry_cols,
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] ==
@@ -172,6 +202,24 @@ enum { COL_SUM, COL_ROW_SUM, COL_SIZE, COL_META, COL_BYTES, COL_XSUM };
 	"SELECT sum, row_sum, size, meta, bytes, xsum FROM artifacts " \
 	"WHERE key = ?1"
 #define XSUM_BYTES 16
+
+/* The entry columns (v4), in table order; each but shape is the meta
+ * field of the same name. */
+enum { EC_KERNEL, EC_VARIANT, EC_BACKEND, EC_TARGET, EC_DTYPE, EC_MODE,
+	EC_FORMAT, EC_SHAPE, EC_COMPILER, EC_N };
+static const char *const entry_col_names[EC_N] = {
+	"kernel", "variant", "backend", "target", "dtype", "mode", "format",
+	"shape", "compiler",
+};
+#define ENTRY_COLS "kernel, variant, backend, target, dtype, mode, " \
+	"format, shape, compiler"
+/* A row's columns as a put writes them: ?1 to ?17. */
+#define INSERT_ROW(table) "INSERT OR REPLACE INTO " table " (key, sum, " \
+	"row_sum, size, created, " ENTRY_COLS ", meta, bytes, xsum) VALUES " \
+	"(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, " \
+	"?16, ?17)"
+#define COL_PUT_ENTRY 6         /* the first entry column of INSERT_ROW */
+#define COL_PUT_META (COL_PUT_ENTRY + EC_N)
 
 struct touch {
 	ks_hash_t key;
@@ -201,6 +249,7 @@ struct ks_store {
 	sqlite3 *r;
 	sqlite3_stmt *r_get;            /* SELECT_ROW */
 	sqlite3_stmt *r_list;
+	sqlite3_stmt *r_entries;        /* the entry columns, filtered */
 
 	/* Pending touches: an array plus an open-addressing index over it,
 	 * so a touch deduplicates without allocating. */
@@ -422,6 +471,104 @@ static const char *check_content(const ks_hash_t *key, const ks_hash_t *sum,
 	if (!ks_hash_eq(&h, row_sum))
 		return "row checksum (key, sum, meta) does not match";
 	return NULL;
+}
+
+/* ---- the entry columns (v4) ---- */
+
+/* What an entry is, read from its meta: v[EC_*] borrowed from TREE, or
+ * from SHAPE for EC_SHAPE; "" for what the meta lacks. */
+struct entry_cols {
+	cJSON *tree;
+	ks_buf_t shape;
+	const char *v[EC_N];
+};
+
+static void entry_cols_free(struct entry_cols *c)
+{
+	cJSON_Delete(c->tree);
+	ks_buf_close(&c->shape);
+}
+
+cJSON *ks_meta_parse(const char *meta, size_t meta_len)
+{
+	char *text = malloc(meta_len + 3);
+	cJSON *m;
+
+	if (!text)
+		return NULL;
+	text[0] = '{';
+	memcpy(text + 1, meta, meta_len);
+	text[meta_len + 1] = '}';
+	text[meta_len + 2] = '\0';
+	m = cJSON_ParseWithLength(text, meta_len + 2);
+	free(text);
+	if (!cJSON_IsObject(m)) {
+		cJSON_Delete(m);
+		return NULL;
+	}
+	return m;
+}
+
+/*
+ * Fills C from META (a reply's fields without braces, as store.h says).
+ * A meta that is not such a fragment leaves every column "": the row is
+ * still served (its checksums cover meta), only not described.  KS_OK, or
+ * KS_E_NOMEM.
+ */
+static int entry_cols_of(const char *meta, size_t meta_len,
+    struct entry_cols *c)
+{
+	const cJSON *guard, *dyn, *v;
+	int i, rc = KS_OK;
+
+	memset(c, 0, sizeof *c);
+	ks_buf_init(&c->shape);
+	for (i = 0; i < EC_N; i++)
+		c->v[i] = "";
+	/* An allocation that fails here is taken for a meta that is not
+	 * JSON: the row goes in undescribed rather than not at all. */
+	c->tree = ks_meta_parse(meta, meta_len);
+	if (!c->tree)
+		return KS_OK;
+	for (i = 0; i < EC_N; i++) {
+		v = cJSON_GetObjectItemCaseSensitive(c->tree,
+		    entry_col_names[i]);
+		if (i != EC_SHAPE && cJSON_IsString(v))
+			c->v[i] = v->valuestring;
+	}
+	guard = cJSON_GetObjectItemCaseSensitive(c->tree, "guard");
+	dyn = cJSON_GetObjectItemCaseSensitive(c->tree, "dynamic");
+	if (!cJSON_IsObject(guard))
+		guard = NULL;
+	if (!cJSON_IsArray(dyn))
+		dyn = NULL;
+	cJSON_ArrayForEach(v, guard) {
+		if (!cJSON_IsNumber(v) || !v->string)
+			continue;
+		rc |= ks_buf_printf(&c->shape, "%s%s=%lld", c->shape.len ?
+		    "," : "", v->string, (long long)v->valuedouble);
+	}
+	cJSON_ArrayForEach(v, dyn) {
+		if (cJSON_IsString(v))
+			rc |= ks_buf_printf(&c->shape, "%s%s=dyn",
+			    c->shape.len ? "," : "", v->valuestring);
+	}
+	if (rc)
+		return KS_E_NOMEM;
+	if (c->shape.data)
+		c->v[EC_SHAPE] = c->shape.data;
+	return KS_OK;
+}
+
+/* Binds C to the entry columns of an INSERT_ROW statement. */
+static int bind_entry_cols(sqlite3_stmt *st, const struct entry_cols *c)
+{
+	int i, rc = SQLITE_OK;
+
+	for (i = 0; i < EC_N && rc == SQLITE_OK; i++)
+		rc = sqlite3_bind_text(st, COL_PUT_ENTRY + i, c->v[i], -1,
+		    SQLITE_STATIC);
+	return rc;
 }
 
 /* ---- writer side (wlock held) ---- */
@@ -909,6 +1056,74 @@ static int fill_xsum(ks_store_t *s, char *err, size_t errlen)
 	return rc;
 }
 
+/*
+ * Migration v3 -> v4, in the step's transaction: every row is copied into
+ * artifacts_v4 as it is, checksums included (they still guard its reads),
+ * with the entry columns read from its meta as a put reads them, in key
+ * order; then the new table takes the old one's name.  One pass: the
+ * columns are written with the row, not by an UPDATE that would rewrite
+ * it again.
+ */
+static int fill_entry_cols(ks_store_t *s, char *err, size_t errlen)
+{
+	/* Columns of sel, in the order of INSERT_ROW's without the entry
+	 * columns. */
+	enum { S_KEY, S_SUM, S_ROW_SUM, S_SIZE, S_CREATED, S_META, S_BYTES,
+		S_XSUM };
+	sqlite3_stmt *sel = NULL, *ins = NULL;
+	uint64_t copied = 0;
+	int rc, st = SQLITE_DONE, i;
+
+	rc = prepare(s, s->w, "SELECT key, sum, row_sum, size, created, meta, "
+	    "bytes, xsum FROM artifacts ORDER BY key", &sel, err, errlen);
+	if (rc == KS_OK)
+		rc = prepare(s, s->w, INSERT_ROW("artifacts_v4"), &ins, err,
+		    errlen);
+	while (rc == KS_OK && (st = sqlite3_step(sel)) == SQLITE_ROW) {
+		const char *meta = (const char *)sqlite3_column_text(sel,
+		    S_META);
+		struct entry_cols c;
+
+		rc = entry_cols_of(meta ? meta : "", (size_t)
+		    sqlite3_column_bytes(sel, S_META), &c);
+		for (i = S_KEY; rc == KS_OK && i <= S_CREATED; i++)
+			rc = sqlite3_bind_value(ins, i + 1,
+			    sqlite3_column_value(sel, i)) == SQLITE_OK ?
+			    KS_OK : KS_E_NOMEM;
+		for (i = S_META; rc == KS_OK && i <= S_XSUM; i++)
+			rc = sqlite3_bind_value(ins, COL_PUT_META + i - S_META,
+			    sqlite3_column_value(sel, i)) == SQLITE_OK ?
+			    KS_OK : KS_E_NOMEM;
+		if (rc == KS_OK && bind_entry_cols(ins, &c) != SQLITE_OK)
+			rc = KS_E_NOMEM;
+		if (rc == KS_OK)
+			rc = run(s, ins, "copy a row with its entry columns");
+		sqlite3_clear_bindings(ins);
+		entry_cols_free(&c);
+		copied++;
+	}
+	if (rc == KS_OK && st != SQLITE_DONE)
+		rc = failed(s, s->w, st, "read a row to migrate");
+	sqlite3_finalize(sel);
+	sqlite3_finalize(ins);
+	if (rc == KS_OK)
+		rc = exec_open(s, s->w, "DROP TABLE artifacts;"
+		    "ALTER TABLE artifacts_v4 RENAME TO artifacts;", err,
+		    errlen);
+	else {
+		/* As fill_xsum: damage is the file's content. */
+		if (from_sqlite(sqlite3_errcode(s->w)) == KS_E_CORRUPT)
+			rc = KS_E_CORRUPT;
+		ks_set_err(err, errlen, "store %s: migrating to version 4 "
+		    "failed: %s", s->path, rc == KS_E_NOMEM ?
+		    "out of memory" : sqlite3_errmsg(s->w));
+	}
+	if (rc == KS_OK && copied)
+		ks_log(KS_LOG_INFO, "store %s: %" PRIu64 " rows given the "
+		    "columns of what they are", s->path, copied);
+	return rc;
+}
+
 /* Brings the schema to KS_STORE_SCHEMA_VERSION, one transaction a step. */
 static int migrate(ks_store_t *s, char *err, size_t errlen)
 {
@@ -966,9 +1181,7 @@ static int prepare_writer(ks_store_t *s, char *err, size_t errlen)
 		W(w_commit, "COMMIT"),
 		W(w_rollback, "ROLLBACK"),
 		W(w_size, "SELECT size FROM artifacts WHERE key = ?1"),
-		W(w_put, "INSERT OR REPLACE INTO artifacts (key, sum, row_sum,"
-		    " size, created, meta, bytes, xsum)"
-		    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+		W(w_put, INSERT_ROW("artifacts")),
 		W(w_put_use, "INSERT OR REPLACE INTO uses (key, last_used)"
 		    " VALUES (?1, ?2)"),
 		W(w_delete, "DELETE FROM artifacts WHERE key = ?1"
@@ -1060,6 +1273,13 @@ static int open_reader(ks_store_t *s, char *err, size_t errlen)
 		rc = prepare(s, s->r, "SELECT a.key, a.meta, a.size, "
 		    "COALESCE(u.last_used, 0) FROM artifacts a LEFT JOIN uses u "
 		    "ON u.key = a.key ORDER BY a.key", &s->r_list, err, errlen);
+	if (rc == KS_OK)
+		rc = prepare(s, s->r, "SELECT a.key, a.size, a.created, "
+		    ENTRY_COLS ", COALESCE(u.last_used, 0) FROM artifacts a "
+		    "LEFT JOIN uses u ON u.key = a.key WHERE (?1 = '' OR "
+		    "a.kernel = ?1) AND (?2 = '' OR a.backend = ?2) AND "
+		    "(?3 = '' OR a.target = ?3) ORDER BY a.key", &s->r_entries,
+		    err, errlen);
 	return rc;
 }
 
@@ -1070,6 +1290,7 @@ static void finalize_all(ks_store_t *s)
 		&s->w_put, &s->w_put_use, &s->w_delete, &s->w_delete_use,
 		&s->w_touch, &s->w_lru, &s->w_check,
 		&s->w_count_corrupt, &s->w_scan, &s->r_get, &s->r_list,
+		&s->r_entries,
 	};
 	size_t i;
 
@@ -1422,6 +1643,7 @@ int ks_store_put(ks_store_t *s, const ks_artifact_t *a)
 	uint64_t bytes, entries, evicted = 0;
 	uint8_t xsum[XSUM_BYTES];
 	int64_t old = -1, now;
+	struct entry_cols cols;
 	ks_hash_t row_sum;
 	int rc, st;
 
@@ -1429,6 +1651,12 @@ int ks_store_put(ks_store_t *s, const ks_artifact_t *a)
 		return KS_E_INVAL;
 	if (a->len > (uint64_t)INT64_MAX)
 		return KS_E_TOO_LARGE;
+	/* Outside the lock: a put is not on the hit path, and parsing its
+	 * meta here keeps every listing free of JSON. */
+	if (entry_cols_of(a->meta ? a->meta : "", a->meta_len, &cols)) {
+		entry_cols_free(&cols);
+		return KS_E_NOMEM;
+	}
 	row_sum_of(&a->key, &a->sum, a->meta ? a->meta : "", a->meta_len,
 	    &row_sum);
 	xsum_of(&a->key, &a->sum, a->meta ? a->meta : "", a->meta_len,
@@ -1463,15 +1691,18 @@ int ks_store_put(ks_store_t *s, const ks_artifact_t *a)
 		    SQLITE_STATIC);
 		sqlite3_bind_int64(p, 4, (int64_t)a->len);
 		sqlite3_bind_int64(p, 5, now);
-		st = sqlite3_bind_text64(p, 6, a->meta ? a->meta : "",
-		    a->meta_len, SQLITE_STATIC, SQLITE_UTF8);
+		st = bind_entry_cols(p, &cols);
 		if (st == SQLITE_OK)
-			st = sqlite3_bind_blob64(p, 7, a->bytes ? (const
-			    void *)a->bytes : (const void *)"", a->len,
+			st = sqlite3_bind_text64(p, COL_PUT_META, a->meta ?
+			    a->meta : "", a->meta_len, SQLITE_STATIC,
+			    SQLITE_UTF8);
+		if (st == SQLITE_OK)
+			st = sqlite3_bind_blob64(p, COL_PUT_META + 1, a->bytes ?
+			    (const void *)a->bytes : (const void *)"", a->len,
 			    SQLITE_STATIC);
 		if (st == SQLITE_OK)
-			st = sqlite3_bind_blob(p, 8, xsum, XSUM_BYTES,
-			    SQLITE_STATIC);
+			st = sqlite3_bind_blob(p, COL_PUT_META + 2, xsum,
+			    XSUM_BYTES, SQLITE_STATIC);
 		if (st != SQLITE_OK) {
 			sqlite3_reset(p);
 			rc = failed(s, s->w, st, "bind artifact");
@@ -1506,6 +1737,7 @@ int ks_store_put(ks_store_t *s, const ks_artifact_t *a)
 		atomic_fetch_add(&s->evicted, evicted);
 	}
 	pthread_mutex_unlock(&s->wlock);
+	entry_cols_free(&cols);
 	return rc;
 }
 
@@ -1767,6 +1999,67 @@ int ks_store_list(ks_store_t *s, int (*cb)(void *ctx, const ks_hash_t *key,
 		stop = failed(s, s->r, rc, "list");
 	sqlite3_reset(s->r_list);
 	pthread_mutex_unlock(&s->rlock);
+	return stop;
+}
+
+/* Text column COL of ST, "" for NULL. */
+static const char *column_str(sqlite3_stmt *st, int col)
+{
+	const char *t = (const char *)sqlite3_column_text(st, col);
+
+	return t ? t : "";
+}
+
+int ks_store_entries(ks_store_t *s, const ks_store_filter_t *f,
+    uint64_t offset, uint64_t limit,
+    int (*cb)(void *ctx, const ks_store_entry_t *e), void *ctx,
+    uint64_t *total)
+{
+	/* Columns of r_entries: key, size, created, the entry columns in
+	 * table order, last_used. */
+	enum { R_KEY, R_SIZE, R_CREATED, R_ENTRY, R_LAST_USED = R_ENTRY +
+		EC_N };
+	sqlite3_stmt *st = s->r_entries;
+	const char *const by[3] = { f ? f->kernel : NULL, f ? f->backend :
+	    NULL, f ? f->target : NULL };
+	ks_store_entry_t e;
+	uint64_t n = 0;
+	int rc, i, stop = 0;
+
+	pthread_mutex_lock(&s->rlock);
+	for (i = 0; i < 3; i++)
+		sqlite3_bind_text(st, i + 1, by[i] ? by[i] : "", -1,
+		    SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		/* Rows before the page and after it are only counted. */
+		if (n++ < offset || (limit && n > offset + limit))
+			continue;
+		column_key(st, R_KEY, &e.key);
+		e.size = (uint64_t)sqlite3_column_int64(st, R_SIZE);
+		e.created = sqlite3_column_int64(st, R_CREATED);
+		e.kernel = column_str(st, R_ENTRY + EC_KERNEL);
+		e.variant = column_str(st, R_ENTRY + EC_VARIANT);
+		e.backend = column_str(st, R_ENTRY + EC_BACKEND);
+		e.target = column_str(st, R_ENTRY + EC_TARGET);
+		e.dtype = column_str(st, R_ENTRY + EC_DTYPE);
+		e.mode = column_str(st, R_ENTRY + EC_MODE);
+		e.format = column_str(st, R_ENTRY + EC_FORMAT);
+		e.shape = column_str(st, R_ENTRY + EC_SHAPE);
+		e.compiler = column_str(st, R_ENTRY + EC_COMPILER);
+		e.last_used = sqlite3_column_int64(st, R_LAST_USED);
+		stop = cb(ctx, &e);
+		if (stop)
+			break;
+	}
+	if (!stop && rc != SQLITE_DONE)
+		stop = failed(s, s->r, rc, "list entries");
+	/* Reset before unlocking, as a get does; the filter strings were
+	 * borrowed. */
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	pthread_mutex_unlock(&s->rlock);
+	if (total)
+		*total = n;
 	return stop;
 }
 

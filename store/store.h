@@ -38,6 +38,12 @@ ks_artifact_t *ks_artifact_new_with_sum(const ks_hash_t *key,
 void ks_artifact_ref(ks_artifact_t *a);
 void ks_artifact_unref(ks_artifact_t *a);
 
+struct cJSON;
+/* META (META_LEN bytes of reply fields without braces, as above) parsed
+ * as the object it is the inside of; cJSON_Delete it.  NULL when it is
+ * not one, or on OOM. */
+struct cJSON *ks_meta_parse(const char *meta, size_t meta_len);
+
 /* ---- hot tier: memory LRU under a byte budget (single thread) ---- */
 
 typedef struct ks_hot ks_hot_t;
@@ -81,7 +87,7 @@ typedef struct ks_store ks_store_t;
 
 /* Schema version (PRAGMA user_version) this build creates and migrates to;
  * a store with a newer version is refused. */
-#define KS_STORE_SCHEMA_VERSION 3
+#define KS_STORE_SCHEMA_VERSION 4
 /* Distinct keys whose touches are held in memory; a full set is flushed. */
 #define KS_STORE_PENDING_TOUCHES 256
 
@@ -221,6 +227,43 @@ int ks_store_integrity_check(ks_store_t *s, char *err, size_t errlen);
  */
 int ks_store_list(ks_store_t *s, int (*cb)(void *ctx, const ks_hash_t *key,
     const char *meta, uint64_t size, int64_t last_used), void *ctx);
+
+/*
+ * An entry as its row's columns say (schema 4): what the entry is, read
+ * from its meta by the put (and, for rows older than the columns, by the
+ * v3 -> v4 migration), so that a listing parses no JSON.  A field the meta
+ * lacks is "".  shape is the constant dims of the meta's "guard" as
+ * NAME=VALUE, in its order, then the dynamic ones as NAME=dyn, joined by
+ * commas: "M=1,N=4096,K=4096", "N=32,K=32,M=dyn".  The strings are valid
+ * only during the callback.
+ */
+typedef struct {
+	ks_hash_t key;
+	const char *kernel, *variant, *backend, *target, *dtype, *mode;
+	const char *format, *shape, *compiler;
+	uint64_t size;
+	int64_t created;        /* Unix milliseconds of the put */
+	int64_t last_used;      /* the use stamp, as ks_store_list's */
+} ks_store_entry_t;
+
+/* Exact matches on columns; NULL or "" matches every row. */
+typedef struct {
+	const char *kernel, *backend, *target;
+} ks_store_filter_t;
+
+/*
+ * Calls CB for the entries F matches (every one when F is NULL), in key
+ * order, from the OFFSET-th match on, at most LIMIT of them (0: no limit),
+ * and sets *TOTAL to the number of matches; one statement through the
+ * reader, so the page and the total are of the same moment.  CB runs under
+ * the reader lock and must not call into S; a nonzero return stops the
+ * walk and is returned (*TOTAL is then short).  0 after the last row, or
+ * a negative ks error.
+ */
+int ks_store_entries(ks_store_t *s, const ks_store_filter_t *f,
+    uint64_t offset, uint64_t limit,
+    int (*cb)(void *ctx, const ks_store_entry_t *e), void *ctx,
+    uint64_t *total);
 
 /* Up to MAX keys of stored rows whose hex form starts with PREFIX (1 to 64
  * lower-case hex digits), in key order, into KEYS: a range of the key

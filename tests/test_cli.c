@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "../include/kspec.h"
+#include "../store/store.h"
 #include "e2e.h"
 
 static e2e_daemon_t D;
@@ -277,6 +278,302 @@ Test(cli, evict_takes_a_key_prefix)
 	cr_assert_eq(kspec("ls --json"), 0);
 	cr_assert(strstr(out, "\"total\":1"), "%s", out);
 	cr_assert_null(strstr(out, full), "the evicted key is still listed");
+}
+
+/* The key a get prints with --json (into KEY, 65 bytes). */
+static void key_of_get(const char *args, char *key)
+{
+	const char *k;
+
+	cr_assert_eq(kspec("get %s --meta %s/m.json --json", args, D.dir), 0,
+	    "%s", out);
+	k = strstr(out, "\"key\":\"");
+	cr_assert(k, "%s", out);
+	memcpy(key, k + 7, 64);
+	key[64] = '\0';
+}
+
+/* The line of the table in OUT that starts with KEY's 12 digits. */
+static const char *row_of(const char *key)
+{
+	const char *p;
+
+	for (p = out; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, key, 12) == 0)
+			return p;
+	return NULL;
+}
+
+/* The column (offset in its line) at which WORD starts in LINE. */
+static long col_of(const char *line, const char *word)
+{
+	const char *w = strstr(line, word), *nl = strchr(line, '\n');
+
+	cr_assert(w && (!nl || w < nl), "no '%s' in: %s", word, line);
+	return w - line;
+}
+
+/* ls shows what each entry is, from its row's columns, in a table whose
+ * columns line up whatever the width of their cells. */
+Test(cli, ls_shows_kernel_backend_target_dtype_shape_variant_size_age)
+{
+	static const char *const heads[] = { "kernel", "backend", "target",
+	    "dtype", "shape", "variant", "size", "age", "mem" };
+	char k1[65], k2[65], target[64];
+	const char *r1, *r2, *t;
+	size_t i;
+
+	key_of_get("gemm --backend cpu --dtype f32 --shape M=1,N=64,K=64",
+	    k1);
+	t = strstr(out, "\"target\":\"");
+	cr_assert(t, "%s", out);
+	snprintf(target, sizeof target, "%.*s", (int)strcspn(t + 10, "\""),
+	    t + 10);
+	key_of_get("attention_decode --backend cpu --dtype bf16 --shape "
+	    "B=1,Hq=32,Hkv=8,D=128 --dynamic S", k2);
+	cr_assert_eq(kspec("ls"), 0, "%s", out);
+	cr_log_info("%s", out);
+	cr_assert_eq(strncmp(out, "key ", 4), 0, "%s", out);
+	r1 = row_of(k1);
+	r2 = row_of(k2);
+	cr_assert(r1 && r2, "%s", out);
+	/* Each cell under its header, in both rows. */
+	cr_assert_eq(col_of(r1, "gemm "), col_of(out, "kernel"));
+	cr_assert_eq(col_of(r2, "attention_decode"), col_of(out, "kernel"));
+	cr_assert_eq(col_of(r1, " cpu ") + 1, col_of(out, "backend"));
+	cr_assert_eq(col_of(r1, target), col_of(out, "target"));
+	cr_assert_eq(col_of(r1, " f32 ") + 1, col_of(out, "dtype"));
+	cr_assert_eq(col_of(r2, " bf16 ") + 1, col_of(out, "dtype"));
+	cr_assert_eq(col_of(r1, "M=1,N=64,K=64"), col_of(out, "shape"));
+	cr_assert_eq(col_of(r2, "B=1,Hq=32,Hkv=8,D=128,S=dyn"), col_of(out,
+	    "shape"));
+	cr_assert_eq(col_of(r1, "gemv_m1"), col_of(out, "variant"));
+	cr_assert_eq(col_of(r2, " gqa ") + 1, col_of(out, "variant"));
+	/* Sizes and ages right-aligned under theirs, ages in seconds. */
+	cr_assert_eq(col_of(r1, "K  ") + 1, col_of(out, "size") + 4, "%s",
+	    out);
+	cr_assert_eq(col_of(r2, "K  ") + 1, col_of(out, "size") + 4, "%s",
+	    out);
+	cr_assert_eq(col_of(r1, "s  yes") + 1, col_of(out, "age") + 3, "%s",
+	    out);
+	for (i = 1; i < sizeof heads / sizeof heads[0]; i++)
+		cr_assert_gt(col_of(out, heads[i]), col_of(out, heads[i - 1]));
+	cr_assert(strstr(out, "2 of 2 entries"), "%s", out);
+	/* --json: every field of the row, the age as the time of the put. */
+	cr_assert_eq(kspec("ls --json --kernel gemm"), 0, "%s", out);
+	cr_assert(strstr(out, "\"shape\":\"M=1,N=64,K=64\""), "%s", out);
+	cr_assert(strstr(out, "\"variant\":\"gemv_m1\""), "%s", out);
+	cr_assert(strstr(out, "\"compiler\":\"libgccjit"), "%s", out);
+	cr_assert(strstr(out, "\"created_ms\":1"), "%s", out);
+	cr_assert(strstr(out, "\"total\":1"), "%s", out);
+}
+
+/* The artifact the stopped daemon stored under hex KEY. */
+static ks_artifact_t *stored(ks_store_t *st, const char *key)
+{
+	ks_artifact_t *a = NULL;
+	ks_hash_t k;
+
+	cr_assert_eq(ks_hash_from_hex(key, &k), KS_OK);
+	cr_assert_eq(ks_store_get(st, &k, &a), KS_OK);
+	return a;
+}
+
+/* Sets the string field FIELD of the meta in M (CAP bytes) to VALUE. */
+static void set_field(char *m, size_t cap, const char *field,
+    const char *value)
+{
+	char pat[64], *copy = strdup(m);
+	const char *at, *end;
+
+	cr_assert_not_null(copy);
+	snprintf(pat, sizeof pat, "\"%s\":\"", field);
+	at = strstr(copy, pat);
+	cr_assert(at, "no %s in %s", field, copy);
+	at += strlen(pat);
+	for (end = at; *end != '"'; end++)
+		end += *end == '\\';
+	snprintf(m, cap, "%.*s%s%s", (int)(at - copy), copy, value, end);
+	free(copy);
+}
+
+/* Puts a copy of A's bytes under the key NAME hashes to (its hex into
+ * HEX), with the string fields of its meta that the NULL-terminated
+ * (field, value) pairs name set to their values. */
+static void plant(ks_store_t *st, const ks_artifact_t *a, const char *name,
+    char *hex, ...)
+{
+	char meta[8192];
+	const char *field;
+	ks_artifact_t *b;
+	ks_hash_t k;
+	va_list ap;
+
+	snprintf(meta, sizeof meta, "%s", a->meta);
+	va_start(ap, hex);
+	while ((field = va_arg(ap, const char *)) != NULL)
+		set_field(meta, sizeof meta, field, va_arg(ap, const char *));
+	va_end(ap);
+	ks_hash(name, strlen(name), &k);
+	ks_hash_hex(&k, hex);
+	b = ks_artifact_new(&k, meta, a->bytes, a->len);
+	cr_assert_not_null(b);
+	cr_assert_eq(ks_store_put(st, b), KS_OK);
+	ks_artifact_unref(b);
+}
+
+static ks_store_t *open_stopped_store(void)
+{
+	ks_store_t *st = NULL;
+	char err[512];
+
+	cr_assert_eq(ks_base_init(), KS_OK);
+	cr_assert_eq(e2e_stop(&D), 0);
+	cr_assert_eq(ks_store_open(D.store, 0, &st, err, sizeof err), KS_OK,
+	    "%s", err);
+	return st;
+}
+
+/* Starts the daemon again on D's store, with cuda unavailable when
+ * NO_CUDA (no NVRTC, as on a machine without the toolkit). */
+static void restart(int no_cuda)
+{
+	if (no_cuda)
+		setenv("KSPEC_NVRTC_DISABLE", "1", 1);
+	cr_assert_eq(e2e_start(&D, NULL), 0, "kspecd did not start");
+	unsetenv("KSPEC_NVRTC_DISABLE");
+}
+
+/* 1 when the JSON in OUT lists KEY among "entries" with REASON. */
+static int listed_with(const char *key, const char *reason)
+{
+	cJSON *j = cJSON_Parse(out), *e;
+	int found = 0;
+
+	cr_assert(j, "%s", out);
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "entries"))
+		found |= strcmp(cJSON_GetObjectItem(e, "key")->valuestring,
+		    key) == 0 && strcmp(cJSON_GetObjectItem(e,
+		    "reason")->valuestring, reason) == 0;
+	cJSON_Delete(j);
+	return found;
+}
+
+/*
+ * evict --stale removes the rows no request can reach any more, beside a
+ * current one: one of an older kernel definition (its key is not what the
+ * spec gets now, with today's compiler), one of an older compiler, one of
+ * a kernel gone from the library.  A row of a backend unavailable now is
+ * kept, and is found stale once that backend is there (when this machine
+ * has NVRTC).  --dry-run lists the same and removes nothing.
+ */
+Test(cli, evict_stale_removes_unreachable_rows_and_keeps_unavailable_ones)
+{
+	char cur[65], fp[65], cc[65], gone[65], cuda[65];
+	ks_artifact_t *a;
+	ks_store_t *st;
+	cJSON *j;
+
+	key_of_get("gemm --backend cpu --dtype f32 --shape M=1,N=64,K=64",
+	    cur);
+	st = open_stopped_store();
+	a = stored(st, cur);
+	plant(st, a, "older definition", fp, NULL);
+	plant(st, a, "older compiler", cc, "compiler", "libgccjit 11.0 -O3",
+	    NULL);
+	plant(st, a, "gone kernel", gone, "kernel", "gemm_v0", NULL);
+	/* NVRTC's of some other day, for sm_90. */
+	plant(st, a, "cuda row", cuda, "backend", "cuda", "target", "sm_90",
+	    "format", "ptx", "compiler", "nvrtc 11.0 sm_90", NULL);
+	ks_artifact_unref(a);
+	ks_store_close(st);
+	restart(1);
+
+	cr_assert_eq(kspec("evict --stale --dry-run"), 0, "%s", out);
+	cr_log_info("%s", out);
+	cr_assert(strstr(out, "would evict 3 stale entries"), "%s", out);
+	cr_assert(strstr(out, "kept 1 whose backend"), "%s", out);
+	cr_assert(row_of(fp) && strstr(row_of(fp), "fingerprint"), "%s", out);
+	cr_assert(row_of(cc) && strstr(row_of(cc), "compiler"), "%s", out);
+	cr_assert(row_of(gone) && strstr(row_of(gone), "gemm_v0"), "%s", out);
+	cr_assert_null(row_of(cur), "%s", out);
+	cr_assert_null(row_of(cuda), "%s", out);
+	cr_assert_eq(kspec("evict --stale --dry-run --json"), 0, "%s", out);
+	j = cJSON_Parse(out);
+	cr_assert(j, "%s", out);
+	cr_assert_eq(e2e_num(j, "evicted"), 3);
+	cr_assert_eq(e2e_num(j, "bytes"), 3 * e2e_num(cJSON_GetArrayItem(
+	    cJSON_GetObjectItem(j, "entries"), 0), "bytes"));
+	cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "dry_run")));
+	cr_assert_eq(e2e_num(j, "unchecked"), 1);
+	cJSON_Delete(j);
+	cr_assert(listed_with(fp, "fingerprint") && listed_with(cc,
+	    "compiler") && listed_with(gone, "kernel"), "%s", out);
+	cr_assert_eq(kspec("ls --json"), 0);
+	cr_assert(strstr(out, "\"total\":5"), "the dry run removed: %s", out);
+
+	cr_assert_eq(kspec("evict --stale"), 0, "%s", out);
+	cr_assert(strstr(out, "evicted 3 stale entries"), "%s", out);
+	cr_assert_eq(kspec("ls --json"), 0);
+	cr_assert(strstr(out, "\"total\":2"), "%s", out);
+	cr_assert(strstr(out, cur) && strstr(out, cuda), "%s", out);
+	cr_assert(!strstr(out, fp) && !strstr(out, cc) && !strstr(out, gone),
+	    "%s", out);
+	cr_assert_eq(kspec("evict --stale --json"), 0, "%s", out);
+	cr_assert(strstr(out, "\"evicted\":0,\"bytes\":0"), "%s", out);
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=64,K=64 --meta %s/m.json", D.dir), 0, "%s", out);
+	cr_assert(strstr(out, "source disk"), "the current row: %s", out);
+	cr_assert_eq(kspec("evict --dry-run"), 2, "%s", out);
+	cr_assert(strstr(out, "--dry-run goes with --stale"), "%s", out);
+
+	/* With cuda there, the row it kept is one no request reaches. */
+	e2e_stop(&D);
+	restart(0);
+	cr_assert_eq(kspec("hello"), 0);
+	if (!strstr(out, "\"name\":\"cuda\",\"format\":\"ptx\","
+	    "\"available\":true")) {
+		cr_log_info("no NVRTC here: the cuda row's other side is not "
+		    "checked");
+		return;
+	}
+	cr_assert_eq(kspec("evict --stale --dry-run --json"), 0, "%s", out);
+	cr_assert(listed_with(cuda, "fingerprint") || listed_with(cuda,
+	    "compiler"), "%s", out);
+}
+
+/* An ambiguous key prefix is refused with the keys that have it, whole,
+ * so that the one meant can be given. */
+Test(cli, ambiguous_key_prefix_lists_the_keys_that_have_it)
+{
+	char cur[65], twin[65];
+	ks_artifact_t *a, *b;
+	ks_store_t *st;
+	ks_hash_t k;
+
+	key_of_get("gemm --backend cpu --dtype f32 --shape M=1,N=8,K=8", cur);
+	st = open_stopped_store();
+	a = stored(st, cur);
+	/* The same first 62 digits. */
+	snprintf(twin, sizeof twin, "%.62s%s", cur, strcmp(cur + 62, "00") ?
+	    "00" : "01");
+	cr_assert_eq(ks_hash_from_hex(twin, &k), KS_OK);
+	b = ks_artifact_new(&k, a->meta, a->bytes, a->len);
+	cr_assert_eq(ks_store_put(st, b), KS_OK);
+	ks_artifact_unref(a);
+	ks_artifact_unref(b);
+	ks_store_close(st);
+	restart(0);
+	cr_assert_eq(kspec("evict --key %.12s", cur), 1, "%s", out);
+	cr_log_info("%s", out);
+	cr_assert(strstr(out, "E_BAD_REQUEST") && strstr(out, "not unique"),
+	    "%s", out);
+	cr_assert(strstr(out, cur) && strstr(out, twin), "%s", out);
+	cr_assert_eq(strchr(out, '\n'), out + strlen(out) - 1, "%s", out);
+	cr_assert_eq(kspec("evict --key %s", twin), 0, "%s", out);
+	cr_assert(strstr(out, "evicted 1"), "%s", out);
+	cr_assert_eq(kspec("evict --key %.12s", cur), 0, "%s", out);
+	cr_assert(strstr(out, "evicted 1"), "%s", out);
 }
 
 /* Every command takes --json, as docs/cli.md says, and then prints JSON. */

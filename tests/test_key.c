@@ -3,6 +3,7 @@
  * changes the key; nothing else does; keys are stable.
  */
 #include <criterion/criterion.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,4 +171,103 @@ Test(key, keys_are_stable_across_runs)
 	S = save;
 	keys_free(fresh);
 	cr_assert_str_eq(a, b);
+}
+
+/* E: an entry of the gemm at SHAPE (cpu, x86-64-v4, f32), filed under the
+ * key the request FIELDS gets now and today's compiler. */
+static ks_store_entry_t entry_of(const char *fields, const char *shape,
+    char hex[KS_HASH_HEX])
+{
+	ks_store_entry_t e = { .kernel = "gemm", .variant = "general",
+	    .backend = "cpu", .target = "x86-64-v4", .dtype = "f32",
+	    .mode = "exact", .format = "so", .shape = shape };
+	const ks_ident_t *id;
+
+	key_of(fields, hex);
+	cr_assert_eq(ks_hash_from_hex(hex, &e.key), KS_OK);
+	for (id = S->idents; id; id = id->next)
+		if (id->backend == &ks_backend_cpu &&
+		    strcmp(id->target, "x86-64-v4") == 0)
+			e.compiler = id->identity;
+	cr_assert_not_null(e.compiler);
+	return e;
+}
+
+static int check(const ks_store_entry_t *e, const char *want_why)
+{
+	const char *why = "";
+	int v = ks_keys_check_entry(S, e, &why);
+
+	if (want_why)
+		cr_assert_str_eq(why, want_why);
+	return v;
+}
+
+/* evict --stale's judgement of one stored entry: current when the key
+ * its columns give now is its key, stale for a reason when it cannot be,
+ * unchecked (kept) when its backend or target is not there now. */
+Test(key, a_stored_entry_is_current_stale_or_unchecked)
+{
+	/* One column of the current entry changed, and what that makes it. */
+	static const struct {
+		size_t field;
+		const char *value;
+		int want;
+		const char *why;
+	} cases[] = {
+#define F(name) offsetof(ks_store_entry_t, name)
+		{ F(shape), "N=8,K=8,M=1", KS_KEYS_CURRENT, "" },
+		{ F(kernel), "gemm_v0", KS_KEYS_STALE, "kernel" },
+		{ F(shape), "M=0,N=8,K=8", KS_KEYS_STALE, "spec" },
+		{ F(shape), "M=1,N=8", KS_KEYS_STALE, "spec" },
+		{ F(dtype), "f64", KS_KEYS_STALE, "spec" },
+		{ F(format), "ptx", KS_KEYS_STALE, "spec" },
+		{ F(compiler), "libgccjit 11.0; -O3", KS_KEYS_CURRENT, "" },
+		{ F(target), "x86-64-v9", KS_KEYS_UNCHECKED, "target" },
+		{ F(backend), "tpu", KS_KEYS_UNCHECKED, "backend" },
+#undef F
+	};
+	char hex[KS_HASH_HEX];
+	ks_store_entry_t e, d;
+	ks_binfo_t *cuda = NULL;
+	size_t i;
+
+	e = entry_of(BASE ",\"dtype\":\"f32\",\"shape\":{\"M\":1,\"N\":8,"
+	    "\"K\":8}", "M=1,N=8,K=8", hex);
+	cr_assert_eq(check(&e, NULL), KS_KEYS_CURRENT);
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const char *why = "";
+
+		d = e;
+		*(const char **)((char *)&d + cases[i].field) = cases[i].value;
+		cr_assert_eq(ks_keys_check_entry(S, &d, &why), cases[i].want,
+		    "case %zu", i);
+		if (cases[i].want != KS_KEYS_CURRENT)
+			cr_assert_str_eq(why, cases[i].why, "case %zu", i);
+	}
+	d = entry_of(BASE ",\"dtype\":\"f32\",\"shape\":{\"N\":8,\"K\":8},"
+	    "\"dynamic\":[\"M\"]", "N=8,K=8,M=dyn", hex);
+	cr_assert_eq(check(&d, NULL), KS_KEYS_CURRENT);
+	d.shape = "N=8,K=8,M=1";
+	cr_assert_eq(check(&d, "fingerprint"), KS_KEYS_STALE);
+	/* Another key for the same columns and today's compiler: the
+	 * definition changed.  With another compiler: that. */
+	d = e;
+	d.key.b[31] ^= 1;
+	cr_assert_eq(check(&d, "fingerprint"), KS_KEYS_STALE);
+	d.compiler = "libgccjit 11.0; -O3";
+	cr_assert_eq(check(&d, "compiler"), KS_KEYS_STALE);
+
+	/* A backend that is merely missing keeps its entries. */
+	for (i = 0; i < (size_t)S->nbackends; i++)
+		if (S->backends[i].backend == &ks_backend_cuda)
+			cuda = &S->backends[i];
+	cr_assert_not_null(cuda);
+	d = e;
+	d.backend = "cuda";
+	d.target = "sm_90";
+	d.format = "ptx";
+	d.key.b[0] ^= 1;
+	cuda->available = 0;            /* no NVRTC, say */
+	cr_assert_eq(check(&d, "backend"), KS_KEYS_UNCHECKED);
 }

@@ -666,6 +666,30 @@ Test(parse, cancel_names_a_request)
 	    KS_E_UNKNOWN_FIELD, "'all'");
 }
 
+/* evict --stale: "stale" alone or with "dry_run", never beside another
+ * choice of what to evict, and "dry_run" only with it. */
+Test(parse, evict_stale_and_dry_run)
+{
+	ok_parse("{\"op\":\"evict\",\"stale\":true}");
+	cr_assert(req.filter.stale && !req.filter.dry_run);
+	ok_parse("{\"op\":\"evict\",\"stale\":true,\"dry_run\":true}");
+	cr_assert(req.filter.stale && req.filter.dry_run);
+	ok_parse("{\"op\":\"evict\",\"all\":true,\"dry_run\":false}");
+	cr_assert(req.filter.all && !req.filter.stale);
+	reject("{\"op\":\"evict\",\"stale\":false}", KS_E_BAD_REQUEST,
+	    "'stale'");
+	reject("{\"op\":\"evict\",\"stale\":true,\"all\":true}",
+	    KS_E_BAD_REQUEST, "exactly one");
+	reject("{\"op\":\"evict\",\"stale\":true,\"kernel\":\"gemm\"}",
+	    KS_E_BAD_REQUEST, "exactly one");
+	reject("{\"op\":\"evict\",\"all\":true,\"dry_run\":true}",
+	    KS_E_BAD_REQUEST, "'dry_run'");
+	reject("{\"op\":\"evict\",\"stale\":true,\"dry_run\":1}",
+	    KS_E_BAD_REQUEST, "'dry_run'");
+	reject("{\"op\":\"list\",\"stale\":true}", KS_E_UNKNOWN_FIELD,
+	    "'stale'");
+}
+
 Test(parse, failure_clears_everything_but_the_id)
 {
 	reject("{\"op\":\"get\",\"id\":5,\"kernel\":\"gemm\","

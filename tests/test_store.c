@@ -779,7 +779,7 @@ Test(store, version_2_store_is_migrated_and_its_rows_checked_on_the_way)
 	version_2_store();
 	s = open_store(0);
 	ks_store_stats(s, &st);
-	cr_assert_eq(st.schema_version, 3);
+	cr_assert_eq(st.schema_version, KS_STORE_SCHEMA_VERSION);
 	/* The rotten row was found by the old checks and removed, not
 	 * given a checksum of its rotten bytes. */
 	cr_assert_eq(st.entries, 2);
@@ -788,9 +788,13 @@ Test(store, version_2_store_is_migrated_and_its_rows_checked_on_the_way)
 	expect_same(s, 1, 3001);
 	expect_same(s, 3, 3003);
 	ks_store_close(s);
-	cr_assert_eq(raw_int("PRAGMA user_version", -1), 3);
+	cr_assert_eq(raw_int("PRAGMA user_version", -1),
+	    KS_STORE_SCHEMA_VERSION);
 	cr_assert_eq(raw_int("SELECT COUNT(*) FROM artifacts WHERE "
 	    "length(xsum) = 16", -1), 2);
+	/* On to v4 in the same open: the entry columns too. */
+	cr_assert_eq(raw_int("SELECT COUNT(*) FROM artifacts WHERE "
+	    "kernel = 'k3' AND key = ?1", 3), 1);
 	/* The uses came along, and only those of the rows kept. */
 	cr_assert_eq(raw_int("SELECT COUNT(*) FROM uses", -1), 2);
 	cr_assert_gt(raw_last_used(3), raw_last_used(1));
@@ -798,6 +802,230 @@ Test(store, version_2_store_is_migrated_and_its_rows_checked_on_the_way)
 	raw_flip(3, "bytes", 7);
 	s = open_store(0);
 	cr_assert_eq(get_rc(s, 3), KS_E_CORRUPT);
+	ks_store_close(s);
+}
+
+/* The meta of a real gemm entry, as server/lookup.c writes it: constant
+ * dims in the guard, one dynamic. */
+static const char gemm_meta[] = "\"key\":\"00\",\"artifact\":\"00\","
+    "\"kernel\":\"gemm\",\"variant\":\"general\",\"backend\":\"cpu\","
+    "\"target\":\"x86-64-v4\",\"dtype\":\"bf16\",\"mode\":\"exact\","
+    "\"format\":\"so\",\"entry\":\"ks_gemm_general\",\"bytes\":300,"
+    "\"guard\":{\"N\":4096,\"K\":4096},\"dynamic\":[\"M\"],"
+    "\"params\":[],\"launch\":{\"groups\":\"M\",\"lanes\":1},"
+    "\"compile_ms\":1.500,\"compiler\":\"libgccjit 12.2.0; -O3\"";
+
+/* Puts artifact I with META and LEN bytes of make()'s pattern. */
+static void put_meta(ks_store_t *s, int i, const char *meta, size_t len)
+{
+	ks_artifact_t *a = make(i, len), *b;
+
+	b = ks_artifact_new(&a->key, meta, a->bytes, a->len);
+	cr_assert_not_null(b);
+	cr_assert_eq(ks_store_put(s, b), KS_OK);
+	ks_artifact_unref(a);
+	ks_artifact_unref(b);
+}
+
+typedef struct {
+	ks_store_entry_t e[8];
+	char text[8][9][128];
+	int n;
+} entries_t;
+
+/* Keeps a copy of every entry it is given. */
+static int keep_entry(void *ctx, const ks_store_entry_t *e)
+{
+	entries_t *es = ctx;
+	const char **f[9];
+	int i;
+
+	cr_assert_lt(es->n, 8);
+	es->e[es->n] = *e;
+	f[0] = &es->e[es->n].kernel;
+	f[1] = &es->e[es->n].variant;
+	f[2] = &es->e[es->n].backend;
+	f[3] = &es->e[es->n].target;
+	f[4] = &es->e[es->n].dtype;
+	f[5] = &es->e[es->n].mode;
+	f[6] = &es->e[es->n].format;
+	f[7] = &es->e[es->n].shape;
+	f[8] = &es->e[es->n].compiler;
+	for (i = 0; i < 9; i++) {
+		snprintf(es->text[es->n][i], sizeof es->text[0][0], "%s", *f[i]);
+		*f[i] = es->text[es->n][i];
+	}
+	es->n++;
+	return 0;
+}
+
+/* The entry of key I among ES, or NULL. */
+static const ks_store_entry_t *entry_of(const entries_t *es, int i)
+{
+	ks_hash_t k = key_of(i);
+	int j;
+
+	for (j = 0; j < es->n; j++)
+		if (ks_hash_eq(&es->e[j].key, &k))
+			return &es->e[j];
+	return NULL;
+}
+
+static void expect_gemm_entry(const ks_store_entry_t *e, size_t len)
+{
+	cr_assert_not_null(e);
+	cr_assert_str_eq(e->kernel, "gemm");
+	cr_assert_str_eq(e->variant, "general");
+	cr_assert_str_eq(e->backend, "cpu");
+	cr_assert_str_eq(e->target, "x86-64-v4");
+	cr_assert_str_eq(e->dtype, "bf16");
+	cr_assert_str_eq(e->mode, "exact");
+	cr_assert_str_eq(e->format, "so");
+	cr_assert_str_eq(e->shape, "N=4096,K=4096,M=dyn");
+	cr_assert_str_eq(e->compiler, "libgccjit 12.2.0; -O3");
+	cr_assert_eq(e->size, len);
+}
+
+/*
+ * A store of schema version 3 (no entry columns): row 1 a gemm entry,
+ * row 2 make()'s meta (a kernel and nothing else), row 3 a meta that is
+ * not JSON.  Made the way the daemon's v3 made it: the rows of today's
+ * puts, in the v3 table, column for column.
+ */
+static void version_3_store(void)
+{
+	ks_store_t *s = open_store(0);
+
+	put_meta(s, 1, gemm_meta, 300);
+	put(s, 2, 200);
+	put_meta(s, 3, "not json {", 100);
+	ks_store_close(s);
+	raw_exec("CREATE TABLE v3 ("
+	    "  key BLOB PRIMARY KEY NOT NULL, sum BLOB NOT NULL,"
+	    "  row_sum BLOB NOT NULL, size INTEGER NOT NULL,"
+	    "  created INTEGER NOT NULL, meta TEXT NOT NULL,"
+	    "  bytes BLOB NOT NULL, xsum BLOB);"
+	    "INSERT INTO v3 SELECT key, sum, row_sum, size, created, meta,"
+	    "  bytes, xsum FROM artifacts;"
+	    "DROP TABLE artifacts;"
+	    "ALTER TABLE v3 RENAME TO artifacts;"
+	    "UPDATE artifacts SET created = 1234;"
+	    "PRAGMA user_version = 3;");
+	cr_assert_eq(raw_int("SELECT COUNT(*) FROM pragma_table_info("
+	    "'artifacts') WHERE name = 'kernel'", -1), 0, "not a v3 table");
+}
+
+Test(store, version_3_store_gets_its_entry_columns_from_each_meta)
+{
+	entries_t es = { .n = 0 };
+	const ks_store_entry_t *e;
+	ks_store_stats_t st;
+	ks_artifact_t *a = NULL;
+	ks_hash_t k = key_of(1);
+	uint64_t total = 0;
+	int64_t used;
+	ks_store_t *s;
+	int i;
+
+	version_3_store();
+	used = raw_last_used(1);
+	s = open_store(0);
+	ks_store_stats(s, &st);
+	cr_assert_eq(st.schema_version, 4);
+	cr_assert_eq(st.entries, 3);
+	cr_assert_eq(ks_store_entries(s, NULL, 0, 0, keep_entry, &es, &total),
+	    0);
+	cr_assert_eq(total, 3);
+	cr_assert_eq(es.n, 3);
+	e = entry_of(&es, 1);
+	expect_gemm_entry(e, 300);
+	cr_assert_eq(e->created, 1234, "the row was not copied as it was");
+	cr_assert_eq(e->last_used, used);
+	e = entry_of(&es, 2);
+	cr_assert_not_null(e);
+	cr_assert_str_eq(e->kernel, "k2");
+	cr_assert_str_eq(e->shape, "");
+	cr_assert_str_eq(e->compiler, "");
+	/* A meta that says nothing is described by nothing, and kept. */
+	e = entry_of(&es, 3);
+	cr_assert_not_null(e);
+	cr_assert_str_eq(e->kernel, "");
+	/* Every row is still served as it was, its checks intact. */
+	cr_assert_eq(ks_store_get(s, &k, &a), KS_OK);
+	cr_assert_str_eq(a->meta, gemm_meta);
+	ks_artifact_unref(a);
+	expect_same(s, 2, 200);
+	cr_assert_eq(get_rc(s, 3), KS_OK);
+	ks_store_close(s);
+	cr_assert_eq(raw_int("PRAGMA user_version", -1), 4);
+	/* The columns stand before meta and the blob, where a listing reads
+	 * them without walking a row's overflow pages. */
+	for (i = 0; i < 2; i++)
+		cr_assert_lt(raw_int(i ? "SELECT cid FROM pragma_table_info("
+		    "'artifacts') WHERE name = 'compiler'" : "SELECT cid FROM "
+		    "pragma_table_info('artifacts') WHERE name = 'kernel'", -1),
+		    raw_int("SELECT cid FROM pragma_table_info('artifacts') "
+		    "WHERE name = 'meta'", -1));
+	cr_assert_eq(raw_int("SELECT COUNT(*) FROM sqlite_schema WHERE name = "
+	    "'artifacts_v4'", -1), 0);
+	raw_flip(1, "bytes", 5);
+	s = open_store(0);
+	cr_assert_eq(get_rc(s, 1), KS_E_CORRUPT);
+	ks_store_close(s);
+}
+
+/* Stop the walk at the first entry, with this value. */
+static int stop_entries(void *ctx, const ks_store_entry_t *e)
+{
+	(void)ctx;
+	(void)e;
+	return 9;
+}
+
+Test(store, a_put_writes_the_entry_columns_and_entries_filter_and_page)
+{
+	entries_t es = { .n = 0 };
+	ks_store_filter_t cpu = { NULL, "cpu", "" }, none = { "nope", NULL,
+	    NULL };
+	char cuda[sizeof gemm_meta + 16];
+	uint64_t total = 0;
+	ks_store_t *s = open_store(0);
+	const char *p = strstr(gemm_meta, "\"cpu\"");
+	int i;
+
+	/* gemm_meta with backend cuda. */
+	snprintf(cuda, sizeof cuda, "%.*s\"cuda\"%s", (int)(p - gemm_meta),
+	    gemm_meta, p + 5);
+	for (i = 1; i <= 4; i++)
+		put_meta(s, i, i == 3 ? cuda : gemm_meta, 300);
+	cr_assert_eq(ks_store_entries(s, &cpu, 0, 0, keep_entry, &es, &total),
+	    0);
+	cr_assert_eq(total, 3);
+	cr_assert_eq(es.n, 3);
+	cr_assert_null(entry_of(&es, 3));
+	expect_gemm_entry(entry_of(&es, 4), 300);
+	cr_assert_gt(entry_of(&es, 4)->created, 0);
+	/* A page: the second and third of the four, in key order; the total
+	 * is all of them. */
+	es.n = 0;
+	cr_assert_eq(ks_store_entries(s, NULL, 1, 2, keep_entry, &es, &total),
+	    0);
+	cr_assert_eq(total, 4);
+	cr_assert_eq(es.n, 2);
+	cr_assert_lt(memcmp(es.e[0].key.b, es.e[1].key.b, KS_HASH_BYTES), 0);
+	es.n = 0;
+	cr_assert_eq(ks_store_entries(s, &none, 0, 0, keep_entry, &es,
+	    &total), 0);
+	cr_assert_eq(total, 0);
+	cr_assert_eq(es.n, 0);
+	cr_assert_eq(ks_store_entries(s, NULL, 0, 0, stop_entries, NULL,
+	    &total), 9);
+	/* A replacing put rewrites them too. */
+	put_meta(s, 3, gemm_meta, 300);
+	es.n = 0;
+	cr_assert_eq(ks_store_entries(s, &cpu, 0, 0, keep_entry, &es, &total),
+	    0);
+	cr_assert_eq(total, 4);
 	ks_store_close(s);
 }
 

@@ -165,7 +165,7 @@ static int run_as(const char *user, char *const argv[], char *out,
 static int kspec_as(const char *user, const char *cmd, char *out,
     size_t outlen, double *ms)
 {
-	char bin[512];
+	char bin[512], words[256], *w, *save = NULL;
 	char *argv[8];
 	int n = 0;
 
@@ -173,7 +173,11 @@ static int kspec_as(const char *user, const char *cmd, char *out,
 	argv[n++] = bin;
 	argv[n++] = "--socket";
 	argv[n++] = D.sock;
-	argv[n++] = (char *)cmd;
+	/* CMD and its options, split at spaces. */
+	snprintf(words, sizeof words, "%s", cmd);
+	for (w = strtok_r(words, " ", &save); w && n < 7; w = strtok_r(NULL,
+	    " ", &save))
+		argv[n++] = w;
 	if (strcmp(cmd, "evict") == 0)
 		argv[n++] = "--all";
 	argv[n] = NULL;
@@ -311,6 +315,14 @@ Test(users, evict_is_for_the_admin_group)
 	cr_assert_neq(rc, 0);
 	cr_assert(strstr(out, "E_DENIED") && strstr(out, "--admin-group"),
 	    "member: %s", out);
+	/* The stale check too, even one that removes nothing. */
+	rc = kspec_as(member, "evict --stale --dry-run", out, sizeof out,
+	    NULL);
+	cr_assert_neq(rc, 0);
+	cr_assert(strstr(out, "E_DENIED"), "member: %s", out);
 	rc = kspec_as(admin, "evict", out, sizeof out, NULL);
 	cr_assert_eq(rc, 0, "admin: %s", out);
+	rc = kspec_as(admin, "evict --stale", out, sizeof out, NULL);
+	cr_assert_eq(rc, 0, "admin: %s", out);
+	cr_assert(strstr(out, "evicted 0 stale entries"), "admin: %s", out);
 }

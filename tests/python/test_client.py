@@ -1090,6 +1090,11 @@ class NewOpsTest(DaemonTestCase):
         with self.assertRaises(KspecError) as cm:
             c.evict()                           # says nothing to evict
         self.assertEqual(cm.exception.code, "E_BAD_REQUEST")
+        # What this daemon just compiled is current, never stale.
+        r = c.evict(stale=True, dry_run=True)
+        self.assertIs(r["dry_run"], True)
+        self.assertNotIn(art.key, {e["key"] for e in r["entries"]})
+        self.assertEqual(r["evicted"], len(r["entries"]) + r["unlisted"])
 
     def test_explain(self):
         c = self.client()

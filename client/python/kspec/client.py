@@ -709,15 +709,21 @@ class Client:
                 return
 
     def evict(self, key=None, all=False, kernel=None, backend=None,
-              target=None):
+              target=None, stale=False, dry_run=False):
         """Removes entries from the store and the memory tier: by KEY, by a
-        filter (KERNEL, BACKEND, TARGET, combined with and), or ALL.  The
-        daemon wants exactly one of the three.  Returns the reply
-        (``evicted``: how many were removed)."""
+        filter (KERNEL, BACKEND, TARGET, combined with and), ALL, or the
+        STALE ones no request can reach any more (DRY_RUN: only list
+        them).  The daemon wants exactly one of the four.  Returns the reply
+        (``evicted``: how many were removed; with STALE also ``bytes``,
+        ``unchecked`` and the ``entries`` found, docs/protocol.md)."""
         req = self._fields(dict(key=key, kernel=kernel, backend=backend,
                                 target=target))
         if all:
             req["all"] = True
+        if stale:
+            req["stale"] = True
+        if dry_run:
+            req["dry_run"] = True
         return self.request(dict(req, op="evict"))
 
     def explain(self, spec=None, **fields):
