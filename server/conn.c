@@ -731,6 +731,8 @@ void ks_reply_finish(ks_conn_t *c)
 void ks_reply_err(ks_conn_t *c, int has_id, uint64_t id, int code,
     const char *msg)
 {
+	if (c->set->on_error)
+		c->set->on_error(c, code, msg);
 	reply_start(c);
 	ks_reply_error(&c->out, has_id, id, code, msg);
 	ks_reply_send(c, NULL);

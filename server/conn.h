@@ -131,6 +131,8 @@ struct ks_conns {
 	} denied_log[KS_CONN_DENIED_SLOTS];
 	ks_conn_request_fn on_request;
 	void *owner;             /* the daemon, for the request callback */
+	/* Told of every error reply as it is queued (metrics), or NULL. */
+	void (*on_error)(ks_conn_t *c, int code, const char *msg);
 	/* Counters for stats. */
 	uint64_t total;          /* accepted since start */
 	uint64_t bad_frames;     /* frames that could not be parsed */

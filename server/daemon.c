@@ -109,6 +109,16 @@ static void on_probe(ks_pool_t *p, int rc, const char *json)
 		return;
 	if (rc == KS_OK)
 		rc = ks_keys_load_probe(&srv->keys, json, err, sizeof err);
+	/* The metrics listener first: if it cannot start, the daemon never
+	 * bound its socket and leaves nothing behind. */
+	if (rc == KS_OK && srv->cfg.metrics_listen[0]) {
+		rc = ks_http_start(srv->loop, srv->cfg.metrics_listen,
+		    srv->cfg.metrics_any_host, srv->cfg.socket_gid,
+		    ks_observe_handle, srv, &srv->http, err, sizeof err);
+		if (rc == KS_OK)
+			ks_log(KS_LOG_INFO, "metrics and dashboard on %s",
+			    ks_http_where(srv->http));
+	}
 	/* Bound only now: a client that connects finds a daemon that can
 	 * answer, and one that comes too early finds no socket. */
 	if (rc == KS_OK && srv->passed_fd >= 0)
@@ -130,20 +140,6 @@ static void on_probe(ks_pool_t *p, int rc, const char *json)
 		__atomic_store_n(&srv->stop_signal, 0, __ATOMIC_RELEASE);
 		uv_async_send(&srv->stop_async);
 		return;
-	}
-	if (srv->cfg.metrics_listen[0]) {
-		rc = ks_http_start(srv->loop, srv->cfg.metrics_listen,
-		    srv->cfg.metrics_any_host, srv->cfg.socket_gid,
-		    ks_observe_handle, srv, &srv->http, err, sizeof err);
-		if (rc) {
-			ks_log(KS_LOG_ERROR, "cannot start: %s", err);
-			srv->exit_status = rc;
-			__atomic_store_n(&srv->stop_signal, 0, __ATOMIC_RELEASE);
-			uv_async_send(&srv->stop_async);
-			return;
-		}
-		ks_log(KS_LOG_INFO, "metrics and dashboard on %s",
-		    ks_http_where(srv->http));
 	}
 	srv->listening = 1;
 	ks_log(KS_LOG_INFO, "kspecd %s listening on %s%s, store %s, %d "
@@ -384,6 +380,13 @@ static void close_fds(ks_srv_t *srv)
 		close(srv->store_lock_fd);
 }
 
+static void on_conn_error(ks_conn_t *c, int code, const char *msg)
+{
+	ks_srv_t *srv = ks_srv_of(c);
+
+	ks_srv_error(srv, srv->cur_op, code, msg);
+}
+
 /* Starts the loop's handles and threads; logs what failed. */
 static int start(ks_srv_t *srv)
 {
@@ -426,6 +429,8 @@ static int start(ks_srv_t *srv)
 	snprintf(lim.socket_group, sizeof lim.socket_group, "%s",
 	    srv->cfg.socket_group);
 	ks_conns_init(&srv->conns, srv->loop, &lim, ks_dispatch_request, srv);
+	srv->conns.on_error = on_conn_error;
+	srv->cur_op = KS_OP_COUNT_;
 
 	/* The socket is bound once the probe is in (on_probe). */
 	uv_pipe_init(srv->loop, &srv->listener, 0);

@@ -83,7 +83,7 @@ static void req_log_end(ks_srv_t *srv)
 	l->on = 0;
 }
 
-void ks_dispatch_request(ks_conn_t *c, const char *hdr, size_t len)
+static inline void dispatch(ks_conn_t *c, const char *hdr, size_t len)
 {
 	ks_srv_t *srv = ks_srv_of(c);
 	const ks_fast_entry_t *e;
@@ -141,4 +141,11 @@ void ks_dispatch_request(ks_conn_t *c, const char *hdr, size_t len)
 		    "unknown op");
 	req_log_end(srv);
 	ks_request_close(&req);
+}
+
+void ks_dispatch_request(ks_conn_t *c, const char *hdr, size_t len)
+{
+	dispatch(c, hdr, len);
+	/* An error reply from now on is no op's (ks_srv_error). */
+	ks_srv_of(c)->cur_op = KS_OP_COUNT_;
 }

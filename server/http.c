@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "http.h"
@@ -24,6 +25,7 @@ struct ks_http {
 		uv_pipe_t pipe;
 	} l;
 	int is_unix;
+	int check_host;          /* TCP on loopback: Host must say loopback */
 	int lock_fd;             /* beside a Unix socket, else -1 */
 	int inited;              /* l is a handle of the loop */
 	int closing;
@@ -46,6 +48,7 @@ struct http_conn {
 	} s;
 	uv_timer_t timer;
 	uv_write_t wr;
+	uv_shutdown_t shut;
 	ks_http_t *http;
 	http_conn_t *prev, *next;
 	int open_handles;        /* freed when both are closed */
@@ -85,10 +88,32 @@ static void conn_close(http_conn_t *c)
 	uv_close((uv_handle_t *)&c->timer, conn_freed);
 }
 
+static void on_shut(uv_shutdown_t *req, int status)
+{
+	http_conn_t *c = req->data;
+
+	if (status < 0)
+		conn_close(c);
+	/* Else the client's end is read (and dropped) until it closes or
+	 * the deadline: closing with its bytes unread would reset the
+	 * connection and could lose the reply. */
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+static void on_timeout(uv_timer_t *t);
+
 static void on_written(uv_write_t *wr, int status)
 {
-	(void)status;
-	conn_close(wr->data);
+	http_conn_t *c = wr->data;
+
+	c->shut.data = c;
+	c->len = 0;
+	/* A short drain after the reply, then the connection goes. */
+	uv_timer_start(&c->timer, on_timeout, KS_HTTP_DRAIN_MS, 0);
+	if (status < 0 || uv_shutdown(&c->shut, &c->s.s, on_shut) != 0 ||
+	    uv_read_start(&c->s.s, on_alloc, on_read) != 0)
+		conn_close(c);
 }
 
 static const char *status_text(int status)
@@ -96,6 +121,7 @@ static const char *status_text(int status)
 	switch (status) {
 	case 200: return "OK";
 	case 400: return "Bad Request";
+	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
 	case 431: return "Request Header Fields Too Large";
@@ -143,6 +169,44 @@ static void send_error(http_conn_t *c, int status, const char *why,
 	send_reply(c, &r, 0);
 }
 
+/* 1 when the head's Host names a loopback address (or localhost), the
+ * port aside: a page elsewhere that a browser on this machine loaded
+ * cannot read the listener through a name that resolves to 127.0.0.1
+ * (DNS rebinding). */
+static int host_is_loopback(const char *headers)
+{
+	const char *p, *next;
+	char host[256];
+	struct in_addr a4;
+	size_t n;
+
+	for (p = headers; *p && *p != '\r'; p = next + 2) {
+		next = strstr(p, "\r\n");
+		if (!next)
+			return 0;
+		if (strncasecmp(p, "host:", 5) != 0)
+			continue;
+		p += 5;
+		p += strspn(p, " \t");
+		n = strcspn(p, "\r");
+		while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+			n--;
+		if (n >= sizeof host)
+			return 0;
+		memcpy(host, p, n);
+		host[n] = '\0';
+		if (host[0] == '[')
+			return strncmp(host, "[::1]", 5) == 0 &&
+			    (host[5] == '\0' || host[5] == ':');
+		host[strcspn(host, ":")] = '\0';
+		if (strcasecmp(host, "localhost") == 0)
+			return 1;
+		return inet_pton(AF_INET, host, &a4) == 1 &&
+		    (ntohl(a4.s_addr) >> 24) == 127;
+	}
+	return 0;
+}
+
 /* The head is complete (it ends at END): answers its request line. */
 static void answer(http_conn_t *c)
 {
@@ -169,6 +233,12 @@ static void answer(http_conn_t *c)
 		send_error(c, 405, "only GET and HEAD", "Allow: GET, HEAD\r\n");
 		return;
 	}
+	if (c->http->check_host && !host_is_loopback(eol + 2)) {
+		send_error(c, 403, "the Host header must name a loopback "
+		    "address or localhost (kspecd --metrics-any-host lifts "
+		    "this)", NULL);
+		return;
+	}
 	if ((q = strchr(sp1 + 1, '?')))
 		*q = '\0';
 	memset(&r, 0, sizeof r);
@@ -193,10 +263,12 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	http_conn_t *c = s->data;
 
 	(void)buf;
-	if (c->answered)
-		return;
 	if (n < 0) {
-		conn_close(c);
+		conn_close(c);    /* also the end of an answered one */
+		return;
+	}
+	if (c->answered) {
+		c->len = 0;       /* what follows the head is dropped */
 		return;
 	}
 	c->len += (size_t)n;
@@ -212,9 +284,12 @@ static void on_timeout(uv_timer_t *t)
 {
 	http_conn_t *c = t->data;
 
+	/* Whatever it is doing by now, a connection gets no more time. */
 	if (!c->answered)
 		send_error(c, 400, "the request head did not arrive within "
 		    "10 s", NULL);
+	else
+		conn_close(c);
 }
 
 static void on_connection(uv_stream_t *l, int status)
@@ -301,14 +376,12 @@ bad:
 	return KS_E_INVAL;
 }
 
-static int listen_inet(ks_http_t *h, const char *addr, int any_host,
-    char *err, size_t errlen)
+static int check_inet(const char *addr, int any_host,
+    struct sockaddr_storage *sa, char *err, size_t errlen)
 {
-	struct sockaddr_storage sa, got;
-	char ip[INET6_ADDRSTRLEN];
-	int loopback = 0, len = sizeof got, rc;
+	int loopback = 0, rc;
 
-	rc = parse_inet(addr, &sa, &loopback, err, errlen);
+	rc = parse_inet(addr, sa, &loopback, err, errlen);
 	if (rc)
 		return rc;
 	if (!loopback && !any_host) {
@@ -317,9 +390,33 @@ static int listen_inet(ks_http_t *h, const char *addr, int any_host,
 		    "unless --metrics-any-host says otherwise", addr);
 		return KS_E_INVAL;
 	}
+	return KS_OK;
+}
+
+int ks_http_check_addr(const char *addr, int any_host, char *err,
+    size_t errlen)
+{
+	struct sockaddr_storage sa;
+
+	if (strchr(addr, '/'))
+		return KS_OK;    /* a path: checked where it is made */
+	return check_inet(addr, any_host, &sa, err, errlen);
+}
+
+static int listen_inet(ks_http_t *h, const char *addr, int any_host,
+    char *err, size_t errlen)
+{
+	struct sockaddr_storage sa, got;
+	char ip[INET6_ADDRSTRLEN];
+	int len = sizeof got, rc;
+
+	rc = check_inet(addr, any_host, &sa, err, errlen);
+	if (rc)
+		return rc;
 	uv_tcp_init(h->loop, &h->l.tcp);
 	h->l.tcp.data = h;
 	h->inited = 1;
+	h->check_host = !any_host;
 	rc = uv_tcp_bind(&h->l.tcp, (struct sockaddr *)&sa, 0);
 	if (rc == 0)
 		rc = uv_listen((uv_stream_t *)&h->l.tcp, 64, on_connection);
@@ -360,7 +457,13 @@ static int listen_unix(ks_http_t *h, const char *path, long gid, char *err,
 	h->l.pipe.data = h;
 	h->inited = 1;
 	h->is_unix = 1;
-	if (uv_pipe_open(&h->l.pipe, fd) != 0 ||
+	if (uv_pipe_open(&h->l.pipe, fd) != 0) {
+		close(fd);
+		snprintf(err, errlen, "--metrics-listen %s: cannot listen",
+		    path);
+		return KS_E_IO;
+	}
+	if (
 	    uv_listen((uv_stream_t *)&h->l.pipe, 64, on_connection) != 0) {
 		snprintf(err, errlen, "--metrics-listen %s: cannot listen",
 		    path);

@@ -16,6 +16,7 @@
 #define KS_HTTP_MAX_CONNS 32
 #define KS_HTTP_MAX_HEAD  8192
 #define KS_HTTP_TIMEOUT_MS 10000
+#define KS_HTTP_DRAIN_MS  2000    /* after a reply, for the client to close */
 
 typedef struct {
 	int status;              /* 200 unless the handler says otherwise */
@@ -39,6 +40,10 @@ typedef struct ks_http ks_http_t;
 int ks_http_start(uv_loop_t *loop, const char *addr, int any_host, long gid,
     ks_http_fn *fn, void *owner, ks_http_t **out, char *err, size_t errlen);
 const char *ks_http_where(const ks_http_t *h);
+/* The checks of ks_http_start that need no socket (ADDR's form, a
+ * loopback HOST), for the command line. */
+int ks_http_check_addr(const char *addr, int any_host, char *err,
+    size_t errlen);
 /* Closes the listener and every connection; frees H once they closed.
  * A Unix socket is unlinked. */
 void ks_http_close(ks_http_t *h);

@@ -40,8 +40,7 @@ int ks_lookup_cached(ks_srv_t *srv, const ks_get_t *g, int probe,
 	*out = NULL;
 	a = ks_hot_get(srv->hot, &g->key);
 	if (a) {
-		if (!probe)
-			srv->n.hits_memory++;   /* the tier records the use */
+		/* The tier records the use; the caller counts the hit. */
 		ks_artifact_ref(a);
 		*out = a;
 		*source = "memory";
@@ -50,7 +49,6 @@ int ks_lookup_cached(ks_srv_t *srv, const ks_get_t *g, int probe,
 	rc = ks_store_lookup(srv->store, &g->key, &a);
 	if (rc == KS_OK) {
 		if (!probe) {
-			srv->n.hits_disk++;
 			/* The tier records the use; one it does not keep
 			 * (--hot-bytes 0, say) goes to the store itself. */
 			if (!ks_hot_put(srv->hot, a) &&

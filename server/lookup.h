@@ -9,9 +9,9 @@
 
 /*
  * Looks G up in the hot tier, then the store.  On a hit (KS_OK) *out gets
- * a reference (caller unrefs) and *source is "memory" or "disk"; the hit
- * is counted, and its use recorded (by the hot tier, which a disk hit
- * enters).  A miss is
+ * a reference (caller unrefs) and *source is "memory" or "disk"; its use
+ * is recorded (by the hot tier, which a disk hit enters); a get counts
+ * its hit itself (a warm item's is not a get's).  A miss is
  * KS_E_NOT_FOUND; a stored row that fails its checksum is a miss too
  * (counted, not served, removed by the writer).  With PROBE nothing is
  * counted, touched or moved (explain).

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "http.h"
 #include "server.h"
 
 static const char usage[] =
@@ -290,6 +291,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kspecd: unexpected argument '%s'\n%s",
 		    argv[optind], usage);
 		return 2;
+	}
+	if (cfg.metrics_listen[0]) {
+		char err[512];
+
+		if (ks_http_check_addr(cfg.metrics_listen, cfg.metrics_any_host,
+		    err, sizeof err) != 0) {
+			fprintf(stderr, "kspecd: %s\n", err);
+			return 2;
+		}
 	}
 	return ks_server_run(&cfg) == 0 ? 0 : 1;
 }

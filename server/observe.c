@@ -79,10 +79,10 @@ static void requests(ks_buf_t *b, const ks_srv_t *srv)
 	by_op(b, "kspec_request_errors_total", "Requests answered with an "
 	    "error, by op.", srv->n.op_errors);
 	ks_prom_head(b, "kspec_errors_total", "counter",
-	    "Error replies by error code (codes seen so far).");
+	    "Error replies by error code.");
 	for (k = 1; k < KS_ERR_SLOTS; k++) {
-		if (!srv->n.code_errors[k])
-			continue;
+		if (strcmp(ks_err_name(-k), "E_UNKNOWN") == 0)
+			continue;    /* not a code */
 		snprintf(l, sizeof l, "code=\"%s\"", ks_err_name(-k));
 		ks_prom_u64(b, "kspec_errors_total", l, srv->n.code_errors[k]);
 	}

@@ -32,9 +32,10 @@ static void get_done(ks_waiter_t *w, ks_flight_t *f)
 {
 	get_wait_t *gw = (get_wait_t *)w;
 	ks_conn_t *c = gw->conn;
+	ks_srv_t *srv = ks_srv_of(c);
+	int op = srv->cur_op;
 
-	if (f->err)
-		ks_srv_error(ks_srv_of(c), KS_OP_GET, f->err, f->errmsg);
+	srv->cur_op = KS_OP_GET;      /* for an error reply */
 	if (ks_conn_live(c)) {
 		if (f->err)
 			ks_reply_err(c, gw->has_id, gw->id, f->err, f->errmsg);
@@ -45,6 +46,7 @@ static void get_done(ks_waiter_t *w, ks_flight_t *f)
 	if (gw->log_t0)
 		ks_req_log_line("get", &gw->key, ks_lookup_source(w), f->err,
 		    gw->log_t0);
+	srv->cur_op = op;
 	ks_conn_done(c);
 	free(gw);
 }
@@ -68,7 +70,12 @@ void ks_op_get_normalized(ks_conn_t *c, int has_id, uint64_t id,
 		ks_reply_artifact(c, has_id, id, source, a, meta_only);
 		ks_artifact_unref(a);
 		srv->rlog.source = source;
-		/* Arrival to reply queued ("memory" or "disk"). */
+		/* A get's hit ("memory" or "disk"; warm items are not gets),
+		 * arrival to reply queued. */
+		if (source[0] == 'd')
+			srv->n.hits_disk++;
+		else
+			srv->n.hits_memory++;
 		ks_hist_observe(&srv->n.hit_hist[source[0] == 'd'],
 		    &ks_hist_hit_bounds, ks_now_ns() - srv->req_ns);
 		return;

@@ -63,8 +63,12 @@ static void deferred_run(ks_mail_t *m)
 	deferred_t *d = (deferred_t *)m;
 
 	if (ks_conn_live(d->conn)) {
-		ks_srv_of(d->conn)->cur_op = (int)d->req.op;
+		ks_srv_t *srv = ks_srv_of(d->conn);
+		int op = srv->cur_op;
+
+		srv->cur_op = (int)d->req.op;
 		d->fn(d->conn, &d->req);
+		srv->cur_op = op;
 	}
 	ks_conn_done(d->conn);
 	free(d);
@@ -240,9 +244,12 @@ static void evict_reply(ks_mail_t *m)
 {
 	evict_t *e = (evict_t *)m;
 	ks_conn_t *c = e->conn;
+	ks_srv_t *srv = ks_srv_of(c);
+	int op = srv->cur_op;
 	uint64_t evicted = e->nkeys, bytes = 0;
 	size_t i, j;
 
+	srv->cur_op = KS_OP_EVICT;    /* for an error reply */
 	for (i = 0; i < e->nhot; i++)
 		evicted += !has_key(e->keys, e->nkeys, &e->hot_keys[i]);
 	/* The writer's keys are the stale ones it found, in their order. */
@@ -267,6 +274,7 @@ static void evict_reply(ks_mail_t *m)
 			ks_reply_finish(c);
 		}
 	}
+	srv->cur_op = op;
 	ks_conn_done(c);
 	evict_free(e);
 }

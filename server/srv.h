@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <uv.h>
 
 #include "../base/base.h"
@@ -118,7 +119,8 @@ struct ks_srv {
 	int store_lock_fd;
 	uint64_t started_ns;
 	ks_counters_t n;
-	int cur_op;              /* of the request being answered */
+	int cur_op;              /* of the reply being made, KS_OP_COUNT_
+	                            outside any (ks_srv_error) */
 	uint64_t req_ns;         /* its arrival (ks_now_ns) */
 	ks_recent_err_t recent[KS_RECENT_ERRORS];  /* a ring */
 	uint64_t nrecent;        /* errors recorded; the next slot % size */
@@ -137,7 +139,10 @@ static inline ks_srv_t *ks_srv_of(const ks_conn_t *c)
 }
 
 /* Counts an error reply of OP (metrics, by op and by code) and keeps it
- * among the recent ones. */
+ * among the recent ones: the connections' on_error, for every error
+ * reply.  OP is srv->cur_op: the op being dispatched, the op of an
+ * answer that comes later (which sets it), or KS_OP_COUNT_ ("none": a
+ * frame, a time limit, a refused connection). */
 static inline void ks_srv_error(ks_srv_t *srv, int op, int code,
     const char *msg)
 {
@@ -151,9 +156,19 @@ static inline void ks_srv_error(ks_srv_t *srv, int op, int code,
 	r->at_ns = ks_now_ns();
 	r->op = op;
 	r->code = code;
-	/* Cut to the slot (a message may be longer). */
+	/* Cut to the slot (a message may be longer), never inside a UTF-8
+	 * sequence. */
 	snprintf(r->msg, sizeof r->msg, "%.*s", (int)sizeof r->msg - 1,
 	    msg ? msg : "");
+	if (msg && strlen(msg) >= sizeof r->msg &&
+	    ((unsigned char)msg[sizeof r->msg - 1] & 0xC0) == 0x80) {
+		/* The first byte cut continues a sequence: drop its start. */
+		size_t n = sizeof r->msg - 1;
+
+		while (n > 0 && ((unsigned char)r->msg[n - 1] & 0xC0) == 0x80)
+			n--;
+		r->msg[n > 0 ? n - 1 : 0] = '\0';
+	}
 }
 
 /* An error answer to a request that was refused (bad input, limits),
@@ -165,8 +180,7 @@ static inline void ks_srv_reject(ks_conn_t *c, int has_id, uint64_t id,
 
 	srv->n.bad_requests++;
 	srv->rlog.code = code;
-	ks_srv_error(srv, srv->cur_op, code, msg);
-	ks_reply_err(c, has_id, id, code, msg);
+	ks_reply_err(c, has_id, id, code, msg);   /* counted by on_error */
 }
 
 #endif

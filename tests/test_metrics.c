@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/stat.h>
 
 #include "e2e.h"
@@ -160,6 +161,8 @@ static void get(const char *kernel, const char *shape, const char *want)
 Test(metrics, promtool_accepts_it_and_the_counters_move)
 {
 	char *before, *after, *lint, *bad, *at;
+	e2e_reply_t r;
+	int fd;
 
 	if (!have("promtool") || !have("curl"))
 		cr_skip_test("promtool or curl is not installed "
@@ -172,6 +175,20 @@ Test(metrics, promtool_accepts_it_and_the_counters_move)
 	get("gemm", "\"M\":1,\"N\":64,\"K\":64", "compiled");
 	get("gemm", "\"M\":1,\"N\":64,\"K\":64", "memory");
 	get("nosuch", "\"M\":1", NULL);
+	/* A warm of the cached spec is not a get, nor a get's hit. */
+	cr_assert_eq(e2e_call(d.sock, "{\"op\":\"warm\",\"items\":[{"
+	    "\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+	    "\"shape\":{\"M\":1,\"N\":64,\"K\":64}}]}", &r), 0);
+	cr_assert(e2e_ok(&r));
+	e2e_reply_free(&r);
+	/* A frame that cannot be read: an error of no op. */
+	fd = e2e_connect(d.sock);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(e2e_write_all(fd, "\xff\xff\xff\xff\0\0\0\0", 8), 0);
+	cr_assert_eq(e2e_recv(fd, &r), 0);
+	cr_assert_str_eq(e2e_code(&r), "E_TOO_LARGE");
+	e2e_reply_free(&r);
+	close(fd);
 	after = fetch("/metrics");
 	cr_assert_eq(promtool(after, &lint), 0, "promtool: %s", lint);
 	free(lint);
@@ -180,10 +197,19 @@ Test(metrics, promtool_accepts_it_and_the_counters_move)
 	cr_assert_eq(sample(after, "kspec_requests_total{op=\"get\"}"), 3);
 	cr_assert_eq(sample(after, "kspec_request_errors_total{op=\"get\"}"),
 	    1);
+	cr_assert_eq(sample(before, "kspec_errors_total{code="
+	    "\"E_UNKNOWN_KERNEL\"}"), 0, "every code is there from the start");
 	cr_assert_eq(sample(after, "kspec_errors_total{code="
 	    "\"E_UNKNOWN_KERNEL\"}"), 1);
+	cr_assert_eq(sample(after, "kspec_errors_total{code="
+	    "\"E_TOO_LARGE\"}"), 1);
+	cr_assert_eq(sample(after, "kspec_request_errors_total{op=\"none\"}"),
+	    1);
+	cr_assert_eq(sample(after, "kspec_gets_total"), 3);
+	cr_assert_eq(sample(after, "kspec_warm_items_total"), 1);
 	cr_assert_eq(sample(before, "kspec_hits_total{tier=\"memory\"}"), 0);
-	cr_assert_eq(sample(after, "kspec_hits_total{tier=\"memory\"}"), 1);
+	cr_assert_eq(sample(after, "kspec_hits_total{tier=\"memory\"}"), 1,
+	    "a warm item's hit was counted as a get's");
 	cr_assert_eq(sample(after, "kspec_compiles_total{backend=\"cpu\","
 	    "result=\"ok\"}"), 1);
 	cr_assert_eq(sample(after, "kspec_compile_duration_seconds_count"
@@ -332,6 +358,30 @@ Test(metrics, only_loopback_unless_told)
 	cr_assert(strstr(log, "bad port"), "%s", log);
 	e2e_cleanup(&d);
 	memset(&d, 0, sizeof d);
+	/* A port in use: the daemon stops before it binds its socket, and
+	 * leaves no socket file behind. */
+	{
+		struct sockaddr_in sa;
+		socklen_t len = sizeof sa;
+		char busy[64], sock[400];
+		struct stat st;
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		memset(&sa, 0, sizeof sa);
+		sa.sin_family = AF_INET;
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+		cr_assert_eq(listen(fd, 1), 0);
+		getsockname(fd, (struct sockaddr *)&sa, &len);
+		snprintf(busy, sizeof busy, "127.0.0.1:%d", ntohs(sa.sin_port));
+		cr_assert(start_fails(busy, "", log, sizeof log), "%s", log);
+		cr_assert(strstr(log, "address already in use"), "%s", log);
+		snprintf(sock, sizeof sock, "%s/s", d.dir);
+		cr_assert_neq(stat(sock, &st), 0, "the socket was left behind");
+		close(fd);
+		e2e_cleanup(&d);
+		memset(&d, 0, sizeof d);
+	}
 	/* Told: it starts. */
 	cr_assert(!start_fails("0.0.0.0:0", "--metrics-any-host", log,
 	    sizeof log), "%s", log);
@@ -342,7 +392,7 @@ Test(metrics, only_loopback_unless_told)
 Test(metrics, bad_http_is_refused_and_the_daemon_serves_on)
 {
 	char cmd[10200], *out, big[9001];
-	int fds[40], i, rc, port;
+	int fds[40], i, rc, port, closed;
 	struct sockaddr_in sa;
 
 	if (!have("curl"))
@@ -365,8 +415,22 @@ Test(metrics, bad_http_is_refused_and_the_daemon_serves_on)
 	out = run(cmd, &rc);
 	cr_assert_str_eq(out, "431");
 	free(out);
-	/* 40 connections that never send a byte: past the limit they are
-	 * closed; the protocol and a fresh scrape are served all the same. */
+	/* A name that is not loopback in Host (DNS rebinding) is refused. */
+	snprintf(cmd, sizeof cmd, "curl -s -o /dev/null -w '%%{http_code}' "
+	    "--max-time 10 -H 'Host: rebound.example:%s' http://%s/api/stats",
+	    strchr(addr, ':') + 1, addr);
+	out = run(cmd, &rc);
+	cr_assert_str_eq(out, "403");
+	free(out);
+	snprintf(cmd, sizeof cmd, "curl -s -o /dev/null -w '%%{http_code}' "
+	    "--max-time 10 -H 'Host: localhost' http://%s/api/stats", addr);
+	out = run(cmd, &rc);
+	cr_assert_str_eq(out, "200");
+	free(out);
+
+	/* 40 connections that never send a byte: 32 are held, the other 8
+	 * closed at once; the protocol is served all the same, and once
+	 * they go, a scrape is too. */
 	port = atoi(strchr(addr, ':') + 1);
 	memset(&sa, 0, sizeof sa);
 	sa.sin_family = AF_INET;
@@ -378,12 +442,49 @@ Test(metrics, bad_http_is_refused_and_the_daemon_serves_on)
 		    0);
 	}
 	get("gemm", "\"M\":1,\"N\":16,\"K\":16", "compiled");
+	for (i = closed = 0; i < 40; i++) {
+		struct pollfd p = { fds[i], POLLIN, 0 };
+		char ch;
+
+		/* An open one stays silent; a closed one reads its end. */
+		if (poll(&p, 1, i < 32 ? 100 : 2000) == 1 &&
+		    read(fds[i], &ch, 1) == 0)
+			closed++;
+	}
+	cr_assert_eq(closed, 8, "%d of 40 silent connections were closed",
+	    closed);
 	for (i = 0; i < 40; i++)
 		close(fds[i]);
 	out = fetch("/metrics");
 	cr_assert(strstr(out, "kspec_requests_total{op=\"get\"} 1"), "%s",
 	    out);
 	free(out);
+}
+
+Test(metrics, a_head_that_never_ends_is_cut_off, .timeout = 60)
+{
+	struct sockaddr_in sa;
+	char buf[512];
+	ssize_t n;
+	size_t got = 0;
+	int fd;
+
+	start_with_metrics(NULL);
+	memset(&sa, 0, sizeof sa);
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)atoi(strchr(addr, ':') + 1));
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	cr_assert_eq(e2e_write_all(fd, "GET /metrics HTTP/1.1\r\nHost: x", 31),
+	    0);
+	/* No end of head: within the 10 s limit (and a margin) a 400. */
+	while ((n = read(fd, buf + got, sizeof buf - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	cr_assert(strstr(buf, "HTTP/1.1 400") && strstr(buf, "10 s"), "%s",
+	    buf);
+	close(fd);
 }
 
 /* The value of data-value on the element with id ID in DOM, or "". */
