@@ -1,0 +1,317 @@
+/*
+ * Signed entries and bundles (entry.h).  Lengths are checked before any
+ * byte is read past the header; a signature is checked before any field
+ * is believed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "entry.h"
+
+static const char entry_magic[8] = { 'k', 's', 'p', 'e', 'c', 'E', '1', '\n' };
+static const char bundle_magic[8] = { 'k', 's', 'p', 'e', 'c', 'B', '1', '\n' };
+
+#define PUB_TAG "kspec-fleet-public-v1 "
+#define SEC_TAG "kspec-fleet-secret-v1 "
+
+_Static_assert(KS_FLEET_PK_BYTES == crypto_sign_PUBLICKEYBYTES, "pk size");
+_Static_assert(KS_FLEET_SK_BYTES == crypto_sign_SECRETKEYBYTES, "sk size");
+_Static_assert(KS_FLEET_SIG_BYTES == crypto_sign_BYTES, "sig size");
+
+static void put_be(uint8_t *p, uint64_t v, int n)
+{
+	int i;
+
+	for (i = n - 1; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+static uint64_t get_be(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void key_id(const uint8_t pk[KS_FLEET_PK_BYTES],
+    uint8_t id[KS_FLEET_ID_BYTES])
+{
+	ks_hash_t h;
+
+	ks_hash(pk, KS_FLEET_PK_BYTES, &h);
+	memcpy(id, h.b, KS_FLEET_ID_BYTES);
+}
+
+void ks_fleet_id_hex(const uint8_t id[KS_FLEET_ID_BYTES], char out[17])
+{
+	sodium_bin2hex(out, 17, id, KS_FLEET_ID_BYTES);
+}
+
+/* Writes LINE to PATH, created with MODE, never over an existing file. */
+static int write_new(const char *path, const char *line, mode_t mode,
+    char *err, size_t errlen)
+{
+	size_t n = strlen(line);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
+	    O_NOFOLLOW, mode);
+
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", path, errno == EEXIST ?
+		    "exists; not replacing a key" : strerror(errno));
+		return errno == EEXIST ? KS_E_BUSY : ks_err_from_errno(errno);
+	}
+	if (fchmod(fd, mode) != 0 || write(fd, line, n) != (ssize_t)n ||
+	    fsync(fd) != 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		close(fd);
+		unlink(path);
+		return KS_E_IO;
+	}
+	close(fd);
+	return KS_OK;
+}
+
+int ks_fleet_keygen(const char *prefix, char *id_hex, char *err,
+    size_t errlen)
+{
+	uint8_t pk[KS_FLEET_PK_BYTES], sk[KS_FLEET_SK_BYTES];
+	uint8_t id[KS_FLEET_ID_BYTES];
+	char hex[2 * KS_FLEET_SK_BYTES + 1], line[256], pub[4200], sec[4200];
+	int rc;
+
+	if ((size_t)snprintf(pub, sizeof pub, "%s.public", prefix) >=
+	    sizeof pub || (size_t)snprintf(sec, sizeof sec, "%s.secret",
+	    prefix) >= sizeof sec) {
+		snprintf(err, errlen, "key path too long");
+		return KS_E_TOO_LARGE;
+	}
+	crypto_sign_keypair(pk, sk);
+	key_id(pk, id);
+	ks_fleet_id_hex(id, id_hex);
+	sodium_bin2hex(hex, sizeof hex, sk, sizeof sk);
+	snprintf(line, sizeof line, SEC_TAG "%s\n", hex);
+	rc = write_new(sec, line, 0600, err, errlen);
+	sodium_memzero(sk, sizeof sk);
+	sodium_memzero(line, sizeof line);
+	sodium_memzero(hex, sizeof hex);
+	if (rc)
+		return rc;
+	sodium_bin2hex(hex, sizeof hex, pk, sizeof pk);
+	snprintf(line, sizeof line, PUB_TAG "%s\n", hex);
+	rc = write_new(pub, line, 0644, err, errlen);
+	if (rc)
+		unlink(sec);
+	return rc;
+}
+
+/* The one line of a key file at PATH (FD open) after TAG, as N bytes. */
+static int read_key(int fd, const char *path, const char *tag, uint8_t *out,
+    size_t n, char *err, size_t errlen)
+{
+	char buf[300];
+	size_t bin = 0, tl = strlen(tag);
+	const char *end = NULL;
+	ssize_t got = read(fd, buf, sizeof buf - 1);
+
+	if (got < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return KS_E_IO;
+	}
+	buf[got] = '\0';
+	if ((size_t)got < tl || memcmp(buf, tag, tl) != 0 ||
+	    sodium_hex2bin(out, n, buf + tl, (size_t)got - tl, NULL, &bin,
+	    &end) != 0 || bin != n || (*end && strcmp(end, "\n") != 0)) {
+		sodium_memzero(buf, sizeof buf);
+		snprintf(err, errlen, "%s is not a kspec fleet %s key file "
+		    "(one line: %s<hex>)", path, tag[12] == 'p' ? "public" :
+		    "secret", tag);
+		return KS_E_INVAL;
+	}
+	sodium_memzero(buf, sizeof buf);
+	return KS_OK;
+}
+
+int ks_fleet_load_public(const char *path, ks_fleet_pub_t *out, char *err,
+    size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return ks_err_from_errno(errno);
+	}
+	rc = read_key(fd, path, PUB_TAG, out->pk, sizeof out->pk, err, errlen);
+	close(fd);
+	if (rc == KS_OK)
+		key_id(out->pk, out->id);
+	return rc;
+}
+
+int ks_fleet_load_secret(const char *path, ks_fleet_sec_t *out, char *err,
+    size_t errlen)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), rc;
+
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", path, errno == ELOOP ?
+		    "a symbolic link; give the key file itself" :
+		    strerror(errno));
+		return errno == ELOOP ? KS_E_DENIED : ks_err_from_errno(errno);
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (st.st_uid != geteuid() && st.st_uid != 0) ||
+	    (st.st_mode & 077)) {
+		snprintf(err, errlen, "%s: a secret key must be a file of its "
+		    "user that nobody else can read or write (owned by uid "
+		    "%ld, mode %04o; chmod 0600)", path, (long)st.st_uid,
+		    (unsigned)(st.st_mode & 07777));
+		close(fd);
+		return KS_E_DENIED;
+	}
+	rc = read_key(fd, path, SEC_TAG, out->sk, sizeof out->sk, err, errlen);
+	close(fd);
+	if (rc == KS_OK)
+		key_id(out->sk + 32, out->id);   /* the public half */
+	return rc;
+}
+
+int ks_entry_seal(const ks_fleet_sec_t *sk, const ks_hash_t *key,
+    const char *meta, size_t meta_len, const void *bytes, size_t len,
+    ks_buf_t *out)
+{
+	uint8_t head[KS_ENTRY_HEAD], *start;
+	size_t at = out->len;
+
+	if (meta_len > KS_ENTRY_MAX_META)
+		return KS_E_TOO_LARGE;
+	memcpy(head, entry_magic, 8);
+	memcpy(head + 8, sk->id, KS_FLEET_ID_BYTES);
+	memcpy(head + 8 + KS_FLEET_ID_BYTES, key->b, KS_HASH_BYTES);
+	put_be(head + 8 + KS_FLEET_ID_BYTES + KS_HASH_BYTES, meta_len, 4);
+	put_be(head + 12 + KS_FLEET_ID_BYTES + KS_HASH_BYTES, len, 8);
+	if (ks_buf_reserve(out, sizeof head + meta_len + len +
+	    KS_FLEET_SIG_BYTES) != KS_OK)
+		return KS_E_NOMEM;
+	ks_buf_append(out, head, sizeof head);
+	ks_buf_append(out, meta, meta_len);
+	ks_buf_append(out, bytes, len);
+	start = (uint8_t *)out->data + at;
+	crypto_sign_detached((uint8_t *)out->data + out->len, NULL, start,
+	    out->len - at, sk->sk);
+	out->len += KS_FLEET_SIG_BYTES;
+	return KS_OK;
+}
+
+int ks_entry_open(const ks_fleet_pub_t *keys, int nkeys, const void *v,
+    size_t len, ks_entry_t *out, char *err, size_t errlen)
+{
+	const uint8_t *p = v;
+	uint64_t ml, bl;
+	char id[17];
+	int i;
+
+	if (len < KS_ENTRY_HEAD + KS_FLEET_SIG_BYTES ||
+	    memcmp(p, entry_magic, 8) != 0) {
+		snprintf(err, errlen, "not a kspec signed entry");
+		return KS_E_PROTO;
+	}
+	ml = get_be(p + 8 + KS_FLEET_ID_BYTES + KS_HASH_BYTES, 4);
+	bl = get_be(p + 12 + KS_FLEET_ID_BYTES + KS_HASH_BYTES, 8);
+	if (ml > KS_ENTRY_MAX_META || bl > len ||
+	    KS_ENTRY_HEAD + ml + bl + KS_FLEET_SIG_BYTES != len) {
+		snprintf(err, errlen, "signed entry: its lengths (meta %llu, "
+		    "bytes %llu) do not add up to its %zu bytes",
+		    (unsigned long long)ml, (unsigned long long)bl, len);
+		return KS_E_PROTO;
+	}
+	for (i = 0; i < nkeys; i++)
+		if (memcmp(keys[i].id, p + 8, KS_FLEET_ID_BYTES) == 0)
+			break;
+	if (i == nkeys) {
+		ks_fleet_id_hex(p + 8, id);
+		snprintf(err, errlen, "signed by key %s, which is not one of "
+		    "this daemon's fleet keys", id);
+		return KS_E_DENIED;
+	}
+	if (crypto_sign_verify_detached(p + len - KS_FLEET_SIG_BYTES, p,
+	    len - KS_FLEET_SIG_BYTES, keys[i].pk) != 0) {
+		snprintf(err, errlen, "its signature does not verify: the "
+		    "entry was changed after it was signed");
+		return KS_E_DENIED;
+	}
+	memcpy(out->key.b, p + 8 + KS_FLEET_ID_BYTES, KS_HASH_BYTES);
+	out->meta = (const char *)p + KS_ENTRY_HEAD;
+	out->meta_len = (size_t)ml;
+	out->bytes = p + KS_ENTRY_HEAD + ml;
+	out->len = (size_t)bl;
+	out->signer = i;
+	return KS_OK;
+}
+
+void ks_bundle_begin(ks_buf_t *out, uint32_t count)
+{
+	uint8_t n[4];
+
+	put_be(n, count, 4);
+	ks_buf_append(out, bundle_magic, 8);
+	ks_buf_append(out, n, 4);
+}
+
+int ks_bundle_add(ks_buf_t *out, const ks_buf_t *entry)
+{
+	uint8_t n[8];
+
+	put_be(n, entry->len, 8);
+	if (ks_buf_append(out, n, 8) != KS_OK ||
+	    ks_buf_append(out, entry->data, entry->len) != KS_OK)
+		return KS_E_NOMEM;
+	return KS_OK;
+}
+
+int ks_bundle_each(const void *p, size_t len,
+    int (*cb)(void *ctx, uint32_t index, const void *entry, size_t len),
+    void *ctx, uint32_t *count, char *err, size_t errlen)
+{
+	const uint8_t *b = p;
+	size_t at = 12;
+	uint32_t i, n;
+	int rc;
+
+	if (len < 12 || memcmp(b, bundle_magic, 8) != 0) {
+		snprintf(err, errlen, "not a kspec bundle");
+		return KS_E_PROTO;
+	}
+	n = (uint32_t)get_be(b + 8, 4);
+	*count = n;
+	for (i = 0; i < n; i++) {
+		uint64_t el;
+
+		if (len - at < 8 || (el = get_be(b + at, 8)) > len - at - 8) {
+			snprintf(err, errlen, "the bundle is cut short at entry "
+			    "%u of %u", i, n);
+			return KS_E_PROTO;
+		}
+		at += 8;
+		rc = cb(ctx, i, b + at, (size_t)el);
+		if (rc)
+			return rc;
+		at += (size_t)el;
+	}
+	if (at != len) {
+		snprintf(err, errlen, "%zu bytes after the bundle's last "
+		    "entry", len - at);
+		return KS_E_PROTO;
+	}
+	return KS_OK;
+}
