@@ -479,7 +479,7 @@ int ks_server_run(const ks_server_config_t *cfg)
 	ks_srv_t srv;
 	char err[1024], path[4096];
 	sigset_t sigs;
-	int rc;
+	int rc, i;
 
 	memset(&srv, 0, sizeof srv);
 	srv.cfg = *cfg;
@@ -546,6 +546,27 @@ int ks_server_run(const ks_server_config_t *cfg)
 	if (rc) {
 		if (srv.store)
 			ks_store_close(srv.store);
+		close_fds(&srv);
+		return rc;
+	}
+	for (i = 0; rc == KS_OK && i < cfg->nfleet_keys; i++) {
+		rc = ks_fleet_load_public(cfg->fleet_keys[i], &srv.fleet[i], err,
+		    sizeof err);
+		if (rc == KS_OK) {
+			char id[17];
+
+			ks_fleet_id_hex(srv.fleet[i].id, id);
+			ks_log(KS_LOG_INFO, "fleet key %s from %s", id,
+			    cfg->fleet_keys[i]);
+			srv.nfleet++;
+		} else {
+			ks_log(KS_LOG_ERROR, "cannot start: --fleet-key %s",
+			    err);
+		}
+	}
+	if (rc) {
+		ks_store_close(srv.store);
+		ks_hot_free(srv.hot);
 		close_fds(&srv);
 		return rc;
 	}

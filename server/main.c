@@ -21,6 +21,7 @@ static const char usage[] =
 "              [--refuse-corrupt-store] [--no-fast-path]\n"
 "              [--log-level L] [--log-format text|json]\n"
 "              [--metrics-listen ADDR] [--metrics-any-host]\n"
+"              [--fleet-key FILE]...\n"
 "\n"
 "  --socket PATH    Unix socket (default $KSPEC_SOCKET, else\n"
 "                   $XDG_RUNTIME_DIR/kspec/kspecd.sock, else\n"
@@ -66,6 +67,9 @@ static const char usage[] =
 "                   HOST:PORT on loopback (127.0.0.1:9464, [::1]:9464)\n"
 "  --metrics-any-host  let --metrics-listen take a HOST that is not\n"
 "                   loopback (the listener has no authentication)\n"
+"  --fleet-key FILE a fleet public key (kspec fleet-key generate): signed\n"
+"                   entries it verifies are accepted (kspec bundle\n"
+"                   import); up to 8, for rotation\n"
 "  -h, --help       this text\n";
 
 static int parse_bytes(const char *s, uint64_t *out)
@@ -132,6 +136,7 @@ int main(int argc, char **argv)
 		{ "verbose", no_argument, 0, 'v' },
 		{ "metrics-listen", required_argument, 0, 'P' },
 		{ "metrics-any-host", no_argument, 0, 'A' },
+		{ "fleet-key", required_argument, 0, 'K' },
 		{ "help", no_argument, 0, 'H' },
 		{ "version", no_argument, 0, 'V' },
 		{ 0, 0, 0, 0 },
@@ -256,6 +261,17 @@ int main(int argc, char **argv)
 			break;
 		case 'A':
 			cfg.metrics_any_host = 1;
+			break;
+		case 'K':
+			if (cfg.nfleet_keys == 8 || strlen(optarg) >=
+			    sizeof cfg.fleet_keys[0]) {
+				fprintf(stderr, "kspecd: --fleet-key: at most 8, "
+				    "each a path of less than %zu bytes\n",
+				    sizeof cfg.fleet_keys[0]);
+				return 2;
+			}
+			snprintf(cfg.fleet_keys[cfg.nfleet_keys++],
+			    sizeof cfg.fleet_keys[0], "%s", optarg);
 			break;
 		case 'L':
 			if (ks_log_level_parse(optarg) < 0) {

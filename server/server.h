@@ -37,6 +37,10 @@ typedef struct {
 	uint64_t read_timeout_s; /* 0: never */
 	char metrics_listen[4096];  /* --metrics-listen, "" for none */
 	int metrics_any_host;    /* it may be other than loopback */
+	/* --fleet-key: public keys whose signed entries this daemon
+	 * accepts (bundles; docs/fleet.md), loaded at start. */
+	char fleet_keys[8][1024];
+	int nfleet_keys;
 } ks_server_config_t;
 
 /* Defaults of the compile workers (docs/architecture.md gives the

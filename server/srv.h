@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "../base/base.h"
+#include "../proto/entry.h"
 #include "../proto/proto.h"
 #include "../store/store.h"
 #include "conn.h"
@@ -127,6 +128,8 @@ struct ks_srv {
 	ks_req_log_t rlog;       /* the request being answered, at debug */
 	ks_fast_t *fast;         /* the get fast path */
 	struct ks_http *http;    /* --metrics-listen, or NULL */
+	ks_fleet_pub_t fleet[KS_FLEET_MAX_KEYS];  /* --fleet-key, loaded */
+	int nfleet;
 	const ks_fast_scan_t *learn;  /* the scan of the request being
 	                                 answered, for ks_op_get to learn */
 	struct ks_warm *warms;   /* warm requests in progress (op_get.c),
