@@ -27,6 +27,10 @@
 #include <unistd.h>
 
 #include <cJSON.h>
+#include <limits.h>
+#include <sodium.h>
+
+#include "../proto/entry.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_CONNECT = 3 };
 
@@ -48,6 +52,8 @@ static const char usage_main[] =
 "  evict ...        remove stored artifacts by key, filter, all or stale\n"
 "  manifest --from-misses  the daemon's recorded misses as a warm manifest\n"
 "  hello            the daemon's version and backends, as JSON\n"
+"  bundle ...       export cached artifacts as a signed file, or import one\n"
+"  fleet-key generate PREFIX  a key pair to sign bundles with\n"
 "  help [COMMAND]   this text, or a command's\n"
 "\n"
 "options:\n"
@@ -1948,6 +1954,350 @@ static int cmd_manifest(const char *socket_path, int argc, char **argv)
 	return rc;
 }
 
+/* ---- fleet keys and bundles ---- */
+
+static const char usage_fleet_key[] =
+"usage: kspec fleet-key generate PREFIX [--json]\n"
+"\n"
+"Makes a fleet signing key pair: PREFIX.secret (mode 0600; it signs\n"
+"bundles, keep it with the publisher) and PREFIX.public (what daemons\n"
+"verify with: kspecd --fleet-key PREFIX.public).  Never replaces a file.\n"
+"Prints the key id (docs/fleet.md); --json: {\"id\",\"secret\",\"public\"}.\n";
+
+static const char usage_bundle[] =
+"usage: kspec [--socket PATH] bundle export MANIFEST -o FILE\n"
+"           --sign-key PREFIX.secret [--json]\n"
+"       kspec [--socket PATH] bundle import FILE [--json]\n"
+"\n"
+"export writes the cached artifacts of MANIFEST's specs (as kspec warm\n"
+"reads it) with their metadata, each signed with the fleet secret key,\n"
+"as one bundle FILE (through FILE.tmp and a rename); specs not cached are\n"
+"reported and left out (warm them first).  Nothing is compiled.\n"
+"import has the daemon read FILE and store each entry that its\n"
+"--fleet-key verifies and that this daemon would ask for (same kernel\n"
+"definition, compiler and target); others are reported with the reason.\n"
+"Both are for the daemon's uid, root and --admin-group (import) and\n"
+"exit 1 when anything was refused or missing.\n";
+
+static int cmd_fleet_key(int argc, char **argv)
+{
+	char id[17], err[512];
+	int rc, as_json = argc == 4 && strcmp(argv[3], "--json") == 0;
+
+	if (argc == 2 && (strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "-h") == 0)) {
+		fputs(usage_fleet_key, stdout);
+		return EXIT_OK;
+	}
+	if ((argc != 3 && !as_json) || strcmp(argv[1], "generate") != 0 ||
+	    argv[2][0] == '-')
+		return usage_error("fleet-key", "give: generate PREFIX");
+	rc = ks_fleet_keygen(argv[2], id, err, sizeof err);
+	if (rc) {
+		fprintf(stderr, "kspec: %s: %s\n", kspec_err_name(rc), err);
+		return EXIT_FAIL;
+	}
+	if (as_json) {
+		cJSON *o = cJSON_CreateObject();
+		char *text, path[4200];
+
+		cJSON_AddStringToObject(o, "id", id);
+		snprintf(path, sizeof path, "%s.secret", argv[2]);
+		cJSON_AddStringToObject(o, "secret", path);
+		snprintf(path, sizeof path, "%s.public", argv[2]);
+		cJSON_AddStringToObject(o, "public", path);
+		text = cJSON_PrintUnformatted(o);
+		puts(text ? text : "{}");
+		free(text);
+		cJSON_Delete(o);
+	} else {
+		printf("fleet key %s: %s.secret (keep it secret), %s.public\n",
+		    id, argv[2], argv[2]);
+	}
+	return EXIT_OK;
+}
+
+/* A get-spec object of a manifest as a kspec_get_spec_t; the strings and
+ * arrays borrow from O, DIMS and DYN.  0, or -1 when O is not one. */
+static int spec_of_json(const cJSON *o, kspec_get_spec_t *s,
+    kspec_dim_t *dims, const char **dyn)
+{
+	const cJSON *v, *shape = cJSON_GetObjectItemCaseSensitive(o, "shape");
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "dynamic");
+
+	memset(s, 0, sizeof *s);
+#define STR(field, name) do { \
+	v = cJSON_GetObjectItemCaseSensitive(o, name); \
+	s->field = cJSON_IsString(v) ? v->valuestring : NULL; \
+} while (0)
+	STR(kernel, "kernel");
+	STR(backend, "backend");
+	STR(target, "target");
+	STR(format, "format");
+	STR(dtype, "dtype");
+	STR(mode, "mode");
+#undef STR
+	cJSON_ArrayForEach(v, shape) {
+		if (!cJSON_IsNumber(v) || s->nshape == CLI_MAX_DIMS)
+			return -1;
+		dims[s->nshape].name = v->string;
+		dims[s->nshape++].value = (int64_t)v->valuedouble;
+	}
+	cJSON_ArrayForEach(v, d) {
+		if (!cJSON_IsString(v) || s->ndynamic == CLI_MAX_DIMS)
+			return -1;
+		dyn[s->ndynamic++] = v->valuestring;
+	}
+	s->shape = dims;
+	s->dynamic = dyn;
+	return s->kernel ? 0 : -1;
+}
+
+/* The artifact's stored fields in a get reply's header: what follows
+ * its "source" member, without the closing brace (docs/fleet.md). */
+static int stored_meta(const kspec_artifact_t *a, const char **meta,
+    size_t *len)
+{
+	const char *p = strstr(a->meta, ",\"source\":\"");
+
+	if (!p || !(p = strchr(p + 11, '"')) || p[1] != ',' ||
+	    a->meta_len < 2 || a->meta[a->meta_len - 1] != '}')
+		return -1;
+	*meta = p + 2;
+	*len = (size_t)(a->meta + a->meta_len - 1 - *meta);
+	return 0;
+}
+
+static int bundle_export(const char *socket_path, const char *manifest,
+    const char *out, const char *sign_key, int as_json)
+{
+	kspec_dim_t dims[CLI_MAX_DIMS];
+	const char *dyn[CLI_MAX_DIMS];
+	kspec_client_t *c = NULL;
+	kspec_artifact_t *a;
+	ks_fleet_sec_t sk;
+	ks_buf_t bundle, entries, one;
+	cJSON *specs, *origin, *man, *report, *missing, *x;
+	char err[512], why[256], *text;
+	int i, n, rc, exported = 0, status = EXIT_OK;
+
+	if (ks_fleet_load_secret(sign_key, &sk, err, sizeof err) != KS_OK) {
+		fprintf(stderr, "kspec: --sign-key %s\n", err);
+		return EXIT_FAIL;
+	}
+	text = slurp(manifest);
+	man = text ? cJSON_Parse(text) : NULL;
+	free(text);
+	specs = cJSON_CreateArray();
+	origin = cJSON_CreateArray();
+	if (!man || expand_manifest(man, specs, origin, why, sizeof why)) {
+		fprintf(stderr, "kspec: %s: %s\n", manifest, !man ? "cannot "
+		    "read it as JSON" : why);
+		rc = EXIT_FAIL;
+		goto done_json;
+	}
+	rc = open_client(socket_path, &c);
+	if (rc)
+		goto done_json;
+	ks_buf_init(&entries);
+	report = cJSON_CreateObject();
+	missing = cJSON_AddArrayToObject(report, "not_cached");
+	n = cJSON_GetArraySize(specs);
+	for (i = 0; i < n; i++) {
+		const cJSON *s = cJSON_GetArrayItem(specs, i);
+		int spec_index = cJSON_GetArrayItem(origin, i)->valueint;
+		kspec_get_spec_t gs;
+		const char *meta;
+		size_t meta_len;
+		ks_hash_t key;
+		cJSON *ex;
+
+		if (spec_of_json(s, &gs, dims, dyn) != 0) {
+			fprintf(stderr, "kspec: specs[%d]: not a get-spec\n",
+			    spec_index);
+			status = EXIT_FAIL;
+			continue;
+		}
+		/* Only what is cached: a bundle never costs a compile. */
+		rc = kspec_explain(c, &gs, &text);
+		ex = rc ? NULL : cJSON_Parse(text);
+		kspec_free(text);
+		if (rc || !ex) {
+			fprintf(stderr, "kspec: specs[%d]: ", spec_index);
+			status = fail(c, rc ? rc : KSPEC_E_PROTO);
+			cJSON_Delete(ex);
+			continue;
+		}
+		x = cJSON_GetObjectItemCaseSensitive(ex, "cached");
+		if (!cJSON_IsString(x)) {
+			cJSON_AddItemToArray(missing, cJSON_CreateNumber(
+			    spec_index));
+			if (!as_json)
+				fprintf(stderr, "kspec: specs[%d]: %s is not "
+				    "cached; left out (warm it first)\n",
+				    spec_index, gs.kernel);
+			status = EXIT_FAIL;
+			cJSON_Delete(ex);
+			continue;
+		}
+		cJSON_Delete(ex);
+		rc = kspec_get(c, &gs, &a);
+		if (rc) {
+			fprintf(stderr, "kspec: specs[%d]: ", spec_index);
+			status = fail(c, rc);
+			continue;
+		}
+		ks_buf_init(&one);
+		if (stored_meta(a, &meta, &meta_len) != 0 ||
+		    ks_hash_from_hex(a->key, &key) != KS_OK ||
+		    ks_entry_seal(&sk, &key, meta, meta_len, a->bytes, a->len,
+		    &one) != KS_OK || ks_bundle_add(&entries, &one) != KS_OK) {
+			fprintf(stderr, "kspec: specs[%d]: cannot make its "
+			    "entry\n", spec_index);
+			status = EXIT_FAIL;
+		} else {
+			exported++;
+		}
+		ks_buf_close(&one);
+		kspec_artifact_free(a);
+	}
+	kspec_close(c);
+	ks_buf_init(&bundle);
+	ks_bundle_begin(&bundle, (uint32_t)exported);
+	ks_buf_append(&bundle, entries.data, entries.len);
+	ks_buf_close(&entries);
+	if (write_file(out, bundle.data, bundle.len, 0) != 0) {
+		status = EXIT_FAIL;    /* it said why */
+	} else if (as_json) {
+		cJSON_AddNumberToObject(report, "exported", exported);
+		cJSON_AddNumberToObject(report, "bytes", (double)bundle.len);
+		cJSON_AddStringToObject(report, "file", out);
+		text = cJSON_PrintUnformatted(report);
+		puts(text ? text : "{}");
+		free(text);
+	} else {
+		printf("exported %d of %d specs (%zu bytes) to %s\n", exported,
+		    n, bundle.len, out);
+	}
+	ks_buf_close(&bundle);
+	cJSON_Delete(report);
+	rc = status;
+done_json:
+	sodium_memzero(&sk, sizeof sk);
+	cJSON_Delete(man);
+	cJSON_Delete(specs);
+	cJSON_Delete(origin);
+	return rc;
+}
+
+static int bundle_import(const char *socket_path, const char *file,
+    int as_json)
+{
+	kspec_client_t *c = NULL;
+	char path[PATH_MAX], *fields, *text = NULL;
+	const cJSON *r;
+	cJSON *reply;
+	ks_buf_t f;
+	int rc;
+
+	/* The daemon reads the file: it needs the whole path. */
+	if (!realpath(file, path)) {
+		fprintf(stderr, "kspec: %s: %s\n", file, strerror(errno));
+		return EXIT_FAIL;
+	}
+	ks_buf_init(&f);
+	ks_buf_puts(&f, "\"path\":");
+	ks_buf_json_str(&f, path);
+	fields = f.data;
+	rc = open_client(socket_path, &c);
+	if (rc) {
+		ks_buf_close(&f);
+		return rc;
+	}
+	rc = kspec_call(c, "import", fields, &text);
+	ks_buf_close(&f);
+	if (rc) {
+		rc = fail(c, rc);
+		kspec_close(c);
+		return rc;
+	}
+	kspec_close(c);
+	reply = cJSON_Parse(text);
+	if (as_json) {
+		puts(text);
+	} else if (reply) {
+		cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(reply,
+		    "refusals"))
+			fprintf(stderr, "kspec: entry %d refused: %s: %s\n",
+			    (int)jnum(r, "index"), jstr(r, "code"),
+			    jstr(r, "message"));
+		printf("imported %d of %d entries (%d already stored, %d "
+		    "refused)\n", (int)jnum(reply, "imported"),
+		    (int)jnum(reply, "entries"), (int)jnum(reply, "present"),
+		    (int)jnum(reply, "refused"));
+	}
+	rc = reply && jnum(reply, "refused") == 0 ? EXIT_OK : EXIT_FAIL;
+	cJSON_Delete(reply);
+	kspec_free(text);
+	return rc;
+}
+
+static int cmd_bundle(const char *socket_path, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "sign-key", required_argument, NULL, 'k' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *out = NULL, *key = NULL, *args[3];
+	int ch, nargs = 0, as_json = 0;
+
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "-:ho:", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'h':
+			fputs(usage_bundle, stdout);
+			return EXIT_OK;
+		case 'o':
+			out = optarg;
+			break;
+		case 'k':
+			key = optarg;
+			break;
+		case 'j':
+			as_json = 1;
+			break;
+		case 1:
+			if (nargs == 2)
+				return usage_error("bundle", "unexpected "
+				    "argument '%s'", optarg);
+			args[nargs++] = optarg;
+			break;
+		case ':':
+			return usage_error("bundle", "%s needs a value",
+			    argv[optind - 1]);
+		default:
+			return bad_option("bundle", optopt, argv[optind - 1]);
+		}
+	}
+	if (nargs == 2 && strcmp(args[0], "export") == 0) {
+		if (!out || !key)
+			return usage_error("bundle", "export needs -o FILE and "
+			    "--sign-key PREFIX.secret");
+		return bundle_export(socket_path, args[1], out, key, as_json);
+	}
+	if (nargs == 2 && strcmp(args[0], "import") == 0) {
+		if (out || key)
+			return usage_error("bundle", "import takes FILE only");
+		return bundle_import(socket_path, args[1], as_json);
+	}
+	return usage_error("bundle", "give: export MANIFEST -o FILE "
+	    "--sign-key KEY, or import FILE");
+}
+
 /* ---- main ---- */
 
 static const struct {
@@ -1964,6 +2314,8 @@ static const struct {
 	{ "ls", usage_ls },
 	{ "evict", usage_evict },
 	{ "manifest", usage_manifest },
+	{ "fleet-key", usage_fleet_key },
+	{ "bundle", usage_bundle },
 };
 
 static const char *usage_of(const char *cmd)
@@ -2039,5 +2391,9 @@ int main(int argc, char **argv)
 		return cmd_warm(socket_path, argc, argv);
 	if (strcmp(cmd, "manifest") == 0)
 		return cmd_manifest(socket_path, argc, argv);
+	if (strcmp(cmd, "fleet-key") == 0)
+		return cmd_fleet_key(argc, argv);
+	if (strcmp(cmd, "bundle") == 0)
+		return cmd_bundle(socket_path, argc, argv);
 	return usage_error(NULL, "unknown command '%s'", cmd);
 }

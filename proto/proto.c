@@ -90,6 +90,7 @@ static const char *const op_names[KS_OP_COUNT_] = {
 	[KS_OP_WARM] = "warm",
 	[KS_OP_MISSES] = "misses",
 	[KS_OP_CANCEL] = "cancel",
+	[KS_OP_IMPORT] = "import",
 };
 
 const char *ks_op_name(ks_op_t op)
@@ -722,10 +723,36 @@ static int parse_cancel(const cJSON *root, ks_request_t *out, char *err,
 	return get_count(req, &out->request, err, errlen);
 }
 
+/* import: "path", the absolute path of a bundle the daemon reads. */
+static int parse_import(const cJSON *root, ks_request_t *out, char *err,
+    size_t errlen)
+{
+	static const char *const names[] = { "path", NULL };
+	const cJSON *p;
+	int rc;
+
+	rc = op_members(root, "import", names, &p, err, errlen);
+	if (rc)
+		return rc;
+	if (!p)
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "missing field 'path'");
+	if (!cJSON_IsString(p) || p->valuestring[0] != '/' ||
+	    strlen(p->valuestring) > KS_MAX_PATH)
+		return fail(err, errlen, KS_E_BAD_REQUEST, "field 'path' must "
+		    "be an absolute path of at most %d bytes", KS_MAX_PATH);
+	out->path = strdup(p->valuestring);
+	if (!out->path)
+		return fail(err, errlen, KS_E_NOMEM, "out of memory");
+	return KS_OK;
+}
+
 void ks_request_close(ks_request_t *r)
 {
 	free(r->items);
 	free(r->item_errs);
+	free(r->path);
+	r->path = NULL;
 	r->items = NULL;
 	r->item_errs = NULL;
 	r->nitems = 0;
@@ -804,6 +831,8 @@ static int parse_root(const cJSON *root, const char *text, size_t len,
 		return parse_warm(root, out, err, errlen);
 	if (out->op == KS_OP_CANCEL)
 		return parse_cancel(root, out, err, errlen);
+	if (out->op == KS_OP_IMPORT)
+		return parse_import(root, out, err, errlen);
 	return op_members(root, op_names[i], no_members, NULL, err, errlen);
 }
 

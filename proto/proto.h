@@ -58,6 +58,7 @@ typedef enum {
 	KS_OP_WARM,
 	KS_OP_MISSES,
 	KS_OP_CANCEL,
+	KS_OP_IMPORT,
 	KS_OP_COUNT_
 } ks_op_t;
 
@@ -123,7 +124,11 @@ typedef struct {
 	                                   NULL when every item parsed */
 	int progress;                   /* KS_OP_WARM: "progress":true */
 	uint64_t request;               /* KS_OP_CANCEL: the warm's id */
+	char *path;                     /* KS_OP_IMPORT: absolute, malloc'd */
 } ks_request_t;
+
+/* The longest path an import names. */
+#define KS_MAX_PATH 4095
 
 /* Frees what ks_request_parse allocated (warm items); safe on a request
  * that failed to parse or was zeroed. */

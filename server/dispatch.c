@@ -69,6 +69,7 @@ static ks_op_fn *const op_table[KS_OP_COUNT_] = {
 	[KS_OP_EXPLAIN] = ks_op_explain,
 	[KS_OP_WARM] = ks_op_warm,
 	[KS_OP_MISSES] = ks_op_misses,
+	[KS_OP_IMPORT] = ks_op_import,
 	[KS_OP_CANCEL] = ks_op_cancel,
 };
 

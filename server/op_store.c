@@ -496,13 +496,8 @@ void ks_op_evict(ks_conn_t *c, const ks_request_t *req)
 
 	/* Destructive and machine-wide: the daemon's uid, root and the
 	 * members of --admin-group only. */
-	if (!c->admin) {
-		snprintf(msg, sizeof msg, "evict is for uid %u, root and the "
-		    "members of --admin-group; uid %u is none of them",
-		    srv->conns.lim.self_uid, c->uid);
-		ks_srv_reject(c, req->has_id, req->id, KS_E_DENIED, msg);
+	if (!ks_srv_admin_only(c, req, "evict"))
 		return;
-	}
 	if (f->stale) {
 		after_writes(c, req, stale_now);
 		return;

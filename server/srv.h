@@ -186,4 +186,20 @@ static inline void ks_srv_reject(ks_conn_t *c, int has_id, uint64_t id,
 	ks_reply_err(c, has_id, id, code, msg);   /* counted by on_error */
 }
 
+/* 1 when C may change the store machine-wide (the daemon's uid, root
+ * and --admin-group); else answers E_DENIED for op WHAT and returns 0. */
+static inline int ks_srv_admin_only(ks_conn_t *c, const ks_request_t *req,
+    const char *what)
+{
+	char msg[256];
+
+	if (c->admin)
+		return 1;
+	snprintf(msg, sizeof msg, "%s is for uid %u, root and the members "
+	    "of --admin-group; uid %u is none of them", what,
+	    ks_srv_of(c)->conns.lim.self_uid, c->uid);
+	ks_srv_reject(c, req->has_id, req->id, KS_E_DENIED, msg);
+	return 0;
+}
+
 #endif

@@ -560,6 +560,35 @@ static int entry_cols_of(const char *meta, size_t meta_len,
 	return KS_OK;
 }
 
+int ks_store_entry_of(const ks_hash_t *key, const char *meta,
+    size_t meta_len, uint64_t size,
+    int (*cb)(void *ctx, const ks_store_entry_t *e), void *ctx)
+{
+	struct entry_cols c;
+	ks_store_entry_t e;
+	int rc;
+
+	if (entry_cols_of(meta, meta_len, &c) != KS_OK) {
+		entry_cols_free(&c);
+		return KS_E_NOMEM;
+	}
+	memset(&e, 0, sizeof e);
+	e.key = *key;
+	e.kernel = c.v[EC_KERNEL];
+	e.variant = c.v[EC_VARIANT];
+	e.backend = c.v[EC_BACKEND];
+	e.target = c.v[EC_TARGET];
+	e.dtype = c.v[EC_DTYPE];
+	e.mode = c.v[EC_MODE];
+	e.format = c.v[EC_FORMAT];
+	e.shape = c.v[EC_SHAPE];
+	e.compiler = c.v[EC_COMPILER];
+	e.size = size;
+	rc = cb(ctx, &e);
+	entry_cols_free(&c);
+	return rc;
+}
+
 /* Binds C to the entry columns of an INSERT_ROW statement. */
 static int bind_entry_cols(sqlite3_stmt *st, const struct entry_cols *c)
 {

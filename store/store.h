@@ -246,6 +246,14 @@ typedef struct {
 	int64_t last_used;      /* the use stamp, as ks_store_list's */
 } ks_store_entry_t;
 
+/* The entry that a row of KEY, META and SIZE bytes would be, its columns
+ * read from META as a put reads them, passed to CB (the strings live
+ * during the call; created and last_used are 0).  CB's value, or
+ * KS_E_NOMEM. */
+int ks_store_entry_of(const ks_hash_t *key, const char *meta,
+    size_t meta_len, uint64_t size,
+    int (*cb)(void *ctx, const ks_store_entry_t *e), void *ctx);
+
 /* Exact matches on columns; NULL or "" matches every row. */
 typedef struct {
 	const char *kernel, *backend, *target;

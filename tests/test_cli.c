@@ -602,6 +602,23 @@ Test(cli, every_command_takes_json)
 		cr_assert(j, "%s printed no JSON: %s", cmds[i], out);
 		cJSON_Delete(j);
 	}
+	/* The fleet commands (docs/fleet.md), with the manifest's spec
+	 * cached again (the evict above removed it). */
+	cr_assert_eq(kspec("warm %s/w.json", D.dir), 0, "%s", out);
+	for (i = 0; i < 2; i++) {
+		cJSON *j;
+
+		if (i == 0)
+			cr_assert_eq(kspec("fleet-key generate %s/fk --json",
+			    D.dir), 0, "%s", out);
+		else
+			cr_assert_eq(kspec("bundle export %s/w.json -o %s/b.kspec "
+			    "--sign-key %s/fk.secret --json", D.dir, D.dir,
+			    D.dir), 0, "%s", out);
+		j = cJSON_Parse(out);
+		cr_assert(j, "printed no JSON: %s", out);
+		cJSON_Delete(j);
+	}
 }
 
 /* ---- warm, a spec at a time ---- */

@@ -320,6 +320,12 @@ Test(users, evict_is_for_the_admin_group)
 	    NULL);
 	cr_assert_neq(rc, 0);
 	cr_assert(strstr(out, "E_DENIED"), "member: %s", out);
+	/* Import writes the store too (before any look at the file). */
+	rc = kspec_as(member, "bundle import /etc/hostname", out, sizeof out,
+	    NULL);
+	cr_assert_neq(rc, 0);
+	cr_assert(strstr(out, "E_DENIED") && strstr(out, "import is for"),
+	    "member: %s", out);
 	rc = kspec_as(admin, "evict", out, sizeof out, NULL);
 	cr_assert_eq(rc, 0, "admin: %s", out);
 	rc = kspec_as(admin, "evict --stale", out, sizeof out, NULL);

@@ -1,0 +1,366 @@
+/*
+ * Bundles: `kspec bundle export` on one daemon, `kspec bundle import` into
+ * another with its own store, real processes both; what a bundle carries
+ * is served from disk with no compile, and nothing that fails its
+ * signature, its metadata or this daemon's keys is ever stored.
+ */
+#include <criterion/criterion.h>
+#include <sys/stat.h>
+
+#include "../proto/entry.h"
+#include "e2e.h"
+
+static e2e_daemon_t a, b;
+static char dir[256], keyp[300], manifest[300], bundle[300];
+
+#define SPEC(n) "{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\"," \
+	"\"shape\":{\"M\":1,\"N\":" #n ",\"K\":32}}"
+static const char *const specs[] = {
+	SPEC(32), SPEC(64),
+	"{\"kernel\":\"rmsnorm\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+	"\"shape\":{\"R\":1,\"H\":64}}",
+	SPEC(96),                /* never warmed on A */
+};
+
+static void setup(void)
+{
+	memset(&a, 0, sizeof a);
+	memset(&b, 0, sizeof b);
+	snprintf(dir, sizeof dir, "/tmp/kspec-e2e-XXXXXX");
+	cr_assert(mkdtemp(dir));
+	snprintf(keyp, sizeof keyp, "%s/fleet", dir);
+	snprintf(manifest, sizeof manifest, "%s/m.json", dir);
+	snprintf(bundle, sizeof bundle, "%s/b.kspec", dir);
+}
+
+static void down(void)
+{
+	char cmd[400];
+
+	e2e_cleanup(&a);
+	e2e_cleanup(&b);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+}
+
+TestSuite(bundle, .init = setup, .fini = down, .timeout = 180);
+
+/* Runs kspec ARGS on daemon D: its stdout (malloc'd) and exit status. */
+static char *kspec(const e2e_daemon_t *d, const char *args, int *status)
+{
+	char cmd[2000], buf[4096];
+	char *out = calloc(1, 1);
+	size_t len = 0, n;
+	FILE *p;
+	int st;
+
+	/* fleet-key needs no daemon (and D none yet). */
+	snprintf(cmd, sizeof cmd, "%s/kspec %s%s%s %s 2>&1", e2e_build_dir(),
+	    d->sock[0] ? "--socket '" : "", d->sock, d->sock[0] ? "'" : "",
+	    args);
+	p = popen(cmd, "r");
+	cr_assert(p);
+	while ((n = fread(buf, 1, sizeof buf, p)) > 0) {
+		out = realloc(out, len + n + 1);
+		memcpy(out + len, buf, n);
+		len += n;
+		out[len] = '\0';
+	}
+	st = pclose(p);
+	*status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return out;
+}
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* Keys, a manifest of every spec, A with all but the last warmed, and
+ * the bundle A exports; B started with ARGS (the fleet key unless
+ * NO_KEY). */
+static void export_from_a(void)
+{
+	char args[1200], *out;
+	e2e_reply_t r;
+	int st, i;
+
+	snprintf(args, sizeof args, "fleet-key generate '%s'", keyp);
+	out = kspec(&a, args, &st);
+	cr_assert_eq(st, 0, "%s", out);
+	free(out);
+	write_text(manifest, "{\"version\":1,\"specs\":[" SPEC(32) ","
+	    SPEC(64) ",{\"kernel\":\"rmsnorm\",\"backend\":\"cpu\",\"dtype\":"
+	    "\"f32\",\"shape\":{\"R\":1,\"H\":64}}," SPEC(96) "]}");
+	cr_assert_eq(e2e_start(&a, (const char *const[]){ "--workers", "1",
+	    NULL }), 0);
+	for (i = 0; i < 3; i++) {
+		char get[400];
+
+		snprintf(get, sizeof get, "{\"op\":\"warm\",\"items\":[%s]}",
+		    specs[i]);
+		cr_assert_eq(e2e_call(a.sock, get, &r), 0);
+		cr_assert(e2e_ok(&r));
+		e2e_reply_free(&r);
+	}
+	snprintf(args, sizeof args, "bundle export '%s' -o '%s' --sign-key "
+	    "'%s.secret' --json", manifest, bundle, keyp);
+	out = kspec(&a, args, &st);
+	/* The spec never warmed is reported, and makes the status 1. */
+	cr_assert_eq(st, 1, "%s", out);
+	cr_assert(strstr(out, "\"not_cached\":[3]"), "%s", out);
+	cr_assert(strstr(out, "\"exported\":3"), "%s", out);
+	free(out);
+}
+
+static void start_b(int with_key, const char *other_key)
+{
+	char key[400];
+	const char *args[6] = { "--workers", "1", NULL };
+
+	snprintf(key, sizeof key, "%s.public", other_key ? other_key : keyp);
+	if (with_key) {
+		args[2] = "--fleet-key";
+		args[3] = key;
+	}
+	cr_assert_eq(e2e_start(&b, args), 0);
+}
+
+/* The bytes and source of SPEC from daemon D. */
+static void get(const e2e_daemon_t *d, const char *spec, e2e_reply_t *r)
+{
+	char req[400];
+
+	snprintf(req, sizeof req, "{\"op\":\"get\",%s", spec + 1);
+	cr_assert_eq(e2e_call(d->sock, req, r), 0);
+	cr_assert(e2e_ok(r), "%s", e2e_code(r));
+}
+
+Test(bundle, imported_entries_are_served_from_disk_with_no_compile)
+{
+	e2e_reply_t ra, rb;
+	char args[600], *out;
+	int st, i;
+
+	export_from_a();
+	start_b(1, NULL);
+	snprintf(args, sizeof args, "bundle import '%s'", bundle);
+	out = kspec(&b, args, &st);
+	cr_assert_eq(st, 0, "%s", out);
+	cr_assert(strstr(out, "imported 3 of 3 entries"), "%s", out);
+	free(out);
+	for (i = 0; i < 3; i++) {
+		get(&a, specs[i], &ra);
+		get(&b, specs[i], &rb);
+		cr_assert_str_eq(e2e_str(&rb, "source"), "disk");
+		cr_assert_eq(ra.len, rb.len);
+		cr_assert_eq(memcmp(ra.payload, rb.payload, ra.len), 0);
+		cr_assert_str_eq(e2e_str(&ra, "key"), e2e_str(&rb, "key"));
+		e2e_reply_free(&ra);
+		e2e_reply_free(&rb);
+	}
+	cr_assert_eq(e2e_stat(b.sock, "compiles"), 0);
+	/* Again: all there, nothing replaced. */
+	out = kspec(&b, args, &st);
+	cr_assert_eq(st, 0, "%s", out);
+	cr_assert(strstr(out, "imported 0 of 3 entries (3 already stored"),
+	    "%s", out);
+	free(out);
+}
+
+/* Flips one byte in the middle of entry INDEX's artifact bytes. */
+static void tamper(int index)
+{
+	FILE *f = fopen(bundle, "r+b");
+	uint8_t lenb[8], head[KS_ENTRY_HEAD];
+	uint64_t at = 12, el = 0, ml, bl;
+	int i, j, c;
+
+	cr_assert(f);
+	for (i = 0; i <= index; i++) {
+		cr_assert_eq(fseek(f, (long)at, SEEK_SET), 0);
+		cr_assert_eq(fread(lenb, 1, 8, f), 8);
+		for (el = 0, j = 0; j < 8; j++)
+			el = el << 8 | lenb[j];
+		if (i < index)
+			at += 8 + el;
+	}
+	cr_assert_eq(fread(head, 1, sizeof head, f), sizeof head);
+	for (ml = 0, j = 0; j < 4; j++)
+		ml = ml << 8 | head[8 + KS_FLEET_ID_BYTES + KS_HASH_BYTES + j];
+	for (bl = 0, j = 0; j < 8; j++)
+		bl = bl << 8 | head[12 + KS_FLEET_ID_BYTES + KS_HASH_BYTES + j];
+	cr_assert_gt(bl, 100);
+	at += 8 + KS_ENTRY_HEAD + ml + bl / 2;
+	cr_assert_eq(fseek(f, (long)at, SEEK_SET), 0);
+	c = fgetc(f);
+	cr_assert_eq(fseek(f, (long)at, SEEK_SET), 0);
+	fputc(c ^ 0x20, f);
+	fclose(f);
+}
+
+Test(bundle, a_changed_entry_is_refused_and_the_rest_imported)
+{
+	e2e_reply_t r;
+	char args[600], *out;
+	int st;
+
+	export_from_a();
+	tamper(1);
+	start_b(1, NULL);
+	snprintf(args, sizeof args, "bundle import '%s' --json", bundle);
+	out = kspec(&b, args, &st);
+	cr_assert_eq(st, 1, "%s", out);
+	cr_assert(strstr(out, "\"imported\":2"), "%s", out);
+	cr_assert(strstr(out, "\"refusals\":[{\"index\":1,\"code\":"
+	    "\"E_DENIED\",\"message\":\"its signature does not verify"),
+	    "%s", out);
+	free(out);
+	get(&b, specs[0], &r);
+	cr_assert_str_eq(e2e_str(&r, "source"), "disk");
+	e2e_reply_free(&r);
+	/* The refused one is compiled here, not taken from the bundle. */
+	get(&b, specs[1], &r);
+	cr_assert_str_eq(e2e_str(&r, "source"), "compiled");
+	e2e_reply_free(&r);
+}
+
+Test(bundle, only_this_fleets_keys_are_trusted)
+{
+	char args[600], other[320], *out;
+	int st;
+
+	export_from_a();
+	snprintf(other, sizeof other, "%s/other", dir);
+	snprintf(args, sizeof args, "fleet-key generate '%s'", other);
+	out = kspec(&a, args, &st);
+	cr_assert_eq(st, 0, "%s", out);
+	free(out);
+	start_b(1, other);
+	snprintf(args, sizeof args, "bundle import '%s'", bundle);
+	out = kspec(&b, args, &st);
+	cr_assert_eq(st, 1, "%s", out);
+	cr_assert(strstr(out, "imported 0 of 3 entries (0 already stored, "
+	    "3 refused)"), "%s", out);
+	cr_assert(strstr(out, "not one of this daemon's fleet keys"), "%s",
+	    out);
+	free(out);
+}
+
+Test(bundle, a_daemon_without_a_fleet_key_imports_nothing)
+{
+	char args[600], *out;
+	int st;
+
+	export_from_a();
+	start_b(0, NULL);
+	snprintf(args, sizeof args, "bundle import '%s'", bundle);
+	out = kspec(&b, args, &st);
+	cr_assert_eq(st, 1, "%s", out);
+	cr_assert(strstr(out, "E_DENIED") && strstr(out, "no --fleet-key"),
+	    "%s", out);
+	free(out);
+	/* Not a bundle at all. */
+	snprintf(args, sizeof args, "bundle import '%s'", manifest);
+	out = kspec(&b, args, &st);
+	cr_assert_eq(st, 1, "%s", out);
+	free(out);
+}
+
+/* Entries that are signed but wrong: for another compiler, or whose
+ * metadata names another key.  Made here with the fleet secret. */
+Test(bundle, signed_but_wrong_entries_are_refused)
+{
+	char args[600], path[400], err[512], *out, *meta, *hdr;
+	e2e_reply_t r;
+	ks_fleet_sec_t sk;
+	ks_buf_t file, one;
+	ks_hash_t key, other;
+	const char *p, *src;
+	size_t mlen;
+	int st;
+
+	export_from_a();
+	get(&a, specs[0], &r);
+	/* The stored fields: the reply header after its source. */
+	hdr = cJSON_PrintUnformatted(r.h);
+	src = strstr(hdr, "\"source\":");
+	cr_assert(src);
+	cr_assert_eq(ks_base_init(), KS_OK);
+	snprintf(path, sizeof path, "%s.secret", keyp);
+	cr_assert_eq(ks_fleet_load_secret(path, &sk, err, sizeof err), KS_OK,
+	    "%s", err);
+	cr_assert_eq(ks_hash_from_hex(e2e_str(&r, "key"), &key), KS_OK);
+	p = strchr(src + 9 + 1, '"');
+	meta = strdup(p + 2);
+	mlen = strlen(meta) - 1;         /* without the closing brace */
+	ks_buf_init(&file);
+	ks_bundle_begin(&file, 3);
+	/* 0: what another compiler made: its compiler, so its key, are
+	 * others (the key names the compiler).  Consistent and signed. */
+	{
+		char *m2 = strdup(meta), *c = strstr(m2, "\"compiler\":\"");
+		char *k = strstr(m2, "\"key\":\""), hex[KS_HASH_HEX];
+		ks_hash_t k2;
+
+		cr_assert(c && k);
+		c[12] = c[12] == 'X' ? 'Y' : 'X';
+		memset(k2.b, 0x3c, sizeof k2.b);
+		ks_hash_hex(&k2, hex);
+		memcpy(k + 7, hex, 64);
+		ks_buf_init(&one);
+		cr_assert_eq(ks_entry_seal(&sk, &k2, m2, mlen, r.payload, r.len,
+		    &one), KS_OK);
+		ks_bundle_add(&file, &one);
+		ks_buf_close(&one);
+		free(m2);
+	}
+	/* 1: sealed under another key than its metadata names. */
+	memset(other.b, 0x5a, sizeof other.b);
+	ks_buf_init(&one);
+	cr_assert_eq(ks_entry_seal(&sk, &other, meta, mlen, r.payload, r.len,
+	    &one), KS_OK);
+	ks_bundle_add(&file, &one);
+	ks_buf_close(&one);
+	/* 2: signed, but its bytes are not the artifact its metadata
+	 * names (a signer's own mistake). */
+	r.payload[r.len / 2] ^= 1;
+	ks_buf_init(&one);
+	cr_assert_eq(ks_entry_seal(&sk, &key, meta, mlen, r.payload, r.len,
+	    &one), KS_OK);
+	ks_bundle_add(&file, &one);
+	ks_buf_close(&one);
+	snprintf(path, sizeof path, "%s/wrong.kspec", dir);
+	{
+		FILE *f = fopen(path, "wb");
+
+		cr_assert(f);
+		fwrite(file.data, 1, file.len, f);
+		fclose(f);
+	}
+	ks_buf_close(&file);
+	free(meta);
+	free(hdr);
+	e2e_reply_free(&r);
+	start_b(1, NULL);
+	snprintf(args, sizeof args, "bundle import '%s' --json", path);
+	out = kspec(&b, args, &st);
+	cr_assert_eq(st, 1, "%s", out);
+	cr_assert(strstr(out, "\"imported\":0"), "%s", out);
+	cr_assert(strstr(out, "{\"index\":0,\"code\":\"E_BAD_REQUEST\","
+	    "\"message\":\"not for this daemon (compiler)"), "%s", out);
+	cr_assert(strstr(out, "{\"index\":1,\"code\":\"E_PROTO\""), "%s",
+	    out);
+	cr_assert(strstr(out, "{\"index\":2,\"code\":\"E_CORRUPT\""), "%s",
+	    out);
+	free(out);
+	cr_assert_eq(e2e_stat(b.sock, "hits_disk"), 0);
+	get(&b, specs[0], &r);
+	cr_assert_str_eq(e2e_str(&r, "source"), "compiled");
+	e2e_reply_free(&r);
+}
