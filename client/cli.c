@@ -48,6 +48,7 @@ static const char usage_main[] =
 "  kernels [--json] the kernel library: parameters, variants, guards\n"
 "  explain KERNEL . which variant and key a get would use, cached or not\n"
 "  warm MANIFEST    compile every spec of a manifest (docs/cli.md)\n"
+"  ready MANIFEST   whether every spec of a manifest is cached (--wait)\n"
 "  ls [--json]      the stored artifacts (filters, paging)\n"
 "  evict ...        remove stored artifacts by key, filter, all or stale\n"
 "  manifest --from-misses  the daemon's recorded misses as a warm manifest\n"
@@ -1954,6 +1955,255 @@ static int cmd_manifest(const char *socket_path, int argc, char **argv)
 	return rc;
 }
 
+/* ---- ready ---- */
+
+static const char usage_ready[] =
+"usage: kspec [--socket PATH] ready MANIFEST [--wait SECONDS] [--json]\n"
+"\n"
+"Says whether every spec of MANIFEST (as kspec warm reads it) is cached\n"
+"for this daemon's compilers now: how many of how many, and which are\n"
+"missing.  Nothing is compiled, unless --wait: then the missing specs are\n"
+"warmed (at warm priority) and kspec waits until they are all cached or\n"
+"SECONDS have passed (then what is still queued is cancelled).  Exit\n"
+"status 0 ready, 1 not ready (or a spec that can never be: named with\n"
+"its error), 2 usage, 3 no daemon.  For a startup script to gate on.\n";
+
+/* The ready op over SPECS in batches: *CACHED, and MISSING gets
+ * {index, spec, key | code, message} per spec not cached. */
+static int ready_check(kspec_client_t *c, const cJSON *specs,
+    const int *origin, cJSON *missing, int *cached)
+{
+	int n = cJSON_GetArraySize(specs), at, i, rc;
+
+	*cached = 0;
+	for (at = 0; at < n; at += WARM_BATCH) {
+		cJSON *batch = cJSON_CreateArray(), *reply;
+		const cJSON *m;
+		char *items, *fields, *text = NULL;
+
+		for (i = at; i < n && i < at + WARM_BATCH; i++)
+			cJSON_AddItemToArray(batch, cJSON_Duplicate(
+			    cJSON_GetArrayItem(specs, i), 1));
+		items = cJSON_PrintUnformatted(batch);
+		cJSON_Delete(batch);
+		fields = items ? malloc(strlen(items) + 16) : NULL;
+		if (!fields) {
+			free(items);
+			return KSPEC_E_NOMEM;
+		}
+		sprintf(fields, "\"items\":%s", items);
+		free(items);
+		rc = kspec_call(c, "ready", fields, &text);
+		free(fields);
+		if (rc)
+			return rc;
+		reply = cJSON_Parse(text);
+		kspec_free(text);
+		*cached += (int)jnum(reply, "cached");
+		cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(reply,
+		    "missing")) {
+			cJSON *x = cJSON_Duplicate(m, 1);
+			int idx = at + (int)jnum(m, "index");
+
+			cJSON_ReplaceItemInObject(x, "index",
+			    cJSON_CreateNumber(idx));
+			cJSON_AddNumberToObject(x, "spec", origin[idx]);
+			cJSON_AddItemToArray(missing, x);
+		}
+		cJSON_Delete(reply);
+	}
+	return 0;
+}
+
+/* Warms the specs of MISSING that can be (no error), waiting at most
+ * UNTIL (ks_now_ns); what is still queued then is cancelled. */
+static int ready_warm(kspec_client_t *c, const cJSON *specs,
+    const cJSON *missing, uint64_t until)
+{
+	uint64_t ids[64], id;
+	int nids = 0, i, rc = 0;
+	const cJSON *m;
+	cJSON *batch = cJSON_CreateArray();
+
+	cJSON_ArrayForEach(m, missing) {
+		if (cJSON_GetObjectItemCaseSensitive(m, "code"))
+			continue;       /* can never be cached */
+		cJSON_AddItemToArray(batch, cJSON_Duplicate(cJSON_GetArrayItem(
+		    specs, (int)jnum(m, "index")), 1));
+		if (cJSON_GetArraySize(batch) == WARM_BATCH || !m->next) {
+			char *items = cJSON_PrintUnformatted(batch);
+			char *fields = items ? malloc(strlen(items) + 16) : NULL;
+
+			if (fields && nids < 64) {
+				sprintf(fields, "\"items\":%s", items);
+				rc = kspec_send(c, "warm", fields, &ids[nids]);
+				nids += rc == 0;
+			}
+			free(items);
+			free(fields);
+			cJSON_Delete(batch);
+			batch = cJSON_CreateArray();
+		}
+	}
+	cJSON_Delete(batch);
+	for (i = 0; i < nids && rc == 0; ) {
+		uint64_t now = ks_now_ns();
+		char *text = NULL;
+
+		if (now >= until) {
+			rc = KSPEC_E_TIMEOUT;
+			break;
+		}
+		rc = kspec_recv(c, (int)((until - now) / 1000000) + 1, &id,
+		    &text);
+		kspec_free(text);
+		if (rc == KSPEC_E_TIMEOUT && ks_now_ns() < until)
+			rc = 0;         /* a signal: wait on */
+		else if (rc == 0)
+			i++;
+		else if (rc != KSPEC_E_TIMEOUT)
+			i++, rc = 0;    /* a warm's own error: counted next */
+	}
+	if (rc == KSPEC_E_TIMEOUT) {
+		/* Take back what is still queued, and read what comes. */
+		char f[64], *text = NULL;
+		int j;
+
+		for (j = 0; j < nids; j++) {
+			snprintf(f, sizeof f, "\"request\":%" PRIu64, ids[j]);
+			kspec_send(c, "cancel", f, &id);
+		}
+		while (kspec_recv(c, 2000, &id, &text) != KSPEC_E_TIMEOUT) {
+			kspec_free(text);
+			text = NULL;
+		}
+		return KSPEC_E_TIMEOUT;
+	}
+	return rc;
+}
+
+static int cmd_ready(const char *socket_path, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "wait", required_argument, NULL, 'w' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *path = NULL;
+	kspec_client_t *c = NULL;
+	cJSON *man = NULL, *specs, *origin_j, *missing, *out;
+	double wait = 0;
+	char why[256], *text, *end;
+	int ch, as_json = 0, cached = 0, n, i, rc, *origin = NULL, timed_out = 0;
+
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "-:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'h':
+			fputs(usage_ready, stdout);
+			return EXIT_OK;
+		case 'w':
+			wait = strtod(optarg, &end);
+			if (*end || end == optarg || wait < 0 || wait > 86400)
+				return usage_error("ready", "--wait takes 0 to "
+				    "86400 seconds");
+			break;
+		case 'j':
+			as_json = 1;
+			break;
+		case 1:
+			if (path)
+				return usage_error("ready", "unexpected "
+				    "argument '%s'", optarg);
+			path = optarg;
+			break;
+		case ':':
+			return usage_error("ready", "%s needs a value",
+			    argv[optind - 1]);
+		default:
+			return bad_option("ready", optopt, argv[optind - 1]);
+		}
+	}
+	if (!path)
+		return usage_error("ready", "missing MANIFEST");
+	text = slurp(path);
+	man = text ? cJSON_Parse(text) : NULL;
+	free(text);
+	specs = cJSON_CreateArray();
+	origin_j = cJSON_CreateArray();
+	missing = cJSON_CreateArray();
+	if (!man || expand_manifest(man, specs, origin_j, why, sizeof why)) {
+		fprintf(stderr, "kspec: %s: %s\n", path, !man ? "cannot read "
+		    "it as JSON" : why);
+		rc = EXIT_FAIL;
+		goto out;
+	}
+	n = cJSON_GetArraySize(specs);
+	origin = calloc((size_t)n + 1, sizeof *origin);
+	for (i = 0; i < n; i++)
+		origin[i] = cJSON_GetArrayItem(origin_j, i)->valueint;
+	rc = open_client(socket_path, &c);
+	if (rc)
+		goto out;
+	rc = ready_check(c, specs, origin, missing, &cached);
+	if (rc == 0 && cached < n && wait > 0) {
+		rc = ready_warm(c, specs, missing, ks_now_ns() +
+		    (uint64_t)(wait * 1e9));
+		timed_out = rc == KSPEC_E_TIMEOUT;
+		cJSON_Delete(missing);
+		missing = cJSON_CreateArray();
+		rc = ready_check(c, specs, origin, missing, &cached);
+	}
+	if (rc) {
+		rc = fail(c, rc);
+		goto out;
+	}
+	if (as_json) {
+		out = cJSON_CreateObject();
+		cJSON_AddBoolToObject(out, "ready", cached == n);
+		cJSON_AddNumberToObject(out, "specs", n);
+		cJSON_AddNumberToObject(out, "cached", cached);
+		cJSON_AddBoolToObject(out, "timed_out", timed_out);
+		cJSON_AddItemToObject(out, "missing", missing);
+		missing = NULL;
+		text = cJSON_PrintUnformatted(out);
+		puts(text ? text : "{}");
+		free(text);
+		cJSON_Delete(out);
+	} else {
+		const cJSON *m;
+
+		printf("%s: %d of %d specs cached%s\n", cached == n ? "ready" :
+		    "not ready", cached, n, timed_out ? " (--wait ran out)" :
+		    "");
+		cJSON_ArrayForEach(m, missing) {
+			const cJSON *s = cJSON_GetArrayItem(specs,
+			    (int)jnum(m, "index"));
+
+			if (cJSON_GetObjectItemCaseSensitive(m, "code"))
+				printf("  specs[%d] %s: %s: %s\n",
+				    (int)jnum(m, "spec"), jstr(s, "kernel"),
+				    jstr(m, "code"), jstr(m, "message"));
+			else
+				printf("  specs[%d] %s: not cached (key %.12s)\n",
+				    (int)jnum(m, "spec"), jstr(s, "kernel"),
+				    jstr(m, "key"));
+		}
+	}
+	rc = cached == n ? EXIT_OK : EXIT_FAIL;
+out:
+	if (c)
+		kspec_close(c);
+	free(origin);
+	cJSON_Delete(man);
+	cJSON_Delete(specs);
+	cJSON_Delete(origin_j);
+	cJSON_Delete(missing);
+	return rc;
+}
+
 /* ---- fleet keys and bundles ---- */
 
 static const char usage_fleet_key[] =
@@ -2314,6 +2564,7 @@ static const struct {
 	{ "ls", usage_ls },
 	{ "evict", usage_evict },
 	{ "manifest", usage_manifest },
+	{ "ready", usage_ready },
 	{ "fleet-key", usage_fleet_key },
 	{ "bundle", usage_bundle },
 };
@@ -2391,6 +2642,8 @@ int main(int argc, char **argv)
 		return cmd_warm(socket_path, argc, argv);
 	if (strcmp(cmd, "manifest") == 0)
 		return cmd_manifest(socket_path, argc, argv);
+	if (strcmp(cmd, "ready") == 0)
+		return cmd_ready(socket_path, argc, argv);
 	if (strcmp(cmd, "fleet-key") == 0)
 		return cmd_fleet_key(argc, argv);
 	if (strcmp(cmd, "bundle") == 0)

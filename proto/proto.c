@@ -91,6 +91,7 @@ static const char *const op_names[KS_OP_COUNT_] = {
 	[KS_OP_MISSES] = "misses",
 	[KS_OP_CANCEL] = "cancel",
 	[KS_OP_IMPORT] = "import",
+	[KS_OP_READY] = "ready",
 };
 
 const char *ks_op_name(ks_op_t op)
@@ -660,18 +661,20 @@ static int item_failed(ks_request_t *out, int i, int code, const char *msg)
 }
 
 /* warm: "items", an array of get-specs (objects with get's fields), and
- * "progress". */
-static int parse_warm(const cJSON *root, ks_request_t *out, char *err,
-    size_t errlen)
+ * "progress"; ready: "items" alone (OP). */
+static int parse_warm(const cJSON *root, const char *op, ks_request_t *out,
+    char *err, size_t errlen)
 {
 	char msg[256];
 	const cJSON *items, *it;
 	int n, rc;
 
-	static const char *const names[] = { "items", "progress", NULL };
-	const cJSON *found[2];
+	static const char *const warm_names[] = { "items", "progress", NULL };
+	static const char *const ready_names[] = { "items", NULL };
+	const cJSON *found[2] = { NULL, NULL };
 
-	rc = op_members(root, "warm", names, found, err, errlen);
+	rc = op_members(root, op, strcmp(op, "warm") == 0 ? warm_names :
+	    ready_names, found, err, errlen);
 	if (rc)
 		return rc;
 	items = found[0];
@@ -688,7 +691,7 @@ static int parse_warm(const cJSON *root, ks_request_t *out, char *err,
 	n = cJSON_GetArraySize(items);
 	if (n > KS_MAX_WARM_ITEMS)
 		return fail(err, errlen, KS_E_TOO_LARGE,
-		    "warm takes at most %d items per request",
+		    "%s takes at most %d items per request", op,
 		    KS_MAX_WARM_ITEMS);
 	out->items = calloc(n ? (size_t)n : 1, sizeof *out->items);
 	if (!out->items)
@@ -827,8 +830,8 @@ static int parse_root(const cJSON *root, const char *text, size_t len,
 		return parse_get(root, "op 'explain'", &out->get, err, errlen);
 	if (out->op == KS_OP_LIST || out->op == KS_OP_EVICT)
 		return parse_filter(root, out->op, &out->filter, err, errlen);
-	if (out->op == KS_OP_WARM)
-		return parse_warm(root, out, err, errlen);
+	if (out->op == KS_OP_WARM || out->op == KS_OP_READY)
+		return parse_warm(root, op_names[i], out, err, errlen);
 	if (out->op == KS_OP_CANCEL)
 		return parse_cancel(root, out, err, errlen);
 	if (out->op == KS_OP_IMPORT)

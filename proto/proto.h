@@ -59,6 +59,7 @@ typedef enum {
 	KS_OP_MISSES,
 	KS_OP_CANCEL,
 	KS_OP_IMPORT,
+	KS_OP_READY,
 	KS_OP_COUNT_
 } ks_op_t;
 
@@ -118,7 +119,7 @@ typedef struct {
 	uint64_t id;
 	ks_get_req_t get;               /* KS_OP_GET, KS_OP_EXPLAIN */
 	ks_filter_req_t filter;         /* KS_OP_LIST, KS_OP_EVICT */
-	ks_get_req_t *items;            /* KS_OP_WARM: malloc'd */
+	ks_get_req_t *items;            /* KS_OP_WARM, KS_OP_READY: malloc'd */
 	int nitems;
 	ks_item_err_t *item_errs;       /* KS_OP_WARM: per item, malloc'd;
 	                                   NULL when every item parsed */

@@ -70,6 +70,7 @@ static ks_op_fn *const op_table[KS_OP_COUNT_] = {
 	[KS_OP_WARM] = ks_op_warm,
 	[KS_OP_MISSES] = ks_op_misses,
 	[KS_OP_IMPORT] = ks_op_import,
+	[KS_OP_READY] = ks_op_ready,
 	[KS_OP_CANCEL] = ks_op_cancel,
 };
 

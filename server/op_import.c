@@ -270,7 +270,6 @@ static void import_done(uv_work_t *w, int status)
 	for (i = 0; im->rc == KS_OK && i < im->count; i++) {
 		imp_item_t *it = &im->items[i];
 		compat_t cc = { &srv->keys, "", KS_KEYS_STALE };
-		ks_artifact_t *hot;
 
 		if (!it->a)
 			continue;
@@ -283,8 +282,8 @@ static void import_done(uv_work_t *w, int status)
 			    cc.why && *cc.why ? cc.why : "key");
 		} else {
 			ks_hash_hex(&it->a->key, hex);
-			hot = ks_hot_get(srv->hot, &it->a->key);
-			if (hot || ks_store_keys_with_prefix(srv->store, hex,
+			if (ks_hot_has(srv->hot, &it->a->key) ||
+			    ks_store_keys_with_prefix(srv->store, hex,
 			    &have, 1) == 1) {
 				/* A local copy is kept as it is. */
 				it->status = IMP_PRESENT;

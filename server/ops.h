@@ -1,7 +1,8 @@
 /*
  * Private to server/: the ops, one handler each, grouped in files:
  * op_get.c (get, warm, cancel), op_info.c (ping, hello, stats, kernels),
- * op_store.c (list, evict, explain, misses), op_import.c (import).  dispatch.c maps a parsed
+ * op_store.c (list, evict, explain, misses), op_import.c (import),
+ * op_ready.c (ready).  dispatch.c maps a parsed
  * request to its handler.  A handler answers on C now, or keeps C waiting
  * (ks_conn_wait) and answers later.
  */
@@ -15,7 +16,7 @@ typedef void ks_op_fn(ks_conn_t *c, const ks_request_t *req);
 ks_op_fn ks_op_get, ks_op_warm, ks_op_cancel;
 ks_op_fn ks_op_ping, ks_op_hello, ks_op_stats, ks_op_kernels;
 ks_op_fn ks_op_list, ks_op_evict, ks_op_explain, ks_op_misses;
-ks_op_fn ks_op_import;
+ks_op_fn ks_op_import, ks_op_ready;
 
 /* The fields of the stats reply, each after a comma (docs/protocol.md):
  * the same for the stats op and the metrics listener's /api/stats. */

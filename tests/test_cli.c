@@ -605,16 +605,19 @@ Test(cli, every_command_takes_json)
 	/* The fleet commands (docs/fleet.md), with the manifest's spec
 	 * cached again (the evict above removed it). */
 	cr_assert_eq(kspec("warm %s/w.json", D.dir), 0, "%s", out);
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < 3; i++) {
 		cJSON *j;
 
 		if (i == 0)
 			cr_assert_eq(kspec("fleet-key generate %s/fk --json",
 			    D.dir), 0, "%s", out);
-		else
+		else if (i == 1)
 			cr_assert_eq(kspec("bundle export %s/w.json -o %s/b.kspec "
 			    "--sign-key %s/fk.secret --json", D.dir, D.dir,
 			    D.dir), 0, "%s", out);
+		else
+			cr_assert_eq(kspec("ready %s/w.json --json", D.dir), 0,
+			    "%s", out);
 		j = cJSON_Parse(out);
 		cr_assert(j, "printed no JSON: %s", out);
 		cJSON_Delete(j);
@@ -898,4 +901,64 @@ Test(cli, warm_interrupted_cancels_what_is_queued)
 	cr_assert_eq(e2e_call(D.sock, "{\"op\":\"list\"}", &lr), 0);
 	cr_assert_eq(e2e_num(lr.h, "total"), compiled + running);
 	e2e_reply_free(&lr);
+}
+
+/* ---- ready ---- */
+
+/* A manifest's readiness: coverage and what is missing, then --wait
+ * warms it; a spec that can never be cached is named with its error. */
+Test(cli, ready_says_what_is_missing_and_wait_warms_it)
+{
+	char man[400], bad[400];
+	cJSON *j;
+
+	snprintf(man, sizeof man, "%s/r.json", D.dir);
+	write_cold_manifest(man, 3);
+	cr_assert_eq(kspec("ready %s", man), 1, "%s", out);
+	cr_assert(strstr(out, "not ready: 0 of 3 specs cached"), "%s", out);
+	cr_assert(strstr(out, "specs[2] gemm: not cached (key "), "%s", out);
+	cr_assert_eq(e2e_stat(D.sock, "compiles"), 0, "ready compiled");
+	cr_assert_eq(kspec("ready %s --wait 120", man), 0, "%s", out);
+	cr_assert(strstr(out, "ready: 3 of 3 specs cached"), "%s", out);
+	cr_assert_eq(kspec("ready %s --json", man), 0, "%s", out);
+	j = cJSON_Parse(out);
+	cr_assert(j, "%s", out);
+	cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "ready")));
+	cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "missing")), 0);
+	cJSON_Delete(j);
+	/* One cached spec after the evict of the others. */
+	cr_assert_eq(kspec("evict --all"), 0, "%s", out);
+	snprintf(bad, sizeof bad, "%s/bad.json", D.dir);
+	write_text(bad, "{\"version\":1,\"specs\":[{\"kernel\":\"nosuch\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1}},"
+	    "{\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+	    "\"shape\":{\"M\":1,\"N\":8,\"K\":8}}]}");
+	cr_assert_eq(kspec("ready %s --wait 60", bad), 1, "%s", out);
+	cr_assert(strstr(out, "not ready: 1 of 2 specs cached"), "%s", out);
+	cr_assert(strstr(out, "specs[0] nosuch: E_UNKNOWN_KERNEL"), "%s", out);
+}
+
+/* --wait that runs out: not ready, and what was still queued is taken
+ * back in the daemon (counted abandoned), not compiled. */
+Test(cli, ready_wait_that_runs_out_cancels_the_queue)
+{
+	char man[400];
+	double abandoned = -1;
+	int i;
+
+	one_worker();
+	snprintf(man, sizeof man, "%s/cold.json", D.dir);
+	write_cold_manifest(man, 24);
+	cr_assert_eq(kspec("ready %s --wait 1", man), 1, "%s", out);
+	cr_assert(strstr(out, "(--wait ran out)"), "%s", out);
+	for (i = 0; i < 100; i++) {
+		abandoned = e2e_stat(D.sock, "abandoned");
+		if (abandoned > 0 && e2e_stat(D.sock, "queue_depth") == 0)
+			break;
+		usleep(100000);
+	}
+	cr_assert_gt(abandoned, 0, "nothing queued was taken back");
+	/* What ran is stored; what was taken back is not. */
+	cr_assert_eq(kspec("ls --json"), 0, "%s", out);
+	cr_assert_null(strstr(out, "\"total\":24"), "every spec compiled");
 }

@@ -1248,3 +1248,26 @@ Test(client, error_names, .timeout = 10)
 	cr_assert_str_eq(kspec_strerror(KSPEC_E_CONNECT),
 	    "cannot connect to kspecd");
 }
+
+/* ready: items as warm has them, each item's error its own; no
+ * "progress" (ready sends no frames). */
+Test(parse, ready_takes_items)
+{
+	ok_parse("{\"op\":\"ready\",\"id\":3,\"items\":[{\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1}},"
+	    "{\"kernel\":\"gemm\",\"shpe\":{}}]}");
+	cr_assert_eq(req.op, KS_OP_READY);
+	cr_assert_eq(req.nitems, 2);
+	cr_assert_not_null(req.item_errs);
+	cr_assert_eq(req.item_errs[1].code, KS_E_UNKNOWN_FIELD);
+	ks_request_close(&req);
+	reject("{\"op\":\"ready\",\"items\":[],\"progress\":true}",
+	    KS_E_UNKNOWN_FIELD, "'progress'");
+	reject("{\"op\":\"ready\"}", KS_E_BAD_REQUEST, "'items'");
+	reject("{\"op\":\"import\",\"path\":\"relative/b.kspec\"}",
+	    KS_E_BAD_REQUEST, "absolute");
+	ok_parse("{\"op\":\"import\",\"path\":\"/srv/b.kspec\"}");
+	cr_assert_str_eq(req.path, "/srv/b.kspec");
+	ks_request_close(&req);
+	cr_assert_null(req.path);
+}

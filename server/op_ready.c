@@ -1,0 +1,128 @@
+/*
+ * ready: whether every spec of a list (a deployment's manifest) is cached
+ * for this daemon's identities now, so that an inference server can gate
+ * its start on it.  Each spec is keyed as a get would key it; the answer
+ * is read once the store writer has done what was posted before (a
+ * compile just answered is stored), from the memory tier and the store's
+ * key index.  Nothing is compiled, nothing counts as a use.
+ */
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+typedef struct {
+	int code;                /* KS_OK, or why the spec has no key */
+	char msg[256];
+	ks_hash_t key;
+} ready_item_t;
+
+typedef struct {
+	ks_mail_t mail;          /* first */
+	ks_srv_t *srv;
+	ks_conn_t *conn;
+	int has_id;
+	uint64_t id;
+	int n;
+	ready_item_t *items;
+} ready_t;
+
+static void ready_reply(ks_mail_t *m)
+{
+	ready_t *r = (ready_t *)m;
+	ks_srv_t *srv = r->srv;
+	ks_conn_t *c = r->conn;
+	char hex[KS_HASH_HEX];
+	ks_hash_t have;
+	int i, cached = 0, first = 1;
+
+	if (ks_conn_live(c)) {
+		ks_reply_begin(c, r->has_id, r->id);
+		ks_buf_puts(&c->out, ",\"missing\":[");
+		for (i = 0; i < r->n; i++) {
+			const ready_item_t *it = &r->items[i];
+
+			if (it->code == KS_OK) {
+				ks_hash_hex(&it->key, hex);
+				if (ks_hot_has(srv->hot, &it->key) ||
+				    ks_store_keys_with_prefix(srv->store, hex,
+				    &have, 1) == 1) {
+					cached++;
+					continue;
+				}
+				ks_buf_printf(&c->out, "%s{\"index\":%d,"
+				    "\"key\":\"%s\"}", first ? "" : ",", i, hex);
+			} else {
+				ks_buf_printf(&c->out, "%s{\"index\":%d,"
+				    "\"code\":\"%s\",\"message\":", first ? "" :
+				    ",", i, ks_err_name(it->code));
+				ks_buf_json_str(&c->out, it->msg);
+				ks_buf_puts(&c->out, "}");
+			}
+			first = 0;
+		}
+		ks_buf_printf(&c->out, "],\"ready\":%s,\"specs\":%d,"
+		    "\"cached\":%d", cached == r->n ? "true" : "false", r->n,
+		    cached);
+		ks_reply_finish(c);
+	}
+	ks_conn_done(c);
+	free(r->items);
+	free(r);
+}
+
+static void writer_reached(void *ctx)
+{
+	ready_t *r = ctx;
+
+	ks_mailbox_post(&r->srv->mailbox, &r->mail);
+}
+
+void ks_op_ready(ks_conn_t *c, const ks_request_t *req)
+{
+	ks_srv_t *srv = ks_srv_of(c);
+	ready_t *r = calloc(1, sizeof *r);
+	int i;
+
+	if (r)
+		r->items = calloc(req->nitems ? (size_t)req->nitems : 1,
+		    sizeof *r->items);
+	if (!r || !r->items) {
+		free(r);
+		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		    "out of memory");
+		return;
+	}
+	r->mail.fn = ready_reply;
+	r->srv = srv;
+	r->conn = c;
+	r->has_id = req->has_id;
+	r->id = req->id;
+	r->n = req->nitems;
+	for (i = 0; i < req->nitems; i++) {
+		ready_item_t *it = &r->items[i];
+		ks_get_t g;
+
+		if (req->item_errs && req->item_errs[i].code) {
+			it->code = req->item_errs[i].code;
+			snprintf(it->msg, sizeof it->msg, "%s",
+			    req->item_errs[i].msg);
+			continue;
+		}
+		it->code = ks_keys_normalize(&srv->keys, &req->items[i], &g,
+		    it->msg, sizeof it->msg);
+		if (it->code == KS_OK)
+			it->key = g.key;
+	}
+	if (ks_writer_barrier(srv->writer, writer_reached, r) != KS_OK) {
+		free(r->items);
+		free(r);
+		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		    "out of memory");
+		return;
+	}
+	ks_conn_wait(c);
+}
