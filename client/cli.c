@@ -48,7 +48,8 @@ static const char usage_main[] =
 "  kernels [--json] the kernel library: parameters, variants, guards\n"
 "  explain KERNEL . which variant and key a get would use, cached or not\n"
 "  warm MANIFEST    compile every spec of a manifest (docs/cli.md)\n"
-"  ready MANIFEST   whether every spec of a manifest is cached (--wait)\n"
+"  ready MANIFEST|DEPLOYMENT  whether every spec is cached (--wait)\n"
+"  deploy add|ls|rm deployments: named manifests whose kernels are pinned\n"
 "  ls [--json]      the stored artifacts (filters, paging)\n"
 "  evict ...        remove stored artifacts by key, filter, all or stale\n"
 "  manifest --from-misses  the daemon's recorded misses as a warm manifest\n"
@@ -1876,6 +1877,31 @@ static int cmd_warm(const char *socket_path, int argc, char **argv)
 	return r.count[W_FAILED] ? EXIT_FAIL : EXIT_OK;
 }
 
+/* One call of OP with FIELDS on a connection of its own: the reply
+ * parsed into *REPLY (cJSON_Delete it), or an exit status with the error
+ * reported. */
+static int call_parsed(const char *socket_path, const char *op,
+    const char *fields, cJSON **reply)
+{
+	kspec_client_t *c = NULL;
+	char *text = NULL;
+	int rc = open_client(socket_path, &c);
+
+	*reply = NULL;
+	if (rc)
+		return rc;
+	rc = kspec_call(c, op, fields, &text);
+	if (rc) {
+		rc = fail(c, rc);
+		kspec_close(c);
+		return rc;
+	}
+	kspec_close(c);
+	*reply = cJSON_Parse(text);
+	kspec_free(text);
+	return *reply ? EXIT_OK : EXIT_FAIL;
+}
+
 /* ---- manifest ---- */
 
 static int cmd_manifest(const char *socket_path, int argc, char **argv)
@@ -1887,7 +1913,6 @@ static int cmd_manifest(const char *socket_path, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	kspec_client_t *c = NULL;
 	const char *outpath = NULL;
 	cJSON *reply, *man, *specs;
 	const cJSON *m;
@@ -1922,18 +1947,9 @@ static int cmd_manifest(const char *socket_path, int argc, char **argv)
 	}
 	if (!from_misses)
 		return usage_error("manifest", "give --from-misses");
-	rc = open_client(socket_path, &c);
+	rc = call_parsed(socket_path, "misses", NULL, &reply);
 	if (rc)
 		return rc;
-	rc = kspec_call(c, "misses", NULL, &text);
-	if (rc) {
-		rc = fail(c, rc);
-		kspec_close(c);
-		return rc;
-	}
-	kspec_close(c);
-	reply = cJSON_Parse(text);
-	kspec_free(text);
 	man = cJSON_CreateObject();
 	cJSON_AddNumberToObject(man, "version", 1);
 	specs = cJSON_AddArrayToObject(man, "specs");
@@ -1958,15 +1974,46 @@ static int cmd_manifest(const char *socket_path, int argc, char **argv)
 /* ---- ready ---- */
 
 static const char usage_ready[] =
-"usage: kspec [--socket PATH] ready MANIFEST [--wait SECONDS] [--json]\n"
+"usage: kspec [--socket PATH] ready MANIFEST|DEPLOYMENT [--wait SECONDS]\n"
+"           [--json]\n"
 "\n"
-"Says whether every spec of MANIFEST (as kspec warm reads it) is cached\n"
+"Says whether every spec of MANIFEST (as kspec warm reads it), or of the\n"
+"deployment of that name (kspec deploy; when no such file exists), is cached\n"
 "for this daemon's compilers now: how many of how many, and which are\n"
 "missing.  Nothing is compiled, unless --wait: then the missing specs are\n"
 "warmed (at warm priority) and kspec waits until they are all cached or\n"
 "SECONDS have passed (then what is still queued is cancelled).  Exit\n"
 "status 0 ready, 1 not ready (or a spec that can never be: named with\n"
 "its error), 2 usage, 3 no daemon.  For a startup script to gate on.\n";
+
+/* The specs of deployment NAME into SPECS (ORIGIN: their indexes). */
+static int deployment_specs(const char *socket_path, const char *name,
+    cJSON *specs, cJSON *origin)
+{
+	const cJSON *d, *it;
+	cJSON *reply;
+	ks_buf_t f;
+	int rc, i = 0;
+
+	if (strlen(name) > 64)
+		return usage_error("ready", "no file '%s', nor a deployment "
+		    "name", name);
+	ks_buf_init(&f);
+	ks_buf_puts(&f, "\"name\":");
+	ks_buf_json_str(&f, name);
+	rc = call_parsed(socket_path, "deployments", f.data, &reply);
+	ks_buf_close(&f);
+	if (rc)
+		return rc;
+	d = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(reply,
+	    "deployments"), 0);
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(d, "items")) {
+		cJSON_AddItemToArray(specs, cJSON_Duplicate(it, 1));
+		cJSON_AddItemToArray(origin, cJSON_CreateNumber(i++));
+	}
+	cJSON_Delete(reply);
+	return EXIT_OK;
+}
 
 /* The ready op over SPECS in batches: *CACHED, and MISSING gets
  * {index, spec, key | code, message} per spec not cached. */
@@ -2127,14 +2174,23 @@ static int cmd_ready(const char *socket_path, int argc, char **argv)
 		}
 	}
 	if (!path)
-		return usage_error("ready", "missing MANIFEST");
-	text = slurp(path);
-	man = text ? cJSON_Parse(text) : NULL;
-	free(text);
+		return usage_error("ready", "missing MANIFEST or DEPLOYMENT");
 	specs = cJSON_CreateArray();
 	origin_j = cJSON_CreateArray();
 	missing = cJSON_CreateArray();
-	if (!man || expand_manifest(man, specs, origin_j, why, sizeof why)) {
+	if (access(path, F_OK) != 0 && strchr(path, '/') == NULL) {
+		/* A deployment: its specs, as the daemon keeps them. */
+		rc = deployment_specs(socket_path, path, specs, origin_j);
+		if (rc)
+			goto out;
+		man = cJSON_CreateObject();
+	} else {
+		text = slurp(path);
+		man = text ? cJSON_Parse(text) : NULL;
+		free(text);
+	}
+	if (!man || (!cJSON_GetArraySize(specs) &&
+	    expand_manifest(man, specs, origin_j, why, sizeof why))) {
 		fprintf(stderr, "kspec: %s: %s\n", path, !man ? "cannot read "
 		    "it as JSON" : why);
 		rc = EXIT_FAIL;
@@ -2201,6 +2257,115 @@ out:
 	cJSON_Delete(specs);
 	cJSON_Delete(origin_j);
 	cJSON_Delete(missing);
+	return rc;
+}
+
+/* ---- deploy ---- */
+
+static const char usage_deploy[] =
+"usage: kspec [--socket PATH] deploy add NAME MANIFEST [--json]\n"
+"       kspec [--socket PATH] deploy ls [NAME] [--json]\n"
+"       kspec [--socket PATH] deploy rm NAME [--json]\n"
+"\n"
+"Registers the specs of MANIFEST (at most 256, as kspec warm reads it)\n"
+"with the daemon as deployment NAME: their kernels are never evicted to\n"
+"keep the store in its budget, and kspec ready NAME says whether all are\n"
+"cached.  ls lists deployments with how many of their specs are cached;\n"
+"rm removes one (its kernels stay, unpinned).  add and rm are for the\n"
+"daemon's uid, root and --admin-group.  NAME: letters, digits, . _ -\n";
+
+static int cmd_deploy(const char *socket_path, int argc, char **argv)
+{
+	kspec_client_t *c = NULL;
+	cJSON *man = NULL, *specs = NULL, *origin = NULL, *reply;
+	const cJSON *d;
+	char why[256], *text = NULL, *items = NULL;
+	ks_buf_t f;
+	int i, rc, as_json = 0, nargs = 0;
+	const char *args[4] = { NULL, NULL, NULL, NULL };
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			as_json = 1;
+		else if (strcmp(argv[i], "--help") == 0 ||
+		    strcmp(argv[i], "-h") == 0) {
+			fputs(usage_deploy, stdout);
+			return EXIT_OK;
+		} else if (argv[i][0] == '-')
+			return bad_option("deploy", 0, argv[i]);
+		else if (nargs < 4)
+			args[nargs++] = argv[i];
+		else
+			return usage_error("deploy", "unexpected argument "
+			    "'%s'", argv[i]);
+	}
+	ks_buf_init(&f);
+	if (nargs == 3 && strcmp(args[0], "add") == 0) {
+		text = slurp(args[2]);
+		man = text ? cJSON_Parse(text) : NULL;
+		free(text);
+		specs = cJSON_CreateArray();
+		origin = cJSON_CreateArray();
+		if (!man || expand_manifest(man, specs, origin, why,
+		    sizeof why)) {
+			fprintf(stderr, "kspec: %s: %s\n", args[2], !man ?
+			    "cannot read it as JSON" : why);
+			rc = EXIT_FAIL;
+			goto out;
+		}
+		items = cJSON_PrintUnformatted(specs);
+		ks_buf_puts(&f, "\"name\":");
+		ks_buf_json_str(&f, args[1]);
+		ks_buf_printf(&f, ",\"items\":%s", items ? items : "[]");
+	} else if ((nargs == 2 && strcmp(args[0], "rm") == 0) ||
+	    (nargs <= 2 && nargs >= 1 && strcmp(args[0], "ls") == 0)) {
+		if (nargs == 2) {
+			ks_buf_puts(&f, "\"name\":");
+			ks_buf_json_str(&f, args[1]);
+		}
+	} else {
+		ks_buf_close(&f);
+		return usage_error("deploy", "give: add NAME MANIFEST, ls [NAME] "
+		    "or rm NAME");
+	}
+	rc = open_client(socket_path, &c);
+	if (rc)
+		goto out;
+	rc = kspec_call(c, strcmp(args[0], "add") == 0 ? "deploy" :
+	    strcmp(args[0], "rm") == 0 ? "undeploy" : "deployments",
+	    f.len ? f.data : NULL, &text);
+	if (rc) {
+		rc = fail(c, rc);
+		goto out;
+	}
+	if (as_json) {
+		puts(text);
+	} else if (strcmp(args[0], "ls") == 0) {
+		reply = cJSON_Parse(text);
+		printf("%-24s %7s %7s %7s\n", "name", "specs", "cached",
+		    "pinned");
+		cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(reply,
+		    "deployments"))
+			printf("%-24s %7d %7d %7d\n", jstr(d, "name"),
+			    (int)jnum(d, "specs"), (int)jnum(d, "cached"),
+			    (int)jnum(d, "pinned"));
+		cJSON_Delete(reply);
+	} else if (strcmp(args[0], "add") == 0) {
+		printf("deployment %s: %d specs registered; their kernels are "
+		    "pinned\n", args[1], cJSON_GetArraySize(specs));
+	} else {
+		printf("deployment %s removed\n", args[1]);
+	}
+	kspec_free(text);
+	rc = EXIT_OK;
+out:
+	if (c)
+		kspec_close(c);
+	free(items);
+	ks_buf_close(&f);
+	cJSON_Delete(man);
+	cJSON_Delete(specs);
+	cJSON_Delete(origin);
 	return rc;
 }
 
@@ -2565,6 +2730,7 @@ static const struct {
 	{ "evict", usage_evict },
 	{ "manifest", usage_manifest },
 	{ "ready", usage_ready },
+	{ "deploy", usage_deploy },
 	{ "fleet-key", usage_fleet_key },
 	{ "bundle", usage_bundle },
 };
@@ -2644,6 +2810,8 @@ int main(int argc, char **argv)
 		return cmd_manifest(socket_path, argc, argv);
 	if (strcmp(cmd, "ready") == 0)
 		return cmd_ready(socket_path, argc, argv);
+	if (strcmp(cmd, "deploy") == 0)
+		return cmd_deploy(socket_path, argc, argv);
 	if (strcmp(cmd, "fleet-key") == 0)
 		return cmd_fleet_key(argc, argv);
 	if (strcmp(cmd, "bundle") == 0)

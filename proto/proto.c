@@ -92,6 +92,9 @@ static const char *const op_names[KS_OP_COUNT_] = {
 	[KS_OP_CANCEL] = "cancel",
 	[KS_OP_IMPORT] = "import",
 	[KS_OP_READY] = "ready",
+	[KS_OP_DEPLOY] = "deploy",
+	[KS_OP_UNDEPLOY] = "undeploy",
+	[KS_OP_DEPLOYMENTS] = "deployments",
 };
 
 const char *ks_op_name(ks_op_t op)
@@ -660,28 +663,88 @@ static int item_failed(ks_request_t *out, int i, int code, const char *msg)
 	return KS_OK;
 }
 
+/* A deployment's name: 1 to KS_MAX_NAME of [A-Za-z0-9._-]. */
+static int get_name(const cJSON *m, const char *field, char *out,
+    char *err, size_t errlen)
+{
+	const char *s = cJSON_IsString(m) ? m->valuestring : NULL;
+	size_t n = s ? strlen(s) : 0;
+
+	if (!s || n == 0 || n > KS_MAX_NAME || strspn(s, "abcdefghijklmnopqr"
+	    "stuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
+		return fail(err, errlen, KS_E_BAD_REQUEST, "field '%s' must be "
+		    "a name of 1 to %d letters, digits, '.', '_' or '-'", field,
+		    KS_MAX_NAME);
+	memcpy(out, s, n + 1);
+	return KS_OK;
+}
+
+static int parse_items(const cJSON *items, const char *op,
+    ks_request_t *out, char *err, size_t errlen);
+
 /* warm: "items", an array of get-specs (objects with get's fields), and
- * "progress"; ready: "items" alone (OP). */
+ * "progress"; ready: "items", or "deployment" (a name); deploy: "name"
+ * and "items"; undeploy: "name"; deployments: "name", optional. */
 static int parse_warm(const cJSON *root, const char *op, ks_request_t *out,
     char *err, size_t errlen)
 {
-	char msg[256];
-	const cJSON *items, *it;
-	int n, rc;
-
 	static const char *const warm_names[] = { "items", "progress", NULL };
-	static const char *const ready_names[] = { "items", NULL };
+	static const char *const ready_names[] = { "items", "deployment",
+	    NULL };
 	const cJSON *found[2] = { NULL, NULL };
+	int rc;
 
 	rc = op_members(root, op, strcmp(op, "warm") == 0 ? warm_names :
 	    ready_names, found, err, errlen);
 	if (rc)
 		return rc;
-	items = found[0];
-	if (found[1] && !cJSON_IsBool(found[1]))
-		return fail(err, errlen, KS_E_BAD_REQUEST,
-		    "field 'progress' must be true or false");
-	out->progress = cJSON_IsTrue(found[1]);
+	if (out->op == KS_OP_WARM) {
+		if (found[1] && !cJSON_IsBool(found[1]))
+			return fail(err, errlen, KS_E_BAD_REQUEST,
+			    "field 'progress' must be true or false");
+		out->progress = cJSON_IsTrue(found[1]);
+	} else if (found[1]) {
+		if (found[0])
+			return fail(err, errlen, KS_E_BAD_REQUEST, "give "
+			    "'items' or 'deployment', not both");
+		return get_name(found[1], "deployment", out->name, err,
+		    errlen);
+	}
+	return parse_items(found[0], op, out, err, errlen);
+}
+
+static int parse_deploy(const cJSON *root, const char *op,
+    ks_request_t *out, char *err, size_t errlen)
+{
+	static const char *const deploy_names[] = { "name", "items", NULL };
+	static const char *const name_only[] = { "name", NULL };
+	const cJSON *found[2] = { NULL, NULL };
+	int rc;
+
+	rc = op_members(root, op, out->op == KS_OP_DEPLOY ? deploy_names :
+	    name_only, found, err, errlen);
+	if (rc)
+		return rc;
+	if (found[0] || out->op != KS_OP_DEPLOYMENTS) {
+		if (!found[0])
+			return fail(err, errlen, KS_E_BAD_REQUEST,
+			    "missing field 'name'");
+		rc = get_name(found[0], "name", out->name, err, errlen);
+		if (rc)
+			return rc;
+	}
+	if (out->op != KS_OP_DEPLOY)
+		return KS_OK;
+	return parse_items(found[1], op, out, err, errlen);
+}
+
+static int parse_items(const cJSON *items, const char *op,
+    ks_request_t *out, char *err, size_t errlen)
+{
+	char msg[256];
+	const cJSON *it;
+	int n, rc;
+
 	if (!items)
 		return fail(err, errlen, KS_E_BAD_REQUEST,
 		    "missing field 'items'");
@@ -832,6 +895,9 @@ static int parse_root(const cJSON *root, const char *text, size_t len,
 		return parse_filter(root, out->op, &out->filter, err, errlen);
 	if (out->op == KS_OP_WARM || out->op == KS_OP_READY)
 		return parse_warm(root, op_names[i], out, err, errlen);
+	if (out->op == KS_OP_DEPLOY || out->op == KS_OP_UNDEPLOY ||
+	    out->op == KS_OP_DEPLOYMENTS)
+		return parse_deploy(root, op_names[i], out, err, errlen);
 	if (out->op == KS_OP_CANCEL)
 		return parse_cancel(root, out, err, errlen);
 	if (out->op == KS_OP_IMPORT)

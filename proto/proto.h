@@ -60,6 +60,9 @@ typedef enum {
 	KS_OP_CANCEL,
 	KS_OP_IMPORT,
 	KS_OP_READY,
+	KS_OP_DEPLOY,
+	KS_OP_UNDEPLOY,
+	KS_OP_DEPLOYMENTS,
 	KS_OP_COUNT_
 } ks_op_t;
 
@@ -126,6 +129,9 @@ typedef struct {
 	int progress;                   /* KS_OP_WARM: "progress":true */
 	uint64_t request;               /* KS_OP_CANCEL: the warm's id */
 	char *path;                     /* KS_OP_IMPORT: absolute, malloc'd */
+	char name[KS_MAX_NAME + 1];     /* a deployment: KS_OP_DEPLOY,
+	                                   _UNDEPLOY, _DEPLOYMENTS (or ""),
+	                                   KS_OP_READY (or "": items) */
 } ks_request_t;
 
 /* The longest path an import names. */

@@ -33,6 +33,7 @@
 #include "dispatch.h"
 #include "lookup.h"
 #include "observe.h"
+#include "ops.h"
 #include "sock.h"
 #include "systemd.h"
 
@@ -142,6 +143,8 @@ static void on_probe(ks_pool_t *p, int rc, const char *json)
 		return;
 	}
 	srv->listening = 1;
+	/* Deployments pin the keys of today's compilers. */
+	ks_deploy_repin(srv);
 	ks_log(KS_LOG_INFO, "kspecd %s listening on %s%s, store %s, %d "
 	    "compile workers", KS_SERVER_VERSION, srv->cfg.socket_path,
 	    srv->passed_fd >= 0 ? " (passed by the service manager)" : "",

@@ -71,6 +71,9 @@ static ks_op_fn *const op_table[KS_OP_COUNT_] = {
 	[KS_OP_MISSES] = ks_op_misses,
 	[KS_OP_IMPORT] = ks_op_import,
 	[KS_OP_READY] = ks_op_ready,
+	[KS_OP_DEPLOY] = ks_op_deploy,
+	[KS_OP_UNDEPLOY] = ks_op_undeploy,
+	[KS_OP_DEPLOYMENTS] = ks_op_deployments,
 	[KS_OP_CANCEL] = ks_op_cancel,
 };
 

@@ -81,14 +81,59 @@ static void writer_reached(void *ctx)
 	ks_mailbox_post(&r->srv->mailbox, &r->mail);
 }
 
+static int specs_of(void *ctx, const char *name, const char *specs,
+    int64_t created, uint64_t pins)
+{
+	(void)name;
+	(void)created;
+	(void)pins;
+	*(char **)ctx = strdup(specs);
+	return 0;
+}
+
+static void ready_items(ks_conn_t *c, const ks_request_t *req,
+    const ks_request_t *src);
+
 void ks_op_ready(ks_conn_t *c, const ks_request_t *req)
+{
+	ks_srv_t *srv = ks_srv_of(c);
+	ks_request_t dep;
+	char *specs = NULL, err[512];
+	int rc;
+
+	if (!req->name[0]) {
+		ready_items(c, req, req);
+		return;
+	}
+	/* A deployment's specs, as they were registered. */
+	rc = ks_store_deployments(srv->store, req->name, specs_of, &specs);
+	if (rc == KS_OK && !specs) {
+		snprintf(err, sizeof err, "no deployment named '%s'",
+		    req->name);
+		rc = KS_E_NOT_FOUND;
+	} else if (rc == KS_OK) {
+		rc = ks_deploy_specs_parse(specs, &dep, err, sizeof err);
+	} else {
+		snprintf(err, sizeof err, "cannot read the deployment");
+	}
+	free(specs);
+	if (rc) {
+		ks_srv_reject(c, req->has_id, req->id, rc, err);
+		return;
+	}
+	ready_items(c, req, &dep);
+	ks_request_close(&dep);
+}
+
+static void ready_items(ks_conn_t *c, const ks_request_t *req,
+    const ks_request_t *src)
 {
 	ks_srv_t *srv = ks_srv_of(c);
 	ready_t *r = calloc(1, sizeof *r);
 	int i;
 
 	if (r)
-		r->items = calloc(req->nitems ? (size_t)req->nitems : 1,
+		r->items = calloc(src->nitems ? (size_t)src->nitems : 1,
 		    sizeof *r->items);
 	if (!r || !r->items) {
 		free(r);
@@ -101,18 +146,18 @@ void ks_op_ready(ks_conn_t *c, const ks_request_t *req)
 	r->conn = c;
 	r->has_id = req->has_id;
 	r->id = req->id;
-	r->n = req->nitems;
-	for (i = 0; i < req->nitems; i++) {
+	r->n = src->nitems;
+	for (i = 0; i < src->nitems; i++) {
 		ready_item_t *it = &r->items[i];
 		ks_get_t g;
 
-		if (req->item_errs && req->item_errs[i].code) {
-			it->code = req->item_errs[i].code;
+		if (src->item_errs && src->item_errs[i].code) {
+			it->code = src->item_errs[i].code;
 			snprintf(it->msg, sizeof it->msg, "%s",
-			    req->item_errs[i].msg);
+			    src->item_errs[i].msg);
 			continue;
 		}
-		it->code = ks_keys_normalize(&srv->keys, &req->items[i], &g,
+		it->code = ks_keys_normalize(&srv->keys, &src->items[i], &g,
 		    it->msg, sizeof it->msg);
 		if (it->code == KS_OK)
 			it->key = g.key;

@@ -2,7 +2,7 @@
  * Private to server/: the ops, one handler each, grouped in files:
  * op_get.c (get, warm, cancel), op_info.c (ping, hello, stats, kernels),
  * op_store.c (list, evict, explain, misses), op_import.c (import),
- * op_ready.c (ready).  dispatch.c maps a parsed
+ * op_ready.c (ready), op_deploy.c (deploy, undeploy, deployments).  dispatch.c maps a parsed
  * request to its handler.  A handler answers on C now, or keeps C waiting
  * (ks_conn_wait) and answers later.
  */
@@ -17,6 +17,18 @@ ks_op_fn ks_op_get, ks_op_warm, ks_op_cancel;
 ks_op_fn ks_op_ping, ks_op_hello, ks_op_stats, ks_op_kernels;
 ks_op_fn ks_op_list, ks_op_evict, ks_op_explain, ks_op_misses;
 ks_op_fn ks_op_import, ks_op_ready;
+ks_op_fn ks_op_deploy, ks_op_undeploy, ks_op_deployments;
+
+/* Deployments (op_deploy.c): SPECS (a stored JSON array of get-specs)
+ * parsed as a ready request's items; each item's key into KEYS (and its
+ * canonical spec into SPECS_OUT when not NULL), or the first bad item's
+ * error with its index in ERR; the keys of every deployment pinned anew
+ * under today's compilers (at start). */
+int ks_deploy_specs_parse(const char *specs, ks_request_t *out, char *err,
+    size_t errlen);
+int ks_deploy_keys(ks_srv_t *srv, const ks_request_t *req, ks_hash_t *keys,
+    ks_buf_t *specs_out, char *err, size_t errlen);
+void ks_deploy_repin(ks_srv_t *srv);
 
 /* The fields of the stats reply, each after a comma (docs/protocol.md):
  * the same for the stats op and the metrics listener's /api/stats. */

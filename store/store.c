@@ -181,6 +181,17 @@ static const char *const migrations[] = {
 	"  meta TEXT NOT NULL,"
 	"  bytes BLOB NOT NULL,"
 	"  xsum BLOB);",
+	/* v4 -> v5: deployments, named lists of get-specs (JSON), and the
+	 * keys they pin against eviction (recomputed by the daemon when its
+	 * compilers change). */
+	"CREATE TABLE deployments ("
+	"  name TEXT PRIMARY KEY NOT NULL,"
+	"  specs TEXT NOT NULL,"
+	"  created INTEGER NOT NULL) WITHOUT ROWID;"
+	"CREATE TABLE pins ("
+	"  key BLOB NOT NULL,"
+	"  name TEXT NOT NULL,"
+	"  PRIMARY KEY (key, name)) WITHOUT ROWID;",
 };
 
 static int fill_xsum(ks_store_t *s, char *err, size_t errlen);
@@ -188,7 +199,7 @@ static int fill_entry_cols(ks_store_t *s, char *err, size_t errlen);
 
 /* What a step does after its SQL, in the same transaction (NULL: none). */
 static int (*const migration_fill[])(ks_store_t *, char *, size_t) = {
-	NULL, NULL, fill_xsum, fill_entry_cols,
+	NULL, NULL, fill_xsum, fill_entry_cols, NULL,
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] ==
@@ -1218,8 +1229,9 @@ static int prepare_writer(ks_store_t *s, char *err, size_t errlen)
 		W(w_delete_use, "DELETE FROM uses WHERE key = ?1"),
 		W(w_touch, "UPDATE uses SET last_used = ?2"
 		    " WHERE key = ?1 AND last_used < ?2"),
-		W(w_lru, "SELECT key FROM uses WHERE key <> ?1"
-		    " ORDER BY last_used, key LIMIT ?2"),
+		/* A deployment's pinned keys are never evicted. */
+		W(w_lru, "SELECT key FROM uses WHERE key <> ?1 AND key NOT IN"
+		    " (SELECT key FROM pins) ORDER BY last_used, key LIMIT ?2"),
 		W(w_check, SELECT_ROW),
 		W(w_count_corrupt, "UPDATE counters SET value = value + 1"
 		    " WHERE name = 'corrupt'"),
@@ -2178,3 +2190,118 @@ int ks_store_misses(ks_store_t *s, int (*cb)(void *ctx, const char *spec,
 	pthread_mutex_unlock(&s->rlock);
 	return rc;
 }
+
+/* ---- deployments (schema 5) ---- */
+
+/* Runs SQL with NAME bound to ?1 on the writer's connection. */
+static int exec_named(ks_store_t *s, const char *sql, const char *name,
+    int *changes)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(s->w, sql, -1, &st, NULL);
+
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return failed(s, s->w, rc, "deployment");
+	if (changes)
+		*changes = sqlite3_changes(s->w);
+	return KS_OK;
+}
+
+int ks_store_deploy_set(ks_store_t *s, const char *name, const char *specs,
+    const ks_hash_t *keys, size_t n)
+{
+	sqlite3_stmt *st = NULL;
+	size_t i;
+	int rc;
+
+	pthread_mutex_lock(&s->wlock);
+	rc = begin(s);
+	if (rc == KS_OK &&
+	    sqlite3_prepare_v2(s->w, "INSERT INTO deployments (name, specs, "
+	    "created) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO UPDATE SET "
+	    "specs = ?2", -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, specs, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, wall_ms());
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = failed(s, s->w, sqlite3_errcode(s->w), "deployment");
+	} else if (rc == KS_OK) {
+		rc = failed(s, s->w, sqlite3_errcode(s->w), "deployment");
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (rc == KS_OK)
+		rc = exec_named(s, "DELETE FROM pins WHERE name = ?1", name,
+		    NULL);
+	if (rc == KS_OK && sqlite3_prepare_v2(s->w, "INSERT OR IGNORE INTO "
+	    "pins (key, name) VALUES (?1, ?2)", -1, &st, NULL) != SQLITE_OK)
+		rc = failed(s, s->w, sqlite3_errcode(s->w), "pins");
+	for (i = 0; rc == KS_OK && i < n; i++) {
+		bind_key(st, 1, &keys[i]);
+		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = failed(s, s->w, sqlite3_errcode(s->w), "pins");
+		sqlite3_reset(st);
+	}
+	sqlite3_finalize(st);
+	if (rc == KS_OK)
+		rc = commit(s);
+	if (rc != KS_OK)
+		rollback(s);
+	pthread_mutex_unlock(&s->wlock);
+	return rc;
+}
+
+int ks_store_deploy_remove(ks_store_t *s, const char *name)
+{
+	int rc, n = 0;
+
+	pthread_mutex_lock(&s->wlock);
+	rc = begin(s);
+	if (rc == KS_OK)
+		rc = exec_named(s, "DELETE FROM deployments WHERE name = ?1",
+		    name, &n);
+	if (rc == KS_OK)
+		rc = exec_named(s, "DELETE FROM pins WHERE name = ?1", name,
+		    NULL);
+	if (rc == KS_OK)
+		rc = commit(s);
+	if (rc != KS_OK)
+		rollback(s);
+	pthread_mutex_unlock(&s->wlock);
+	return rc == KS_OK && n == 0 ? KS_E_NOT_FOUND : rc;
+}
+
+int ks_store_deployments(ks_store_t *s, const char *name,
+    int (*cb)(void *ctx, const char *name, const char *specs,
+    int64_t created, uint64_t pins), void *ctx)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, stop = 0;
+
+	pthread_mutex_lock(&s->rlock);
+	rc = sqlite3_prepare_v2(s->r, "SELECT d.name, d.specs, d.created, "
+	    "(SELECT count(*) FROM pins p WHERE p.name = d.name) FROM "
+	    "deployments d WHERE ?1 IS NULL OR d.name = ?1 ORDER BY d.name",
+	    -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		if (name)
+			sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+		while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW)
+			stop = cb(ctx, (const char *)sqlite3_column_text(st, 0),
+			    (const char *)sqlite3_column_text(st, 1),
+			    sqlite3_column_int64(st, 2),
+			    (uint64_t)sqlite3_column_int64(st, 3));
+	}
+	rc = stop ? stop : rc == SQLITE_DONE || rc == SQLITE_ROW ? KS_OK :
+	    failed(s, s->r, rc, "deployments");
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->rlock);
+	return rc;
+}
+

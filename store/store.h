@@ -87,7 +87,7 @@ typedef struct ks_store ks_store_t;
 
 /* Schema version (PRAGMA user_version) this build creates and migrates to;
  * a store with a newer version is refused. */
-#define KS_STORE_SCHEMA_VERSION 4
+#define KS_STORE_SCHEMA_VERSION 5
 /* Distinct keys whose touches are held in memory; a full set is flushed. */
 #define KS_STORE_PENDING_TOUCHES 256
 
@@ -254,6 +254,23 @@ int ks_store_entry_of(const ks_hash_t *key, const char *meta,
     size_t meta_len, uint64_t size,
     int (*cb)(void *ctx, const ks_store_entry_t *e), void *ctx);
 
+/*
+ * Deployments (schema 5): a NAME, its get-specs (SPECS, a JSON array) and
+ * the keys they pin: budget eviction never removes a pinned row (an
+ * explicit remove still does).  ks_store_deploy_set replaces NAME's specs
+ * and pins, in one transaction (writer thread); ks_store_deploy_remove
+ * drops both, KS_E_NOT_FOUND when NAME is none.  ks_store_deployments
+ * calls CB for NAME, or every deployment when NAME is NULL, in name order,
+ * with its pin count (reader; CB must not call into S; its nonzero return
+ * stops the walk and is returned).
+ */
+int ks_store_deploy_set(ks_store_t *s, const char *name, const char *specs,
+    const ks_hash_t *keys, size_t n);
+int ks_store_deploy_remove(ks_store_t *s, const char *name);
+int ks_store_deployments(ks_store_t *s, const char *name,
+    int (*cb)(void *ctx, const char *name, const char *specs,
+    int64_t created, uint64_t pins), void *ctx);
+
 /* Exact matches on columns; NULL or "" matches every row. */
 typedef struct {
 	const char *kernel, *backend, *target;
@@ -314,6 +331,11 @@ int ks_writer_quarantine(ks_store_writer_t *w, const ks_hash_t *key);
 int ks_writer_remove(ks_store_writer_t *w, const ks_hash_t *keys,
     size_t nkeys, int (*match)(void *ctx, const char *meta), void *mctx,
     ks_writer_removed_fn done, void *ctx);
+/* ks_store_deploy_set of NAME (SPECS, KEYS), or ks_store_deploy_remove of
+ * it when SPECS is NULL, then DONE(CTX, rc) on the writer thread. */
+int ks_writer_deploy(ks_store_writer_t *w, const char *name,
+    const char *specs, const ks_hash_t *keys, size_t nkeys,
+    void (*done)(void *ctx, int rc), void *ctx);
 /* Calls REACHED(CTX) on the writer thread once everything posted before
  * has run: a reader that waits for it sees those writes. */
 int ks_writer_barrier(ks_store_writer_t *w, void (*reached)(void *ctx),

@@ -10,7 +10,7 @@
 #include "store.h"
 
 enum { OP_PUT, OP_FLUSH, OP_MISS, OP_QUARANTINE, OP_REMOVE, OP_BARRIER,
-    OP_REOPEN, OP_SYNC, OP_STOP };
+    OP_REOPEN, OP_SYNC, OP_DEPLOY, OP_STOP };
 
 typedef struct op {
 	int type;
@@ -29,6 +29,8 @@ typedef struct op {
 	char err[512];
 	void *ctx;
 	int *synced;                     /* SYNC */
+	char *name;                      /* DEPLOY: NULL specs removes it */
+	void (*deployed)(void *ctx, int rc);
 } op_t;
 
 struct ks_store_writer {
@@ -82,6 +84,15 @@ static void run(ks_store_writer_t *w, op_t *op)
 		break;
 	case OP_BARRIER:
 		op->reached(op->ctx);
+		break;
+	case OP_DEPLOY:
+		rc = op->spec ? ks_store_deploy_set(w->store, op->name, op->spec,
+		    op->keys, op->nkeys) : ks_store_deploy_remove(w->store,
+		    op->name);
+		op->deployed(op->ctx, rc);
+		free(op->name);
+		free(op->spec);
+		free(op->keys);
 		break;
 	case OP_REOPEN:
 		op->reopened(op->ctx, ks_store_reopen(w->store, op->err,
@@ -275,6 +286,33 @@ int ks_writer_remove(ks_store_writer_t *w, const ks_hash_t *keys,
 	op->match = match;
 	op->mctx = mctx;
 	op->done = done;
+	op->ctx = ctx;
+	post(w, op);
+	return KS_OK;
+}
+
+int ks_writer_deploy(ks_store_writer_t *w, const char *name,
+    const char *specs, const ks_hash_t *keys, size_t nkeys,
+    void (*done)(void *ctx, int rc), void *ctx)
+{
+	op_t *op = op_new(OP_DEPLOY);
+
+	if (!op)
+		return KS_E_NOMEM;
+	op->name = strdup(name);
+	op->spec = specs ? strdup(specs) : NULL;
+	op->keys = nkeys ? malloc(nkeys * sizeof *keys) : NULL;
+	if (!op->name || (specs && !op->spec) || (nkeys && !op->keys)) {
+		free(op->name);
+		free(op->spec);
+		free(op->keys);
+		free(op);
+		return KS_E_NOMEM;
+	}
+	if (nkeys)
+		memcpy(op->keys, keys, nkeys * sizeof *keys);
+	op->nkeys = nkeys;
+	op->deployed = done;
 	op->ctx = ctx;
 	post(w, op);
 	return KS_OK;

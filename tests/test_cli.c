@@ -962,3 +962,59 @@ Test(cli, ready_wait_that_runs_out_cancels_the_queue)
 	cr_assert_eq(kspec("ls --json"), 0, "%s", out);
 	cr_assert_null(strstr(out, "\"total\":24"), "every spec compiled");
 }
+
+/* ---- deployments ---- */
+
+/* A deployment registered, not ready with its coverage, ready after
+ * --wait; its kernels outlive the budget's evictions; removed. */
+Test(cli, a_deployment_is_pinned_and_gated_on)
+{
+	/* No memory tier: what is cached is what the store keeps. */
+	static const char *const extra[] = { "--workers", "1", "--max-bytes",
+	    "30K", "--hot-bytes", "0", NULL };
+	char man[400];
+	cJSON *j;
+	int n;
+
+	e2e_cleanup(&D);
+	memset(&D, 0, sizeof D);
+	cr_assert_eq(e2e_start(&D, extra), 0);
+	snprintf(man, sizeof man, "%s/dep.json", D.dir);
+	write_cold_manifest(man, 3);
+	cr_assert_eq(kspec("deploy add llama %s", man), 0, "%s", out);
+	cr_assert(strstr(out, "3 specs registered"), "%s", out);
+	cr_assert_eq(kspec("deploy ls"), 0, "%s", out);
+	cr_assert(strstr(out, "llama                          3       0       3"),
+	    "%s", out);
+	cr_assert_eq(kspec("ready llama"), 1, "%s", out);
+	cr_assert(strstr(out, "not ready: 0 of 3 specs cached"), "%s", out);
+	cr_assert_eq(kspec("ready llama --wait 120"), 0, "%s", out);
+	cr_assert(strstr(out, "ready: 3 of 3 specs cached"), "%s", out);
+	/* Other kernels, more than the budget holds: the LRU goes, the
+	 * deployment's stay. */
+	for (n = 8; n <= 64; n += 8)
+		cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+		    "M=1,N=%d,K=16 --meta /dev/null", n), 0, "%s", out);
+	cr_assert_eq(kspec("ready llama"), 0, "a pinned kernel was evicted: %s",
+	    out);
+	cr_assert_eq(kspec("ls --json"), 0, "%s", out);
+	j = cJSON_Parse(out);
+	cr_assert(j);
+	cr_assert_lt(cJSON_GetObjectItem(j, "total")->valueint, 11,
+	    "nothing was evicted: the test proves nothing");
+	cJSON_Delete(j);
+	cr_assert_eq(kspec("deploy ls llama --json"), 0, "%s", out);
+	cr_assert(strstr(out, "\"cached\":3"), "%s", out);
+	cr_assert_eq(kspec("deploy rm llama"), 0, "%s", out);
+	cr_assert_eq(kspec("deploy rm llama"), 1, "%s", out);
+	cr_assert(strstr(out, "E_NOT_FOUND"), "%s", out);
+	cr_assert_eq(kspec("ready llama"), 1, "%s", out);
+	/* A bad spec refuses the whole deployment, by its index. */
+	write_text(man, "{\"version\":1,\"specs\":[{\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1,\"N\":8,"
+	    "\"K\":8}},{\"kernel\":\"nosuch\",\"backend\":\"cpu\",\"dtype\":"
+	    "\"f32\",\"shape\":{}}]}");
+	cr_assert_eq(kspec("deploy add bad %s", man), 1, "%s", out);
+	cr_assert(strstr(out, "items[1]") && strstr(out, "E_UNKNOWN_KERNEL"),
+	    "%s", out);
+}

@@ -765,6 +765,7 @@ static void version_2_store(void)
 	    "  u.last_used, a.meta, a.bytes FROM artifacts a JOIN uses u"
 	    "  ON u.key = a.key;"
 	    "DROP TABLE artifacts; DROP TABLE uses;"
+	    "DROP TABLE deployments; DROP TABLE pins;"
 	    "ALTER TABLE v2 RENAME TO artifacts;"
 	    "CREATE INDEX artifacts_by_last_used ON artifacts(last_used);"
 	    "PRAGMA user_version = 2;");
@@ -908,6 +909,7 @@ static void version_3_store(void)
 	    "INSERT INTO v3 SELECT key, sum, row_sum, size, created, meta,"
 	    "  bytes, xsum FROM artifacts;"
 	    "DROP TABLE artifacts;"
+	    "DROP TABLE deployments; DROP TABLE pins;"
 	    "ALTER TABLE v3 RENAME TO artifacts;"
 	    "UPDATE artifacts SET created = 1234;"
 	    "PRAGMA user_version = 3;");
@@ -931,7 +933,7 @@ Test(store, version_3_store_gets_its_entry_columns_from_each_meta)
 	used = raw_last_used(1);
 	s = open_store(0);
 	ks_store_stats(s, &st);
-	cr_assert_eq(st.schema_version, 4);
+	cr_assert_eq(st.schema_version, KS_STORE_SCHEMA_VERSION);
 	cr_assert_eq(st.entries, 3);
 	cr_assert_eq(ks_store_entries(s, NULL, 0, 0, keep_entry, &es, &total),
 	    0);
@@ -957,7 +959,8 @@ Test(store, version_3_store_gets_its_entry_columns_from_each_meta)
 	expect_same(s, 2, 200);
 	cr_assert_eq(get_rc(s, 3), KS_OK);
 	ks_store_close(s);
-	cr_assert_eq(raw_int("PRAGMA user_version", -1), 4);
+	cr_assert_eq(raw_int("PRAGMA user_version", -1),
+	    KS_STORE_SCHEMA_VERSION);
 	/* The columns stand before meta and the blob, where a listing reads
 	 * them without walking a row's overflow pages. */
 	for (i = 0; i < 2; i++)
