@@ -8,7 +8,7 @@
 
 CC       ?= cc
 BUILD    ?= build
-PKGS     := libuv libcjson sqlite3 libsodium libxxhash
+PKGS     := libuv libcjson sqlite3 libsodium libxxhash hiredis
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 OPT      ?= -O2 -g

@@ -9,7 +9,7 @@
 set -eu
 
 PKGS="build-essential pkg-config libgccjit-12-dev libuv1-dev libcjson-dev
-libsqlite3-dev libsodium-dev libcriterion-dev redis-server
+libsqlite3-dev libsodium-dev libcriterion-dev redis-server libhiredis-dev
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libopenblas-dev
 python3 python3-venv uthash-dev libxxhash-dev systemd groff-base
 curl prometheus chromium"

@@ -157,28 +157,39 @@ int ks_fleet_load_public(const char *path, ks_fleet_pub_t *out, char *err,
 	return rc;
 }
 
-int ks_fleet_load_secret(const char *path, ks_fleet_sec_t *out, char *err,
-    size_t errlen)
+int ks_secret_open(const char *path, int *fdp, char *err, size_t errlen)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), rc;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 
+	*fdp = -1;
 	if (fd < 0) {
 		snprintf(err, errlen, "%s: %s", path, errno == ELOOP ?
-		    "a symbolic link; give the key file itself" :
+		    "a symbolic link; give the file itself" :
 		    strerror(errno));
 		return errno == ELOOP ? KS_E_DENIED : ks_err_from_errno(errno);
 	}
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
 	    (st.st_uid != geteuid() && st.st_uid != 0) ||
 	    (st.st_mode & 077)) {
-		snprintf(err, errlen, "%s: a secret key must be a file of its "
-		    "user that nobody else can read or write (owned by uid "
-		    "%ld, mode %04o; chmod 0600)", path, (long)st.st_uid,
-		    (unsigned)(st.st_mode & 07777));
+		snprintf(err, errlen, "%s: a secret (key or password) must be "
+		    "a file of its user that nobody else can read or write "
+		    "(owned by uid %ld, mode %04o; chmod 0600)", path,
+		    (long)st.st_uid, (unsigned)(st.st_mode & 07777));
 		close(fd);
 		return KS_E_DENIED;
 	}
+	*fdp = fd;
+	return KS_OK;
+}
+
+int ks_fleet_load_secret(const char *path, ks_fleet_sec_t *out, char *err,
+    size_t errlen)
+{
+	int fd, rc = ks_secret_open(path, &fd, err, errlen);
+
+	if (rc)
+		return rc;
 	rc = read_key(fd, path, SEC_TAG, out->sk, sizeof out->sk, err, errlen);
 	close(fd);
 	if (rc == KS_OK)

@@ -62,6 +62,14 @@ int ks_fleet_load_public(const char *path, ks_fleet_pub_t *out, char *err,
 int ks_fleet_load_secret(const char *path, ks_fleet_sec_t *out, char *err,
     size_t errlen);
 
+/*
+ * Opens PATH for reading (*FD, caller closes) if it is a secret's file: a
+ * regular file (no symlink) owned by the caller's uid or root, mode 0600
+ * or 0400.  KS_E_DENIED otherwise, with what to fix; errno's.  Secret keys
+ * and kspecd's --remote-password-file.
+ */
+int ks_secret_open(const char *path, int *fd, char *err, size_t errlen);
+
 /* Appends the signed entry of (KEY, META, BYTES) to OUT. */
 int ks_entry_seal(const ks_fleet_sec_t *sk, const ks_hash_t *key,
     const char *meta, size_t meta_len, const void *bytes, size_t len,

@@ -8,6 +8,7 @@
 
 #include "../exec/exec.h"
 #include "../proto/proto.h"
+#include "remote.h"
 #include "server.h"
 
 int ks_server_defaults(ks_server_config_t *cfg)
@@ -64,6 +65,7 @@ int ks_server_defaults(ks_server_config_t *cfg)
 	cfg->admin_gid = -1;
 	cfg->idle_timeout_s = KS_IDLE_TIMEOUT_S;
 	cfg->read_timeout_s = KS_READ_TIMEOUT_S;
+	cfg->remote_timeout_ms = KS_REMOTE_DEFAULT_TIMEOUT_MS;
 	return 0;
 }
 

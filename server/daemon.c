@@ -30,6 +30,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "dispatch.h"
 #include "lookup.h"
 #include "observe.h"
@@ -77,6 +79,9 @@ static void maybe_finish(ks_srv_t *srv)
 		uv_close((uv_handle_t *)&srv->watchdog_timer, NULL);
 	if (!uv_is_closing((uv_handle_t *)&srv->stop_async))
 		uv_close((uv_handle_t *)&srv->stop_async, NULL);
+	/* Publishes still on their way are dropped: fire and forget. */
+	if (srv->remote)
+		ks_remote_close(srv->remote);
 	if (srv->conns.head &&
 	    !uv_is_active((uv_handle_t *)&srv->drain_timer)) {
 		uv_timer_start(&srv->drain_timer, on_drain_deadline,
@@ -375,6 +380,50 @@ static int open_store(ks_srv_t *srv)
 	return rc;
 }
 
+/* What --remote needs before the loop starts, all or nothing: a fleet
+ * key (values from Redis are taken only signed: without one the node
+ * would have to trust whatever Redis holds, so it refuses to start), the
+ * password and the sign key from files only their user can read. */
+static int remote_setup(ks_srv_t *srv)
+{
+	const ks_server_config_t *cfg = &srv->cfg;
+	char err[1200], id[17];
+	int rc = KS_OK;
+
+	if (srv->nfleet == 0) {
+		ks_log(KS_LOG_ERROR, "cannot start: --remote needs at least "
+		    "one --fleet-key (values from Redis are accepted only "
+		    "signed by a fleet key)");
+		return KS_E_INVAL;
+	}
+	if (cfg->remote_password_file[0])
+		rc = ks_remote_read_password(cfg->remote_password_file,
+		    srv->remote_pw, sizeof srv->remote_pw, err, sizeof err);
+	if (rc == KS_OK && cfg->fleet_sign_key[0]) {
+		rc = ks_fleet_load_secret(cfg->fleet_sign_key, &srv->sign, err,
+		    sizeof err);
+		srv->can_sign = rc == KS_OK;
+	}
+	if (rc == KS_OK && !(srv->remote = calloc(1, sizeof *srv->remote))) {
+		snprintf(err, sizeof err, "out of memory");
+		rc = KS_E_NOMEM;
+	}
+	if (rc) {
+		ks_log(KS_LOG_ERROR, "cannot start: --remote: %s", err);
+		sodium_memzero(srv->remote_pw, sizeof srv->remote_pw);
+		return rc;
+	}
+	if (srv->can_sign) {
+		ks_fleet_id_hex(srv->sign.id, id);
+		ks_log(KS_LOG_INFO, "remote %s: publishing what this node "
+		    "compiles, signed by key %s", cfg->remote_url, id);
+	} else {
+		ks_log(KS_LOG_INFO, "remote %s: reading only (no "
+		    "--fleet-sign-key)", cfg->remote_url);
+	}
+	return KS_OK;
+}
+
 static void close_fds(ks_srv_t *srv)
 {
 	if (srv->lock_fd >= 0)
@@ -422,6 +471,19 @@ static int start(ks_srv_t *srv)
 	ks_flights_init(&srv->flights, &srv->pool, &srv->keys, srv);
 	srv->flights.finish = ks_lookup_finish;
 	srv->flights.idle = on_flights_idle;
+	if (srv->remote) {
+		ks_remote_addr_t ra;
+		char err[1200];
+
+		/* Parsed on the command line already. */
+		if (ks_remote_parse(srv->cfg.remote_url, &ra, err,
+		    sizeof err) != KS_OK)
+			return KS_E_INVAL;
+		ks_remote_start(srv->remote, srv->loop, &ra, srv->remote_pw,
+		    srv->cfg.remote_timeout_ms);
+		sodium_memzero(srv->remote_pw, sizeof srv->remote_pw);
+		srv->flights.remote = ks_lookup_remote;
+	}
 	lim.max = fd_limit(srv->cfg.workers);
 	lim.max_per_user = srv->cfg.max_conns_per_user;
 	lim.idle_ms = srv->cfg.idle_timeout_s * 1000;
@@ -573,9 +635,22 @@ int ks_server_run(const ks_server_config_t *cfg)
 		close_fds(&srv);
 		return rc;
 	}
+	if (rc == KS_OK && cfg->remote_url[0])
+		rc = remote_setup(&srv);
+	if (rc) {
+		ks_store_close(srv.store);
+		ks_hot_free(srv.hot);
+		close_fds(&srv);
+		return rc;
+	}
 	if (getenv("KSPEC_TEST_FAULTS"))
 		ks_log(KS_LOG_WARN, "KSPEC_TEST_FAULTS is set: compile workers "
 		    "will fail on purpose (%s)", getenv("KSPEC_TEST_FAULTS"));
+	if (getenv("KSPEC_TEST_REMOTE_BUG")) {
+		srv.remote_planted = 1;
+		ks_log(KS_LOG_WARN, "KSPEC_TEST_REMOTE_BUG is set: values from "
+		    "the remote tier are taken for any key on purpose");
+	}
 	srv.fast = malloc(sizeof *srv.fast);
 	if (!srv.fast)
 		return KS_E_NOMEM;
@@ -606,6 +681,8 @@ int ks_server_run(const ks_server_config_t *cfg)
 
 	ks_store_close(srv.store);
 	ks_hot_free(srv.hot);
+	free(srv.remote);
+	sodium_memzero(&srv.sign, sizeof srv.sign);
 	ks_fast_close(srv.fast);
 	free(srv.fast);
 	ks_buf_close(&srv.hello_body);

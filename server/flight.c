@@ -291,6 +291,32 @@ static int enqueue(ks_flights_t *set, ks_flight_t *f, const ks_waiter_t *w)
 	    w->client);
 }
 
+void ks_flight_remote_done(ks_flights_t *set, ks_flight_t *f,
+    ks_artifact_t *a)
+{
+	if (a) {
+		f->remote_hit = 1;
+		f->artifact = a;
+		flight_end(set, f);
+		return;
+	}
+	f->state = FLIGHT_QUEUED;
+	if (set->stopping) {
+		flight_fail(set, f, KS_E_SHUTTING_DOWN, "daemon stopped "
+		    "before this compile started");
+		return;
+	}
+	/* Queued in the turn of whoever started it (or of the get that
+	 * promoted it); one nobody waits for is abandoned at its turn. */
+	if (ks_sched_push(&set->queue[f->prio], &f->queued, f->turn_uid,
+	    f->turn_client) != KS_OK) {
+		flight_fail(set, f, KS_E_NOMEM, "out of memory");
+		return;
+	}
+	set->compiles++;
+	ks_flights_dispatch(set);
+}
+
 int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,
     ks_waiter_t *w, char *err, size_t errlen)
 {
@@ -303,7 +329,11 @@ int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,
 	if (f) {
 		/* A get joining a queued warm flight promotes it, in the
 		 * get's client's turn. */
-		if (prio < f->prio && f->state == FLIGHT_QUEUED) {
+		if (prio < f->prio && f->state == FLIGHT_REMOTE) {
+			f->prio = prio;
+			f->turn_uid = w->uid;
+			f->turn_client = w->client;
+		} else if (prio < f->prio && f->state == FLIGHT_QUEUED) {
 			int old = f->prio;
 
 			ks_sched_remove(&set->queue[old], &f->queued);
@@ -349,7 +379,11 @@ int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,
 		f->prio = prio;
 		f->state = FLIGHT_QUEUED;
 		f->created_ns = ks_now_ns();
-		if (enqueue(set, f, w) != KS_OK) {
+		f->turn_uid = w->uid;
+		f->turn_client = w->client;
+		if (set->remote && set->remote(set, f)) {
+			f->state = FLIGHT_REMOTE;
+		} else if (enqueue(set, f, w) != KS_OK) {
 			free(f);
 			if (u->flights == 0) {
 				HASH_DEL(set->users, u);
@@ -361,7 +395,8 @@ int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,
 		HASH_ADD(hh, set->table, key, sizeof f->key, f);
 		u->flights++;
 		w->joined = 0;
-		set->compiles++;
+		if (f->state == FLIGHT_QUEUED)
+			set->compiles++;
 	}
 	w->flight = f;
 	w->next = f->waiters;

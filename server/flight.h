@@ -3,6 +3,10 @@
  * their waiters.
  *
  * A flight is the compile of one key.  States:
+ *   REMOTE   (with a remote tier) asking it for the key before anything
+ *            is queued: concurrent requests join it and share the one
+ *            lookup; a hit ends it (DONE) without a compile, a miss, an
+ *            error or a timeout queues it (ks_flight_remote_done);
  *   QUEUED   in the fair queue of its priority (sched.h), owned by the
  *            client of the waiter that started it; a get that joins a
  *            queued warm flight moves it to the get queue, in that get's
@@ -41,7 +45,7 @@ extern const char *const ks_compile_result_names[KS_CR_COUNT];
 
 /* Compile priorities: a waiting get before bulk warm. */
 enum { KS_PRIO_GET, KS_PRIO_WARM, KS_PRIO_COUNT };
-enum { FLIGHT_QUEUED, FLIGHT_RUNNING, FLIGHT_DONE };
+enum { FLIGHT_QUEUED, FLIGHT_RUNNING, FLIGHT_DONE, FLIGHT_REMOTE };
 
 /*
  * A request waiting on a flight, embedded in the op's own record.  done
@@ -65,6 +69,9 @@ struct ks_flight {
 	UT_hash_handle hh;
 	ks_flights_t *set;
 	uint32_t uid;            /* who started it: it counts against them */
+	uint32_t turn_uid;       /* whose turn it is queued in, after REMOTE */
+	uint64_t turn_client;
+	int remote_hit;          /* its artifact came from the remote tier */
 	ks_get_t get;
 	int prio;
 	int state;
@@ -111,6 +118,11 @@ struct ks_flights {
 	/* Turns F's job outcome (f->pj) into f->artifact, or f->err and
 	 * f->errmsg, before the waiters are told.  Loop thread. */
 	void (*finish)(ks_flights_t *set, ks_flight_t *f);
+	/* Asked for every new flight before it is queued: nonzero when it
+	 * looks F up in the remote tier (F stays REMOTE until
+	 * ks_flight_remote_done, which it never calls from inside this
+	 * call); 0 queues F at once.  NULL: no remote tier. */
+	int (*remote)(ks_flights_t *set, ks_flight_t *f);
 	/* Called whenever a flight ended and none is left. */
 	void (*idle)(ks_flights_t *set);
 	void *owner;             /* the daemon */
@@ -149,9 +161,18 @@ int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,
  * W's done will not be called.  A flight left without waiters is taken
  * out of the queue and ended unrun (counted abandoned); one that others
  * wait on keeps its place.  A flight already running keeps W (KS_E_BUSY):
- * its compile finishes and W hears of it as usual.
+ * its compile finishes and W hears of it as usual; so does one asking the
+ * remote tier (REMOTE).
  */
 int ks_flight_leave(ks_flights_t *set, ks_waiter_t *w);
+/*
+ * The remote lookup of F (REMOTE) ended: with A (a reference it takes) F
+ * ends now with A as its artifact (remote_hit; no compile is counted);
+ * without, F is queued for its compile (at shutdown: ends with
+ * E_SHUTTING_DOWN).
+ */
+void ks_flight_remote_done(ks_flights_t *set, ks_flight_t *f,
+    ks_artifact_t *a);
 /* Hands queued flights to idle workers, gets first. */
 void ks_flights_dispatch(ks_flights_t *set);
 /* Shutdown: no compile starts from now on; every queued flight ends with

@@ -29,11 +29,20 @@ int ks_lookup_join(ks_srv_t *srv, const ks_get_t *g, int prio,
 /* Hands the uses the memory tier recorded to the store (in batches: a
  * hit costs the store nothing); every second and at shutdown. */
 void ks_lookup_record_uses(ks_srv_t *srv);
+/*
+ * The flights' remote hook (ks_flights_t.remote): with --remote, asks
+ * Redis for F's signed entry; a value that verifies ends F as source
+ * "remote" (kept in the hot tier and the store), anything else (no value,
+ * a refused one, a timeout, no connection) sends F to its compile.
+ */
+int ks_lookup_remote(ks_flights_t *set, ks_flight_t *f);
 /* The source a waiter of a finished flight reports. */
 const char *ks_lookup_source(const ks_waiter_t *w);
 /* The flights' finish hook: builds the artifact and its reply metadata
  * from the job's outcome, puts it in the hot tier (before any reply) and
- * posts it to the store writer, and records the gets that missed. */
+ * posts it to the store writer, publishes it to the remote tier (signed,
+ * with --fleet-sign-key), and records the gets that missed.  An artifact
+ * from the remote tier is kept the same way, not published again. */
 void ks_lookup_finish(ks_flights_t *set, ks_flight_t *f);
 
 #endif

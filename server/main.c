@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "http.h"
+#include "remote.h"
 #include "server.h"
 
 static const char usage[] =
@@ -21,7 +22,9 @@ static const char usage[] =
 "              [--refuse-corrupt-store] [--no-fast-path]\n"
 "              [--log-level L] [--log-format text|json]\n"
 "              [--metrics-listen ADDR] [--metrics-any-host]\n"
-"              [--fleet-key FILE]...\n"
+"              [--fleet-key FILE]... [--remote URL]\n"
+"              [--remote-password-file FILE] [--remote-timeout MS]\n"
+"              [--fleet-sign-key FILE]\n"
 "\n"
 "  --socket PATH    Unix socket (default $KSPEC_SOCKET, else\n"
 "                   $XDG_RUNTIME_DIR/kspec/kspecd.sock, else\n"
@@ -69,7 +72,16 @@ static const char usage[] =
 "                   loopback (the listener has no authentication)\n"
 "  --fleet-key FILE a fleet public key (kspec fleet-key generate): signed\n"
 "                   entries it verifies are accepted (kspec bundle\n"
-"                   import); up to 8, for rotation\n"
+"                   import, the remote tier); up to 8, for rotation\n"
+"  --remote URL     the fleet's remote tier, a Redis: redis://HOST:PORT[/DB]\n"
+"                   or unix:/PATH[?db=N]; looked up after a local miss,\n"
+"                   before a compile (needs --fleet-key)\n"
+"  --remote-password-file FILE  Redis's password (AUTH), one line in a\n"
+"                   file only its user can read (mode 0600 or 0400)\n"
+"  --remote-timeout MS  deadline of every Redis command (default 100)\n"
+"  --fleet-sign-key FILE  the fleet secret key: what this node compiles\n"
+"                   is published to --remote, signed (without it the\n"
+"                   node only reads)\n"
 "  -h, --help       this text\n";
 
 static int parse_bytes(const char *s, uint64_t *out)
@@ -137,6 +149,10 @@ int main(int argc, char **argv)
 		{ "metrics-listen", required_argument, 0, 'P' },
 		{ "metrics-any-host", no_argument, 0, 'A' },
 		{ "fleet-key", required_argument, 0, 'K' },
+		{ "remote", required_argument, 0, 'X' },
+		{ "remote-password-file", required_argument, 0, 'Y' },
+		{ "remote-timeout", required_argument, 0, 'T' },
+		{ "fleet-sign-key", required_argument, 0, 'S' },
 		{ "help", no_argument, 0, 'H' },
 		{ "version", no_argument, 0, 'V' },
 		{ 0, 0, 0, 0 },
@@ -273,6 +289,33 @@ int main(int argc, char **argv)
 			snprintf(cfg.fleet_keys[cfg.nfleet_keys++],
 			    sizeof cfg.fleet_keys[0], "%s", optarg);
 			break;
+		case 'X':
+		case 'Y':
+		case 'S': {
+			char *to = c == 'X' ? cfg.remote_url : c == 'Y' ?
+			    cfg.remote_password_file : cfg.fleet_sign_key;
+
+			if (!*optarg || strlen(optarg) >= sizeof cfg.remote_url) {
+				fprintf(stderr, "kspecd: --%s needs a value of "
+				    "less than %zu bytes\n", c == 'X' ? "remote" :
+				    c == 'Y' ? "remote-password-file" :
+				    "fleet-sign-key", sizeof cfg.remote_url);
+				return 2;
+			}
+			snprintf(to, sizeof cfg.remote_url, "%s", optarg);
+			break;
+		}
+		case 'T':
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || *end || end == optarg || *optarg == '-' ||
+			    v < 1 || v > 60000) {
+				fprintf(stderr, "kspecd: --remote-timeout is "
+				    "milliseconds, 1..60000\n");
+				return 2;
+			}
+			cfg.remote_timeout_ms = v;
+			break;
 		case 'L':
 			if (ks_log_level_parse(optarg) < 0) {
 				fprintf(stderr, "kspecd: --log-level is error, "
@@ -316,6 +359,19 @@ int main(int argc, char **argv)
 			fprintf(stderr, "kspecd: %s\n", err);
 			return 2;
 		}
+	}
+	if (cfg.remote_url[0]) {
+		ks_remote_addr_t ra;
+		char err[1200];
+
+		if (ks_remote_parse(cfg.remote_url, &ra, err, sizeof err)) {
+			fprintf(stderr, "kspecd: %s\n", err);
+			return 2;
+		}
+	} else if (cfg.remote_password_file[0]) {
+		fprintf(stderr, "kspecd: --remote-password-file goes with "
+		    "--remote\n");
+		return 2;
 	}
 	return ks_server_run(&cfg) == 0 ? 0 : 1;
 }

@@ -27,7 +27,7 @@ static void census_flight(void *ctx, const ks_flight_t *f)
 
 	if (f->state == FLIGHT_QUEUED)
 		c->queued++;
-	else
+	else if (f->state != FLIGHT_REMOTE)
 		c->running++;
 	c->waiters += (unsigned)f->nwaiters;
 }
@@ -220,6 +220,26 @@ static void connections(ks_buf_t *b, const ks_srv_t *srv)
 	    srv->conns.read_timeouts);
 }
 
+/* The remote tier (--remote); none of these without it. */
+static void remote(ks_buf_t *b, const ks_srv_t *srv)
+{
+	const ks_remote_t *r = srv->remote;
+	int k;
+
+	if (!r)
+		return;
+	gauge(b, "kspec_remote_connected", "1 while the connection to the "
+	    "remote tier (Redis) is up.", r->state == KS_REMOTE_READY);
+	for (k = 0; k < ks_remote_ncounters; k++)
+		counter(b, ks_remote_counters[k].metric,
+		    ks_remote_counters[k].help,
+		    ks_remote_count(r, &ks_remote_counters[k]));
+	ks_prom_head(b, "kspec_remote_lookup_duration_seconds", "histogram",
+	    "Remote lookups, from the command sent to its outcome.");
+	ks_prom_hist(b, "kspec_remote_lookup_duration_seconds", "",
+	    &r->latency, &ks_hist_hit_bounds);
+}
+
 void ks_metrics_text(ks_srv_t *srv, ks_buf_t *b)
 {
 	census_t cs;
@@ -239,6 +259,7 @@ void ks_metrics_text(ks_srv_t *srv, ks_buf_t *b)
 	compiles(b, srv, &cs);
 	storage(b, srv);
 	connections(b, srv);
+	remote(b, srv);
 }
 
 void ks_observe_handle(void *owner, const char *path, ks_http_reply_t *r)

@@ -129,7 +129,8 @@ static void inflight_one(void *ctx, const ks_flight_t *f)
 	    "\"backend\":\"%s\",\"state\":\"%s\",\"waiters\":%d,"
 	    "\"priority\":\"%s\",\"age_ms\":%.1f}", in->first ? "" : ",",
 	    hex, f->get.spec.def->name, f->get.backend->name,
-	    f->state == FLIGHT_QUEUED ? "queued" : "compiling", f->nwaiters,
+	    f->state == FLIGHT_QUEUED ? "queued" : f->state == FLIGHT_REMOTE ?
+	    "remote" : "compiling", f->nwaiters,
 	    f->prio == KS_PRIO_GET ? "get" : "warm",
 	    (double)(in->now - f->created_ns) / 1e6);
 	in->first = 0;
@@ -153,6 +154,30 @@ static void worker_one(void *ctx, const ks_worker_t *w)
 	    ",\"age_s\":%.1f}", w->jobs, w->rss,
 	    (double)(in->now - w->started_ns) / 1e9);
 	in->first = 0;
+}
+
+/* The remote tier: "remote":null without --remote. */
+static void remote_fields(const ks_srv_t *srv, ks_buf_t *out)
+{
+	const ks_remote_t *r = srv->remote;
+	int k;
+
+	if (!r) {
+		ks_buf_puts(out, ",\"remote\":null");
+		return;
+	}
+	ks_buf_puts(out, ",\"remote\":{\"url\":");
+	ks_buf_json_str(out, srv->cfg.remote_url);
+	ks_buf_printf(out, ",\"connected\":%s,\"publishing\":%s,"
+	    "\"timeout_ms\":%" PRIu64, r->state == KS_REMOTE_READY ? "true" :
+	    "false", srv->can_sign ? "true" : "false", r->timeout_ms);
+	for (k = 0; k < ks_remote_ncounters; k++)
+		json_counter(out, ks_remote_counters[k].stat,
+		    ks_remote_count(r, &ks_remote_counters[k]));
+	json_counter(out, "pending", r->pending);
+	ks_buf_puts(out, ",\"latency\":");
+	ks_hist_json(out, &r->latency, &ks_hist_hit_bounds);
+	ks_buf_puts(out, "}");
 }
 
 /* What the dashboard shows beyond the counters: requests and errors by
@@ -300,6 +325,7 @@ void ks_stats_fields(ks_srv_t *srv, ks_buf_t *out)
 		ks_buf_puts(out, "null");
 	ks_buf_puts(out, "}");
 	json_counter(out, "negative_hits", fl->negative_hits);
+	remote_fields(srv, out);
 	ks_buf_printf(out, ",\"fast_path\":{\"enabled\":%s,\"hits\":%"
 	    PRIu64 ",\"learned\":%" PRIu64 ",\"replaced\":%" PRIu64 "}",
 	    srv->fast->enabled ? "true" : "false", srv->fast->hits,

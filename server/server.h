@@ -41,6 +41,14 @@ typedef struct {
 	 * accepts (bundles; docs/fleet.md), loaded at start. */
 	char fleet_keys[8][1024];
 	int nfleet_keys;
+	/* The remote tier (docs/fleet.md, "Remote tier"): Redis's URL or
+	 * "", a file with its password or "", the secret key that signs
+	 * what this node publishes or "" (it only reads), the deadline of
+	 * every Redis command. */
+	char remote_url[1024];
+	char remote_password_file[1024];
+	char fleet_sign_key[1024];
+	uint64_t remote_timeout_ms;
 } ks_server_config_t;
 
 /* Defaults of the compile workers (docs/architecture.md gives the

@@ -22,6 +22,7 @@
 #include "mailbox.h"
 #include "metrics.h"
 #include "pool.h"
+#include "remote.h"
 #include "server.h"
 
 typedef struct ks_srv ks_srv_t;
@@ -130,6 +131,14 @@ struct ks_srv {
 	struct ks_http *http;    /* --metrics-listen, or NULL */
 	ks_fleet_pub_t fleet[KS_FLEET_MAX_KEYS];  /* --fleet-key, loaded */
 	int nfleet;
+	ks_remote_t *remote;     /* --remote, or NULL */
+	ks_fleet_sec_t sign;     /* --fleet-sign-key, when can_sign */
+	int can_sign;
+	char remote_pw[512];     /* read at start, wiped once handed over */
+	uint64_t remote_log_ns;  /* the last refused value logged */
+	uint64_t remote_log_quiet;   /* refused since, not logged */
+	int remote_planted;      /* KSPEC_TEST_REMOTE_BUG: a signed entry of
+	                            another key is taken (tests only) */
 	const ks_fast_scan_t *learn;  /* the scan of the request being
 	                                 answered, for ks_op_get to learn */
 	struct ks_warm *warms;   /* warm requests in progress (op_get.c),

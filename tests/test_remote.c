@@ -1,0 +1,520 @@
+/*
+ * The remote tier (--remote): real redis-server processes on temporary
+ * Unix sockets, started and stopped by the test by pid, and real kspecd
+ * nodes, each with a store of its own.  Node A compiles and publishes
+ * (it has the fleet's secret key); fresh nodes get what A compiled as
+ * source "remote", with no compile and the same bytes; values changed in
+ * Redis or copied under another key are refused and compiled instead; a
+ * stopped or killed Redis costs nothing but the deadline; publishing
+ * resumes when it is back.  Redis is driven from the test with hiredis.
+ */
+#include <criterion/criterion.h>
+#include <sys/stat.h>
+
+#include <hiredis/hiredis.h>
+
+#include "../proto/entry.h"
+#include "e2e.h"
+
+#define MAX_NODES 4
+
+typedef struct {
+	char dir[256];
+	char sock[320];
+	pid_t pid;
+} redis_t;
+
+static redis_t rd;
+static e2e_daemon_t n0, n1, n2, n3;
+static e2e_daemon_t *const nodes[MAX_NODES] = { &n0, &n1, &n2, &n3 };
+static char keydir[256], pub[320], sec[320];
+
+static void setup(void)
+{
+	char prefix[300], id[17], err[512];
+
+	memset(&rd, 0, sizeof rd);
+	memset(&n0, 0, sizeof n0);
+	memset(&n1, 0, sizeof n1);
+	memset(&n2, 0, sizeof n2);
+	memset(&n3, 0, sizeof n3);
+	snprintf(keydir, sizeof keydir, "/tmp/kspec-e2e-XXXXXX");
+	cr_assert(mkdtemp(keydir));
+	snprintf(prefix, sizeof prefix, "%s/fleet", keydir);
+	cr_assert_eq(ks_fleet_keygen(prefix, id, err, sizeof err), KS_OK, "%s",
+	    err);
+	snprintf(pub, sizeof pub, "%s.public", prefix);
+	snprintf(sec, sizeof sec, "%s.secret", prefix);
+}
+
+static void redis_kill(redis_t *r)
+{
+	int st;
+
+	if (r->pid <= 0)
+		return;
+	kill(r->pid, SIGCONT);       /* a stopped one too */
+	kill(r->pid, SIGKILL);
+	waitpid(r->pid, &st, 0);
+	r->pid = 0;
+}
+
+/* Redis processes go even when a test fails. */
+static void down(void)
+{
+	char cmd[400];
+	int i;
+
+	for (i = 0; i < MAX_NODES; i++)
+		e2e_cleanup(nodes[i]);
+	redis_kill(&rd);
+	if (rd.dir[0]) {
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", rd.dir);
+		if (system(cmd) != 0)
+			cr_log_info("could not remove %s", rd.dir);
+	}
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", keydir);
+	if (system(cmd) != 0)
+		cr_log_info("could not remove %s", keydir);
+}
+
+TestSuite(remote, .init = setup, .fini = down, .timeout = 240);
+
+static redisContext *redis_cli(void)
+{
+	redisContext *c = redisConnectUnix(rd.sock);
+
+	cr_assert(c && !c->err, "cannot connect to redis at %s", rd.sock);
+	return c;
+}
+
+/* Starts redis-server on RD's socket (a fresh directory the first time),
+ * with PASSWORD unless NULL; returns once it answers PING. */
+static void redis_start(const char *password)
+{
+	redisContext *c;
+	redisReply *rep;
+	int i;
+
+	if (!rd.dir[0]) {
+		snprintf(rd.dir, sizeof rd.dir, "/tmp/kspec-e2e-XXXXXX");
+		cr_assert(mkdtemp(rd.dir));
+		snprintf(rd.sock, sizeof rd.sock, "%s/redis.sock", rd.dir);
+	}
+	rd.pid = fork();
+	cr_assert_geq(rd.pid, 0);
+	if (rd.pid == 0) {
+		int nul = open("/dev/null", O_WRONLY);
+
+		dup2(nul, 1);
+		dup2(nul, 2);
+		if (password)
+			execlp("redis-server", "redis-server", "--port", "0",
+			    "--unixsocket", rd.sock, "--unixsocketperm", "700",
+			    "--save", "", "--appendonly", "no", "--dir", rd.dir,
+			    "--requirepass", password, (char *)NULL);
+		else
+			execlp("redis-server", "redis-server", "--port", "0",
+			    "--unixsocket", rd.sock, "--unixsocketperm", "700",
+			    "--save", "", "--appendonly", "no", "--dir", rd.dir,
+			    (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 1000; i++) {          /* 10 s */
+		c = redisConnectUnix(rd.sock);
+		if (c && !c->err) {
+			rep = redisCommand(c, "PING");
+			if (rep) {
+				freeReplyObject(rep);
+				redisFree(c);
+				return;
+			}
+		}
+		if (c)
+			redisFree(c);
+		usleep(10000);
+	}
+	cr_assert_fail("redis-server did not start on %s", rd.sock);
+}
+
+/* Starts node I with the remote tier: SIGN publishes; MORE, NULL-ended,
+ * is added. */
+static e2e_daemon_t *node(int i, int sign, const char *timeout_ms,
+    const char *const *more)
+{
+	char url[400];
+	const char *args[24] = { "--workers", "1", "--remote", url,
+	    "--fleet-key", pub, "--remote-timeout", timeout_ms };
+	int n = 8, k;
+
+	snprintf(url, sizeof url, "unix:%s", rd.sock);
+	if (sign) {
+		args[n++] = "--fleet-sign-key";
+		args[n++] = sec;
+	}
+	for (k = 0; more && more[k] && n < 23; k++)
+		args[n++] = more[k];
+	args[n] = NULL;
+	cr_assert_eq(e2e_start(nodes[i], args), 0, "node %d did not start",
+	    i);
+	return nodes[i];
+}
+
+/* A get of gemm at N=K=DIM: its reply (caller frees). */
+static void get(const e2e_daemon_t *d, int dim, e2e_reply_t *r)
+{
+	char json[400];
+
+	snprintf(json, sizeof json, "{\"op\":\"get\",\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1,"
+	    "\"N\":%d,\"K\":%d}}", dim, dim);
+	cr_assert_eq(e2e_call(d->sock, json, r), 0, "no reply from %s",
+	    d->sock);
+	cr_assert(e2e_ok(r), "get failed: %s", e2e_code(r));
+}
+
+/* Field NAME of stats' "remote" object, -1 when absent. */
+static double rstat(const e2e_daemon_t *d, const char *name)
+{
+	e2e_reply_t r;
+	const cJSON *o;
+	double v = -1;
+
+	if (e2e_call(d->sock, "{\"op\":\"stats\"}", &r))
+		return -1;
+	o = cJSON_GetObjectItemCaseSensitive(r.h, "remote");
+	if (cJSON_IsObject(o)) {
+		const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, name);
+
+		v = cJSON_IsBool(f) ? cJSON_IsTrue(f) : cJSON_IsNumber(f) ?
+		    f->valuedouble : -1;
+	}
+	e2e_reply_free(&r);
+	return v;
+}
+
+/* Waits up to 20 s for the remote field NAME of D to reach AT_LEAST. */
+static void wait_rstat(const e2e_daemon_t *d, const char *name,
+    double at_least)
+{
+	int i;
+
+	for (i = 0; i < 2000; i++) {
+		if (rstat(d, name) >= at_least)
+			return;
+		usleep(10000);
+	}
+	cr_assert_fail("remote.%s stayed at %.0f (wanted %.0f)", name,
+	    rstat(d, name), at_least);
+}
+
+/* The Redis key of the artifact a reply describes. */
+static void redis_key(const e2e_reply_t *r, char *out, size_t n)
+{
+	snprintf(out, n, "kspec:e1:%s", e2e_str(r, "key"));
+	cr_assert_eq(strlen(out), 9 + 64, "no key in the reply");
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+Test(remote, a_compiles_and_publishes_b_fetches_the_same_bytes)
+{
+	e2e_daemon_t *a, *b, *c;
+	e2e_reply_t ra, rb, rc;
+	char key[128];
+	redisContext *cli;
+	redisReply *rep;
+	int fd, i;
+
+	redis_start(NULL);
+	a = node(0, 1, "1000", NULL);
+	b = node(1, 0, "1000", NULL);
+	cr_assert_eq(rstat(b, "connected"), 1);
+
+	get(a, 64, &ra);
+	cr_assert_str_eq(e2e_str(&ra, "source"), "compiled");
+	wait_rstat(a, "published", 1);
+	redis_key(&ra, key, sizeof key);
+	cli = redis_cli();
+	rep = redisCommand(cli, "EXISTS %s", key);
+	cr_assert(rep && rep->integer == 1, "%s is not in redis", key);
+	freeReplyObject(rep);
+	redisFree(cli);
+
+	get(b, 64, &rb);
+	cr_assert_str_eq(e2e_str(&rb, "source"), "remote");
+	cr_assert_eq(e2e_stat(b->sock, "compiles"), 0);
+	cr_assert_eq(rb.len, ra.len);
+	cr_assert_eq(memcmp(rb.payload, ra.payload, ra.len), 0,
+	    "the bytes from the remote tier differ from A's");
+	cr_assert_str_eq(e2e_str(&rb, "artifact"), e2e_str(&ra, "artifact"));
+	cr_assert_eq(rstat(b, "hits"), 1);
+	cr_assert_eq(rstat(b, "auth_failures"), 0);
+	e2e_reply_free(&rb);
+	/* Kept locally: the next one never asks Redis. */
+	get(b, 64, &rb);
+	cr_assert_str_eq(e2e_str(&rb, "source"), "memory");
+	cr_assert_eq(rstat(b, "hits") + rstat(b, "misses"), 1);
+	e2e_reply_free(&rb);
+
+	/* Single flight: three identical gets pipelined on a fresh node
+	 * share one lookup. */
+	c = node(2, 0, "1000", NULL);
+	fd = e2e_connect(c->sock);
+	cr_assert_geq(fd, 0);
+	for (i = 0; i < 3; i++)
+		cr_assert_eq(e2e_send(fd, "{\"op\":\"get\",\"kernel\":\"gemm\","
+		    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1,"
+		    "\"N\":64,\"K\":64}}"), 0);
+	for (i = 0; i < 3; i++) {
+		cr_assert_eq(e2e_recv(fd, &rc), 0);
+		cr_assert_str_eq(e2e_str(&rc, "source"), "remote");
+		cr_assert_eq(rc.len, ra.len);
+		e2e_reply_free(&rc);
+	}
+	close(fd);
+	cr_assert_eq(rstat(c, "hits"), 1, "identical gets asked Redis "
+	    "more than once");
+	cr_assert_eq(e2e_stat(c->sock, "compiles"), 0);
+	/* A miss in Redis compiles, and a node without the sign key never
+	 * publishes. */
+	get(c, 32, &rc);
+	cr_assert_str_eq(e2e_str(&rc, "source"), "compiled");
+	cr_assert_eq(rstat(c, "misses"), 1);
+	cr_assert_eq(rstat(c, "published"), 0);
+	e2e_reply_free(&rc);
+	e2e_reply_free(&ra);
+	/* The connection does not hold a stop up. */
+	cr_assert_eq(e2e_stop(a), 0);
+}
+
+/* Flips one byte of KEY's value at OFFSET from its end. */
+static void flip(const char *key, size_t from_end)
+{
+	redisContext *cli = redis_cli();
+	redisReply *rep = redisCommand(cli, "GET %s", key);
+	char *v;
+	size_t n;
+
+	cr_assert(rep && rep->type == REDIS_REPLY_STRING, "no value at %s",
+	    key);
+	n = rep->len;
+	v = malloc(n);
+	memcpy(v, rep->str, n);
+	freeReplyObject(rep);
+	v[n - from_end] ^= 0x20;
+	rep = redisCommand(cli, "SET %s %b", key, v, n);
+	cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+	freeReplyObject(rep);
+	free(v);
+	redisFree(cli);
+}
+
+/* Copies the value of FROM under TO. */
+static void copy_value(const char *from, const char *to)
+{
+	redisContext *cli = redis_cli();
+	redisReply *rep = redisCommand(cli, "COPY %s %s REPLACE", from, to);
+
+	cr_assert(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1,
+	    "COPY failed");
+	freeReplyObject(rep);
+	redisFree(cli);
+}
+
+Test(remote, changed_or_copied_values_are_refused_and_compiled)
+{
+	e2e_daemon_t *a, *b, *c;
+	e2e_reply_t r64, r32, r48, rb;
+	char k64[128], k32[128], k48[128];
+
+	redis_start(NULL);
+	a = node(0, 1, "1000", NULL);
+	get(a, 64, &r64);
+	get(a, 32, &r32);
+	get(a, 48, &r48);
+	wait_rstat(a, "published", 3);
+	redis_key(&r64, k64, sizeof k64);
+	redis_key(&r32, k32, sizeof k32);
+	redis_key(&r48, k48, sizeof k48);
+
+	/* One byte of the artifact changed (well before the signature). */
+	flip(k64, 64 + r64.len / 2);
+	b = node(1, 0, "1000", NULL);
+	get(b, 64, &rb);
+	cr_assert_str_eq(e2e_str(&rb, "source"), "compiled");
+	cr_assert_eq(rstat(b, "auth_failures"), 1);
+	cr_assert_eq(rstat(b, "hits"), 0);
+	cr_assert_eq(memcmp(rb.payload, r64.payload, r64.len), 0);
+	e2e_reply_free(&rb);
+
+	/* A good value copied under another key: signed, but for 32. */
+	copy_value(k32, k48);
+	get(b, 48, &rb);
+	cr_assert_str_eq(e2e_str(&rb, "source"), "compiled");
+	cr_assert_eq(rb.len, r48.len);
+	cr_assert_eq(memcmp(rb.payload, r48.payload, r48.len), 0);
+	cr_assert_eq(rstat(b, "auth_failures"), 2);
+	e2e_reply_free(&rb);
+	/* B's copies are its own compiles; nothing from Redis replaced
+	 * them. */
+	get(b, 48, &rb);
+	cr_assert_str_eq(e2e_str(&rb, "source"), "memory");
+	cr_assert_eq(memcmp(rb.payload, r48.payload, r48.len), 0);
+	e2e_reply_free(&rb);
+
+	/* The planted bug (the key check skipped) serves the copy: the
+	 * check above is what catches it. */
+	setenv("KSPEC_TEST_REMOTE_BUG", "1", 1);
+	c = node(2, 0, "1000", NULL);
+	unsetenv("KSPEC_TEST_REMOTE_BUG");
+	get(c, 48, &rb);
+	cr_assert_str_eq(e2e_str(&rb, "source"), "remote",
+	    "the planted bug was not planted");
+	cr_assert_neq(rb.len == r48.len && memcmp(rb.payload, r48.payload,
+	    r48.len) == 0, 1, "the copied value should be 32's artifact");
+	e2e_reply_free(&rb);
+	e2e_reply_free(&r64);
+	e2e_reply_free(&r32);
+	e2e_reply_free(&r48);
+}
+
+/* A get of DIM from D answered from SOURCE. */
+static void expect(const e2e_daemon_t *d, int dim, const char *source)
+{
+	e2e_reply_t r;
+
+	get(d, dim, &r);
+	cr_assert_str_eq(e2e_str(&r, "source"), source, "dim %d", dim);
+	e2e_reply_free(&r);
+}
+
+/* Once Redis is back, A (connected again) publishes what it compiles:
+ * a fresh node gets DIM from Redis, A's bytes. */
+static void publishing_resumes(const e2e_daemon_t *a, int dim)
+{
+	e2e_daemon_t *c;
+	e2e_reply_t r, ra;
+
+	wait_rstat(a, "connected", 1);
+	get(a, dim, &ra);
+	cr_assert_str_eq(e2e_str(&ra, "source"), "compiled");
+	wait_rstat(a, "published", 1);
+	c = node(2, 0, "200", NULL);
+	get(c, dim, &r);
+	cr_assert_str_eq(e2e_str(&r, "source"), "remote");
+	cr_assert_eq(r.len, ra.len);
+	cr_assert_eq(memcmp(r.payload, ra.payload, ra.len), 0);
+	e2e_reply_free(&r);
+	e2e_reply_free(&ra);
+}
+
+Test(remote, a_stopped_redis_costs_the_deadline_then_publishing_resumes)
+{
+	e2e_daemon_t *a, *b;
+	double t0, dt;
+
+	redis_start(NULL);
+	a = node(0, 1, "200", NULL);
+	b = node(1, 0, "200", NULL);
+	expect(b, 64, "compiled");    /* cached on B */
+
+	cr_assert_eq(kill(rd.pid, SIGSTOP), 0);
+	t0 = now_s();
+	expect(b, 40, "compiled");    /* cold: asks, times out, compiles */
+	dt = now_s() - t0;
+	cr_assert_lt(dt, 20.0, "a cold get took %.1f s with redis stopped",
+	    dt);
+	cr_log_info("cold get with redis stopped: %.3f s", dt);
+	cr_assert_geq(rstat(b, "timeouts"), 1);
+	cr_assert_eq(rstat(b, "connected"), 0);
+	expect(b, 64, "memory");      /* hits never touch Redis */
+	expect(b, 24, "compiled");    /* no connection: no wait at all */
+	/* A compiles on while Redis is stopped: its publish is lost. */
+	expect(a, 56, "compiled");
+	cr_assert_eq(rstat(a, "published"), 0);
+
+	cr_assert_eq(kill(rd.pid, SIGCONT), 0);
+	publishing_resumes(a, 72);
+	cr_assert_geq(rstat(a, "reconnects"), 1);
+	cr_assert_geq(rstat(a, "publish_failures") + rstat(a, "timeouts"), 1);
+}
+
+Test(remote, a_killed_redis_leaves_nodes_serving_and_a_new_one_resumes)
+{
+	e2e_daemon_t *a, *b;
+
+	redis_start(NULL);
+	a = node(0, 1, "200", NULL);
+	b = node(1, 0, "200", NULL);
+	expect(b, 64, "compiled");
+	redis_kill(&rd);
+	expect(b, 64, "memory");
+	expect(b, 40, "compiled");
+	expect(a, 40, "compiled");
+	cr_assert_eq(rstat(a, "connected"), 0);
+	cr_assert_geq(rstat(b, "outages"), 1);
+
+	/* A new Redis on the same socket: empty, and publishing resumes. */
+	redis_start(NULL);
+	publishing_resumes(a, 80);
+}
+
+/* Runs kspecd with ARGS (after --socket and --store in DIR): its exit
+ * status, and what it printed in OUT. */
+static int kspecd_fails(const char *args, char *out, size_t n)
+{
+	char cmd[2048];
+	size_t len;
+	FILE *p;
+	int st;
+
+	snprintf(cmd, sizeof cmd, "timeout 60 %s/kspecd --socket %s/s.sock "
+	    "--store %s/s.db --workers 1 %s 2>&1", e2e_build_dir(), keydir,
+	    keydir, args);
+	p = popen(cmd, "r");
+	cr_assert(p);
+	len = fread(out, 1, n - 1, p);
+	out[len] = '\0';
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+Test(remote, refused_without_a_fleet_key_or_with_an_open_password_file)
+{
+	char args[1200], out[8192], pw[320];
+	e2e_daemon_t *a;
+	FILE *f;
+
+	cr_assert_eq(kspecd_fails("--remote unix:/nonexistent/redis.sock",
+	    out, sizeof out), 1, "%s", out);
+	cr_assert(strstr(out, "needs at least one --fleet-key"), "%s", out);
+	cr_assert_eq(kspecd_fails("--remote redis://u:secret@127.0.0.1:6379 "
+	    "--fleet-key /dev/null", out, sizeof out), 2, "%s", out);
+	cr_assert(strstr(out, "--remote-password-file"), "%s", out);
+
+	snprintf(pw, sizeof pw, "%s/redis.password", keydir);
+	f = fopen(pw, "w");
+	cr_assert(f);
+	fputs("s3cret-pass\n", f);
+	fclose(f);
+	cr_assert_eq(chmod(pw, 0644), 0);
+	redis_start("s3cret-pass");
+	snprintf(args, sizeof args, "--remote unix:%s --fleet-key %s "
+	    "--remote-password-file %s", rd.sock, pub, pw);
+	cr_assert_eq(kspecd_fails(args, out, sizeof out), 1, "%s", out);
+	cr_assert(strstr(out, "chmod 0600"), "%s", out);
+
+	/* 0600: the node authenticates and serves. */
+	cr_assert_eq(chmod(pw, 0600), 0);
+	a = node(0, 1, "1000", (const char *const[]){
+	    "--remote-password-file", pw, NULL });
+	wait_rstat(a, "connected", 1);
+	cr_assert_eq(rstat(a, "errors"), 0);
+}
