@@ -66,6 +66,7 @@ int ks_server_defaults(ks_server_config_t *cfg)
 	cfg->idle_timeout_s = KS_IDLE_TIMEOUT_S;
 	cfg->read_timeout_s = KS_READ_TIMEOUT_S;
 	cfg->remote_timeout_ms = KS_REMOTE_DEFAULT_TIMEOUT_MS;
+	cfg->remote_lease_wait_s = KS_LEASE_DEFAULT_WAIT_S;
 	return 0;
 }
 

@@ -317,6 +317,12 @@ void ks_flight_remote_done(ks_flights_t *set, ks_flight_t *f,
 	ks_flights_dispatch(set);
 }
 
+void ks_flight_remote_fail(ks_flights_t *set, ks_flight_t *f, int err,
+    const char *msg)
+{
+	flight_fail(set, f, err, msg);
+}
+
 int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,
     ks_waiter_t *w, char *err, size_t errlen)
 {

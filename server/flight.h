@@ -6,7 +6,10 @@
  *   REMOTE   (with a remote tier) asking it for the key before anything
  *            is queued: concurrent requests join it and share the one
  *            lookup; a hit ends it (DONE) without a compile, a miss, an
- *            error or a timeout queues it (ks_flight_remote_done);
+ *            error or a timeout queues it (ks_flight_remote_done); after
+ *            a miss it also waits here while another node holds the
+ *            key's fleet lease (lookup.c), and may end with that node's
+ *            failure (ks_flight_remote_fail);
  *   QUEUED   in the fair queue of its priority (sched.h), owned by the
  *            client of the waiter that started it; a get that joins a
  *            queued warm flight moves it to the get queue, in that get's
@@ -72,6 +75,7 @@ struct ks_flight {
 	uint32_t turn_uid;       /* whose turn it is queued in, after REMOTE */
 	uint64_t turn_client;
 	int remote_hit;          /* its artifact came from the remote tier */
+	void *lease;             /* its fleet lease, held (lookup.c), or NULL */
 	ks_get_t get;
 	int prio;
 	int state;
@@ -173,6 +177,10 @@ int ks_flight_leave(ks_flights_t *set, ks_waiter_t *w);
  */
 void ks_flight_remote_done(ks_flights_t *set, ks_flight_t *f,
     ks_artifact_t *a);
+/* The remote lookup of F (REMOTE) ended with another node's failure of
+ * its compile: F ends with ERR and MSG, unrun. */
+void ks_flight_remote_fail(ks_flights_t *set, ks_flight_t *f, int err,
+    const char *msg);
 /* Hands queued flights to idle workers, gets first. */
 void ks_flights_dispatch(ks_flights_t *set);
 /* Shutdown: no compile starts from now on; every queued flight ends with

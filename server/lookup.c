@@ -9,9 +9,12 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <hiredis/hiredis.h>
 
 #include "lookup.h"
 
@@ -184,6 +187,304 @@ take:
 	return a;
 }
 
+/* ---- the fleet lease (docs/fleet.md, "Fleet-wide single flight") ---- */
+
+#define LEASE_PREFIX "kspec:lease:"
+#define FAIL_PREFIX "kspec:fail:"
+#define LEASE_SEQ "kspec:lease-seq"
+
+/*
+ * One script asks for everything at once, atomically: KEYS entry, fail
+ * marker, lease, token counter; ARGV this node's id, the lease's TTL, 1
+ * when this node may take the lease.  {1, entry}, {2, marker}, {3, our
+ * lease's value} (taken: id:token, the token from INCR, increasing
+ * fleet-wide), {0, the holder's value} (held by another, or free and not
+ * ours to take: {0, ""}).
+ */
+static const char lease_acquire_lua[] =
+    "local v = redis.call('GET', KEYS[1]) "
+    "if v then return {1, v} end "
+    "v = redis.call('GET', KEYS[2]) "
+    "if v then return {2, v} end "
+    "v = redis.call('GET', KEYS[3]) "
+    "if v then return {0, v} end "
+    "if ARGV[3] ~= '1' then return {0, ''} end "
+    "local me = ARGV[1] .. ':' .. redis.call('INCR', KEYS[4]) "
+    "if redis.call('SET', KEYS[3], me, 'NX', 'PX', ARGV[2]) then "
+    "return {3, me} end "
+    "return {0, ''}";
+/* KEYS lease; ARGV our value, TTL: renewed only while it is ours. */
+static const char lease_renew_lua[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
+/* KEYS lease; ARGV our value: deleted only while it is ours. */
+static const char lease_release_lua[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "return redis.call('DEL', KEYS[1]) end return 0";
+
+/*
+ * The lease of a flight, from its miss in Redis: waiting (REMOTE, its
+ * timer polls), then held (its timer renews it while the flight is
+ * queued and compiles; released by ks_lookup_finish) or gone.  Its own
+ * allocation: its timer is closed asynchronously, after the flight.
+ */
+typedef struct {
+	ks_srv_t *srv;
+	ks_flight_t *f;
+	uv_timer_t timer;
+	char hex[KS_HASH_HEX];
+	char value[128];         /* ours, while held */
+	uint64_t deadline_ns;    /* of the wait */
+	int waited;              /* found another's lease at least once */
+} lease_t;
+
+static void lease_poll(lease_t *l);
+
+static void lease_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+static void lease_free(lease_t *l)
+{
+	uv_timer_stop(&l->timer);
+	uv_close((uv_handle_t *)&l->timer, lease_closed);
+}
+
+/* This node, in the values of its leases. */
+static const char *node_id(void)
+{
+	static char id[96];
+
+	if (!id[0]) {
+		char host[64] = "";
+
+		gethostname(host, sizeof host - 1);
+		snprintf(id, sizeof id, "%s/%ld", host[0] ? host : "node",
+		    (long)getpid());
+	}
+	return id;
+}
+
+static void lease_keyname(char *out, size_t n, const char *prefix,
+    const lease_t *l)
+{
+	snprintf(out, n, "%s%s", prefix, l->hex);
+}
+
+/* Renews L while it is ours; fire and forget: a lost renewal lets the
+ * lease expire and another node may compile too, nothing worse. */
+static void on_renew_tick(uv_timer_t *t)
+{
+	lease_t *l = t->data;
+	char key[sizeof LEASE_PREFIX + KS_HASH_HEX], ttl[24];
+	const char *argv[6] = { "EVAL", lease_renew_lua, "1", key, l->value,
+	    ttl };
+	size_t lens[6];
+	int i;
+
+	lease_keyname(key, sizeof key, LEASE_PREFIX, l);
+	snprintf(ttl, sizeof ttl, "%d", KS_LEASE_TTL_MS);
+	for (i = 0; i < 6; i++)
+		lens[i] = strlen(argv[i]);
+	(void)ks_remote_cmd(l->srv->remote, 6, argv, lens, NULL, NULL);
+}
+
+/* Leaves REMOTE: with A (served), or to compile; L goes unless held
+ * (then renewed until ks_lookup_finish lets it go). */
+static void lease_leave(lease_t *l, ks_artifact_t *a, int held)
+{
+	ks_flight_t *f = l->f;
+	ks_srv_t *srv = l->srv;
+
+	if (held) {
+		f->lease = l;
+		uv_timer_start(&l->timer, on_renew_tick, KS_LEASE_RENEW_MS,
+		    KS_LEASE_RENEW_MS);
+	} else {
+		l->f = NULL;
+		lease_free(l);
+	}
+	ks_flight_remote_done(&srv->flights, f, a);
+}
+
+/* The wait ends without an artifact or a lease: compile here, as
+ * without a remote (at shutdown: the flight ends). */
+static void lease_compile_here(lease_t *l)
+{
+	lease_leave(l, NULL, 0);
+}
+
+static void on_poll_tick(uv_timer_t *t)
+{
+	lease_poll(t->data);
+}
+
+/* Another node failed this compile: its error, ended here too. */
+static void lease_failed(lease_t *l, const char *v, size_t len)
+{
+	ks_flight_t *f = l->f;
+	ks_flights_t *flights;
+	char *e, msg[512];
+	long err;
+
+	err = strtol(v, &e, 10);
+	if (e == v || *e != ':' || err >= 0) {
+		lease_compile_here(l);   /* not a marker: ignore it */
+		return;
+	}
+	snprintf(msg, sizeof msg, "%.*s (on another node of the fleet)",
+	    (int)(len - (size_t)(e + 1 - v)), e + 1);
+	l->f = NULL;
+	flights = &l->srv->flights;
+	lease_free(l);
+	/* Ends the flight with that error: not queued, not compiled. */
+	ks_flight_remote_fail(flights, f, (int)err, msg);
+}
+
+static void on_acquire(void *ctx, int rc, const redisReply *rep)
+{
+	lease_t *l = ctx;
+	ks_srv_t *srv = l->srv;
+	ks_remote_t *r = srv->remote;
+	const redisReply *what, *v;
+	ks_artifact_t *a;
+
+	if (rc != KS_OK || rep->type != REDIS_REPLY_ARRAY ||
+	    rep->elements != 2 ||
+	    (what = rep->element[0])->type != REDIS_REPLY_INTEGER ||
+	    ((v = rep->element[1])->type != REDIS_REPLY_STRING &&
+	    v->type != REDIS_REPLY_NIL)) {
+		/* Redis down, slow or strange: as without a remote. */
+		lease_compile_here(l);
+		return;
+	}
+	switch (what->integer) {
+	case 1:
+		a = remote_open(srv, l->f, v->str, (size_t)v->len);
+		lease_leave(l, a, 0);     /* refused: compiled here */
+		return;
+	case 2:
+		lease_failed(l, v->str, (size_t)v->len);
+		return;
+	case 3:
+		snprintf(l->value, sizeof l->value, "%.*s", (int)v->len,
+		    v->str);
+		r->lease_taken++;
+		if (l->waited)
+			r->lease_takeovers++;
+		lease_leave(l, NULL, 1);
+		return;
+	}
+	if (v->type != REDIS_REPLY_STRING || v->len == 0) {
+		/* Free, and this node may not take it (it cannot publish). */
+		lease_compile_here(l);
+		return;
+	}
+	if (!l->waited) {
+		l->waited = 1;
+		r->lease_waits++;
+		l->deadline_ns = ks_now_ns() + srv->cfg.remote_lease_wait_s *
+		    1000000000ull;
+	}
+	if (ks_now_ns() >= l->deadline_ns) {
+		r->lease_wait_timeouts++;
+		lease_compile_here(l);
+		return;
+	}
+	uv_timer_start(&l->timer, on_poll_tick, KS_LEASE_POLL_MS, 0);
+}
+
+/* Asks for the entry, a failure's marker or the lease (one script). */
+static void lease_poll(lease_t *l)
+{
+	char ek[REMOTE_KEY_LEN], fk[sizeof FAIL_PREFIX + KS_HASH_HEX];
+	char lk[sizeof LEASE_PREFIX + KS_HASH_HEX], ttl[24];
+	const char *argv[10];
+	size_t lens[10];
+	int i;
+
+	if (l->srv->stopping) {
+		lease_compile_here(l);   /* ends it: the daemon stops */
+		return;
+	}
+	remote_key(&l->f->key, ek);
+	lease_keyname(fk, sizeof fk, FAIL_PREFIX, l);
+	lease_keyname(lk, sizeof lk, LEASE_PREFIX, l);
+	snprintf(ttl, sizeof ttl, "%d", KS_LEASE_TTL_MS);
+	argv[0] = "EVAL";
+	argv[1] = lease_acquire_lua;
+	argv[2] = "4";
+	argv[3] = ek;
+	argv[4] = fk;
+	argv[5] = lk;
+	argv[6] = LEASE_SEQ;
+	argv[7] = node_id();
+	argv[8] = ttl;
+	argv[9] = l->srv->can_sign ? "1" : "0";
+	for (i = 0; i < 10; i++)
+		lens[i] = strlen(argv[i]);
+	if (ks_remote_cmd(l->srv->remote, 10, argv, lens, on_acquire, l) !=
+	    KS_OK)
+		lease_compile_here(l);
+}
+
+/* A miss in Redis: the lease, before a compile. */
+static void lease_start(ks_srv_t *srv, ks_flight_t *f)
+{
+	lease_t *l = calloc(1, sizeof *l);
+
+	if (!l) {
+		ks_flight_remote_done(&srv->flights, f, NULL);
+		return;
+	}
+	l->srv = srv;
+	l->f = f;
+	ks_hash_hex(&f->key, l->hex);
+	uv_timer_init(srv->loop, &l->timer);
+	l->timer.data = l;
+	lease_poll(l);
+}
+
+/* F's compile ended (published first, if it succeeded): a failure's
+ * marker, then the lease goes, each only while it is ours. */
+static void lease_end(ks_srv_t *srv, ks_flight_t *f)
+{
+	lease_t *l = f->lease;
+	char lk[sizeof LEASE_PREFIX + KS_HASH_HEX];
+	char fk[sizeof FAIL_PREFIX + KS_HASH_HEX], mark[600], ttl[24];
+
+	if (!l)
+		return;
+	f->lease = NULL;
+	l->f = NULL;
+	lease_keyname(lk, sizeof lk, LEASE_PREFIX, l);
+	if (f->err != KS_OK && f->err != KS_E_SHUTTING_DOWN &&
+	    f->err != KS_E_CANCELLED && f->err != KS_E_NOMEM) {
+		const char *argv[6] = { "SET", fk, mark, "PX", ttl, "NX" };
+		size_t lens[6];
+		int i;
+
+		lease_keyname(fk, sizeof fk, FAIL_PREFIX, l);
+		snprintf(mark, sizeof mark, "%d:%s", f->err, f->errmsg);
+		snprintf(ttl, sizeof ttl, "%d", KS_LEASE_FAIL_TTL_MS);
+		for (i = 0; i < 6; i++)
+			lens[i] = strlen(argv[i]);
+		(void)ks_remote_cmd(srv->remote, 6, argv, lens, NULL, NULL);
+	}
+	{
+		const char *argv[5] = { "EVAL", lease_release_lua, "1", lk,
+		    l->value };
+		size_t lens[5];
+		int i;
+
+		for (i = 0; i < 5; i++)
+			lens[i] = strlen(argv[i]);
+		(void)ks_remote_cmd(srv->remote, 5, argv, lens, NULL, NULL);
+	}
+	lease_free(l);
+}
+
 static void on_remote(void *ctx, int rc, const char *v, size_t len)
 {
 	ks_flight_t *f = ctx;
@@ -194,6 +495,10 @@ static void on_remote(void *ctx, int rc, const char *v, size_t len)
 		a = remote_open(srv, f, v, len);
 	else if (rc == KS_E_NOT_FOUND)
 		srv->remote->misses++;
+	if (rc == KS_E_NOT_FOUND && !srv->stopping) {
+		lease_start(srv, f);
+		return;
+	}
 	ks_flight_remote_done(&srv->flights, f, a);
 }
 
@@ -334,4 +639,5 @@ void ks_lookup_finish(ks_flights_t *set, ks_flight_t *f)
 		ks_log(KS_LOG_WARN, "compile of %s failed: %s: %s",
 		    f->get.spec.def->name, ks_err_name(f->err), f->errmsg);
 	}
+	lease_end(srv, f);
 }

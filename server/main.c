@@ -24,7 +24,7 @@ static const char usage[] =
 "              [--metrics-listen ADDR] [--metrics-any-host]\n"
 "              [--fleet-key FILE]... [--remote URL]\n"
 "              [--remote-password-file FILE] [--remote-timeout MS]\n"
-"              [--fleet-sign-key FILE]\n"
+"              [--remote-lease-wait S] [--fleet-sign-key FILE]\n"
 "\n"
 "  --socket PATH    Unix socket (default $KSPEC_SOCKET, else\n"
 "                   $XDG_RUNTIME_DIR/kspec/kspecd.sock, else\n"
@@ -79,6 +79,8 @@ static const char usage[] =
 "  --remote-password-file FILE  Redis's password (AUTH), one line in a\n"
 "                   file only its user can read (mode 0600 or 0400)\n"
 "  --remote-timeout MS  deadline of every Redis command (default 100)\n"
+"  --remote-lease-wait S  how long to wait for another node's compile of\n"
+"                   a key it holds the lease of, 0..3600 (default 60)\n"
 "  --fleet-sign-key FILE  the fleet secret key: what this node compiles\n"
 "                   is published to --remote, signed (without it the\n"
 "                   node only reads)\n"
@@ -152,6 +154,7 @@ int main(int argc, char **argv)
 		{ "remote", required_argument, 0, 'X' },
 		{ "remote-password-file", required_argument, 0, 'Y' },
 		{ "remote-timeout", required_argument, 0, 'T' },
+		{ "remote-lease-wait", required_argument, 0, 'W' },
 		{ "fleet-sign-key", required_argument, 0, 'S' },
 		{ "help", no_argument, 0, 'H' },
 		{ "version", no_argument, 0, 'V' },
@@ -315,6 +318,17 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			cfg.remote_timeout_ms = v;
+			break;
+		case 'W':
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || *end || end == optarg || *optarg == '-' ||
+			    v > 3600) {
+				fprintf(stderr, "kspecd: --remote-lease-wait is "
+				    "seconds, 0..3600\n");
+				return 2;
+			}
+			cfg.remote_lease_wait_s = v;
 			break;
 		case 'L':
 			if (ks_log_level_parse(optarg) < 0) {

@@ -169,8 +169,9 @@ static void remote_fields(const ks_srv_t *srv, ks_buf_t *out)
 	ks_buf_puts(out, ",\"remote\":{\"url\":");
 	ks_buf_json_str(out, srv->cfg.remote_url);
 	ks_buf_printf(out, ",\"connected\":%s,\"publishing\":%s,"
-	    "\"timeout_ms\":%" PRIu64, r->state == KS_REMOTE_READY ? "true" :
-	    "false", srv->can_sign ? "true" : "false", r->timeout_ms);
+	    "\"timeout_ms\":%" PRIu64 ",\"lease_wait_s\":%" PRIu64,
+	    r->state == KS_REMOTE_READY ? "true" : "false", srv->can_sign ?
+	    "true" : "false", r->timeout_ms, srv->cfg.remote_lease_wait_s);
 	for (k = 0; k < ks_remote_ncounters; k++)
 		json_counter(out, ks_remote_counters[k].stat,
 		    ks_remote_count(r, &ks_remote_counters[k]));

@@ -27,7 +27,7 @@
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
 
-enum { OP_HELLO, OP_PING, OP_GET, OP_SET };
+enum { OP_HELLO, OP_PING, OP_GET, OP_SET, OP_CMD };
 
 typedef struct {
 	ks_remote_t *r;
@@ -39,6 +39,7 @@ typedef struct {
 	int closing;             /* its timer is being closed: freed soon */
 	uint64_t t0;
 	ks_remote_get_fn fn;
+	ks_remote_reply_fn cmd_fn;
 	void *ctx;
 } op_t;
 
@@ -69,6 +70,16 @@ const ks_remote_counter_t ks_remote_counters[] = {
 	    "made again after a loss."),
 	COUNTER(outages, "outages", "Times the connection to the remote "
 	    "tier was lost."),
+	COUNTER(lease_taken, "lease_taken", "Compile leases taken in the "
+	    "remote tier (this node compiled for the fleet)."),
+	COUNTER(lease_waits, "lease_waits", "Compiles not started here: "
+	    "another node held the key's lease, this one waited for its "
+	    "artifact."),
+	COUNTER(lease_takeovers, "lease_takeovers", "Leases taken after "
+	    "waiting: the holder's lease expired (it died or stalled)."),
+	COUNTER(lease_wait_timeouts, "lease_wait_timeouts", "Waits for "
+	    "another node's compile past --remote-lease-wait, compiled "
+	    "here."),
 };
 const int ks_remote_ncounters = (int)(sizeof ks_remote_counters /
     sizeof ks_remote_counters[0]);
@@ -259,6 +270,10 @@ static void tell(op_t *op, redisReply *rep, int rc)
 		else
 			r->publish_failures++;
 		break;
+	case OP_CMD:
+		if (op->cmd_fn)
+			op->cmd_fn(op->ctx, rc, rc == KS_OK ? rep : NULL);
+		break;
 	case OP_HELLO:
 		/* AUTH or SELECT refused: a wrong password or database. */
 		if (rep && rep->type == REDIS_REPLY_ERROR && r->ac == op->ac) {
@@ -317,16 +332,16 @@ static void on_deadline(uv_timer_t *t)
 	op_release(op);
 }
 
-/* Sends one command with a deadline of MS.  KS_OK, or an error and FN's
- * op is never told. */
-static int send_op(ks_remote_t *r, int kind, uint64_t ms,
+/* Sends one command with a deadline of MS: its op, or NULL and FN's op
+ * is never told. */
+static op_t *send_op_get(ks_remote_t *r, int kind, uint64_t ms,
     ks_remote_get_fn fn, void *ctx, int argc, const char **argv,
     const size_t *lens)
 {
 	op_t *op = calloc(1, sizeof *op);
 
 	if (!op)
-		return KS_E_NOMEM;
+		return NULL;
 	op->r = r;
 	op->ac = r->ac;
 	op->kind = kind;
@@ -336,13 +351,21 @@ static int send_op(ks_remote_t *r, int kind, uint64_t ms,
 	if (redisAsyncCommandArgv(r->ac, on_reply, op, argc, argv, lens) !=
 	    REDIS_OK) {
 		free(op);
-		return KS_E_IO;
+		return NULL;
 	}
 	op->in_redis = 1;
 	uv_timer_init(r->loop, &op->timer);
 	op->timer.data = op;
 	uv_timer_start(&op->timer, on_deadline, ms, 0);
-	return KS_OK;
+	return op;
+}
+
+static int send_op(ks_remote_t *r, int kind, uint64_t ms,
+    ks_remote_get_fn fn, void *ctx, int argc, const char **argv,
+    const size_t *lens)
+{
+	return send_op_get(r, kind, ms, fn, ctx, argc, argv, lens) ? KS_OK :
+	    KS_E_IO;
 }
 
 static void on_connect(const redisAsyncContext *ac, int status)
@@ -535,4 +558,19 @@ void ks_remote_set(ks_remote_t *r, const char *key, const void *v,
 	if (r->state != KS_REMOTE_READY || !r->ac ||
 	    send_op(r, OP_SET, ms, NULL, NULL, 3, argv, lens) != KS_OK)
 		r->publish_failures++;
+}
+
+int ks_remote_cmd(ks_remote_t *r, int argc, const char **argv,
+    const size_t *lens, ks_remote_reply_fn fn, void *ctx)
+{
+	op_t *op;
+
+	if (r->state != KS_REMOTE_READY || !r->ac)
+		return KS_E_IO;
+	op = send_op_get(r, OP_CMD, r->timeout_ms, NULL, ctx, argc, argv,
+	    lens);
+	if (!op)
+		return KS_E_IO;
+	op->cmd_fn = fn;
+	return KS_OK;
 }

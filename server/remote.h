@@ -24,6 +24,16 @@
 #define KS_REMOTE_MAX_PUBLISH (512ull << 20)
 /* A publish may take this much longer per MiB it writes. */
 #define KS_REMOTE_MS_PER_MIB 16
+/* Fleet-wide single flight (lookup.c, docs/fleet.md): a compile's lease
+ * lives this long unless renewed, every KS_LEASE_RENEW_MS while the
+ * compile runs; a node that finds it held polls every KS_LEASE_POLL_MS,
+ * up to --remote-lease-wait (KS_LEASE_DEFAULT_WAIT_S by default). */
+#define KS_LEASE_TTL_MS 10000
+#define KS_LEASE_RENEW_MS 3000
+#define KS_LEASE_POLL_MS 75
+#define KS_LEASE_DEFAULT_WAIT_S 60
+/* A failed compile's marker, so that waiters stop waiting. */
+#define KS_LEASE_FAIL_TTL_MS 30000
 
 typedef struct {
 	int is_unix;
@@ -52,6 +62,11 @@ enum { KS_REMOTE_DOWN, KS_REMOTE_CONNECTING, KS_REMOTE_READY };
  * was lost, or Redis answered an error). */
 typedef void (*ks_remote_get_fn)(void *ctx, int rc, const char *v,
     size_t len);
+/* Any command's outcome: KS_OK with REP (valid during the call only; an
+ * error reply is KS_E_IO), KS_E_TIMEOUT, KS_E_IO. */
+struct redisReply;
+typedef void (*ks_remote_reply_fn)(void *ctx, int rc,
+    const struct redisReply *rep);
 
 typedef struct ks_remote {
 	uv_loop_t *loop;
@@ -76,6 +91,11 @@ typedef struct ks_remote {
 	uint64_t reconnects;     /* connections made again after a loss */
 	uint64_t outages;        /* times a ready connection was lost */
 	uint64_t skipped;        /* lookups not asked: no connection */
+	/* The lease (lookup.c's): leases taken, flights that found one held
+	 * and waited, leases taken after waiting (the holder's expired),
+	 * waits that ran past --remote-lease-wait. */
+	uint64_t lease_taken, lease_waits, lease_takeovers;
+	uint64_t lease_wait_timeouts;
 	uint64_t pending;        /* lookups waiting for Redis now */
 	ks_hist_t latency;       /* lookups asked, to their outcome */
 } ks_remote_t;
@@ -116,5 +136,13 @@ int ks_remote_get(ks_remote_t *r, const char *key, ks_remote_get_fn fn,
 /* SET KEY V, fire and forget (counted published or publish_failures). */
 void ks_remote_set(ks_remote_t *r, const char *key, const void *v,
     size_t len);
+
+/*
+ * Any command (ARGC strings of ARGV, LENS) with the usual deadline.  KS_OK:
+ * FN (unless NULL: fire and forget) is called once, from the loop.
+ * KS_E_IO when there is no connection now: FN is not called.
+ */
+int ks_remote_cmd(ks_remote_t *r, int argc, const char **argv,
+    const size_t *lens, ks_remote_reply_fn fn, void *ctx);
 
 #endif

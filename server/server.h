@@ -49,6 +49,9 @@ typedef struct {
 	char remote_password_file[1024];
 	char fleet_sign_key[1024];
 	uint64_t remote_timeout_ms;
+	/* How long a node waits for another's compile of a key whose lease
+	 * that one holds (docs/fleet.md), in seconds; 0 never waits. */
+	uint64_t remote_lease_wait_s;
 } ks_server_config_t;
 
 /* Defaults of the compile workers (docs/architecture.md gives the

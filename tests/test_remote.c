@@ -6,10 +6,15 @@
  * source "remote", with no compile and the same bytes; values changed in
  * Redis or copied under another key are refused and compiled instead; a
  * stopped or killed Redis costs nothing but the deadline; publishing
- * resumes when it is back.  Redis is driven from the test with hiredis.
+ * resumes when it is back.  The fleet lease: three publishing nodes
+ * compile a key asked 48 times at once only once; a holder killed or
+ * stopped mid-compile is taken over; a holder's failure reaches the
+ * waiters.  Redis is driven from the test with hiredis.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <hiredis/hiredis.h>
 
@@ -160,14 +165,20 @@ static e2e_daemon_t *node(int i, int sign, const char *timeout_ms,
 	return nodes[i];
 }
 
+/* The request of a get of gemm at N=K=DIM. */
+static void get_json(char *json, size_t n, int dim)
+{
+	snprintf(json, n, "{\"op\":\"get\",\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1,"
+	    "\"N\":%d,\"K\":%d}}", dim, dim);
+}
+
 /* A get of gemm at N=K=DIM: its reply (caller frees). */
 static void get(const e2e_daemon_t *d, int dim, e2e_reply_t *r)
 {
 	char json[400];
 
-	snprintf(json, sizeof json, "{\"op\":\"get\",\"kernel\":\"gemm\","
-	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1,"
-	    "\"N\":%d,\"K\":%d}}", dim, dim);
+	get_json(json, sizeof json, dim);
 	cr_assert_eq(e2e_call(d->sock, json, r), 0, "no reply from %s",
 	    d->sock);
 	cr_assert(e2e_ok(r), "get failed: %s", e2e_code(r));
@@ -517,4 +528,259 @@ Test(remote, refused_without_a_fleet_key_or_with_an_open_password_file)
 	    "--remote-password-file", pw, NULL });
 	wait_rstat(a, "connected", 1);
 	cr_assert_eq(rstat(a, "errors"), 0);
+}
+
+/* ---- fleet-wide single flight: the lease ---- */
+
+#define FLEET 3
+#define PER_NODE 16
+
+typedef struct {
+	const e2e_daemon_t *d;
+	int dim;
+	int ok;                  /* 1: a reply that succeeded */
+	e2e_reply_t r;
+	pthread_t t;
+} asker_t;
+
+static void *ask(void *p)
+{
+	asker_t *a = p;
+	char json[400];
+
+	get_json(json, sizeof json, a->dim);
+	a->ok = e2e_call(a->d->sock, json, &a->r) == 0 && e2e_ok(&a->r);
+	return NULL;
+}
+
+/* Compiles that ran in D's workers (every outcome of the cpu backend). */
+static double ran(const e2e_daemon_t *d)
+{
+	static const char *const res[] = { "ok", "failed", "timeout",
+	    "crashed", "oom" };
+	const cJSON *b, *c;
+	e2e_reply_t r;
+	double n = 0;
+	size_t i;
+
+	if (e2e_call(d->sock, "{\"op\":\"stats\"}", &r))
+		return -1;
+	b = cJSON_GetObjectItemCaseSensitive(r.h, "compiles_by_backend");
+	c = cJSON_GetObjectItemCaseSensitive(b, "cpu");
+	for (i = 0; i < sizeof res / sizeof res[0]; i++)
+		n += e2e_num(c, res[i]);
+	e2e_reply_free(&r);
+	return n;
+}
+
+/* FLEET nodes, all publishing, with compiles of N=DIM slowed by MS, and
+ * then the fault MORE unless NULL. */
+static void fleet_faults(int dim, int ms, const char *more)
+{
+	char faults[128];
+	int i;
+
+	snprintf(faults, sizeof faults, "delay/%d:N=%d%s%s:N=%d", ms, dim,
+	    more ? "," : "", more ? more : "delay/0", dim);
+	setenv("KSPEC_TEST_FAULTS", faults, 1);
+	redis_start(NULL);
+	for (i = 0; i < FLEET; i++)
+		wait_rstat(node(i, 1, "1000", NULL), "connected", 1);
+	unsetenv("KSPEC_TEST_FAULTS");
+}
+
+static void fleet(int dim, int ms)
+{
+	fleet_faults(dim, ms, NULL);
+}
+
+static void ask_all(asker_t *a, int n, int dim)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		a[i].d = nodes[i % FLEET];
+		a[i].dim = dim;
+		cr_assert_eq(pthread_create(&a[i].t, NULL, ask, &a[i]), 0);
+	}
+}
+
+/* Every reply of A from a node other than SKIP (-1: none) succeeded, with
+ * the same bytes as the first. */
+static void same_bytes(asker_t *a, int n, int skip)
+{
+	const asker_t *first = NULL;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (a[i].d == nodes[skip < 0 ? FLEET : skip])
+			continue;
+		cr_assert(a[i].ok, "get %d (node %d) failed: %s", i, i % FLEET,
+		    a[i].r.h ? e2e_code(&a[i].r) : "no reply");
+		if (!first)
+			first = &a[i];
+		cr_assert_eq(a[i].r.len, first->r.len);
+		cr_assert_eq(memcmp(a[i].r.payload, first->r.payload,
+		    first->r.len), 0, "get %d has other bytes", i);
+	}
+	cr_assert(first);
+}
+
+static void join_all(asker_t *a, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		pthread_join(a[i].t, NULL);
+}
+
+static void free_all(asker_t *a, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		e2e_reply_free(&a[i].r);
+}
+
+static double sum(double (*fn)(const e2e_daemon_t *, const char *),
+    const char *name, int skip)
+{
+	double n = 0;
+	int i;
+
+	for (i = 0; i < FLEET; i++)
+		if (i != skip)
+			n += fn(nodes[i], name);
+	return n;
+}
+
+static double ran_of(const e2e_daemon_t *d, const char *unused)
+{
+	(void)unused;
+	return ran(d);
+}
+
+Test(remote, one_compile_fleet_wide_for_48_concurrent_cold_gets)
+{
+	asker_t a[FLEET * PER_NODE];
+	int i;
+
+	memset(a, 0, sizeof a);
+	fleet(88, 1500);
+	ask_all(a, FLEET * PER_NODE, 88);
+	join_all(a, FLEET * PER_NODE);
+	same_bytes(a, FLEET * PER_NODE, -1);
+	for (i = 0; i < FLEET; i++)
+		cr_log_info("node %d: ran %.0f, lease taken %.0f, waits %.0f, "
+		    "hits %.0f", i, ran(nodes[i]), rstat(nodes[i],
+		    "lease_taken"), rstat(nodes[i], "lease_waits"),
+		    rstat(nodes[i], "hits"));
+	cr_assert_eq(sum(ran_of, NULL, -1), 1, "compiles fleet-wide");
+	cr_assert_eq(sum(rstat, "lease_taken", -1), 1);
+	cr_assert_eq(sum(rstat, "lease_waits", -1), FLEET - 1);
+	cr_assert_eq(sum(rstat, "hits", -1), FLEET - 1);
+	cr_assert_eq(sum(rstat, "lease_takeovers", -1), 0);
+	cr_assert_eq(sum(rstat, "lease_wait_timeouts", -1), 0);
+	free_all(a, FLEET * PER_NODE);
+}
+
+/* The node that holds the lease of N=DIM, once one does (up to 10 s). */
+static int holder(void)
+{
+	int i, k;
+
+	for (k = 0; k < 1000; k++) {
+		for (i = 0; i < FLEET; i++)
+			if (rstat(nodes[i], "lease_taken") >= 1)
+				return i;
+		usleep(10000);
+	}
+	cr_assert_fail("no node took the lease");
+	return -1;
+}
+
+Test(remote, a_killed_lease_holder_costs_one_more_compile)
+{
+	asker_t a[FLEET * 4];
+	double t0 = now_s();
+	int h, st;
+
+	memset(a, 0, sizeof a);
+	fleet(96, 3000);
+	ask_all(a, FLEET * 4, 96);
+	h = holder();
+	usleep(300000);          /* mid-compile: 3 s of it */
+	cr_assert_eq(kill(nodes[h]->pid, SIGKILL), 0);
+	waitpid(nodes[h]->pid, &st, 0);
+	nodes[h]->pid = 0;
+	join_all(a, FLEET * 4);
+	cr_log_info("killed node %d; the others answered in %.1f s", h,
+	    now_s() - t0);
+	same_bytes(a, FLEET * 4, h);
+	cr_assert_eq(sum(ran_of, NULL, h), 1, "compiles on the nodes left");
+	cr_assert_eq(sum(rstat, "lease_takeovers", h), 1);
+	cr_assert_eq(sum(rstat, "lease_wait_timeouts", h), 0);
+	free_all(a, FLEET * 4);
+}
+
+Test(remote, a_stopped_lease_holder_is_taken_over_after_the_ttl)
+{
+	asker_t a[FLEET * 4];
+	double t0, dt;
+	int h;
+
+	memset(a, 0, sizeof a);
+	fleet(104, 3000);
+	ask_all(a, FLEET * 4, 104);
+	h = holder();
+	t0 = now_s();
+	cr_assert_eq(kill(nodes[h]->pid, SIGSTOP), 0);
+	/* The others' answers, without the stopped node's. */
+	for (int i = 0; i < FLEET * 4; i++)
+		if (i % FLEET != h)
+			pthread_join(a[i].t, NULL);
+	dt = now_s() - t0;
+	cr_log_info("stopped node %d; the others answered in %.1f s", h, dt);
+	cr_assert_eq(kill(nodes[h]->pid, SIGCONT), 0);
+	for (int i = 0; i < FLEET * 4; i++)
+		if (i % FLEET == h)
+			pthread_join(a[i].t, NULL);
+	same_bytes(a, FLEET * 4, h);
+	cr_assert_geq(dt, 8.0, "taken over before the lease's TTL");
+	cr_assert_lt(dt, 30.0);
+	cr_assert_eq(sum(rstat, "lease_takeovers", h), 1);
+	cr_assert_eq(sum(ran_of, NULL, h), 1);
+	/* The stopped node finishes its compile when it goes on. */
+	same_bytes(a, FLEET * 4, -1);
+	free_all(a, FLEET * 4);
+}
+
+Test(remote, a_failed_compile_is_reported_to_the_waiters)
+{
+	asker_t a[FLEET * 2];
+	int i, h;
+
+	memset(a, 0, sizeof a);
+	fleet_faults(112, 1000, "crash");
+	ask_all(a, FLEET * 2, 112);
+	h = holder();
+	join_all(a, FLEET * 2);
+	for (i = 0; i < FLEET * 2; i++) {
+		cr_assert(!a[i].ok && a[i].r.h, "get %d did not fail", i);
+		cr_assert_str_eq(e2e_code(&a[i].r), "E_COMPILE_CRASHED");
+		if (i % FLEET != h) {
+			const cJSON *m = cJSON_GetObjectItemCaseSensitive(
+			    cJSON_GetObjectItemCaseSensitive(a[i].r.h,
+			    "error"), "message");
+
+			cr_assert(cJSON_IsString(m) && strstr(m->valuestring,
+			    "another node"), "get %d: not the holder's "
+			    "failure", i);
+		}
+	}
+	for (i = 0; i < FLEET; i++)
+		if (i != h)
+			cr_assert_eq(ran(nodes[i]), 0, "node %d compiled", i);
+	cr_assert_eq(sum(rstat, "lease_taken", -1), 1);
+	free_all(a, FLEET * 2);
 }
