@@ -784,3 +784,34 @@ Test(remote, a_failed_compile_is_reported_to_the_waiters)
 	cr_assert_eq(sum(rstat, "lease_taken", -1), 1);
 	free_all(a, FLEET * 2);
 }
+
+Test(remote, a_redis_stopped_during_a_wait_costs_the_deadline)
+{
+	asker_t a[FLEET];
+	double t0, dt;
+	int i, h, w = -1, k;
+
+	memset(a, 0, sizeof a);
+	fleet(120, 3000);
+	ask_all(a, FLEET, 120);
+	h = holder();
+	for (k = 0; k < 1000 && w < 0; k++, usleep(10000))
+		for (i = 0; i < FLEET; i++)
+			if (i != h && rstat(nodes[i], "lease_waits") >= 1)
+				w = i;
+	cr_assert_geq(w, 0, "no node waited for the lease");
+	cr_assert_eq(kill(rd.pid, SIGSTOP), 0);
+	t0 = now_s();
+	pthread_join(a[w].t, NULL);
+	dt = now_s() - t0;
+	cr_log_info("node %d answered %.1f s after redis stopped", w, dt);
+	/* One deadline (1 s), then its own compile (3 s). */
+	cr_assert_lt(dt, 10.0);
+	for (i = 0; i < FLEET; i++)
+		if (i != w)
+			pthread_join(a[i].t, NULL);
+	same_bytes(a, FLEET, -1);
+	cr_assert_geq(rstat(nodes[w], "timeouts"), 1);
+	cr_assert_eq(ran(nodes[w]), 1);
+	free_all(a, FLEET);
+}
