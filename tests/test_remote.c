@@ -342,18 +342,20 @@ static void copy_value(const char *from, const char *to)
 Test(remote, changed_or_copied_values_are_refused_and_compiled)
 {
 	e2e_daemon_t *a, *b, *c;
-	e2e_reply_t r64, r32, r48, rb;
-	char k64[128], k32[128], k48[128];
+	e2e_reply_t r64, r32, r48, r80, rb;
+	char k64[128], k32[128], k48[128], k80[128];
 
 	redis_start(NULL);
 	a = node(0, 1, "1000", NULL);
 	get(a, 64, &r64);
 	get(a, 32, &r32);
 	get(a, 48, &r48);
-	wait_rstat(a, "published", 3);
+	get(a, 80, &r80);
+	wait_rstat(a, "published", 4);
 	redis_key(&r64, k64, sizeof k64);
 	redis_key(&r32, k32, sizeof k32);
 	redis_key(&r48, k48, sizeof k48);
+	redis_key(&r80, k80, sizeof k80);
 
 	/* One byte of the artifact changed (well before the signature). */
 	flip(k64, 64 + r64.len / 2);
@@ -372,6 +374,14 @@ Test(remote, changed_or_copied_values_are_refused_and_compiled)
 	cr_assert_eq(rb.len, r48.len);
 	cr_assert_eq(memcmp(rb.payload, r48.payload, r48.len), 0);
 	cr_assert_eq(rstat(b, "auth_failures"), 2);
+	e2e_reply_free(&rb);
+	/* One byte of the metadata changed (10 bytes before its end, where
+	 * the artifact's bytes begin). */
+	flip(k80, 64 + r80.len + 10);
+	get(b, 80, &rb);
+	cr_assert_str_eq(e2e_str(&rb, "source"), "compiled");
+	cr_assert_eq(rstat(b, "auth_failures"), 3);
+	cr_assert_eq(memcmp(rb.payload, r80.payload, r80.len), 0);
 	e2e_reply_free(&rb);
 	/* B's copies are its own compiles; nothing from Redis replaced
 	 * them. */
@@ -394,6 +404,7 @@ Test(remote, changed_or_copied_values_are_refused_and_compiled)
 	e2e_reply_free(&r64);
 	e2e_reply_free(&r32);
 	e2e_reply_free(&r48);
+	e2e_reply_free(&r80);
 }
 
 /* A get of DIM from D answered from SOURCE. */
