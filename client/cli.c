@@ -2015,51 +2015,81 @@ static int deployment_specs(const char *socket_path, const char *name,
 	return EXIT_OK;
 }
 
+/* The "items" member of the specs IDX[0..N) of SPECS that fit one
+ * request (at most WARM_BATCH, about WARM_BATCH_BYTES; one at least):
+ * malloc'd, *TAKEN of them.  NULL when out of memory. */
+static char *items_batch(const cJSON *specs, const int *idx, int n,
+    int *taken)
+{
+	cJSON *batch = cJSON_CreateArray();
+	size_t bytes = 16;
+	char *text, *fields;
+	int k;
+
+	for (k = 0; k < n && k < WARM_BATCH; k++) {
+		const cJSON *s = cJSON_GetArrayItem(specs, idx[k]);
+		char *one = cJSON_PrintUnformatted(s);
+
+		bytes += one ? strlen(one) + 1 : 0;
+		free(one);
+		if (k && bytes > WARM_BATCH_BYTES)
+			break;
+		cJSON_AddItemToArray(batch, cJSON_Duplicate(s, 1));
+	}
+	*taken = k;
+	text = cJSON_PrintUnformatted(batch);
+	cJSON_Delete(batch);
+	fields = text ? malloc(strlen(text) + 16) : NULL;
+	if (fields)
+		sprintf(fields, "\"items\":%s", text);
+	free(text);
+	return fields;
+}
+
 /* The ready op over SPECS in batches: *CACHED, and MISSING gets
  * {index, spec, key | code, message} per spec not cached. */
 static int ready_check(kspec_client_t *c, const cJSON *specs,
     const int *origin, cJSON *missing, int *cached)
 {
-	int n = cJSON_GetArraySize(specs), at, i, rc;
+	int n = cJSON_GetArraySize(specs), at, i, rc, taken;
+	int *idx = malloc(((size_t)n + 1) * sizeof *idx);
 
 	*cached = 0;
-	for (at = 0; at < n; at += WARM_BATCH) {
-		cJSON *batch = cJSON_CreateArray(), *reply;
+	if (!idx)
+		return KSPEC_E_NOMEM;
+	for (i = 0; i < n; i++)
+		idx[i] = i;
+	for (at = 0, rc = 0; at < n && rc == 0; at += taken) {
+		cJSON *reply;
 		const cJSON *m;
-		char *items, *fields, *text = NULL;
+		char *fields, *text = NULL;
 
-		for (i = at; i < n && i < at + WARM_BATCH; i++)
-			cJSON_AddItemToArray(batch, cJSON_Duplicate(
-			    cJSON_GetArrayItem(specs, i), 1));
-		items = cJSON_PrintUnformatted(batch);
-		cJSON_Delete(batch);
-		fields = items ? malloc(strlen(items) + 16) : NULL;
+		fields = items_batch(specs, idx + at, n - at, &taken);
 		if (!fields) {
-			free(items);
-			return KSPEC_E_NOMEM;
+			rc = KSPEC_E_NOMEM;
+			break;
 		}
-		sprintf(fields, "\"items\":%s", items);
-		free(items);
 		rc = kspec_call(c, "ready", fields, &text);
 		free(fields);
 		if (rc)
-			return rc;
+			break;
 		reply = cJSON_Parse(text);
 		kspec_free(text);
 		*cached += (int)jnum(reply, "cached");
 		cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(reply,
 		    "missing")) {
 			cJSON *x = cJSON_Duplicate(m, 1);
-			int idx = at + (int)jnum(m, "index");
+			int k = at + (int)jnum(m, "index");
 
 			cJSON_ReplaceItemInObject(x, "index",
-			    cJSON_CreateNumber(idx));
-			cJSON_AddNumberToObject(x, "spec", origin[idx]);
+			    cJSON_CreateNumber(k));
+			cJSON_AddNumberToObject(x, "spec", origin[k]);
 			cJSON_AddItemToArray(missing, x);
 		}
 		cJSON_Delete(reply);
 	}
-	return 0;
+	free(idx);
+	return rc;
 }
 
 /* Warms the specs of MISSING that can be (no error), waiting at most
@@ -2068,31 +2098,28 @@ static int ready_warm(kspec_client_t *c, const cJSON *specs,
     const cJSON *missing, uint64_t until)
 {
 	uint64_t ids[64], id;
-	int nids = 0, i, rc = 0;
+	int nids = 0, i, rc = 0, n = 0, at, taken;
+	int *idx = malloc(((size_t)cJSON_GetArraySize(missing) + 1) *
+	    sizeof *idx);
 	const cJSON *m;
-	cJSON *batch = cJSON_CreateArray();
 
-	cJSON_ArrayForEach(m, missing) {
-		if (cJSON_GetObjectItemCaseSensitive(m, "code"))
-			continue;       /* can never be cached */
-		cJSON_AddItemToArray(batch, cJSON_Duplicate(cJSON_GetArrayItem(
-		    specs, (int)jnum(m, "index")), 1));
-		if (cJSON_GetArraySize(batch) == WARM_BATCH || !m->next) {
-			char *items = cJSON_PrintUnformatted(batch);
-			char *fields = items ? malloc(strlen(items) + 16) : NULL;
+	if (!idx)
+		return KSPEC_E_NOMEM;
+	cJSON_ArrayForEach(m, missing)
+		if (!cJSON_GetObjectItemCaseSensitive(m, "code"))
+			idx[n++] = (int)jnum(m, "index");   /* can be cached */
+	for (at = 0; at < n && nids < 64 && rc == 0; at += taken) {
+		char *fields = items_batch(specs, idx + at, n - at, &taken);
 
-			if (fields && nids < 64) {
-				sprintf(fields, "\"items\":%s", items);
-				rc = kspec_send(c, "warm", fields, &ids[nids]);
-				nids += rc == 0;
-			}
-			free(items);
-			free(fields);
-			cJSON_Delete(batch);
-			batch = cJSON_CreateArray();
+		if (!fields) {
+			rc = KSPEC_E_NOMEM;
+			break;
 		}
+		rc = kspec_send(c, "warm", fields, &ids[nids]);
+		nids += rc == 0;
+		free(fields);
 	}
-	cJSON_Delete(batch);
+	free(idx);
 	for (i = 0; i < nids && rc == 0; ) {
 		uint64_t now = ks_now_ns();
 		char *text = NULL;

@@ -735,6 +735,9 @@ static int parse_deploy(const cJSON *root, const char *op,
 	}
 	if (out->op != KS_OP_DEPLOY)
 		return KS_OK;
+	if (cJSON_IsArray(found[1]) && cJSON_GetArraySize(found[1]) == 0)
+		return fail(err, errlen, KS_E_BAD_REQUEST, "a deployment needs "
+		    "at least one spec in 'items'");
 	return parse_items(found[1], op, out, err, errlen);
 }
 

@@ -165,6 +165,14 @@ void ks_op_deploy(ks_conn_t *c, const ks_request_t *req)
 	    sizeof err) : KS_E_NOMEM;
 	if (rc == KS_E_NOMEM && !keys)
 		snprintf(err, sizeof err, "out of memory");
+	/* Its specs are read back as one request's items (ready, the
+	 * repin at start): they must fit one. */
+	if (rc == KS_OK && specs.len + 64 > KS_MAX_HEADER) {
+		rc = KS_E_TOO_LARGE;
+		snprintf(err, sizeof err, "the deployment's specs take %zu "
+		    "bytes in canonical form, more than a request may have "
+		    "(%u); split it in two", specs.len, KS_MAX_HEADER - 64);
+	}
 	if (rc)
 		ks_srv_reject(c, req->has_id, req->id, rc, err);
 	else
@@ -303,15 +311,31 @@ static int repin_one(void *ctx, const char *name, const char *specs,
 
 	(void)created;
 	(void)pins;
+	int i, n = 0, lost = 0;
+
 	rc = ks_deploy_specs_parse(specs, &req, err, sizeof err);
 	if (rc == KS_OK && !(keys = calloc(req.nitems ? (size_t)req.nitems :
 	    1, sizeof *keys)))
 		rc = KS_E_NOMEM;
-	if (rc == KS_OK)
-		rc = ks_deploy_keys(r->srv, &req, keys, NULL, err, sizeof err);
+	/* The specs this daemon can key now; one it cannot (a kernel gone,
+	 * a backend not here) pins nothing, rather than an old key. */
+	for (i = 0; rc == KS_OK && i < req.nitems; i++) {
+		ks_get_t g;
+
+		if (ks_keys_normalize(&r->srv->keys, &req.items[i], &g, err,
+		    sizeof err) == KS_OK)
+			keys[n++] = g.key;
+		else
+			lost++;
+	}
+	if (lost)
+		ks_log(KS_LOG_WARN, "deployment %s: %d of its %d specs cannot "
+		    "be keyed by this daemon (%s); they pin nothing", name,
+		    lost, req.nitems, err);
+	err[0] = '\0';
 	if (rc == KS_OK)
 		rc = ks_writer_deploy(r->srv->writer, name, specs, keys,
-		    (size_t)req.nitems, repinned, NULL);
+		    (size_t)n, repinned, NULL);
 	if (rc)
 		ks_log(KS_LOG_WARN, "deployment %s: its keys are not pinned "
 		    "now: %s", name, err[0] ? err : ks_strerror(rc));

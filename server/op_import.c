@@ -130,7 +130,8 @@ static void import_work(uv_work_t *w)
 	ssize_t n;
 	int fd;
 
-	fd = open(im->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* Non-blocking: a FIFO must not hold a pool thread. */
+	fd = open(im->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		im->rc = ks_err_from_errno(errno);
 		snprintf(im->err, sizeof im->err, "cannot read %s: %s",
@@ -144,6 +145,7 @@ static void import_work(uv_work_t *w)
 		    "(a regular file of at most 4 GiB)", im->path);
 		goto out;
 	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	buf = malloc((size_t)st.st_size + 1);
 	if (!buf) {
 		im->rc = KS_E_NOMEM;

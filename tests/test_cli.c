@@ -936,6 +936,13 @@ Test(cli, ready_says_what_is_missing_and_wait_warms_it)
 	cr_assert_eq(kspec("ready %s --wait 60", bad), 1, "%s", out);
 	cr_assert(strstr(out, "not ready: 1 of 2 specs cached"), "%s", out);
 	cr_assert(strstr(out, "specs[0] nosuch: E_UNKNOWN_KERNEL"), "%s", out);
+	/* The bad spec last: the ones before it are still warmed. */
+	write_text(bad, "{\"version\":1,\"specs\":[{\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1,"
+	    "\"N\":24,\"K\":8}},{\"kernel\":\"nosuch\",\"backend\":\"cpu\","
+	    "\"dtype\":\"f32\",\"shape\":{\"M\":1}}]}");
+	cr_assert_eq(kspec("ready %s --wait 60", bad), 1, "%s", out);
+	cr_assert(strstr(out, "not ready: 1 of 2 specs cached"), "%s", out);
 }
 
 /* --wait that runs out: not ready, and what was still queued is taken
@@ -1009,6 +1016,8 @@ Test(cli, a_deployment_is_pinned_and_gated_on)
 	cr_assert_eq(kspec("deploy rm llama"), 1, "%s", out);
 	cr_assert(strstr(out, "E_NOT_FOUND"), "%s", out);
 	cr_assert_eq(kspec("ready llama"), 1, "%s", out);
+	cr_assert(strstr(out, "E_NOT_FOUND") && strstr(out, "llama"), "%s",
+	    out);
 	/* A bad spec refuses the whole deployment, by its index. */
 	write_text(man, "{\"version\":1,\"specs\":[{\"kernel\":\"gemm\","
 	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1,\"N\":8,"

@@ -1264,6 +1264,14 @@ Test(parse, ready_takes_items)
 	reject("{\"op\":\"ready\",\"items\":[],\"progress\":true}",
 	    KS_E_UNKNOWN_FIELD, "'progress'");
 	reject("{\"op\":\"ready\"}", KS_E_BAD_REQUEST, "'items'");
+	reject("{\"op\":\"deploy\",\"name\":\"a\",\"items\":[]}",
+	    KS_E_BAD_REQUEST, "at least one spec");
+	reject("{\"op\":\"deploy\",\"name\":\"a b\",\"items\":[{}]}",
+	    KS_E_BAD_REQUEST, "'name'");
+	reject("{\"op\":\"undeploy\",\"name\":\"a\",\"items\":[]}",
+	    KS_E_UNKNOWN_FIELD, "'items'");
+	reject("{\"op\":\"ready\",\"items\":[],\"deployment\":\"a\"}",
+	    KS_E_BAD_REQUEST, "not both");
 	reject("{\"op\":\"import\",\"path\":\"relative/b.kspec\"}",
 	    KS_E_BAD_REQUEST, "absolute");
 	ok_parse("{\"op\":\"import\",\"path\":\"/srv/b.kspec\"}");
