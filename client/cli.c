@@ -1541,38 +1541,60 @@ static void warm_end_all(warm_run_t *r, const char *code, const char *msg)
 			warm_fail(r, i, code, msg, 1);
 }
 
+/* The "items" member of the specs SPEC[IDX[0..N)] that fit one request
+ * (at most WARM_BATCH, about WARM_BATCH_BYTES; one at least): malloc'd,
+ * *TAKEN of them.  NULL when out of memory. */
+static char *items_batch(const cJSON *const *spec, const int *idx, int n,
+    int *taken)
+{
+	cJSON *batch = cJSON_CreateArray();
+	size_t bytes = 16;
+	char *text, *fields;
+	int k;
+
+	for (k = 0; k < n && k < WARM_BATCH; k++) {
+		const cJSON *s = spec[idx[k]];
+		char *one = cJSON_PrintUnformatted(s);
+
+		bytes += one ? strlen(one) + 1 : 0;
+		free(one);
+		if (k && bytes > WARM_BATCH_BYTES)
+			break;
+		cJSON_AddItemToArray(batch, cJSON_Duplicate(s, 1));
+	}
+	*taken = k;
+	text = cJSON_PrintUnformatted(batch);
+	cJSON_Delete(batch);
+	fields = text ? malloc(strlen(text) + 16) : NULL;
+	if (fields)
+		sprintf(fields, "\"items\":%s", text);
+	free(text);
+	return fields;
+}
+
 /* Sends the next warm request: one spec to retry, or the next batch. */
 static int warm_send(warm_run_t *r, kspec_client_t *c)
 {
-	cJSON *batch = cJSON_CreateArray();
-	const cJSON *s;
-	char *text, *fields;
-	size_t bytes = 64;
-	int start, n = 0, rc;
+	int idx[WARM_BATCH];
+	char *items, *fields;
+	int start, n, k, rc;
 
+	/* One spec to retry alone, or the next batch. */
 	start = r->nretry ? r->retry[--r->nretry] : r->next;
-	do {
-		s = r->spec[start + n];
-		text = cJSON_PrintUnformatted(s);
-		bytes += text ? strlen(text) + 1 : 0;
-		free(text);
-		if (n && bytes > WARM_BATCH_BYTES)
-			break;
-		cJSON_AddItemToArray(batch, cJSON_Duplicate(s, 1));
-		n++;
-	} while (start == r->next && start + n < r->n && n < WARM_BATCH);
-	if (start == r->next)
-		r->next += n;
-	text = cJSON_PrintUnformatted(batch);
-	cJSON_Delete(batch);
-	fields = text ? malloc(strlen(text) + 32) : NULL;
+	k = start == r->next ? r->n - start : 1;
+	for (n = 0; n < k && n < WARM_BATCH; n++)
+		idx[n] = start + n;
+	items = items_batch(r->spec, idx, n, &n);
+	fields = items ? malloc(strlen(items) + 32) : NULL;
 	if (!fields) {
-		free(text);
+		free(items);
 		fputs("kspec: E_NOMEM: out of memory\n", stderr);
 		return EXIT_FAIL;
 	}
-	sprintf(fields, "\"progress\":true,\"items\":%s", text);
-	free(text);
+	if (start == r->next)
+		r->next += n;
+	sprintf(fields, "\"progress\":true,%s", items);
+	free(items);
 	rc = kspec_send(c, "warm", fields, &r->req[r->nreq].id);
 	free(fields);
 	if (rc)
@@ -2015,43 +2037,12 @@ static int deployment_specs(const char *socket_path, const char *name,
 	return EXIT_OK;
 }
 
-/* The "items" member of the specs IDX[0..N) of SPECS that fit one
- * request (at most WARM_BATCH, about WARM_BATCH_BYTES; one at least):
- * malloc'd, *TAKEN of them.  NULL when out of memory. */
-static char *items_batch(const cJSON *specs, const int *idx, int n,
-    int *taken)
-{
-	cJSON *batch = cJSON_CreateArray();
-	size_t bytes = 16;
-	char *text, *fields;
-	int k;
-
-	for (k = 0; k < n && k < WARM_BATCH; k++) {
-		const cJSON *s = cJSON_GetArrayItem(specs, idx[k]);
-		char *one = cJSON_PrintUnformatted(s);
-
-		bytes += one ? strlen(one) + 1 : 0;
-		free(one);
-		if (k && bytes > WARM_BATCH_BYTES)
-			break;
-		cJSON_AddItemToArray(batch, cJSON_Duplicate(s, 1));
-	}
-	*taken = k;
-	text = cJSON_PrintUnformatted(batch);
-	cJSON_Delete(batch);
-	fields = text ? malloc(strlen(text) + 16) : NULL;
-	if (fields)
-		sprintf(fields, "\"items\":%s", text);
-	free(text);
-	return fields;
-}
-
 /* The ready op over SPECS in batches: *CACHED, and MISSING gets
  * {index, spec, key | code, message} per spec not cached. */
-static int ready_check(kspec_client_t *c, const cJSON *specs,
+static int ready_check(kspec_client_t *c, const cJSON *const *sp, int n,
     const int *origin, cJSON *missing, int *cached)
 {
-	int n = cJSON_GetArraySize(specs), at, i, rc, taken;
+	int at, i, rc, taken;
 	int *idx = malloc(((size_t)n + 1) * sizeof *idx);
 
 	*cached = 0;
@@ -2064,7 +2055,7 @@ static int ready_check(kspec_client_t *c, const cJSON *specs,
 		const cJSON *m;
 		char *fields, *text = NULL;
 
-		fields = items_batch(specs, idx + at, n - at, &taken);
+		fields = items_batch(sp, idx + at, n - at, &taken);
 		if (!fields) {
 			rc = KSPEC_E_NOMEM;
 			break;
@@ -2094,7 +2085,7 @@ static int ready_check(kspec_client_t *c, const cJSON *specs,
 
 /* Warms the specs of MISSING that can be (no error), waiting at most
  * UNTIL (ks_now_ns); what is still queued then is cancelled. */
-static int ready_warm(kspec_client_t *c, const cJSON *specs,
+static int ready_warm(kspec_client_t *c, const cJSON *const *sp,
     const cJSON *missing, uint64_t until)
 {
 	uint64_t ids[64], id;
@@ -2109,7 +2100,7 @@ static int ready_warm(kspec_client_t *c, const cJSON *specs,
 		if (!cJSON_GetObjectItemCaseSensitive(m, "code"))
 			idx[n++] = (int)jnum(m, "index");   /* can be cached */
 	for (at = 0; at < n && nids < 64 && rc == 0; at += taken) {
-		char *fields = items_batch(specs, idx + at, n - at, &taken);
+		char *fields = items_batch(sp, idx + at, n - at, &taken);
 
 		if (!fields) {
 			rc = KSPEC_E_NOMEM;
@@ -2170,6 +2161,7 @@ static int cmd_ready(const char *socket_path, int argc, char **argv)
 	double wait = 0;
 	char why[256], *text, *end;
 	int ch, as_json = 0, cached = 0, n, i, rc, *origin = NULL, timed_out = 0;
+	const cJSON **sp = NULL, *x;
 
 	optind = 1;
 	opterr = 0;
@@ -2225,19 +2217,29 @@ static int cmd_ready(const char *socket_path, int argc, char **argv)
 	}
 	n = cJSON_GetArraySize(specs);
 	origin = calloc((size_t)n + 1, sizeof *origin);
-	for (i = 0; i < n; i++)
-		origin[i] = cJSON_GetArrayItem(origin_j, i)->valueint;
+	sp = calloc((size_t)n + 1, sizeof *sp);
+	if (!origin || !sp) {
+		fputs("kspec: E_NOMEM: out of memory\n", stderr);
+		rc = EXIT_FAIL;
+		goto out;
+	}
+	i = 0;
+	cJSON_ArrayForEach(x, specs)
+		sp[i++] = x;
+	i = 0;
+	cJSON_ArrayForEach(x, origin_j)
+		origin[i++] = x->valueint;
 	rc = open_client(socket_path, &c);
 	if (rc)
 		goto out;
-	rc = ready_check(c, specs, origin, missing, &cached);
+	rc = ready_check(c, sp, n, origin, missing, &cached);
 	if (rc == 0 && cached < n && wait > 0) {
-		rc = ready_warm(c, specs, missing, ks_now_ns() +
+		rc = ready_warm(c, sp, missing, ks_now_ns() +
 		    (uint64_t)(wait * 1e9));
 		timed_out = rc == KSPEC_E_TIMEOUT;
 		cJSON_Delete(missing);
 		missing = cJSON_CreateArray();
-		rc = ready_check(c, specs, origin, missing, &cached);
+		rc = ready_check(c, sp, n, origin, missing, &cached);
 	}
 	if (rc) {
 		rc = fail(c, rc);
@@ -2280,6 +2282,7 @@ out:
 	if (c)
 		kspec_close(c);
 	free(origin);
+	free(sp);
 	cJSON_Delete(man);
 	cJSON_Delete(specs);
 	cJSON_Delete(origin_j);

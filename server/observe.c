@@ -90,8 +90,8 @@ static void requests(ks_buf_t *b, const ks_srv_t *srv)
 	ks_prom_head(b, "kspec_hits_total", "counter",
 	    "Gets answered from a tier without a compile.");
 	ks_prom_u64(b, "kspec_hits_total", "tier=\"memory\"",
-	    srv->n.hits_memory);
-	ks_prom_u64(b, "kspec_hits_total", "tier=\"disk\"", srv->n.hits_disk);
+	    ks_srv_hits(srv, 0));
+	ks_prom_u64(b, "kspec_hits_total", "tier=\"disk\"", ks_srv_hits(srv, 1));
 	ks_prom_head(b, "kspec_hit_duration_seconds", "histogram",
 	    "Hits, from the request's arrival to its reply queued.");
 	ks_prom_hist(b, "kspec_hit_duration_seconds", "tier=\"memory\"",

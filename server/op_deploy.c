@@ -15,11 +15,7 @@
 #include "ops.h"
 
 typedef struct {
-	ks_mail_t mail;          /* first */
-	ks_srv_t *srv;
-	ks_conn_t *conn;
-	int has_id;
-	uint64_t id;
+	ks_later_t l;            /* first */
 	int op;
 	int rc;
 	char name[KS_MAX_NAME + 1];
@@ -82,23 +78,22 @@ int ks_deploy_keys(ks_srv_t *srv, const ks_request_t *req, ks_hash_t *keys,
 static void deployed_reply(ks_mail_t *m)
 {
 	deployed_t *d = (deployed_t *)m;
-	ks_srv_t *srv = d->srv;
-	ks_conn_t *c = d->conn;
-	int op = srv->cur_op;
+	ks_srv_t *srv = d->l.srv;
+	ks_conn_t *c = d->l.conn;
+	int op = ks_srv_answer_as(srv, d->op);
 
-	srv->cur_op = d->op;    /* for an error reply */
 	if (ks_conn_live(c)) {
 		if (d->rc == KS_E_NOT_FOUND) {
 			char msg[128];
 
 			snprintf(msg, sizeof msg, "no deployment named '%s'",
 			    d->name);
-			ks_reply_err(c, d->has_id, d->id, d->rc, msg);
+			ks_reply_err(c, d->l.has_id, d->l.id, d->rc, msg);
 		} else if (d->rc) {
-			ks_reply_err(c, d->has_id, d->id, d->rc, "cannot write "
+			ks_reply_err(c, d->l.has_id, d->l.id, d->rc, "cannot write "
 			    "the deployment to the store");
 		} else {
-			ks_reply_begin(c, d->has_id, d->id);
+			ks_reply_begin(c, d->l.has_id, d->l.id);
 			ks_buf_puts(&c->out, ",\"name\":");
 			ks_buf_json_str(&c->out, d->name);
 			if (d->op == KS_OP_DEPLOY)
@@ -118,7 +113,7 @@ static void deploy_written(void *ctx, int rc)
 	deployed_t *d = ctx;
 
 	d->rc = rc;
-	ks_mailbox_post(&d->srv->mailbox, &d->mail);
+	ks_later_post(d);
 }
 
 static void deploy_post(ks_conn_t *c, const ks_request_t *req,
@@ -132,11 +127,7 @@ static void deploy_post(ks_conn_t *c, const ks_request_t *req,
 		    "out of memory");
 		return;
 	}
-	d->mail.fn = deployed_reply;
-	d->srv = srv;
-	d->conn = c;
-	d->has_id = req->has_id;
-	d->id = req->id;
+	ks_later_init(&d->l, c, req, deployed_reply);
 	d->op = (int)req->op;
 	d->nspecs = n;
 	snprintf(d->name, sizeof d->name, "%s", req->name);

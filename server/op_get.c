@@ -33,9 +33,8 @@ static void get_done(ks_waiter_t *w, ks_flight_t *f)
 	get_wait_t *gw = (get_wait_t *)w;
 	ks_conn_t *c = gw->conn;
 	ks_srv_t *srv = ks_srv_of(c);
-	int op = srv->cur_op;
+	int op = ks_srv_answer_as(srv, KS_OP_GET);
 
-	srv->cur_op = KS_OP_GET;      /* for an error reply */
 	if (ks_conn_live(c)) {
 		if (f->err)
 			ks_reply_err(c, gw->has_id, gw->id, f->err, f->errmsg);
@@ -71,11 +70,7 @@ void ks_op_get_normalized(ks_conn_t *c, int has_id, uint64_t id,
 		ks_artifact_unref(a);
 		srv->rlog.source = source;
 		/* A get's hit ("memory" or "disk"; warm items are not gets),
-		 * arrival to reply queued. */
-		if (source[0] == 'd')
-			srv->n.hits_disk++;
-		else
-			srv->n.hits_memory++;
+		 * arrival to reply queued: also the count of hits. */
 		ks_hist_observe(&srv->n.hit_hist[source[0] == 'd'],
 		    &ks_hist_hit_bounds, ks_now_ns() - srv->req_ns);
 		return;

@@ -37,12 +37,9 @@ typedef struct {
 } imp_item_t;
 
 typedef struct {
+	ks_later_t l;            /* first: the writer's barrier, back on the
+	                            loop */
 	uv_work_t work;
-	ks_mail_t mail;          /* the writer's barrier, back on the loop */
-	ks_srv_t *srv;
-	ks_conn_t *conn;
-	int has_id;
-	uint64_t id;
 	char *path;
 	int rc;                  /* of the file as a whole */
 	char err[512];
@@ -76,7 +73,7 @@ static int check_entry(void *ctx, uint32_t index, const void *p, size_t len)
 	cJSON *meta;
 	int rc;
 
-	rc = ks_entry_open(im->srv->fleet, im->srv->nfleet, p, len, &e, err,
+	rc = ks_entry_open(im->l.srv->fleet, im->l.srv->nfleet, p, len, &e, err,
 	    sizeof err);
 	if (rc) {
 		item_refuse(it, rc, "%s", err);
@@ -190,20 +187,19 @@ static void import_free(import_t *im)
 
 static void import_reply(import_t *im)
 {
-	ks_conn_t *c = im->conn;
-	ks_srv_t *srv = im->srv;
+	ks_conn_t *c = im->l.conn;
+	ks_srv_t *srv = im->l.srv;
 	uint64_t n[3] = { 0, 0, 0 };
-	int op = srv->cur_op, first = 1;
+	int op = ks_srv_answer_as(srv, KS_OP_IMPORT), first = 1;
 	uint32_t i;
 
-	srv->cur_op = KS_OP_IMPORT;    /* for an error reply */
 	if (ks_conn_live(c)) {
 		if (im->rc) {
-			ks_reply_err(c, im->has_id, im->id, im->rc, im->err);
+			ks_reply_err(c, im->l.has_id, im->l.id, im->rc, im->err);
 		} else {
 			for (i = 0; i < im->count; i++)
 				n[im->items[i].status]++;
-			ks_reply_begin(c, im->has_id, im->id);
+			ks_reply_begin(c, im->l.has_id, im->l.id);
 			ks_buf_printf(&c->out, ",\"entries\":%" PRIu32
 			    ",\"imported\":%" PRIu64 ",\"present\":%" PRIu64
 			    ",\"refused\":%" PRIu64 ",\"refusals\":[",
@@ -232,14 +228,7 @@ static void import_reply(import_t *im)
 
 static void on_stored(ks_mail_t *m)
 {
-	import_reply((import_t *)((char *)m - offsetof(import_t, mail)));
-}
-
-static void writer_reached(void *ctx)
-{
-	import_t *im = ctx;
-
-	ks_mailbox_post(&im->srv->mailbox, &im->mail);
+	import_reply((import_t *)m);
 }
 
 typedef struct {
@@ -260,7 +249,7 @@ static int compat_of(void *ctx, const ks_store_entry_t *e)
 static void import_done(uv_work_t *w, int status)
 {
 	import_t *im = w->data;
-	ks_srv_t *srv = im->srv;
+	ks_srv_t *srv = im->l.srv;
 	ks_hash_t have;
 	char hex[KS_HASH_HEX];
 	uint32_t i;
@@ -296,8 +285,7 @@ static void import_done(uv_work_t *w, int status)
 			}
 		}
 	}
-	im->mail.fn = on_stored;
-	if (ks_writer_barrier(srv->writer, writer_reached, im) != KS_OK)
+	if (ks_writer_barrier(srv->writer, ks_later_post, im) != KS_OK)
 		import_reply(im);
 }
 
@@ -322,10 +310,7 @@ void ks_op_import(ks_conn_t *c, const ks_request_t *req)
 		    "out of memory");
 		return;
 	}
-	im->srv = srv;
-	im->conn = c;
-	im->has_id = req->has_id;
-	im->id = req->id;
+	ks_later_init(&im->l, c, req, on_stored);
 	im->work.data = im;
 	if (uv_queue_work(srv->loop, &im->work, import_work,
 	    import_done) != 0) {

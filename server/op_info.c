@@ -279,8 +279,8 @@ void ks_stats_fields(ks_srv_t *srv, ks_buf_t *out)
 	    KS_SERVER_VERSION, (double)(in.now - srv->started_ns) / 1e9);
 	json_counter(out, "requests", requests);
 	json_counter(out, "gets", srv->n.gets);
-	json_counter(out, "hits_memory", srv->n.hits_memory);
-	json_counter(out, "hits_disk", srv->n.hits_disk);
+	json_counter(out, "hits_memory", ks_srv_hits(srv, 0));
+	json_counter(out, "hits_disk", ks_srv_hits(srv, 1));
 	json_counter(out, "compiles", fl->compiles);
 	json_counter(out, "joins", fl->joins);
 	json_counter(out, "failures", fl->failures);

@@ -21,11 +21,7 @@ typedef struct {
 } ready_item_t;
 
 typedef struct {
-	ks_mail_t mail;          /* first */
-	ks_srv_t *srv;
-	ks_conn_t *conn;
-	int has_id;
-	uint64_t id;
+	ks_later_t l;            /* first */
 	int n;
 	ready_item_t *items;
 } ready_t;
@@ -33,14 +29,14 @@ typedef struct {
 static void ready_reply(ks_mail_t *m)
 {
 	ready_t *r = (ready_t *)m;
-	ks_srv_t *srv = r->srv;
-	ks_conn_t *c = r->conn;
+	ks_srv_t *srv = r->l.srv;
+	ks_conn_t *c = r->l.conn;
 	char hex[KS_HASH_HEX];
 	ks_hash_t have;
 	int i, cached = 0, first = 1;
 
 	if (ks_conn_live(c)) {
-		ks_reply_begin(c, r->has_id, r->id);
+		ks_reply_begin(c, r->l.has_id, r->l.id);
 		ks_buf_puts(&c->out, ",\"missing\":[");
 		for (i = 0; i < r->n; i++) {
 			const ready_item_t *it = &r->items[i];
@@ -72,13 +68,6 @@ static void ready_reply(ks_mail_t *m)
 	ks_conn_done(c);
 	free(r->items);
 	free(r);
-}
-
-static void writer_reached(void *ctx)
-{
-	ready_t *r = ctx;
-
-	ks_mailbox_post(&r->srv->mailbox, &r->mail);
 }
 
 static int specs_of(void *ctx, const char *name, const char *specs,
@@ -141,11 +130,7 @@ static void ready_items(ks_conn_t *c, const ks_request_t *req,
 		    "out of memory");
 		return;
 	}
-	r->mail.fn = ready_reply;
-	r->srv = srv;
-	r->conn = c;
-	r->has_id = req->has_id;
-	r->id = req->id;
+	ks_later_init(&r->l, c, req, ready_reply);
 	r->n = src->nitems;
 	for (i = 0; i < src->nitems; i++) {
 		ready_item_t *it = &r->items[i];
@@ -162,7 +147,7 @@ static void ready_items(ks_conn_t *c, const ks_request_t *req,
 		if (it->code == KS_OK)
 			it->key = g.key;
 	}
-	if (ks_writer_barrier(srv->writer, writer_reached, r) != KS_OK) {
+	if (ks_writer_barrier(srv->writer, ks_later_post, r) != KS_OK) {
 		free(r->items);
 		free(r);
 		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,

@@ -64,9 +64,8 @@ static void deferred_run(ks_mail_t *m)
 
 	if (ks_conn_live(d->conn)) {
 		ks_srv_t *srv = ks_srv_of(d->conn);
-		int op = srv->cur_op;
+		int op = ks_srv_answer_as(srv, (int)d->req.op);
 
-		srv->cur_op = (int)d->req.op;
 		d->fn(d->conn, &d->req);
 		srv->cur_op = op;
 	}
@@ -245,11 +244,10 @@ static void evict_reply(ks_mail_t *m)
 	evict_t *e = (evict_t *)m;
 	ks_conn_t *c = e->conn;
 	ks_srv_t *srv = ks_srv_of(c);
-	int op = srv->cur_op;
+	int op = ks_srv_answer_as(srv, KS_OP_EVICT);
 	uint64_t evicted = e->nkeys, bytes = 0;
 	size_t i, j;
 
-	srv->cur_op = KS_OP_EVICT;    /* for an error reply */
 	for (i = 0; i < e->nhot; i++)
 		evicted += !has_key(e->keys, e->nkeys, &e->hot_keys[i]);
 	/* The writer's keys are the stale ones it found, in their order. */

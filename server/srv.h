@@ -62,8 +62,6 @@ static inline void ks_req_log_line(const char *op, const ks_hash_t *key,
 /* Counters of the request path (flights and connections keep theirs). */
 typedef struct {
 	uint64_t gets;
-	uint64_t hits_memory;
-	uint64_t hits_disk;
 	uint64_t bad_requests;   /* requests answered with an error */
 	uint64_t corrupt;        /* store rows that failed their checksum */
 	uint64_t warms;          /* warm requests */
@@ -74,7 +72,9 @@ typedef struct {
 	uint64_t op_errors[KS_OP_COUNT_ + 1];   /* answered with an error */
 	uint64_t code_errors[KS_ERR_SLOTS];     /* by -code */
 	uint64_t kernel_gets[KS_KEYS_MAX_KERNELS];  /* library order */
-	ks_hist_t hit_hist[2];   /* arrival to reply queued: memory, disk */
+	/* Gets' hits, arrival to reply queued: memory, disk.  Their counts
+	 * are the hits (ks_srv_hits): nothing else counts them. */
+	ks_hist_t hit_hist[2];
 } ks_counters_t;
 
 /* The last error replies, for the dashboard: what went wrong lately. */
@@ -145,9 +145,54 @@ struct ks_srv {
 	                            for cancel */
 };
 
+/* An answer of OP made outside its dispatch (a compile's end, a store
+ * writer's completion): its error replies count under OP.  Returns the
+ * op to put back (srv->cur_op = it) when the answer is made. */
+static inline int ks_srv_answer_as(ks_srv_t *srv, int op)
+{
+	int was = srv->cur_op;
+
+	srv->cur_op = op;
+	return was;
+}
+
+/* Gets answered from the memory tier (DISK 0) or the store (DISK 1). */
+static inline uint64_t ks_srv_hits(const ks_srv_t *srv, int disk)
+{
+	return ks_hist_total(&srv->n.hit_hist[disk], &ks_hist_hit_bounds);
+}
+
 static inline ks_srv_t *ks_srv_of(const ks_conn_t *c)
 {
 	return (ks_srv_t *)c->set->owner;
+}
+
+/* A request answered later, from the loop, after another thread's work
+ * (the store writer's, a pool thread's): the first member of its state,
+ * whose mail the loop runs. */
+typedef struct {
+	ks_mail_t mail;          /* first */
+	ks_srv_t *srv;
+	ks_conn_t *conn;
+	int has_id;
+	uint64_t id;
+} ks_later_t;
+
+static inline void ks_later_init(ks_later_t *l, ks_conn_t *c,
+    const ks_request_t *req, void (*fn)(ks_mail_t *m))
+{
+	l->mail.fn = fn;
+	l->srv = ks_srv_of(c);
+	l->conn = c;
+	l->has_id = req->has_id;
+	l->id = req->id;
+}
+
+/* Any thread: has the loop run L's mail (a ks_writer_barrier callback). */
+static inline void ks_later_post(void *l)
+{
+	ks_mailbox_post(&((ks_later_t *)l)->srv->mailbox,
+	    &((ks_later_t *)l)->mail);
 }
 
 /* Counts an error reply of OP (metrics, by op and by code) and keeps it

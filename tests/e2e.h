@@ -317,6 +317,27 @@ static inline double e2e_stat(const char *sock, const char *name)
 	return v;
 }
 
+/* Compiles that ran in the workers of the daemon at SOCK (every outcome
+ * of the cpu backend, stats' compiles_by_backend), -1 on error. */
+static inline double e2e_compiles_ran(const char *sock)
+{
+	static const char *const res[] = { "ok", "failed", "timeout",
+	    "crashed", "oom" };
+	const cJSON *c;
+	e2e_reply_t r;
+	double n = 0;
+	size_t i;
+
+	if (e2e_call(sock, "{\"op\":\"stats\"}", &r))
+		return -1;
+	c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(
+	    r.h, "compiles_by_backend"), "cpu");
+	for (i = 0; i < sizeof res / sizeof res[0]; i++)
+		n += e2e_num(c, res[i]);
+	e2e_reply_free(&r);
+	return n;
+}
+
 /* Loads a CPU artifact from memory (base's loader: memfd + dlopen, no
  * temporary file); unload with ks_so_unload. */
 typedef void (*e2e_entry_t)(void **params, uint64_t gb, uint64_t ge);

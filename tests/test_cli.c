@@ -1012,6 +1012,12 @@ Test(cli, a_deployment_is_pinned_and_gated_on)
 	cJSON_Delete(j);
 	cr_assert_eq(kspec("deploy ls llama --json"), 0, "%s", out);
 	cr_assert(strstr(out, "\"cached\":3"), "%s", out);
+	/* The deployment and its pins outlive a restart (which keys it
+	 * again, to the same keys under the same compilers). */
+	cr_assert_eq(e2e_stop(&D), 0);
+	cr_assert_eq(e2e_start(&D, extra), 0);
+	cr_assert_eq(kspec("deploy ls llama --json"), 0, "%s", out);
+	cr_assert(strstr(out, "\"cached\":3,\"pinned\":3"), "%s", out);
 	cr_assert_eq(kspec("deploy rm llama"), 0, "%s", out);
 	cr_assert_eq(kspec("deploy rm llama"), 1, "%s", out);
 	cr_assert(strstr(out, "E_NOT_FOUND"), "%s", out);

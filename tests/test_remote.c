@@ -564,24 +564,10 @@ static void *ask(void *p)
 	return NULL;
 }
 
-/* Compiles that ran in D's workers (every outcome of the cpu backend). */
+/* Compiles that ran in D's workers. */
 static double ran(const e2e_daemon_t *d)
 {
-	static const char *const res[] = { "ok", "failed", "timeout",
-	    "crashed", "oom" };
-	const cJSON *b, *c;
-	e2e_reply_t r;
-	double n = 0;
-	size_t i;
-
-	if (e2e_call(d->sock, "{\"op\":\"stats\"}", &r))
-		return -1;
-	b = cJSON_GetObjectItemCaseSensitive(r.h, "compiles_by_backend");
-	c = cJSON_GetObjectItemCaseSensitive(b, "cpu");
-	for (i = 0; i < sizeof res / sizeof res[0]; i++)
-		n += e2e_num(c, res[i]);
-	e2e_reply_free(&r);
-	return n;
+	return e2e_compiles_ran(d->sock);
 }
 
 /* FLEET nodes, all publishing, with compiles of N=DIM slowed by MS, and

@@ -63,20 +63,10 @@ static void *ask(void *p)
 /* Compiles that ran in D's workers. */
 static double ran(const e2e_daemon_t *d)
 {
-	static const char *const res[] = { "ok", "failed", "timeout",
-	    "crashed", "oom" };
-	const cJSON *c;
-	e2e_reply_t r;
-	double n = 0;
-	size_t i;
+	double n = e2e_compiles_ran(d->sock);
 
-	if (e2e_call(d->sock, "{\"op\":\"stats\"}", &r))
+	if (n < 0)
 		die("stats failed");
-	c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(
-	    r.h, "compiles_by_backend"), "cpu");
-	for (i = 0; i < sizeof res / sizeof res[0]; i++)
-		n += e2e_num(c, res[i]);
-	e2e_reply_free(&r);
 	return n;
 }
 
