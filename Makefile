@@ -144,6 +144,21 @@ $(BUILD)/tests/%: tests/%.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(DAEMON_OBJ) $(CLIENT_LIB_OBJ) $(LDLIBS) $(TEST_LIBS)
 
+# The test build of the daemon: kspecd with the test plants compiled in
+# (-DKS_TEST_PLANT in the files of PLANT_SRC), defects that only a test
+# switches on, to show that a checker of the daemon catches them.  Only
+# tests run it; it is never installed.
+PLANT_SRC := exec/job.c
+PLANT_OBJ := $(patsubst %.c,$(BUILD)/plant/%.o,$(PLANT_SRC))
+$(BUILD)/plant/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DKS_TEST_PLANT -MT $@ -c $< -o $@
+
+$(BUILD)/tests/kspecd-plant: $(BUILD)/obj/server/main.o $(PLANT_OBJ) \
+	    $(filter-out $(patsubst %.c,$(BUILD)/obj/%.o,$(PLANT_SRC)),$(DAEMON_OBJ))
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
+
 # Benchmarks run where they are built: -march=native gives the reference
 # loops the machine's full vector width.
 $(BUILD)/bench/%: bench/%/main.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
@@ -154,7 +169,7 @@ $(BUILD)/bench/%: bench/%/main.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
 # Tests run one binary per module; KSPEC_BUILD tells end-to-end tests where
 # kspecd and kspec are.
 test: deps
-	@$(MAKE) --no-print-directory all $(TEST_BINS)
+	@$(MAKE) --no-print-directory all $(TEST_BINS) $(BUILD)/tests/kspecd-plant
 	@KSPEC_BUILD=$(abspath $(BUILD)) ./tests/run.sh $(TEST_BINS)
 
 run: deps

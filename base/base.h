@@ -50,7 +50,8 @@
 	X(COMPILE_TIMEOUT, -31, "the compile exceeded its time limit")       \
 	X(COMPILE_OOM,   -32, "the compile exceeded its memory limit")         \
 	X(DENIED,        -33, "not allowed")                                 \
-	X(CANCELLED,     -34, "cancelled by the client")
+	X(CANCELLED,     -34, "cancelled by the client")                      \
+	X(CANARY,        -35, "the kernel failed its known-answer canary")
 
 enum {
 	KS_OK = 0,

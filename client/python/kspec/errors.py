@@ -45,6 +45,7 @@ ERROR_CODES = {
     "E_COMPILE_OOM": -32,
     "E_DENIED": -33,
     "E_CANCELLED": -34,
+    "E_CANARY": -35,
 }
 
 
