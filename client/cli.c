@@ -80,7 +80,8 @@ static const char usage_get[] =
 "usage: kspec [--socket PATH] get KERNEL --backend cpu|cuda|opencl\n"
 "           [--target T] [--format F] [--mode exact|fast]\n"
 "           --dtype f32|f16|bf16 --shape M=1,N=4096,K=4096\n"
-"           [--dynamic M,...] -o FILE [--meta FILE.json] [--json]\n"
+"           [--dynamic M,...] [--deployment NAME] -o FILE\n"
+"           [--meta FILE.json] [--json]\n"
 "\n"
 "Fetches the artifact of KERNEL specialized for the shape, compiling it\n"
 "if no cache holds it.  Writes the artifact to FILE (through FILE.tmp and\n"
@@ -96,6 +97,8 @@ static const char usage_get[] =
 "  --dtype D        f32, f16 or bf16\n"
 "  --shape LIST     NAME=INTEGER,... constants of the kernel (repeatable)\n"
 "  --dynamic LIST   NAME,... parameters left dynamic (repeatable)\n"
+"  --deployment N   the deployment this get is for (kspec deploy): a\n"
+"                   compile after it was ready counts as late\n"
 "  -o, --output F   where to write the artifact\n"
 "  --meta F         where to write the reply metadata (JSON)\n";
 
@@ -326,12 +329,16 @@ static const char usage_evict[] =
 "nothing.\n";
 
 static const char usage_manifest[] =
-"usage: kspec [--socket PATH] manifest --from-misses [-o FILE] [--json]\n"
+"usage: kspec [--socket PATH] manifest --from-misses [--deployment NAME]\n"
+"           [-o FILE] [--json]\n"
 "\n"
 "Writes every distinct get that missed (compiled or joined a compile) on\n"
 "this daemon as a warm manifest (docs/cli.md), oldest first, to FILE or\n"
 "stdout, so what production asked for can be warmed on another machine\n"
-"with `kspec warm FILE` (--json is accepted, and changes nothing).\n";
+"with `kspec warm FILE` (--json is accepted, and changes nothing).  With\n"
+"--deployment, the late compiles of that deployment instead: the gets\n"
+"that declared it and missed after it was ready, the specs its manifest\n"
+"lacks.\n";
 
 typedef struct {
 	kspec_dim_t shape[CLI_MAX_DIMS];
@@ -394,6 +401,7 @@ typedef struct {
 	dims_t d;
 	const char *out;        /* get: -o FILE */
 	const char *meta;       /* get: --meta FILE */
+	const char *deployment; /* get: --deployment NAME */
 	int json;               /* explain: --json */
 } spec_args_t;
 
@@ -406,7 +414,7 @@ static int parse_spec_args(const char *cmd, int argc, char **argv,
     spec_args_t *a)
 {
 	enum { O_BACKEND = 256, O_TARGET, O_FORMAT, O_MODE, O_DTYPE, O_SHAPE,
-	    O_DYNAMIC, O_META, O_JSON };
+	    O_DYNAMIC, O_META, O_JSON, O_DEPLOYMENT };
 	static const struct option opts[] = {
 		{ "backend", required_argument, NULL, O_BACKEND },
 		{ "target", required_argument, NULL, O_TARGET },
@@ -417,6 +425,7 @@ static int parse_spec_args(const char *cmd, int argc, char **argv,
 		{ "dynamic", required_argument, NULL, O_DYNAMIC },
 		{ "output", required_argument, NULL, 'o' },
 		{ "meta", required_argument, NULL, O_META },
+		{ "deployment", required_argument, NULL, O_DEPLOYMENT },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -430,7 +439,8 @@ static int parse_spec_args(const char *cmd, int argc, char **argv,
 	 * POSIXLY_CORRECT says; ":" reports a missing argument as ':'. */
 	while ((ch = getopt_long(argc, argv, "-:ho:", opts, NULL)) != -1) {
 		rc = 0;
-		if ((ch == 'o' || ch == O_META) && !is_get)
+		if ((ch == 'o' || ch == O_META || ch == O_DEPLOYMENT) &&
+		    !is_get)
 			return bad_option(cmd, optopt, argv[optind - 1]);
 		switch (ch) {
 		case 1:
@@ -444,6 +454,7 @@ static int parse_spec_args(const char *cmd, int argc, char **argv,
 			return EXIT_OK;
 		case 'o': a->out = optarg; break;
 		case O_META: a->meta = optarg; break;
+		case O_DEPLOYMENT: a->deployment = optarg; break;
 		case O_JSON: a->json = 1; break;
 		case O_BACKEND: a->spec.backend = optarg; break;
 		case O_TARGET: a->spec.target = optarg; break;
@@ -496,6 +507,13 @@ static int cmd_get(const char *socket_path, int argc, char **argv)
 	rc = open_client(socket_path, &c);
 	if (rc)
 		return rc;
+	rc = args.deployment ? kspec_set_deployment(c, args.deployment) : 0;
+	if (rc) {
+		fprintf(stderr, "kspec get: --deployment: %s\n",
+		    kspec_last_error(c, NULL));
+		kspec_close(c);
+		return EXIT_USAGE;
+	}
 	rc = kspec_get(c, &spec, &a);
 	if (rc) {
 		rc = fail(c, rc);
@@ -1930,13 +1948,15 @@ static int cmd_manifest(const char *socket_path, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "from-misses", no_argument, NULL, 'm' },
+		{ "deployment", required_argument, NULL, 'd' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *outpath = NULL;
+	const char *outpath = NULL, *deployment = NULL;
 	cJSON *reply, *man, *specs;
+	ks_buf_t f;
 	const cJSON *m;
 	char *text = NULL;
 	int ch, rc, from_misses = 0;
@@ -1950,6 +1970,9 @@ static int cmd_manifest(const char *socket_path, int argc, char **argv)
 			return EXIT_OK;
 		case 'm':
 			from_misses = 1;
+			break;
+		case 'd':
+			deployment = optarg;
 			break;
 		case 'o':
 			outpath = optarg;
@@ -1969,7 +1992,14 @@ static int cmd_manifest(const char *socket_path, int argc, char **argv)
 	}
 	if (!from_misses)
 		return usage_error("manifest", "give --from-misses");
-	rc = call_parsed(socket_path, "misses", NULL, &reply);
+	ks_buf_init(&f);
+	if (deployment) {
+		ks_buf_puts(&f, "\"deployment\":");
+		ks_buf_json_str(&f, deployment);
+	}
+	rc = call_parsed(socket_path, "misses", deployment ? f.data : NULL,
+	    &reply);
+	ks_buf_close(&f);
 	if (rc)
 		return rc;
 	man = cJSON_CreateObject();
@@ -2037,10 +2067,12 @@ static int deployment_specs(const char *socket_path, const char *name,
 	return EXIT_OK;
 }
 
-/* The ready op over SPECS in batches: *CACHED, and MISSING gets
- * {index, spec, key | code, message} per spec not cached. */
-static int ready_check(kspec_client_t *c, const cJSON *const *sp, int n,
-    const int *origin, cJSON *missing, int *cached)
+/* The ready op over SPECS in batches, or over DEPLOYMENT's (its SPECS)
+ * by name in one, which tells the daemon when it is ready: *CACHED, and
+ * MISSING gets {index, spec, key | code, message} per spec not cached. */
+static int ready_check(kspec_client_t *c, const char *deployment,
+    const cJSON *const *sp, int n, const int *origin, cJSON *missing,
+    int *cached)
 {
 	int at, i, rc, taken;
 	int *idx = malloc(((size_t)n + 1) * sizeof *idx);
@@ -2055,7 +2087,17 @@ static int ready_check(kspec_client_t *c, const cJSON *const *sp, int n,
 		const cJSON *m;
 		char *fields, *text = NULL;
 
-		fields = items_batch(sp, idx + at, n - at, &taken);
+		if (deployment) {
+			ks_buf_t f;
+
+			ks_buf_init(&f);
+			ks_buf_puts(&f, "\"deployment\":");
+			ks_buf_json_str(&f, deployment);
+			fields = f.data;
+			taken = n;
+		} else {
+			fields = items_batch(sp, idx + at, n - at, &taken);
+		}
 		if (!fields) {
 			rc = KSPEC_E_NOMEM;
 			break;
@@ -2155,7 +2197,7 @@ static int cmd_ready(const char *socket_path, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *path = NULL;
+	const char *path = NULL, *deployment = NULL;
 	kspec_client_t *c = NULL;
 	cJSON *man = NULL, *specs, *origin_j, *missing, *out;
 	double wait = 0;
@@ -2203,6 +2245,7 @@ static int cmd_ready(const char *socket_path, int argc, char **argv)
 		if (rc)
 			goto out;
 		man = cJSON_CreateObject();
+		deployment = path;
 	} else {
 		text = slurp(path);
 		man = text ? cJSON_Parse(text) : NULL;
@@ -2232,14 +2275,16 @@ static int cmd_ready(const char *socket_path, int argc, char **argv)
 	rc = open_client(socket_path, &c);
 	if (rc)
 		goto out;
-	rc = ready_check(c, sp, n, origin, missing, &cached);
+	rc = ready_check(c, deployment, sp, n, origin, missing,
+		    &cached);
 	if (rc == 0 && cached < n && wait > 0) {
 		rc = ready_warm(c, sp, missing, ks_now_ns() +
 		    (uint64_t)(wait * 1e9));
 		timed_out = rc == KSPEC_E_TIMEOUT;
 		cJSON_Delete(missing);
 		missing = cJSON_CreateArray();
-		rc = ready_check(c, sp, n, origin, missing, &cached);
+		rc = ready_check(c, deployment, sp, n, origin, missing,
+		    &cached);
 	}
 	if (rc) {
 		rc = fail(c, rc);
@@ -2372,13 +2417,15 @@ static int cmd_deploy(const char *socket_path, int argc, char **argv)
 		puts(text);
 	} else if (strcmp(args[0], "ls") == 0) {
 		reply = cJSON_Parse(text);
-		printf("%-24s %7s %7s %7s\n", "name", "specs", "cached",
-		    "pinned");
+		printf("%-24s %7s %7s %7s %5s %5s\n", "name", "specs",
+		    "cached", "pinned", "ready", "late");
 		cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(reply,
 		    "deployments"))
-			printf("%-24s %7d %7d %7d\n", jstr(d, "name"),
+			printf("%-24s %7d %7d %7d %5s %5d\n", jstr(d, "name"),
 			    (int)jnum(d, "specs"), (int)jnum(d, "cached"),
-			    (int)jnum(d, "pinned"));
+			    (int)jnum(d, "pinned"), cJSON_IsTrue(
+			    cJSON_GetObjectItemCaseSensitive(d, "ready")) ?
+			    "yes" : "no", (int)jnum(d, "late_compiles"));
 		cJSON_Delete(reply);
 	} else if (strcmp(args[0], "add") == 0) {
 		printf("deployment %s: %d specs registered; their kernels are "

@@ -52,6 +52,7 @@ struct kspec_client {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char code[32];                  /* wire name of the last failure */
 	char message[512];              /* its one-line message */
+	char deployment[65];            /* declared in every get, or "" */
 };
 
 /* A reply frame as read: header text (NUL-terminated), parsed header,
@@ -644,9 +645,32 @@ static int build_op(ks_buf_t *b, const char *op, uint64_t id,
 	return rc;
 }
 
-static int build_get(ks_buf_t *b, uint64_t id, const kspec_get_spec_t *s)
+/* A get of S; the client's deployment, when it declared one, goes
+ * before the last field. */
+static int build_get(const kspec_client_t *c, ks_buf_t *b, uint64_t id,
+    const kspec_get_spec_t *s)
 {
-	return build_op(b, "get", id, s);
+	int rc = build_op(b, "get", id, s);
+
+	if (rc || !c->deployment[0])
+		return rc;
+	b->len--;               /* the closing brace */
+	rc = put_field(b, "deployment", c->deployment);
+	return rc ? rc : ks_buf_puts(b, "}");
+}
+
+int kspec_set_deployment(kspec_client_t *c, const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	clear_error(c);
+	if (n >= sizeof c->deployment || strspn(name ? name : "",
+	    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	    "._-") != n)
+		return set_error(c, KSPEC_E_INVAL, "a deployment is a name of "
+		    "1 to 64 letters, digits, '.', '_' or '-'");
+	memcpy(c->deployment, name ? name : "", n + 1);
+	return KSPEC_OK;
 }
 
 static int check_spec(kspec_client_t *c, const kspec_get_spec_t *s)
@@ -794,7 +818,7 @@ int kspec_get(kspec_client_t *c, const kspec_get_spec_t *spec,
 		return rc;
 	id = c->next_id++;
 	ks_buf_init(&req);
-	rc = build_get(&req, id, spec);
+	rc = build_get(c, &req, id, spec);
 	if (rc) {
 		ks_buf_close(&req);
 		return set_error(c, rc, "out of memory");
@@ -848,7 +872,7 @@ int kspec_get_many(kspec_client_t *c, const kspec_get_spec_t *specs,
 	ks_buf_init(&req);
 	for (i = 0; i < n && !rc; i++) {
 		ks_buf_reset(&req);
-		rc = build_get(&req, m.base + i, &specs[i]);
+		rc = build_get(c, &req, m.base + i, &specs[i]);
 		if (rc)
 			rc = set_error(c, rc, "out of memory");
 		else

@@ -123,6 +123,16 @@ const char *kspec_socket_path(const kspec_client_t *client);
  */
 const char *kspec_last_error(const kspec_client_t *client, const char **code);
 
+/*
+ * Declares that CLIENT's gets are for deployment NAME (kspec deploy):
+ * every get from now on carries it ("deployment", not part of the key),
+ * so that a compile after the deployment was found ready counts as a
+ * late compile (docs/operations.md).  NULL or "" declares none.
+ * KSPEC_E_INVAL for a NAME that is not 1 to 64 letters, digits, '.', '_'
+ * or '-'.
+ */
+int kspec_set_deployment(kspec_client_t *client, const char *name);
+
 /* Round trip to the daemon: {"op":"ping"}. */
 int kspec_ping(kspec_client_t *client);
 

@@ -414,6 +414,9 @@ static int parse_dynamic(const cJSON *m, ks_get_req_t *g, char *err,
 	return KS_OK;
 }
 
+static int get_name(const cJSON *m, const char *field, char *out,
+    char *err, size_t errlen);
+
 /* Bits of the get fields seen, for the required-field check. */
 enum {
 	SEEN_KERNEL = 1, SEEN_BACKEND = 2, SEEN_DTYPE = 4, SEEN_SHAPE = 8,
@@ -501,6 +504,15 @@ static int parse_get(const cJSON *root, const char *opname, ks_get_req_t *g,
 		if (strcmp(m->string, "op") == 0 ||
 		    strcmp(m->string, "id") == 0)
 			continue;
+		/* A get's own: not a get-spec's (warm, ready, deploy items). */
+		if (strcmp(m->string, "deployment") == 0 &&
+		    strcmp(opname, "op 'get'") == 0) {
+			rc = get_name(m, "deployment", g->deployment, err,
+			    errlen);
+			if (rc)
+				return rc;
+			continue;
+		}
 		rc = parse_get_member(m, g, &seen, err, errlen);
 		if (rc == 1)
 			return fail(err, errlen, KS_E_UNKNOWN_FIELD,
@@ -741,6 +753,21 @@ static int parse_deploy(const cJSON *root, const char *op,
 	return parse_items(found[1], op, out, err, errlen);
 }
 
+/* misses: "deployment" (a name), optional: that deployment's late
+ * compiles instead of the misses. */
+static int parse_misses(const cJSON *root, ks_request_t *out, char *err,
+    size_t errlen)
+{
+	static const char *const names[] = { "deployment", NULL };
+	const cJSON *found[1] = { NULL };
+	int rc;
+
+	rc = op_members(root, "misses", names, found, err, errlen);
+	if (rc || !found[0])
+		return rc;
+	return get_name(found[0], "deployment", out->name, err, errlen);
+}
+
 static int parse_items(const cJSON *items, const char *op,
     ks_request_t *out, char *err, size_t errlen)
 {
@@ -905,6 +932,8 @@ static int parse_root(const cJSON *root, const char *text, size_t len,
 		return parse_cancel(root, out, err, errlen);
 	if (out->op == KS_OP_IMPORT)
 		return parse_import(root, out, err, errlen);
+	if (out->op == KS_OP_MISSES)
+		return parse_misses(root, out, err, errlen);
 	return op_members(root, op_names[i], no_members, NULL, err, errlen);
 }
 

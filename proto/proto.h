@@ -88,6 +88,9 @@ typedef struct {
 	char dynamic[KS_MAX_DIMS][KS_MAX_NAME + 1];
 	int ndynamic;
 	int meta_only;                  /* "return":"meta" */
+	/* get only: the deployment the client declared (a name), or "";
+	 * not part of the key: it marks a compile late (docs/operations.md) */
+	char deployment[KS_MAX_NAME + 1];
 } ks_get_req_t;
 
 /* Which entries a list or evict addresses.  Empty strings match all. */
@@ -131,7 +134,8 @@ typedef struct {
 	char *path;                     /* KS_OP_IMPORT: absolute, malloc'd */
 	char name[KS_MAX_NAME + 1];     /* a deployment: KS_OP_DEPLOY,
 	                                   _UNDEPLOY, _DEPLOYMENTS (or ""),
-	                                   KS_OP_READY (or "": items) */
+	                                   KS_OP_READY (or "": items),
+	                                   KS_OP_MISSES (or "": all misses) */
 } ks_request_t;
 
 /* The longest path an import names. */

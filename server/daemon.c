@@ -689,6 +689,7 @@ int ks_server_run(const ks_server_config_t *cfg)
 	ks_buf_close(&srv.kernels_body);
 	ks_keys_close(&srv.keys);
 	ks_flights_close(&srv.flights);
+	ks_deploy_states_free(&srv);
 	uv_loop_close(srv.loop);
 	close_fds(&srv);
 	ks_log(KS_LOG_INFO, "kspecd stopped");

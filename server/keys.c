@@ -324,6 +324,7 @@ int ks_keys_normalize(ks_keys_t *keys, const ks_get_req_t *req,
 	char beerr[256];
 	int i, nb, nd = 0, rc, ki;
 
+	memcpy(out->deployment, req->deployment, sizeof out->deployment);
 	def = ks_kernel_find(req->kernel);
 	if (!def) {
 		snprintf(err, errlen, "no kernel named '%s' (see `kspec "

@@ -20,6 +20,9 @@ typedef struct {
 	int kernel_index;        /* of spec.def in the library (stats) */
 	char format[KS_MAX_NAME + 1];
 	ks_hash_t key;
+	/* Not in the key: the deployment a get declared, or "" (a miss of
+	 * a ready deployment's client is a late compile, op_get.c). */
+	char deployment[KS_MAX_NAME + 1];
 } ks_get_t;
 
 /* (backend, requested target) -> resolved target and compiler identity.

@@ -590,7 +590,7 @@ static void record_misses(ks_srv_t *srv, const ks_flight_t *f)
 		return;
 	ks_buf_init(&spec);
 	if (ks_get_spec_json(&f->get, &spec) == KS_OK)
-		ks_writer_record_miss(srv->writer, spec.data, gets);
+		ks_writer_record_miss(srv->writer, NULL, spec.data, gets);
 	ks_buf_close(&spec);
 }
 

@@ -106,6 +106,41 @@ static void requests(ks_buf_t *b, const ks_srv_t *srv)
 	    srv->n.warm_items);
 }
 
+/* Per deployment (names are the admins' own: 1 to 64 of [A-Za-z0-9._-],
+ * nothing to escape in a label). */
+static void deployments(ks_buf_t *b, ks_srv_t *srv)
+{
+	const ks_deploy_state_t *st;
+	char l[96];
+
+	counter(b, "kspec_late_compiles_total", "Gets that declared a "
+	    "deployment and compiled after it was ready, since start.",
+	    srv->n.late_compiles);
+	ks_prom_head(b, "kspec_deployment_ready", "gauge", "1 once a check "
+	    "found every spec of the deployment cached, until its specs "
+	    "change.");
+	for (st = srv->deploys; st; st = st->hh.next) {
+		snprintf(l, sizeof l, "deployment=\"%s\"", st->name);
+		ks_prom_u64(b, "kspec_deployment_ready", l, (uint64_t)st->ready);
+	}
+	ks_prom_head(b, "kspec_deployment_late_compiles_total", "counter",
+	    "Late compiles by deployment, since start.");
+	for (st = srv->deploys; st; st = st->hh.next) {
+		snprintf(l, sizeof l, "deployment=\"%s\"", st->name);
+		ks_prom_u64(b, "kspec_deployment_late_compiles_total", l,
+		    st->late);
+	}
+	ks_prom_head(b, "kspec_upgrade_recompiles_total", "counter",
+	    "Specs of deployments whose keys changed (a compiler or kernel "
+	    "upgrade), recompiled at start: by outcome.");
+	ks_prom_u64(b, "kspec_upgrade_recompiles_total", "result=\"queued\"",
+	    srv->n.upgrade_queued);
+	ks_prom_u64(b, "kspec_upgrade_recompiles_total",
+	    "result=\"compiled\"", srv->n.upgrade_compiled);
+	ks_prom_u64(b, "kspec_upgrade_recompiles_total", "result=\"failed\"",
+	    srv->n.upgrade_failed);
+}
+
 static void compiles(ks_buf_t *b, ks_srv_t *srv, const census_t *cs)
 {
 	const ks_backend_t *const *all;
@@ -257,6 +292,7 @@ void ks_metrics_text(ks_srv_t *srv, ks_buf_t *b)
 	    (double)(ks_now_ns() - srv->started_ns) / 1e9);
 	requests(b, srv);
 	compiles(b, srv, &cs);
+	deployments(b, srv);
 	storage(b, srv);
 	connections(b, srv);
 	remote(b, srv);

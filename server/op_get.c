@@ -111,6 +111,8 @@ void ks_op_get_normalized(ks_conn_t *c, int has_id, uint64_t id,
 		ks_srv_reject(c, has_id, id, rc, err);
 		return;
 	}
+	if (g->deployment[0])
+		ks_deploy_late(srv, g);
 	srv->rlog.waiting = 1;  /* get_done writes its line */
 	ks_conn_wait(c);
 	ks_flights_dispatch(&srv->flights);

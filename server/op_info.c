@@ -290,6 +290,11 @@ void ks_stats_fields(ks_srv_t *srv, ks_buf_t *out)
 	json_counter(out, "abandoned", fl->abandoned);
 	json_counter(out, "warms", srv->n.warms);
 	json_counter(out, "warm_items", srv->n.warm_items);
+	json_counter(out, "late_compiles", srv->n.late_compiles);
+	ks_buf_printf(out, ",\"upgrade_recompiles\":{\"queued\":%" PRIu64
+	    ",\"compiled\":%" PRIu64 ",\"failed\":%" PRIu64 "}",
+	    srv->n.upgrade_queued, srv->n.upgrade_compiled,
+	    srv->n.upgrade_failed);
 	json_counter(out, "connections", (uint64_t)srv->conns.n);
 	json_counter(out, "connections_total", srv->conns.total);
 	json_counter(out, "connections_refused_full",

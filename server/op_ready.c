@@ -18,13 +18,26 @@ typedef struct {
 	int code;                /* KS_OK, or why the spec has no key */
 	char msg[256];
 	ks_hash_t key;
+	int cached;              /* found when the answer is made */
 } ready_item_t;
 
 typedef struct {
 	ks_later_t l;            /* first */
 	int n;
 	ready_item_t *items;
+	char name[KS_MAX_NAME + 1];  /* of a deployment, or "" */
 } ready_t;
+
+int ks_srv_cached(ks_srv_t *srv, const ks_hash_t *key)
+{
+	char hex[KS_HASH_HEX];
+	ks_hash_t have;
+
+	if (ks_hot_has(srv->hot, key))
+		return 1;
+	ks_hash_hex(key, hex);
+	return ks_store_keys_with_prefix(srv->store, hex, &have, 1) == 1;
+}
 
 static void ready_reply(ks_mail_t *m)
 {
@@ -32,9 +45,20 @@ static void ready_reply(ks_mail_t *m)
 	ks_srv_t *srv = r->l.srv;
 	ks_conn_t *c = r->l.conn;
 	char hex[KS_HASH_HEX];
-	ks_hash_t have;
+	ks_deploy_state_t *st;
 	int i, cached = 0, first = 1;
 
+	for (i = 0; i < r->n; i++) {
+		ready_item_t *it = &r->items[i];
+
+		it->cached = it->code == KS_OK && ks_srv_cached(srv, &it->key);
+		cached += it->cached;
+	}
+	/* A deployment found ready: from now on its clients' misses are
+	 * late compiles. */
+	if (r->name[0] && cached == r->n &&
+	    (st = ks_deploy_state(srv, r->name, 0)))
+		st->ready = 1;
 	if (ks_conn_live(c)) {
 		ks_reply_begin(c, r->l.has_id, r->l.id);
 		ks_buf_puts(&c->out, ",\"missing\":[");
@@ -42,13 +66,9 @@ static void ready_reply(ks_mail_t *m)
 			const ready_item_t *it = &r->items[i];
 
 			if (it->code == KS_OK) {
-				ks_hash_hex(&it->key, hex);
-				if (ks_hot_has(srv->hot, &it->key) ||
-				    ks_store_keys_with_prefix(srv->store, hex,
-				    &have, 1) == 1) {
-					cached++;
+				if (it->cached)
 					continue;
-				}
+				ks_hash_hex(&it->key, hex);
 				ks_buf_printf(&c->out, "%s{\"index\":%d,"
 				    "\"key\":\"%s\"}", first ? "" : ",", i, hex);
 			} else {
@@ -132,6 +152,7 @@ static void ready_items(ks_conn_t *c, const ks_request_t *req,
 	}
 	ks_later_init(&r->l, c, req, ready_reply);
 	r->n = src->nitems;
+	snprintf(r->name, sizeof r->name, "%s", req->name);
 	for (i = 0; i < src->nitems; i++) {
 		ready_item_t *it = &r->items[i];
 		ks_get_t g;

@@ -697,7 +697,8 @@ static void misses_now(ks_conn_t *c, const ks_request_t *req)
 
 	ks_reply_begin(c, req->has_id, req->id);
 	ks_buf_puts(&c->out, ",\"misses\":[");
-	rc = ks_store_misses(ks_srv_of(c)->store, miss_one, c);
+	rc = ks_store_misses(ks_srv_of(c)->store, req->name[0] ? req->name :
+	    NULL, miss_one, c);
 	if (rc) {
 		ks_reply_err(c, req->has_id, req->id, rc, "cannot read the "
 		    "recorded misses");

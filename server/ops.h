@@ -21,14 +21,31 @@ ks_op_fn ks_op_deploy, ks_op_undeploy, ks_op_deployments;
 
 /* Deployments (op_deploy.c): SPECS (a stored JSON array of get-specs)
  * parsed as a ready request's items; each item's key into KEYS (and its
- * canonical spec into SPECS_OUT when not NULL), or the first bad item's
+ * kernel's and backend's names into KERNELS and BACKENDS, its canonical
+ * spec into SPECS_OUT, each when not NULL), or the first bad item's
  * error with its index in ERR; the keys of every deployment pinned anew
  * under today's compilers (at start). */
 int ks_deploy_specs_parse(const char *specs, ks_request_t *out, char *err,
     size_t errlen);
 int ks_deploy_keys(ks_srv_t *srv, const ks_request_t *req, ks_hash_t *keys,
-    ks_buf_t *specs_out, char *err, size_t errlen);
+    const char **kernels, const char **backends, ks_buf_t *specs_out,
+    char *err, size_t errlen);
 void ks_deploy_repin(ks_srv_t *srv);
+/* The state of deployment NAME, or NULL when the daemon knows none; with
+ * CREATE a new one (not ready) is made for a name it does not know
+ * (NULL on OOM).  ks_deploy_forget drops it; ks_deploy_states_free all. */
+ks_deploy_state_t *ks_deploy_state(ks_srv_t *srv, const char *name,
+    int create);
+void ks_deploy_forget(ks_srv_t *srv, const char *name);
+void ks_deploy_states_free(ks_srv_t *srv);
+/* A get of G missed: when the deployment it declared is ready, a late
+ * compile (counted, logged with its spec, recorded for `kspec manifest
+ * --from-misses --deployment`). */
+void ks_deploy_late(ks_srv_t *srv, const ks_get_t *g);
+
+/* 1 when KEY is in the memory tier or the store (its key index): what
+ * ready counts as cached (op_ready.c). */
+int ks_srv_cached(ks_srv_t *srv, const ks_hash_t *key);
 
 /* The fields of the stats reply, each after a comma (docs/protocol.md):
  * the same for the stats op and the metrics listener's /api/stats. */

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <uthash.h>
 #include <uv.h>
 
 #include "../base/base.h"
@@ -66,6 +67,10 @@ typedef struct {
 	uint64_t corrupt;        /* store rows that failed their checksum */
 	uint64_t warms;          /* warm requests */
 	uint64_t warm_items;
+	uint64_t late_compiles;  /* misses of a ready deployment's clients */
+	/* The specs of deployments whose keys changed (compilers, kernels),
+	 * recompiled at start: queued, compiled, failed. */
+	uint64_t upgrade_queued, upgrade_compiled, upgrade_failed;
 	/* Requests by op (their sum is every request); [KS_OP_COUNT_]
 	 * counts headers that named no valid op. */
 	uint64_t op_requests[KS_OP_COUNT_ + 1];
@@ -76,6 +81,17 @@ typedef struct {
 	 * are the hits (ks_srv_hits): nothing else counts them. */
 	ks_hist_t hit_hist[2];
 } ks_counters_t;
+
+/* What the daemon knows of a deployment besides the store's row
+ * (op_deploy.c): whether a check found it ready, and its late compiles
+ * since start.  One per deployment the store has. */
+typedef struct ks_deploy_state {
+	char name[KS_MAX_NAME + 1];
+	int ready;               /* a check found every spec cached, and its
+	                            specs have not changed since */
+	uint64_t late;           /* late compiles since start */
+	UT_hash_handle hh;
+} ks_deploy_state_t;
 
 /* The last error replies, for the dashboard: what went wrong lately. */
 #define KS_RECENT_ERRORS 32
@@ -143,6 +159,7 @@ struct ks_srv {
 	                                 answered, for ks_op_get to learn */
 	struct ks_warm *warms;   /* warm requests in progress (op_get.c),
 	                            for cancel */
+	ks_deploy_state_t *deploys;  /* uthash by name (op_deploy.c) */
 };
 
 /* An answer of OP made outside its dispatch (a compile's end, a store

@@ -192,6 +192,16 @@ static const char *const migrations[] = {
 	"  key BLOB NOT NULL,"
 	"  name TEXT NOT NULL,"
 	"  PRIMARY KEY (key, name)) WITHOUT ROWID;",
+	/* v5 -> v6: late compiles, the misses of a deployment's clients
+	 * after it was ready (as misses, by deployment); they go with the
+	 * deployment. */
+	"CREATE TABLE late ("
+	"  deployment TEXT NOT NULL,"
+	"  spec TEXT NOT NULL,"
+	"  first INTEGER NOT NULL,"
+	"  last INTEGER NOT NULL,"
+	"  count INTEGER NOT NULL,"
+	"  PRIMARY KEY (deployment, spec)) WITHOUT ROWID;",
 };
 
 static int fill_xsum(ks_store_t *s, char *err, size_t errlen);
@@ -199,7 +209,7 @@ static int fill_entry_cols(ks_store_t *s, char *err, size_t errlen);
 
 /* What a step does after its SQL, in the same transaction (NULL: none). */
 static int (*const migration_fill[])(ks_store_t *, char *, size_t) = {
-	NULL, NULL, fill_xsum, fill_entry_cols, NULL,
+	NULL, NULL, fill_xsum, fill_entry_cols, NULL, NULL,
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] ==
@@ -2142,21 +2152,28 @@ int ks_store_keys_with_prefix(ks_store_t *s, const char *prefix,
 	return rc;
 }
 
-int ks_store_record_miss(ks_store_t *s, const char *spec, uint64_t count)
+int ks_store_record_miss(ks_store_t *s, const char *deployment,
+    const char *spec, uint64_t count)
 {
 	sqlite3_stmt *st = NULL;
 	int64_t now = ks_wall_s() * 1000;
 	int rc;
 
 	pthread_mutex_lock(&s->wlock);
-	rc = sqlite3_prepare_v2(s->w, "INSERT INTO misses(spec, first, last, "
-	    "count) VALUES (?1, ?2, ?2, ?3) ON CONFLICT(spec) DO UPDATE SET "
-	    "last = excluded.last, count = count + excluded.count", -1, &st,
-	    NULL);
+	rc = sqlite3_prepare_v2(s->w, deployment ? "INSERT INTO late("
+	    "deployment, spec, first, last, count) VALUES (?4, ?1, ?2, ?2, "
+	    "?3) ON CONFLICT(deployment, spec) DO UPDATE SET last = "
+	    "excluded.last, count = count + excluded.count" : "INSERT INTO "
+	    "misses(spec, first, last, count) VALUES (?1, ?2, ?2, ?3) ON "
+	    "CONFLICT(spec) DO UPDATE SET last = excluded.last, count = "
+	    "count + excluded.count", -1, &st, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_text(st, 1, spec, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 2, now);
 		sqlite3_bind_int64(st, 3, (int64_t)count);
+		if (deployment)
+			sqlite3_bind_text(st, 4, deployment, -1,
+			    SQLITE_STATIC);
 		rc = sqlite3_step(st);
 	}
 	rc = rc == SQLITE_DONE ? KS_OK : failed(s, s->w, rc, "record miss");
@@ -2165,15 +2182,20 @@ int ks_store_record_miss(ks_store_t *s, const char *spec, uint64_t count)
 	return rc;
 }
 
-int ks_store_misses(ks_store_t *s, int (*cb)(void *ctx, const char *spec,
-    int64_t first, int64_t last, uint64_t count), void *ctx)
+int ks_store_misses(ks_store_t *s, const char *deployment,
+    int (*cb)(void *ctx, const char *spec, int64_t first, int64_t last,
+    uint64_t count), void *ctx)
 {
 	sqlite3_stmt *st = NULL;
 	int rc, stop = 0;
 
 	pthread_mutex_lock(&s->rlock);
-	rc = sqlite3_prepare_v2(s->r, "SELECT spec, first, last, count FROM "
-	    "misses ORDER BY first, spec", -1, &st, NULL);
+	rc = sqlite3_prepare_v2(s->r, deployment ? "SELECT spec, first, last, "
+	    "count FROM late WHERE deployment = ?1 ORDER BY first, spec" :
+	    "SELECT spec, first, last, count FROM misses ORDER BY first, spec",
+	    -1, &st, NULL);
+	if (rc == SQLITE_OK && deployment)
+		sqlite3_bind_text(st, 1, deployment, -1, SQLITE_STATIC);
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *spec = (const char *)sqlite3_column_text(st, 0);
 
@@ -2193,15 +2215,20 @@ int ks_store_misses(ks_store_t *s, int (*cb)(void *ctx, const char *spec,
 
 /* ---- deployments (schema 5) ---- */
 
-/* Runs SQL with NAME bound to ?1 on the writer's connection. */
-static int exec_named(ks_store_t *s, const char *sql, const char *name,
-    int *changes)
+/* Runs SQL on the writer's connection with NAME bound to ?1, SPECS (when
+ * not NULL) to ?2 and now (Unix ms) to ?3 when SQL has it. */
+static int exec_deployment(ks_store_t *s, const char *sql, const char *name,
+    const char *specs, int *changes)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = sqlite3_prepare_v2(s->w, sql, -1, &st, NULL);
 
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+		if (specs)
+			sqlite3_bind_text(st, 2, specs, -1, SQLITE_STATIC);
+		if (sqlite3_bind_parameter_count(st) >= 3)
+			sqlite3_bind_int64(st, 3, wall_ms());
 		rc = sqlite3_step(st);
 	}
 	sqlite3_finalize(st);
@@ -2221,23 +2248,19 @@ int ks_store_deploy_set(ks_store_t *s, const char *name, const char *specs,
 
 	pthread_mutex_lock(&s->wlock);
 	rc = begin(s);
-	if (rc == KS_OK &&
-	    sqlite3_prepare_v2(s->w, "INSERT INTO deployments (name, specs, "
-	    "created) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO UPDATE SET "
-	    "specs = ?2", -1, &st, NULL) == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, specs, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, wall_ms());
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = failed(s, s->w, sqlite3_errcode(s->w), "deployment");
-	} else if (rc == KS_OK) {
-		rc = failed(s, s->w, sqlite3_errcode(s->w), "deployment");
-	}
-	sqlite3_finalize(st);
-	st = NULL;
+	/* New specs: the late compiles were of the old ones (a repin at
+	 * start writes the same specs, and keeps them). */
 	if (rc == KS_OK)
-		rc = exec_named(s, "DELETE FROM pins WHERE name = ?1", name,
-		    NULL);
+		rc = exec_deployment(s, "DELETE FROM late WHERE deployment = ?1 "
+		    "AND NOT EXISTS (SELECT 1 FROM deployments WHERE name = ?1 "
+		    "AND specs = ?2)", name, specs, NULL);
+	if (rc == KS_OK)
+		rc = exec_deployment(s, "INSERT INTO deployments (name, specs, "
+		    "created) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO UPDATE "
+		    "SET specs = ?2", name, specs, NULL);
+	if (rc == KS_OK)
+		rc = exec_deployment(s, "DELETE FROM pins WHERE name = ?1", name,
+		    NULL, NULL);
 	if (rc == KS_OK && sqlite3_prepare_v2(s->w, "INSERT OR IGNORE INTO "
 	    "pins (key, name) VALUES (?1, ?2)", -1, &st, NULL) != SQLITE_OK)
 		rc = failed(s, s->w, sqlite3_errcode(s->w), "pins");
@@ -2264,11 +2287,14 @@ int ks_store_deploy_remove(ks_store_t *s, const char *name)
 	pthread_mutex_lock(&s->wlock);
 	rc = begin(s);
 	if (rc == KS_OK)
-		rc = exec_named(s, "DELETE FROM deployments WHERE name = ?1",
-		    name, &n);
+		rc = exec_deployment(s, "DELETE FROM deployments WHERE name = ?1",
+		    name, NULL, &n);
 	if (rc == KS_OK)
-		rc = exec_named(s, "DELETE FROM pins WHERE name = ?1", name,
-		    NULL);
+		rc = exec_deployment(s, "DELETE FROM pins WHERE name = ?1", name,
+		    NULL, NULL);
+	if (rc == KS_OK)
+		rc = exec_deployment(s, "DELETE FROM late WHERE deployment = ?1",
+		    name, NULL, NULL);
 	if (rc == KS_OK)
 		rc = commit(s);
 	if (rc != KS_OK)
@@ -2305,3 +2331,107 @@ int ks_store_deployments(ks_store_t *s, const char *name,
 	return rc;
 }
 
+
+int ks_store_pinned(ks_store_t *s, const char *name, const ks_hash_t *key)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	pthread_mutex_lock(&s->rlock);
+	rc = sqlite3_prepare_v2(s->r, "SELECT 1 FROM pins WHERE key = ?1 AND "
+	    "name = ?2", -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		bind_key(st, 1, key);
+		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+	}
+	rc = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 :
+	    failed(s, s->r, rc, "pins");
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->rlock);
+	return rc;
+}
+
+/* One int64 of ST after binding TEXT1 and TEXT2 (when not NULL) to ?1 and
+ * ?2, into *out (0 for NULL); the statement is reset. */
+static int step_int64(ks_store_t *s, sqlite3_stmt *st, const char *text1,
+    const char *text2, int64_t *out)
+{
+	int rc;
+
+	sqlite3_reset(st);
+	if (text1)
+		sqlite3_bind_text(st, 1, text1, -1, SQLITE_STATIC);
+	if (text2)
+		sqlite3_bind_text(st, 2, text2, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW)
+		return failed(s, s->r, rc, "pins");
+	*out = sqlite3_column_int64(st, 0);
+	return KS_OK;
+}
+
+int ks_store_pin_bytes(ks_store_t *s, const char *name, const ks_hash_t *keys,
+    const char *const *kernels, const char *const *backends, size_t n,
+    uint64_t *bytes, size_t *estimated)
+{
+	sqlite3_stmt *others = NULL, *size = NULL, *by_kernel = NULL;
+	sqlite3_stmt *by_backend = NULL;
+	int64_t v;
+	size_t i;
+	int rc;
+
+	*bytes = 0;
+	*estimated = 0;
+	pthread_mutex_lock(&s->rlock);
+	rc = sqlite3_prepare_v2(s->r, "SELECT coalesce(sum(size), 0) FROM "
+	    "artifacts WHERE key IN (SELECT key FROM pins WHERE name != ?1)",
+	    -1, &others, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(s->r, "SELECT size, key IN (SELECT "
+		    "key FROM pins WHERE name != ?2) FROM artifacts WHERE key "
+		    "= ?1", -1, &size, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(s->r, "SELECT coalesce(avg(size), 0) "
+		    "FROM artifacts WHERE kernel = ?1 AND backend = ?2", -1,
+		    &by_kernel, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(s->r, "SELECT coalesce(avg(size), 0) "
+		    "FROM artifacts WHERE backend = ?1", -1, &by_backend,
+		    NULL);
+	rc = rc == SQLITE_OK ? step_int64(s, others, name, NULL, &v) :
+	    failed(s, s->r, rc, "pins");
+	if (rc == KS_OK)
+		*bytes = (uint64_t)v;
+	for (i = 0; rc == KS_OK && i < n; i++) {
+		sqlite3_reset(size);
+		bind_key(size, 1, &keys[i]);
+		sqlite3_bind_text(size, 2, name, -1, SQLITE_STATIC);
+		rc = sqlite3_step(size);
+		if (rc == SQLITE_ROW) {
+			/* One another deployment pins is counted above. */
+			if (!sqlite3_column_int(size, 1))
+				*bytes += (uint64_t)sqlite3_column_int64(size,
+				    0);
+			rc = KS_OK;
+			continue;
+		}
+		if (rc != SQLITE_DONE) {
+			rc = failed(s, s->r, rc, "pins");
+			break;
+		}
+		rc = step_int64(s, by_kernel, kernels[i], backends[i], &v);
+		if (rc == KS_OK && v == 0)
+			rc = step_int64(s, by_backend, backends[i], NULL, &v);
+		if (rc == KS_OK) {
+			*bytes += (uint64_t)v;
+			(*estimated)++;
+		}
+	}
+	sqlite3_finalize(others);
+	sqlite3_finalize(size);
+	sqlite3_finalize(by_kernel);
+	sqlite3_finalize(by_backend);
+	pthread_mutex_unlock(&s->rlock);
+	return rc;
+}

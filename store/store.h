@@ -87,7 +87,7 @@ typedef struct ks_store ks_store_t;
 
 /* Schema version (PRAGMA user_version) this build creates and migrates to;
  * a store with a newer version is refused. */
-#define KS_STORE_SCHEMA_VERSION 5
+#define KS_STORE_SCHEMA_VERSION 6
 /* Distinct keys whose touches are held in memory; a full set is flushed. */
 #define KS_STORE_PENDING_TOUCHES 256
 
@@ -178,12 +178,32 @@ int ks_store_remove_if(ks_store_t *s, const ks_hash_t *keys, size_t nkeys,
 int ks_store_stats(ks_store_t *s, ks_store_stats_t *out);
 
 /* Records COUNT requests that missed for SPEC (a canonical get-spec JSON
- * text): inserted with first = last = now, or last and count updated. */
-int ks_store_record_miss(ks_store_t *s, const char *spec, uint64_t count);
-/* Calls CB for every recorded miss, oldest first; CB returns non-zero to
- * stop.  CB runs under the reader lock and must not call the store. */
-int ks_store_misses(ks_store_t *s, int (*cb)(void *ctx, const char *spec,
-    int64_t first, int64_t last, uint64_t count), void *ctx);
+ * text): inserted with first = last = now, or last and count updated.
+ * With DEPLOYMENT (else NULL) they are that deployment's late compiles
+ * (schema 6), kept apart from the misses and removed with the deployment
+ * or when its specs change. */
+int ks_store_record_miss(ks_store_t *s, const char *deployment,
+    const char *spec, uint64_t count);
+/* Calls CB for every recorded miss (DEPLOYMENT NULL) or late compile of
+ * DEPLOYMENT, oldest first; CB returns non-zero to stop.  CB runs under
+ * the reader lock and must not call the store. */
+int ks_store_misses(ks_store_t *s, const char *deployment,
+    int (*cb)(void *ctx, const char *spec, int64_t first, int64_t last,
+    uint64_t count), void *ctx);
+/* 1 when deployment NAME pins KEY, 0 when not, or a negative ks error
+ * (reader). */
+int ks_store_pinned(ks_store_t *s, const char *name, const ks_hash_t *key);
+/*
+ * What the pins of deployment NAME would hold if its keys were KEYS (N):
+ * into *bytes, the stored size of every row pinned by another deployment
+ * and of each of KEYS that is stored, plus for each one that is not an
+ * estimate: the mean size of the stored rows of its kernel and backend
+ * (KERNELS[i], BACKENDS[i]), else of its backend, else 0; *estimated
+ * counts the keys estimated.  Reader.
+ */
+int ks_store_pin_bytes(ks_store_t *s, const char *name, const ks_hash_t *keys,
+    const char *const *kernels, const char *const *backends, size_t n,
+    uint64_t *bytes, size_t *estimated);
 
 /*
  * Notes on the calls above, added with the implementation:
@@ -323,8 +343,8 @@ void ks_writer_sync(ks_store_writer_t *w);
 int ks_writer_put(ks_store_writer_t *w, ks_artifact_t *a);
 /* ks_store_flush; a flush already waiting makes this a no-op. */
 int ks_writer_flush(ks_store_writer_t *w);
-int ks_writer_record_miss(ks_store_writer_t *w, const char *spec,
-    uint64_t count);
+int ks_writer_record_miss(ks_store_writer_t *w, const char *deployment,
+    const char *spec, uint64_t count);
 int ks_writer_quarantine(ks_store_writer_t *w, const ks_hash_t *key);
 /* ks_store_remove_if (KEYS are copied; MATCH runs on the writer thread
  * with MCTX, which must live until DONE), then DONE. */

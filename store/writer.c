@@ -29,7 +29,8 @@ typedef struct op {
 	char err[512];
 	void *ctx;
 	int *synced;                     /* SYNC */
-	char *name;                      /* DEPLOY: NULL specs removes it */
+	char *name;                      /* DEPLOY: NULL specs removes it;
+	                                    MISS: the deployment, or NULL */
 	void (*deployed)(void *ctx, int rc);
 } op_t;
 
@@ -67,9 +68,10 @@ static void run(ks_store_writer_t *w, op_t *op)
 		ks_store_flush(w->store);
 		break;
 	case OP_MISS:
-		if (ks_store_record_miss(w->store, op->spec, op->count) !=
-		    KS_OK)
+		if (ks_store_record_miss(w->store, op->name, op->spec,
+		    op->count) != KS_OK)
 			ks_log(KS_LOG_WARN, "store: could not record a miss");
+		free(op->name);
 		free(op->spec);
 		break;
 	case OP_QUARANTINE:
@@ -241,12 +243,15 @@ int ks_writer_flush(ks_store_writer_t *w)
 	return KS_OK;
 }
 
-int ks_writer_record_miss(ks_store_writer_t *w, const char *spec,
-    uint64_t count)
+int ks_writer_record_miss(ks_store_writer_t *w, const char *deployment,
+    const char *spec, uint64_t count)
 {
 	op_t *op = op_new(OP_MISS);
 
-	if (!op || !(op->spec = strdup(spec))) {
+	if (!op || !(op->spec = strdup(spec)) ||
+	    (deployment && !(op->name = strdup(deployment)))) {
+		if (op)
+			free(op->spec);
 		free(op);
 		return KS_E_NOMEM;
 	}

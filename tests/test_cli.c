@@ -979,7 +979,7 @@ Test(cli, a_deployment_is_pinned_and_gated_on)
 	/* No memory tier: what is cached is what the store keeps. */
 	static const char *const extra[] = { "--workers", "1", "--max-bytes",
 	    "30K", "--hot-bytes", "0", NULL };
-	char man[400];
+	char man[400], big[400];
 	cJSON *j;
 	int n;
 
@@ -995,8 +995,42 @@ Test(cli, a_deployment_is_pinned_and_gated_on)
 	    "%s", out);
 	cr_assert_eq(kspec("ready llama"), 1, "%s", out);
 	cr_assert(strstr(out, "not ready: 0 of 3 specs cached"), "%s", out);
+	/* Before it is ready, a miss of its client is not late. */
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=8,K=8 --deployment llama --meta /dev/null"), 0, "%s", out);
+	cr_assert_eq(e2e_stat(D.sock, "late_compiles"), 0);
 	cr_assert_eq(kspec("ready llama --wait 120"), 0, "%s", out);
 	cr_assert(strstr(out, "ready: 3 of 3 specs cached"), "%s", out);
+	/* Ready: a get of its client that compiles is late (logged,
+	 * counted, offered as a manifest); one that hits, or a get that
+	 * declares no deployment, is not. */
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=8,K=8 --deployment llama --meta /dev/null"), 0, "%s", out);
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=72,K=512 --deployment llama --meta /dev/null"), 0, "%s",
+	    out);
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=16,K=8 --meta /dev/null"), 0, "%s", out);
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=24,K=8 --deployment llama --meta /dev/null"), 0, "%s", out);
+	cr_assert_eq(e2e_stat(D.sock, "late_compiles"), 1);
+	cr_assert_eq(kspec("manifest --from-misses --deployment llama"), 0,
+	    "%s", out);
+	cr_assert(strstr(out, "\"N\":\t24") && !strstr(out, "\"N\":\t16") &&
+	    !strstr(out, "\"N\":\t72"), "%s", out);
+	cr_assert_eq(kspec("deploy ls llama --json"), 0, "%s", out);
+	cr_assert(strstr(out, "\"ready\":true,\"late_compiles\":1"), "%s",
+	    out);
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=8,K=8 --deployment 'no such' --meta /dev/null"), 2, "%s",
+	    out);
+	/* Pins that would not fit the budget are refused, estimated from
+	 * the stored gemm entries for the specs not compiled yet. */
+	snprintf(big, sizeof big, "%s/big.json", D.dir);
+	write_cold_manifest(big, 24);
+	cr_assert_eq(kspec("deploy add big %s", big), 1, "%s", out);
+	cr_assert(strstr(out, "E_TOO_LARGE") && strstr(out, "budget"), "%s",
+	    out);
 	/* Other kernels, more than the budget holds: the LRU goes, the
 	 * deployment's stay. */
 	for (n = 8; n <= 64; n += 8)
@@ -1017,7 +1051,9 @@ Test(cli, a_deployment_is_pinned_and_gated_on)
 	cr_assert_eq(e2e_stop(&D), 0);
 	cr_assert_eq(e2e_start(&D, extra), 0);
 	cr_assert_eq(kspec("deploy ls llama --json"), 0, "%s", out);
-	cr_assert(strstr(out, "\"cached\":3,\"pinned\":3"), "%s", out);
+	cr_assert(strstr(out, "\"cached\":3,\"pinned\":3,\"ready\":true,"
+	    "\"late_compiles\":1"), "the start did not find it ready, or "
+	    "lost its late compile: %s", out);
 	cr_assert_eq(kspec("deploy rm llama"), 0, "%s", out);
 	cr_assert_eq(kspec("deploy rm llama"), 1, "%s", out);
 	cr_assert(strstr(out, "E_NOT_FOUND"), "%s", out);

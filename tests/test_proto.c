@@ -690,6 +690,42 @@ Test(parse, evict_stale_and_dry_run)
 	    "'stale'");
 }
 
+/* A get's deployment: a name, a get's own field (not a get-spec's), and
+ * misses of one deployment. */
+Test(parse, a_get_declares_its_deployment)
+{
+	ok_parse("{\"op\":\"get\",\"kernel\":\"gemm\",\"backend\":\"cpu\","
+	    "\"dtype\":\"f32\",\"shape\":{\"M\":1},\"deployment\":"
+	    "\"llama-8b.v2\"}");
+	cr_assert_str_eq(req.get.deployment, "llama-8b.v2");
+	ok_parse("{\"op\":\"get\",\"kernel\":\"gemm\",\"backend\":\"cpu\","
+	    "\"dtype\":\"f32\",\"shape\":{\"M\":1}}");
+	cr_assert_str_eq(req.get.deployment, "");
+	reject("{\"op\":\"get\",\"kernel\":\"gemm\",\"backend\":\"cpu\","
+	    "\"dtype\":\"f32\",\"shape\":{\"M\":1},\"deployment\":\"a b\"}",
+	    KS_E_BAD_REQUEST, "'deployment'");
+	reject("{\"op\":\"get\",\"kernel\":\"gemm\",\"backend\":\"cpu\","
+	    "\"dtype\":\"f32\",\"shape\":{\"M\":1},\"deployment\":7}",
+	    KS_E_BAD_REQUEST, "'deployment'");
+	reject("{\"op\":\"explain\",\"kernel\":\"gemm\",\"backend\":"
+	    "\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1},\"deployment\":"
+	    "\"a\"}", KS_E_UNKNOWN_FIELD, "'deployment'");
+	ok_parse("{\"op\":\"warm\",\"items\":[{\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1},"
+	    "\"deployment\":\"a\"}]}");
+	cr_assert_not_null(req.item_errs);
+	cr_assert_eq(req.item_errs[0].code, KS_E_UNKNOWN_FIELD);
+	ks_request_close(&req);
+	ok_parse("{\"op\":\"misses\",\"deployment\":\"llama\"}");
+	cr_assert_str_eq(req.name, "llama");
+	ok_parse("{\"op\":\"misses\"}");
+	cr_assert_str_eq(req.name, "");
+	reject("{\"op\":\"misses\",\"deployment\":\"\"}", KS_E_BAD_REQUEST,
+	    "'deployment'");
+	reject("{\"op\":\"misses\",\"name\":\"a\"}", KS_E_UNKNOWN_FIELD,
+	    "'name'");
+}
+
 Test(parse, failure_clears_everything_but_the_id)
 {
 	reject("{\"op\":\"get\",\"id\":5,\"kernel\":\"gemm\","
@@ -1209,6 +1245,40 @@ Test(client, refusal_sent_before_close_is_read_after_a_failed_send,
 	cr_assert_str_eq(code, "E_DENIED");
 	cr_assert(strstr(msg, "uid 1234 may not use"), "%s", msg);
 	kspec_close(c);
+}
+
+/* kspec_set_deployment: every get from then on says it, and it parses
+ * as the daemon's get field; a bad name is refused locally. */
+Test(client, a_declared_deployment_goes_with_every_get, .timeout = 10)
+{
+	static const canned_t script[] = {
+		{ GET_OK_HEADER, artifact_bytes, sizeof artifact_bytes, 0, 0 },
+		{ GET_OK_HEADER, artifact_bytes, sizeof artifact_bytes, 0, 0 },
+	};
+	kspec_get_spec_t spec = test_spec();
+	kspec_artifact_t *a = NULL;
+	kspec_client_t *c = NULL;
+	fake_t f;
+
+	fake_start(&f, script, 2);
+	cr_assert_eq(kspec_connect(f.path, &c), KSPEC_OK);
+	cr_assert_eq(kspec_set_deployment(c, "a b"), KSPEC_E_INVAL);
+	cr_assert_eq(kspec_set_deployment(c, "llama"), KSPEC_OK);
+	cr_assert_eq(kspec_get(c, &spec, &a), KSPEC_OK, "%s",
+	    kspec_last_error(c, NULL));
+	kspec_artifact_free(a);
+	cr_assert_eq(kspec_set_deployment(c, NULL), KSPEC_OK);
+	cr_assert_eq(kspec_get(c, &spec, &a), KSPEC_OK, "%s",
+	    kspec_last_error(c, NULL));
+	kspec_artifact_free(a);
+	kspec_close(c);
+	fake_stop(&f);
+	cr_assert_eq(f.nseen, 2);
+	cr_assert_eq(f.seen_rc[0], KS_OK);
+	cr_assert_str_eq(f.seen[0].get.deployment, "llama");
+	cr_assert_str_eq(f.seen[0].get.kernel, "gemm");
+	cr_assert_eq(f.seen_rc[1], KS_OK);
+	cr_assert_str_eq(f.seen[1].get.deployment, "");
 }
 
 Test(client, connect_failure_explains_itself, .timeout = 10)

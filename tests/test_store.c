@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <inttypes.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -765,7 +766,7 @@ static void version_2_store(void)
 	    "  u.last_used, a.meta, a.bytes FROM artifacts a JOIN uses u"
 	    "  ON u.key = a.key;"
 	    "DROP TABLE artifacts; DROP TABLE uses;"
-	    "DROP TABLE deployments; DROP TABLE pins;"
+	    "DROP TABLE deployments; DROP TABLE pins; DROP TABLE late;"
 	    "ALTER TABLE v2 RENAME TO artifacts;"
 	    "CREATE INDEX artifacts_by_last_used ON artifacts(last_used);"
 	    "PRAGMA user_version = 2;");
@@ -909,7 +910,7 @@ static void version_3_store(void)
 	    "INSERT INTO v3 SELECT key, sum, row_sum, size, created, meta,"
 	    "  bytes, xsum FROM artifacts;"
 	    "DROP TABLE artifacts;"
-	    "DROP TABLE deployments; DROP TABLE pins;"
+	    "DROP TABLE deployments; DROP TABLE pins; DROP TABLE late;"
 	    "ALTER TABLE v3 RENAME TO artifacts;"
 	    "UPDATE artifacts SET created = 1234;"
 	    "PRAGMA user_version = 3;");
@@ -1652,18 +1653,99 @@ Test(store, misses_are_counted_per_distinct_spec_and_survive_reopen)
 	ks_store_t *s = open_store(0);
 	misses_t m;
 
-	cr_assert_eq(ks_store_record_miss(s, "{\"a\":1}", 1), KS_OK);
-	cr_assert_eq(ks_store_record_miss(s, "{\"b\":2}", 3), KS_OK);
-	cr_assert_eq(ks_store_record_miss(s, "{\"a\":1}", 2), KS_OK);
+	cr_assert_eq(ks_store_record_miss(s, NULL, "{\"a\":1}", 1), KS_OK);
+	cr_assert_eq(ks_store_record_miss(s, NULL, "{\"b\":2}", 3), KS_OK);
+	cr_assert_eq(ks_store_record_miss(s, NULL, "{\"a\":1}", 2), KS_OK);
 	ks_store_close(s);
 	s = open_store(0);
 	memset(&m, 0, sizeof m);
-	cr_assert_eq(ks_store_misses(s, collect_miss, &m), KS_OK);
+	cr_assert_eq(ks_store_misses(s, NULL, collect_miss, &m), KS_OK);
 	cr_assert_eq(m.n, 2);
 	cr_assert_str_eq(m.specs[0], "{\"a\":1}");
 	cr_assert_eq(m.counts[0], 3);
 	cr_assert_str_eq(m.specs[1], "{\"b\":2}");
 	cr_assert_eq(m.counts[1], 3);
+	ks_store_close(s);
+}
+
+Test(store, late_compiles_are_kept_by_deployment_and_go_with_it)
+{
+	ks_store_t *s = open_store(0);
+	ks_hash_t k = key_of(1);
+	misses_t m;
+
+	cr_assert_eq(ks_store_deploy_set(s, "llama", "[1]", &k, 1), KS_OK);
+	cr_assert_eq(ks_store_record_miss(s, "llama", "{\"a\":1}", 2), KS_OK);
+	cr_assert_eq(ks_store_record_miss(s, "llama", "{\"a\":1}", 1), KS_OK);
+	cr_assert_eq(ks_store_record_miss(s, "qwen", "{\"b\":1}", 1), KS_OK);
+	memset(&m, 0, sizeof m);
+	cr_assert_eq(ks_store_misses(s, NULL, collect_miss, &m), KS_OK);
+	cr_assert_eq(m.n, 0, "a late compile is not a miss");
+	cr_assert_eq(ks_store_misses(s, "llama", collect_miss, &m), KS_OK);
+	cr_assert_eq(m.n, 1);
+	cr_assert_eq(m.counts[0], 3);
+	/* The same specs again (the repin at start) keep them; others, or
+	 * no deployment, drop them. */
+	cr_assert_eq(ks_store_deploy_set(s, "llama", "[1]", &k, 1), KS_OK);
+	memset(&m, 0, sizeof m);
+	cr_assert_eq(ks_store_misses(s, "llama", collect_miss, &m), KS_OK);
+	cr_assert_eq(m.n, 1);
+	cr_assert_eq(ks_store_deploy_set(s, "llama", "[2]", &k, 1), KS_OK);
+	memset(&m, 0, sizeof m);
+	cr_assert_eq(ks_store_misses(s, "llama", collect_miss, &m), KS_OK);
+	cr_assert_eq(m.n, 0);
+	cr_assert_eq(ks_store_deploy_set(s, "qwen", "[1]", &k, 1), KS_OK);
+	cr_assert_eq(ks_store_deploy_remove(s, "qwen"), KS_OK);
+	memset(&m, 0, sizeof m);
+	cr_assert_eq(ks_store_misses(s, "qwen", collect_miss, &m), KS_OK);
+	cr_assert_eq(m.n, 0);
+	ks_store_close(s);
+}
+
+/* Stores key I as an artifact of KERNEL on cpu with LEN bytes. */
+static void put_kernel(ks_store_t *s, int i, const char *kernel, size_t len)
+{
+	ks_hash_t k = key_of(i);
+	char meta[128];
+	uint8_t *b = calloc(1, len);
+	ks_artifact_t *a;
+
+	snprintf(meta, sizeof meta, "\"kernel\":\"%s\",\"backend\":\"cpu\"",
+	    kernel);
+	a = ks_artifact_new(&k, meta, b, len);
+	free(b);
+	cr_assert_eq(ks_store_put(s, a), KS_OK);
+	ks_artifact_unref(a);
+}
+
+Test(store, pin_bytes_count_stored_rows_once_and_estimate_the_others)
+{
+	ks_store_t *s = open_store(0);
+	ks_hash_t k1 = key_of(1), keys[4] = { key_of(1), key_of(2),
+	    key_of(98), key_of(99) };
+	const char *kernels[4] = { "gemm", "gemm", "gemm", "softmax" };
+	const char *backends[4] = { "cpu", "cpu", "cpu", "cpu" };
+	uint64_t bytes;
+	size_t est;
+
+	put_kernel(s, 1, "gemm", 1000);
+	put_kernel(s, 2, "gemm", 3000);
+	put_kernel(s, 3, "rope", 500);
+	cr_assert_eq(ks_store_pinned(s, "a", &k1), 0);
+	cr_assert_eq(ks_store_deploy_set(s, "a", "[1]", &k1, 1), KS_OK);
+	cr_assert_eq(ks_store_pinned(s, "a", &k1), 1);
+	cr_assert_eq(ks_store_pinned(s, "b", &k1), 0);
+	/* a's 1000; key 1 again (once); key 2's 3000; key 98 as a gemm
+	 * (2000, the mean); key 99 as any cpu entry (1500). */
+	cr_assert_eq(ks_store_pin_bytes(s, "b", keys, kernels, backends, 4,
+	    &bytes, &est), KS_OK);
+	cr_assert_eq(bytes, 1000 + 3000 + 2000 + 1500, "%" PRIu64, bytes);
+	cr_assert_eq(est, 2);
+	/* Its own old pins are not another's. */
+	cr_assert_eq(ks_store_pin_bytes(s, "a", keys, kernels, backends, 2,
+	    &bytes, &est), KS_OK);
+	cr_assert_eq(bytes, 4000, "%" PRIu64, bytes);
+	cr_assert_eq(est, 0);
 	ks_store_close(s);
 }
 

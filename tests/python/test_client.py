@@ -671,6 +671,29 @@ class PipelineTest(DaemonTestCase):
         self.assertEqual(r.header["id"], slow)
         self.assertTrue(r.header["ok"])
 
+    def test_a_get_of_a_ready_deployment_that_compiles_is_late(self):
+        c = self.client()
+        spec = {"kernel": "gemm", "dtype": "f32",
+                "shape": {"M": 1, "N": 4, "K": 40}}
+        c.request({"op": "deploy", "name": "pyd",
+                   "items": [kspec.get_request(spec, with_return=False)]})
+        c.warm([spec])
+        self.assertTrue(c.request({"op": "ready",
+                                   "deployment": "pyd"})["ready"])
+        before = c.stats()["late_compiles"]
+        c.get("gemm", dtype="f32", shape={"M": 1, "N": 4, "K": 40},
+              deployment="pyd")                 # a hit: not late
+        c.get("gemm", dtype="f32", shape={"M": 1, "N": 8, "K": 40},
+              deployment="pyd")                 # a miss: late
+        c.get_many([{"kernel": "gemm", "dtype": "f32", "deployment": "pyd",
+                     "shape": {"M": 1, "N": 12, "K": 40}}])
+        self.assertEqual(c.stats()["late_compiles"], before + 2)
+        with self.assertRaises(KspecError) as cm:
+            c.get("gemm", dtype="f32", shape={"M": 1, "N": 4, "K": 40},
+                  deployment="no such")
+        self.assertEqual(cm.exception.code, "E_BAD_REQUEST")
+        c.request({"op": "undeploy", "name": "pyd"})
+
     def test_get_many_raises_the_first_error_in_spec_order(self):
         c = self.client()
         specs = [{"kernel": "gemm", "dtype": "f32",

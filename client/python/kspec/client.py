@@ -587,14 +587,20 @@ class Client:
         return self.request({"op": "stats"})
 
     def get(self, kernel, backend="cpu", dtype=None, shape=None, dynamic=(),
-            target="auto", format=None, mode="exact", meta_only=False):
+            target="auto", format=None, mode="exact", meta_only=False,
+            deployment=None):
         """Asks for the artifact of KERNEL specialized for SHAPE (a dict of
         constants; DYNAMIC names the parameters left dynamic).  Returns an
         ``Artifact`` whose bytes were checked against the reply's hash;
-        raises ``KspecError`` with the daemon's code on refusal."""
+        raises ``KspecError`` with the daemon's code on refusal.
+        DEPLOYMENT names the deployment the get is for (not part of the
+        key): a compile after that deployment was ready is counted late.
+        In ``get_many`` a spec may carry ``"deployment"`` too."""
+        extra = {"deployment": deployment} if deployment else {}
         req = get_request(kernel=kernel, backend=backend, dtype=dtype,
                           shape=shape, dynamic=dynamic, target=target,
-                          format=format, mode=mode, meta_only=meta_only)
+                          format=format, mode=mode, meta_only=meta_only,
+                          **extra)
         req = dict(req, op="get")
         rid = self.send(req)
         _, r = self._recv_for({rid})
