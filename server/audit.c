@@ -472,25 +472,18 @@ static int event_json(void *ctx, const ks_store_audit_event_t *ev)
 	ks_hash_hex(&ev->audit_sum, s2);
 	ks_buf_printf(o, "%s{\"at\":%" PRId64 ",\"key\":\"%s\",\"kernel\":",
 	    o->len ? "," : "", ev->at, key);
+	const char *const names[] = { "variant", "backend", "target",
+	    "dtype", "mode", "format", "shape", "compiler", "auditor" };
+	const char *const vals[] = { ev->e.variant, ev->e.backend,
+	    ev->e.target, ev->e.dtype, ev->e.mode, ev->e.format, ev->e.shape,
+	    ev->e.compiler, ev->auditor };
+	size_t i;
+
 	ks_buf_json_str(o, ev->e.kernel);
-	ks_buf_puts(o, ",\"variant\":");
-	ks_buf_json_str(o, ev->e.variant);
-	ks_buf_puts(o, ",\"backend\":");
-	ks_buf_json_str(o, ev->e.backend);
-	ks_buf_puts(o, ",\"target\":");
-	ks_buf_json_str(o, ev->e.target);
-	ks_buf_puts(o, ",\"dtype\":");
-	ks_buf_json_str(o, ev->e.dtype);
-	ks_buf_puts(o, ",\"mode\":");
-	ks_buf_json_str(o, ev->e.mode);
-	ks_buf_puts(o, ",\"format\":");
-	ks_buf_json_str(o, ev->e.format);
-	ks_buf_puts(o, ",\"shape\":");
-	ks_buf_json_str(o, ev->e.shape);
-	ks_buf_puts(o, ",\"compiler\":");
-	ks_buf_json_str(o, ev->e.compiler);
-	ks_buf_puts(o, ",\"auditor\":");
-	ks_buf_json_str(o, ev->auditor);
+	for (i = 0; i < sizeof names / sizeof *names; i++) {
+		ks_buf_printf(o, ",\"%s\":", names[i]);
+		ks_buf_json_str(o, vals[i]);
+	}
 	ks_buf_printf(o, ",\"stored\":\"%s\",\"recompiled\":\"%s\","
 	    "\"differs\":", s1, s2);
 	ks_buf_json_str(o, ev->differs);

@@ -2080,6 +2080,19 @@ static const char *column_str(sqlite3_stmt *st, int col)
 	return t ? t : "";
 }
 
+/* The entry columns of ST from column FIRST on, in table order, into E
+ * (the strings live until ST steps again). */
+static void column_entry(sqlite3_stmt *st, int first, ks_store_entry_t *e)
+{
+	const char **f[EC_N] = { &e->kernel, &e->variant, &e->backend,
+	    &e->target, &e->dtype, &e->mode, &e->format, &e->shape,
+	    &e->compiler };
+	int i;
+
+	for (i = 0; i < EC_N; i++)
+		*f[i] = column_str(st, first + i);
+}
+
 int ks_store_entries(ks_store_t *s, const ks_store_filter_t *f,
     uint64_t offset, uint64_t limit,
     int (*cb)(void *ctx, const ks_store_entry_t *e), void *ctx,
@@ -2107,15 +2120,7 @@ int ks_store_entries(ks_store_t *s, const ks_store_filter_t *f,
 		column_key(st, R_KEY, &e.key);
 		e.size = (uint64_t)sqlite3_column_int64(st, R_SIZE);
 		e.created = sqlite3_column_int64(st, R_CREATED);
-		e.kernel = column_str(st, R_ENTRY + EC_KERNEL);
-		e.variant = column_str(st, R_ENTRY + EC_VARIANT);
-		e.backend = column_str(st, R_ENTRY + EC_BACKEND);
-		e.target = column_str(st, R_ENTRY + EC_TARGET);
-		e.dtype = column_str(st, R_ENTRY + EC_DTYPE);
-		e.mode = column_str(st, R_ENTRY + EC_MODE);
-		e.format = column_str(st, R_ENTRY + EC_FORMAT);
-		e.shape = column_str(st, R_ENTRY + EC_SHAPE);
-		e.compiler = column_str(st, R_ENTRY + EC_COMPILER);
+		column_entry(st, R_ENTRY, &e);
 		e.last_used = sqlite3_column_int64(st, R_LAST_USED);
 		stop = cb(ctx, &e);
 		if (stop)
@@ -2371,15 +2376,7 @@ int ks_store_audit_candidates(ks_store_t *s, const char *kernel,
 		column_key(st, R_KEY, &r.e.key);
 		r.e.size = (uint64_t)sqlite3_column_int64(st, R_SIZE);
 		r.e.created = sqlite3_column_int64(st, R_CREATED);
-		r.e.kernel = column_str(st, R_ENTRY + EC_KERNEL);
-		r.e.variant = column_str(st, R_ENTRY + EC_VARIANT);
-		r.e.backend = column_str(st, R_ENTRY + EC_BACKEND);
-		r.e.target = column_str(st, R_ENTRY + EC_TARGET);
-		r.e.dtype = column_str(st, R_ENTRY + EC_DTYPE);
-		r.e.mode = column_str(st, R_ENTRY + EC_MODE);
-		r.e.format = column_str(st, R_ENTRY + EC_FORMAT);
-		r.e.shape = column_str(st, R_ENTRY + EC_SHAPE);
-		r.e.compiler = column_str(st, R_ENTRY + EC_COMPILER);
+		column_entry(st, R_ENTRY, &r.e);
 		r.audited = sqlite3_column_int64(st, R_AUDITED);
 		r.alarmed = sqlite3_column_int64(st, R_ALARMED);
 		stop = cb(ctx, &r);
@@ -2489,15 +2486,7 @@ int ks_store_audit_events(ks_store_t *s, uint64_t limit,
 		ev.at = sqlite3_column_int64(st, R_AT);
 		column_key(st, R_KEY, &ev.key);
 		ev.e.key = ev.key;
-		ev.e.kernel = column_str(st, R_ENTRY + EC_KERNEL);
-		ev.e.variant = column_str(st, R_ENTRY + EC_VARIANT);
-		ev.e.backend = column_str(st, R_ENTRY + EC_BACKEND);
-		ev.e.target = column_str(st, R_ENTRY + EC_TARGET);
-		ev.e.dtype = column_str(st, R_ENTRY + EC_DTYPE);
-		ev.e.mode = column_str(st, R_ENTRY + EC_MODE);
-		ev.e.format = column_str(st, R_ENTRY + EC_FORMAT);
-		ev.e.shape = column_str(st, R_ENTRY + EC_SHAPE);
-		ev.e.compiler = column_str(st, R_ENTRY + EC_COMPILER);
+		column_entry(st, R_ENTRY, &ev.e);
 		ev.e.size = (uint64_t)sqlite3_column_int64(st, R_SIZE);
 		ev.auditor = column_str(st, R_AUDITOR);
 		column_key(st, R_STORED, &ev.stored_sum);
