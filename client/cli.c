@@ -52,6 +52,7 @@ static const char usage_main[] =
 "  deploy add|ls|rm deployments: named manifests whose kernels are pinned\n"
 "  ls [--json]      the stored artifacts (filters, paging)\n"
 "  evict ...        remove stored artifacts by key, filter, all or stale\n"
+"  audit ...        recompile stored artifacts and compare their bytes\n"
 "  manifest --from-misses  the daemon's recorded misses as a warm manifest\n"
 "  hello            the daemon's version and backends, as JSON\n"
 "  bundle ...       export cached artifacts as a signed file, or import one\n"
@@ -327,6 +328,18 @@ static const char usage_evict[] =
 "older kernel definition, or of another compiler than the daemon's; those\n"
 "of a backend unavailable now are kept.  --dry-run lists them, removing\n"
 "nothing.\n";
+
+static const char usage_audit[] =
+"usage: kspec [--socket PATH] audit (--all | --kernel K | --report) [--json]\n"
+"\n"
+"The key audit (docs/operations.md): recompiles every stored artifact (of\n"
+"kernel K) on the daemon's idle workers and compares the bytes and the\n"
+"reply fields with the stored ones; answers when they are done.  A\n"
+"mismatch means a compile depends on something its key does not name:\n"
+"the entry is quarantined (no longer served; compiled again when asked\n"
+"for) and the event is kept.  --report lists the events kept.  Exit\n"
+"status 0, 1 if any entry differed.  For the daemon's uid, root and\n"
+"--admin-group.\n";
 
 static const char usage_manifest[] =
 "usage: kspec [--socket PATH] manifest --from-misses [--deployment NAME]\n"
@@ -1238,6 +1251,93 @@ static int cmd_simple(const char *socket_path, const char *cmd, int argc,
 		    "give --key KEY, a filter, --all or --stale");
 	return run_op(socket_path, is_ls ? "list" : cmd, fields, as_json,
 	    is_ls ? print_ls : is_evict ? print_evict : print_kernels);
+}
+
+/* ---- audit ---- */
+
+static int print_audit(const cJSON *r)
+{
+	const cJSON *events = cJSON_GetObjectItemCaseSensitive(r, "events");
+	const cJSON *skipped = cJSON_GetObjectItemCaseSensitive(r, "skipped");
+	const cJSON *e;
+
+	if (cJSON_IsArray(events)) {
+		cJSON_ArrayForEach(e, events)
+			printf("%.12s %s %s %s %s %s %s: differs in %s; stored "
+			    "%.12s, recompiled %.12s by %s\n", jstr(e, "key"),
+			    jstr(e, "kernel"), jstr(e, "backend"),
+			    jstr(e, "target"), jstr(e, "dtype"),
+			    jstr(e, "shape"), jstr(e, "variant"),
+			    jstr(e, "differs"), jstr(e, "stored"),
+			    jstr(e, "recompiled"), jstr(e, "auditor"));
+		printf("%d audit events\n", cJSON_GetArraySize(events));
+		return EXIT_OK;
+	}
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(r,
+	    "mismatches"))
+		printf("MISMATCH %.12s %s %s %s %s: differs in %s; "
+		    "quarantined\n", jstr(e, "key"), jstr(e, "kernel"),
+		    jstr(e, "backend"), jstr(e, "target"), jstr(e, "dtype"),
+		    jstr(e, "differs"));
+	printf("audited %.0f: %.0f matched, %.0f mismatched, %.0f failed; "
+	    "skipped %.0f stale, %.0f unchecked, %.0f with a recent event, "
+	    "%.0f gone\n", jnum(r, "audited"), jnum(r, "matched"),
+	    jnum(r, "mismatched"), jnum(r, "failed"), jnum(skipped, "stale"),
+	    jnum(skipped, "unchecked"), jnum(skipped, "quiet"),
+	    jnum(skipped, "gone"));
+	return jnum(r, "mismatched") > 0 ? EXIT_FAIL : EXIT_OK;
+}
+
+static int cmd_audit(const char *socket_path, int argc, char **argv)
+{
+	enum { O_KERNEL = 256, O_ALL, O_REPORT, O_JSON };
+	static const struct option opts[] = {
+		{ "kernel", required_argument, NULL, O_KERNEL },
+		{ "all", no_argument, NULL, O_ALL },
+		{ "report", no_argument, NULL, O_REPORT },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char fields[256] = "";
+	int ch, as_json = 0, given = 0;
+
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "-:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'h':
+			fputs(usage_audit, stdout);
+			return EXIT_OK;
+		case O_JSON:
+			as_json = 1;
+			break;
+		case O_KERNEL:
+			given++;
+			if (add_field(fields, sizeof fields, "kernel", optarg))
+				return usage_error("audit", "option values too "
+				    "long");
+			break;
+		case O_ALL:
+		case O_REPORT:
+			given++;
+			snprintf(fields, sizeof fields, "\"%s\":true",
+			    ch == O_ALL ? "all" : "report");
+			break;
+		case 1:
+			return usage_error("audit", "unexpected argument '%s'",
+			    optarg);
+		case ':':
+			return usage_error("audit", "%s needs a value",
+			    argv[optind - 1]);
+		default:
+			return bad_option("audit", optopt, argv[optind - 1]);
+		}
+	}
+	if (given != 1)
+		return usage_error("audit", "give one of --all, --kernel K or "
+		    "--report");
+	return run_op(socket_path, "audit", fields, as_json, print_audit);
 }
 
 /* ---- explain ---- */
@@ -2805,6 +2905,7 @@ static const struct {
 	{ "warm", usage_warm },
 	{ "ls", usage_ls },
 	{ "evict", usage_evict },
+	{ "audit", usage_audit },
 	{ "manifest", usage_manifest },
 	{ "ready", usage_ready },
 	{ "deploy", usage_deploy },
@@ -2879,6 +2980,8 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "kernels") == 0 || strcmp(cmd, "ls") == 0 ||
 	    strcmp(cmd, "evict") == 0)
 		return cmd_simple(socket_path, cmd, argc, argv);
+	if (strcmp(cmd, "audit") == 0)
+		return cmd_audit(socket_path, argc, argv);
 	if (strcmp(cmd, "explain") == 0)
 		return cmd_explain(socket_path, argc, argv);
 	if (strcmp(cmd, "warm") == 0)

@@ -104,9 +104,29 @@ static int check_job(const ks_job_t *job, char *err, size_t errlen)
 	return rc;
 }
 
+#ifdef KS_TEST_PLANT
+/*
+ * The key audit's planted defect (test builds only, build/tests/kspecd-
+ * plant): with KSPEC_TEST_PLANT_CODEGEN set, code generation depends on
+ * something the key does not name, the environment.  The entry symbol
+ * gets a suffix: a valid kernel, other bytes under the same key, which the
+ * audit must catch.  The buffer outlives the compile (K points into it).
+ */
+static void plant_codegen(ks_ir_kernel_t *k, char *buf, size_t len)
+{
+	if (!getenv("KSPEC_TEST_PLANT_CODEGEN"))
+		return;
+	snprintf(buf, len, "%s_planted", k->entry);
+	k->entry = buf;
+}
+#endif
+
 int ks_job_run(const ks_job_t *job, ks_job_out_t *out, char *err,
     size_t errlen)
 {
+#ifdef KS_TEST_PLANT
+	char planted[2 * KS_MAX_NAME + 16];
+#endif
 	ks_ir_kernel_t *k = NULL;
 	ks_jit_artifact_t ja;
 	ks_buf_t params, launch;
@@ -120,6 +140,10 @@ int ks_job_run(const ks_job_t *job, ks_job_out_t *out, char *err,
 	rc = check_job(job, err, errlen);
 	if (rc == KS_OK)
 		rc = ks_specialize(&job->spec, &k, err, errlen);
+#ifdef KS_TEST_PLANT
+	if (rc == KS_OK)
+		plant_codegen(k, planted, sizeof planted);
+#endif
 	if (rc == KS_OK)
 		rc = job->backend->compile(k, job->target, job->format, &ja,
 		    err, errlen);

@@ -1616,6 +1616,7 @@ static int cpu_list_targets(char (*names)[KS_MAX_NAME + 1], int max)
 const ks_backend_t ks_backend_cpu = {
 	.name = "cpu",
 	.default_format = "so",
+	.same_bytes = 1,
 	.available = cpu_available,
 	.resolve_target = cpu_resolve_target,
 	.check_format = cpu_check_format,

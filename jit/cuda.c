@@ -584,6 +584,7 @@ static int cuda_targets(char (*names)[KS_MAX_NAME + 1], int max)
 const ks_backend_t ks_backend_cuda = {
 	.name = "cuda",
 	.default_format = "ptx",
+	.same_bytes = 1,        /* PTX text, and cubin from one ptxas */
 	.available = cuda_available,
 	.resolve_target = cuda_resolve_target,
 	.check_format = cuda_check_format,

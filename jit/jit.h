@@ -34,6 +34,11 @@ void ks_jit_artifact_close(ks_jit_artifact_t *a);
 typedef struct ks_backend {
 	const char *name;               /* "cpu" */
 	const char *default_format;     /* "so" */
+	/* 1 when compiling one kernel twice gives the same bytes (the key
+	 * audit compares them; docs/operations.md); 0 when the compiler puts
+	 * build ids or temporary names in them, and the audit compares the
+	 * artifact's description only. */
+	int same_bytes;
 	/* KS_OK when usable here; else an error with a reason in err. */
 	int (*available)(char *err, size_t errlen);
 	/* Resolves a requested target ("auto" or explicit) to the explicit one

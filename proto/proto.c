@@ -95,6 +95,7 @@ static const char *const op_names[KS_OP_COUNT_] = {
 	[KS_OP_DEPLOY] = "deploy",
 	[KS_OP_UNDEPLOY] = "undeploy",
 	[KS_OP_DEPLOYMENTS] = "deployments",
+	[KS_OP_AUDIT] = "audit",
 };
 
 const char *ks_op_name(ks_op_t op)
@@ -551,7 +552,8 @@ static int get_count(const cJSON *m, uint64_t *out, char *err, size_t errlen)
 
 /* list: kernel, backend, target, offset, limit.  evict: kernel, backend,
  * target, key, all, stale, dry_run; exactly one of key, a filter, all or
- * stale, and dry_run only with stale. */
+ * stale, and dry_run only with stale.  audit: exactly one of kernel, all
+ * or report. */
 static int parse_filter(const cJSON *root, ks_op_t op, ks_filter_req_t *f,
     char *err, size_t errlen)
 {
@@ -567,6 +569,20 @@ static int parse_filter(const cJSON *root, ks_op_t op, ks_filter_req_t *f,
 			continue;
 		if (strcmp(k, "kernel") == 0)
 			rc = get_string(m, f->kernel, err, errlen), filters++;
+		else if (op == KS_OP_AUDIT && (strcmp(k, "all") == 0 ||
+		    strcmp(k, "report") == 0)) {
+			if (!cJSON_IsTrue(m))
+				return fail(err, errlen, KS_E_BAD_REQUEST,
+				    "field '%s' must be true when given", k);
+			if (k[0] == 'a')
+				f->all = 1;
+			else
+				f->report = 1;
+			rc = KS_OK;
+		} else if (op == KS_OP_AUDIT)
+			return fail(err, errlen, KS_E_UNKNOWN_FIELD,
+			    "unknown field '%s' for op '%s'", echo(e, k),
+			    op_names[op]);
 		else if (strcmp(k, "backend") == 0)
 			rc = get_string(m, f->backend, err, errlen), filters++;
 		else if (strcmp(k, "target") == 0)
@@ -615,6 +631,10 @@ static int parse_filter(const cJSON *root, ks_op_t op, ks_filter_req_t *f,
 	    KS_LIST_MAX_LIMIT))
 		return fail(err, errlen, KS_E_BAD_REQUEST,
 		    "field 'limit' must be 1..%d", KS_LIST_MAX_LIMIT);
+	if (op == KS_OP_AUDIT && (!!filters + f->all + f->report) != 1)
+		return fail(err, errlen, KS_E_BAD_REQUEST,
+		    "audit needs exactly one of 'kernel', \"all\":true or "
+		    "\"report\":true");
 	if (op == KS_OP_EVICT && (!!f->key[0] + !!filters + f->all +
 	    f->stale) != 1)
 		return fail(err, errlen, KS_E_BAD_REQUEST,
@@ -921,7 +941,8 @@ static int parse_root(const cJSON *root, const char *text, size_t len,
 		return parse_get(root, "op 'get'", &out->get, err, errlen);
 	if (out->op == KS_OP_EXPLAIN)
 		return parse_get(root, "op 'explain'", &out->get, err, errlen);
-	if (out->op == KS_OP_LIST || out->op == KS_OP_EVICT)
+	if (out->op == KS_OP_LIST || out->op == KS_OP_EVICT ||
+	    out->op == KS_OP_AUDIT)
 		return parse_filter(root, out->op, &out->filter, err, errlen);
 	if (out->op == KS_OP_WARM || out->op == KS_OP_READY)
 		return parse_warm(root, op_names[i], out, err, errlen);

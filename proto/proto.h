@@ -63,6 +63,7 @@ typedef enum {
 	KS_OP_DEPLOY,
 	KS_OP_UNDEPLOY,
 	KS_OP_DEPLOYMENTS,
+	KS_OP_AUDIT,
 	KS_OP_COUNT_
 } ks_op_t;
 
@@ -93,16 +94,18 @@ typedef struct {
 	char deployment[KS_MAX_NAME + 1];
 } ks_get_req_t;
 
-/* Which entries a list or evict addresses.  Empty strings match all. */
+/* Which entries a list, evict or audit addresses.  Empty strings match
+ * all. */
 typedef struct {
 	char kernel[KS_MAX_NAME + 1];
 	char backend[KS_MAX_NAME + 1];
 	char target[KS_MAX_NAME + 1];
 	char key[2 * KS_HASH_BYTES + 1]; /* evict: a key or a prefix of
 	                                    one (hex), or "" */
-	int all;                        /* evict: "all":true */
+	int all;                        /* evict, audit: "all":true */
 	int stale;                      /* evict: "stale":true */
 	int dry_run;                    /* evict with stale: list only */
+	int report;                     /* audit: "report":true */
 	uint64_t offset;                /* list: paging */
 	uint64_t limit;                 /* list: default 100 */
 } ks_filter_req_t;
@@ -124,7 +127,7 @@ typedef struct {
 	int has_id;
 	uint64_t id;
 	ks_get_req_t get;               /* KS_OP_GET, KS_OP_EXPLAIN */
-	ks_filter_req_t filter;         /* KS_OP_LIST, KS_OP_EVICT */
+	ks_filter_req_t filter;         /* KS_OP_LIST, _EVICT, _AUDIT */
 	ks_get_req_t *items;            /* KS_OP_WARM, KS_OP_READY: malloc'd */
 	int nitems;
 	ks_item_err_t *item_errs;       /* KS_OP_WARM: per item, malloc'd;

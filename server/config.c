@@ -67,6 +67,8 @@ int ks_server_defaults(ks_server_config_t *cfg)
 	cfg->read_timeout_s = KS_READ_TIMEOUT_S;
 	cfg->remote_timeout_ms = KS_REMOTE_DEFAULT_TIMEOUT_MS;
 	cfg->remote_lease_wait_s = KS_LEASE_DEFAULT_WAIT_S;
+	cfg->audit_interval_s = KS_DEFAULT_AUDIT_INTERVAL_S;
+	cfg->audit_budget_s = KS_DEFAULT_AUDIT_BUDGET_S;
 	return 0;
 }
 

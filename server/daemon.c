@@ -100,6 +100,7 @@ static void on_pool_idle(ks_pool_t *p)
 	ks_srv_t *srv = p->owner;
 
 	ks_flights_dispatch(&srv->flights);
+	ks_audit_dispatch(srv);
 }
 
 /* The first worker told what the compilers are: requests can be keyed,
@@ -150,6 +151,7 @@ static void on_probe(ks_pool_t *p, int rc, const char *json)
 	srv->listening = 1;
 	/* Deployments pin the keys of today's compilers. */
 	ks_deploy_repin(srv);
+	ks_audit_start(srv);
 	ks_log(KS_LOG_INFO, "kspecd %s listening on %s%s, store %s, %d "
 	    "compile workers", KS_SERVER_VERSION, srv->cfg.socket_path,
 	    srv->passed_fd >= 0 ? " (passed by the service manager)" : "",
@@ -197,6 +199,7 @@ static void on_stop(uv_async_t *a)
 	 * finish and are answered. */
 	ks_flights_stop(&srv->flights, KS_E_SHUTTING_DOWN, "daemon stopped "
 	    "before this compile started");
+	ks_audit_stop(srv);
 	maybe_finish(srv);
 }
 

@@ -233,16 +233,15 @@ static int flight_wanted(const ks_flight_t *f)
 }
 
 /* The job of F: the normalized spec and what its key promises. */
-static int job_fill(ks_flights_t *set, ks_flight_t *f)
+int ks_flight_job_fill(const ks_keys_t *keys, const ks_get_t *g,
+    ks_pool_job_t *pj)
 {
-	ks_job_t *j = &f->pj.job;
-	const ks_get_t *g = &f->get;
-	const ks_keys_t *keys = set->keys;
+	ks_job_t *j = &pj->job;
 	const ks_hash_t *fp = ks_keys_fingerprint(keys, g->spec.def);
 
 	if (!fp || strlen(g->identity) >= sizeof j->identity)
 		return KS_E_INTERNAL;
-	f->pj.key = f->key;
+	pj->key = g->key;
 	j->spec = g->spec;
 	j->backend = g->backend;
 	snprintf(j->target, sizeof j->target, "%s", g->target);
@@ -274,7 +273,7 @@ void ks_flights_dispatch(ks_flights_t *set)
 		}
 		set->queue_ns += ks_now_ns() - f->created_ns;
 		f->pj.done = job_done;
-		rc = job_fill(set, f);
+		rc = ks_flight_job_fill(set->keys, &f->get, &f->pj);
 		if (rc == KS_OK)
 			rc = ks_pool_submit(set->pool, &f->pj);
 		if (rc != KS_OK) {

@@ -181,6 +181,20 @@ void ks_flight_remote_done(ks_flights_t *set, ks_flight_t *f,
  * its compile: F ends with ERR and MSG, unrun. */
 void ks_flight_remote_fail(ks_flights_t *set, ks_flight_t *f, int err,
     const char *msg);
+/* Fills PJ's job (and key) with the compile of G, with what its key
+ * promises (exec.h).  KS_E_INTERNAL for a G the keys do not know. */
+int ks_flight_job_fill(const ks_keys_t *keys, const ks_get_t *g,
+    ks_pool_job_t *pj);
+/* Queued flights of every priority. */
+static inline unsigned ks_flights_queued(const ks_flights_t *set)
+{
+	unsigned n = 0;
+	int p;
+
+	for (p = 0; p < KS_PRIO_COUNT; p++)
+		n += set->queue[p].count;
+	return n;
+}
 /* Hands queued flights to idle workers, gets first. */
 void ks_flights_dispatch(ks_flights_t *set);
 /* Shutdown: no compile starts from now on; every queued flight ends with

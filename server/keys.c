@@ -451,6 +451,12 @@ static int shape_dims(const char *shape, char *buf, size_t buflen,
 int ks_keys_check_entry(const ks_keys_t *keys, const ks_store_entry_t *e,
     const char **why)
 {
+	return ks_keys_entry_get(keys, e, NULL, why);
+}
+
+int ks_keys_entry_get(const ks_keys_t *keys, const ks_store_entry_t *e,
+    ks_get_t *out, const char **why)
+{
 	const ks_kernel_def_t *def = ks_kernel_find(e->kernel);
 	const ks_backend_t *be = ks_backend_find(e->backend);
 	const ks_binfo_t *bi = be ? ks_keys_backend(keys, be) : NULL;
@@ -494,9 +500,25 @@ int ks_keys_check_entry(const ks_keys_t *keys, const ks_store_entry_t *e,
 			continue;
 		seen = 1;
 		key_of(keys, id, ki, &spec, e->format, &k);
-		if (ks_hash_eq(&k, &e->key))
-			return KS_KEYS_CURRENT;
-		same_compiler |= strcmp(id->identity, e->compiler) == 0;
+		if (!ks_hash_eq(&k, &e->key)) {
+			same_compiler |= strcmp(id->identity, e->compiler) == 0;
+			continue;
+		}
+		if (out) {
+			/* The spec's dim names are the definition's
+			 * (ks_kernel_validate), not BUF's. */
+			memset(out, 0, sizeof *out);
+			out->spec = spec;
+			out->backend = be;
+			out->target = id->target;
+			out->requested = id->requested;
+			out->identity = id->identity;
+			out->kernel_index = ki;
+			snprintf(out->format, sizeof out->format, "%s",
+			    e->format);
+			out->key = k;
+		}
+		return KS_KEYS_CURRENT;
 	}
 	if (!seen) {
 		/* Another GPU or toolkit than this daemon's: kept. */

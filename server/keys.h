@@ -119,6 +119,12 @@ const ks_hash_t *ks_keys_fingerprint(const ks_keys_t *keys,
 enum { KS_KEYS_CURRENT, KS_KEYS_STALE, KS_KEYS_UNCHECKED };
 int ks_keys_check_entry(const ks_keys_t *keys, const ks_store_entry_t *e,
     const char **why);
+/* ks_keys_check_entry that also fills OUT (when not NULL) with the
+ * normalized request whose key is E's, for KS_KEYS_CURRENT: what a get of
+ * E would compile now (the key audit recompiles it).  OUT's strings are
+ * the identity cache's. */
+int ks_keys_entry_get(const ks_keys_t *keys, const ks_store_entry_t *e,
+    ks_get_t *out, const char **why);
 
 /* Adds (backend, requested target) -> (resolved target, compiler
  * identity) to the identity cache; the key prefix is hashed here.  Used by

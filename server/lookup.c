@@ -537,9 +537,7 @@ static void remote_publish(ks_srv_t *srv, const ks_artifact_t *a)
 	ks_buf_close(&v);
 }
 
-/* The reply fields of an artifact, stored with it (see store.h): what the
- * request was, and what the job says of the entry. */
-static int meta_of(ks_buf_t *m, const ks_get_t *g, const ks_job_out_t *o,
+int ks_lookup_meta(ks_buf_t *m, const ks_get_t *g, const ks_job_out_t *o,
     const ks_hash_t *sum)
 {
 	char key[KS_HASH_HEX], hex[KS_HASH_HEX];
@@ -620,7 +618,7 @@ void ks_lookup_finish(ks_flights_t *set, ks_flight_t *f)
 	if (f->err == KS_OK) {
 		ks_buf_init(&meta);
 		ks_hash(o->bytes, o->len, &sum);
-		if (meta_of(&meta, &f->get, o, &sum) == KS_OK)
+		if (ks_lookup_meta(&meta, &f->get, o, &sum) == KS_OK)
 			f->artifact = ks_artifact_new_with_sum(&f->key, &sum,
 			    meta.data, meta.len, o->bytes, o->len);
 		ks_buf_close(&meta);

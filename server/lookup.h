@@ -36,6 +36,11 @@ void ks_lookup_record_uses(ks_srv_t *srv);
  * a refused one, a timeout, no connection) sends F to its compile.
  */
 int ks_lookup_remote(ks_flights_t *set, ks_flight_t *f);
+/* Appends the reply fields of an artifact, stored with it (see store.h):
+ * what the request G was, and what the job's outcome O says of the entry,
+ * whose bytes have the checksum SUM. */
+int ks_lookup_meta(ks_buf_t *m, const ks_get_t *g, const ks_job_out_t *o,
+    const ks_hash_t *sum);
 /* The source a waiter of a finished flight reports. */
 const char *ks_lookup_source(const ks_waiter_t *w);
 /* The flights' finish hook: builds the artifact and its reply metadata

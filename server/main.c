@@ -25,6 +25,7 @@ static const char usage[] =
 "              [--fleet-key FILE]... [--remote URL]\n"
 "              [--remote-password-file FILE] [--remote-timeout MS]\n"
 "              [--remote-lease-wait S] [--fleet-sign-key FILE]\n"
+"              [--audit-interval S] [--audit-budget S]\n"
 "\n"
 "  --socket PATH    Unix socket (default $KSPEC_SOCKET, else\n"
 "                   $XDG_RUNTIME_DIR/kspec/kspecd.sock, else\n"
@@ -84,6 +85,12 @@ static const char usage[] =
 "  --fleet-sign-key FILE  the fleet secret key: what this node compiles\n"
 "                   is published to --remote, signed (without it the\n"
 "                   node only reads)\n"
+"  --audit-interval S  the key audit: while workers are idle, recompile\n"
+"                   one stored entry every S seconds and compare its\n"
+"                   bytes (default 60; 0: off; kspec audit runs it on\n"
+"                   demand)\n"
+"  --audit-budget S compile seconds the background audit may spend per\n"
+"                   hour (default 60; 0: no limit)\n"
 "  -h, --help       this text\n";
 
 static int parse_bytes(const char *s, uint64_t *out)
@@ -156,6 +163,8 @@ int main(int argc, char **argv)
 		{ "remote-timeout", required_argument, 0, 'T' },
 		{ "remote-lease-wait", required_argument, 0, 'W' },
 		{ "fleet-sign-key", required_argument, 0, 'S' },
+		{ "audit-interval", required_argument, 0, 'I' },
+		{ "audit-budget", required_argument, 0, 'B' },
 		{ "help", no_argument, 0, 'H' },
 		{ "version", no_argument, 0, 'V' },
 		{ 0, 0, 0, 0 },
@@ -245,6 +254,8 @@ int main(int argc, char **argv)
 		case 'j':
 		case 'i':
 		case 'R':
+		case 'I':
+		case 'B':
 			errno = 0;
 			v = strtoull(optarg, &end, 10);
 			if (errno || *end || end == optarg || *optarg == '-' ||
@@ -252,7 +263,8 @@ int main(int argc, char **argv)
 				fprintf(stderr, "kspecd: --%s must be a whole "
 				    "number\n", c == 't' ? "compile-timeout" :
 				    c == 'j' ? "worker-jobs" : c == 'i' ?
-				    "idle-timeout" : "read-timeout");
+				    "idle-timeout" : c == 'I' ? "audit-interval" :
+				    c == 'B' ? "audit-budget" : "read-timeout");
 				return 2;
 			}
 			if (c == 't')
@@ -261,6 +273,10 @@ int main(int argc, char **argv)
 				cfg.worker_jobs = v;
 			else if (c == 'i')
 				cfg.idle_timeout_s = v;
+			else if (c == 'I')
+				cfg.audit_interval_s = v;
+			else if (c == 'B')
+				cfg.audit_budget_s = v;
 			else
 				cfg.read_timeout_s = v;
 			break;

@@ -204,6 +204,21 @@ static void compiles(ks_buf_t *b, ks_srv_t *srv, const census_t *cs)
 	    "memory limit.", srv->pool.ooms);
 	counter(b, "kspec_worker_recycles_total", "Workers replaced after "
 	    "their job or memory budget.", srv->pool.recycled);
+	ks_prom_head(b, "kspec_audits_total", "counter", "Stored entries "
+	    "compiled again by the key audit, by result.");
+	for (j = 0; j < KS_AUDIT_COUNT; j++) {
+		snprintf(l, sizeof l, "result=\"%s\"",
+		    ks_audit_result_names[j]);
+		ks_prom_u64(b, "kspec_audits_total", l,
+		    srv->audit.results[j]);
+	}
+	counter(b, "kspec_audit_mismatches_total", "Stored entries whose "
+	    "recompile differed (each one quarantined).",
+	    srv->audit.results[KS_AUDIT_MISMATCH]);
+	ks_prom_head(b, "kspec_audit_compile_seconds_total", "counter",
+	    "Time the key audit's compiles took.");
+	ks_prom_f64(b, "kspec_audit_compile_seconds_total", "",
+	    srv->audit.compile_ms / 1e3);
 }
 
 static void storage(ks_buf_t *b, ks_srv_t *srv)

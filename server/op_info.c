@@ -311,6 +311,7 @@ void ks_stats_fields(ks_srv_t *srv, ks_buf_t *out)
 	ks_buf_printf(out, ",\"compile_ms_total\":%.3f,"
 	    "\"queue_ms_total\":%.3f", (double)fl->compile_ns / 1e6,
 	    (double)fl->queue_ns / 1e6);
+	ks_audit_stats(srv, out);
 	ks_buf_printf(out, ",\"hot\":{\"entries\":%zu,\"bytes\":%zu,"
 	    "\"max_bytes\":%" PRIu64 "}", ks_hot_count(srv->hot),
 	    ks_hot_bytes(srv->hot), srv->cfg.hot_bytes);

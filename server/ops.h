@@ -18,6 +18,7 @@ ks_op_fn ks_op_ping, ks_op_hello, ks_op_stats, ks_op_kernels;
 ks_op_fn ks_op_list, ks_op_evict, ks_op_explain, ks_op_misses;
 ks_op_fn ks_op_import, ks_op_ready;
 ks_op_fn ks_op_deploy, ks_op_undeploy, ks_op_deployments;
+ks_op_fn ks_op_audit;
 
 /* Deployments (op_deploy.c): SPECS (a stored JSON array of get-specs)
  * parsed as a ready request's items; each item's key into KEYS (and its

@@ -164,6 +164,7 @@ static int send_job(ks_worker_t *w, ks_pool_job_t *pj)
 
 	ks_buf_init(&frame);
 	w->seq = ++p->next_seq;
+	pj->pid = w->pid;
 	rc = ks_wire_job_encode(&pj->job, w->seq, &frame);
 	if (rc == KS_OK)
 		rc = send_frame(w, &frame);

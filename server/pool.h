@@ -44,6 +44,7 @@ struct ks_pool_job {
 	ks_job_out_t out;
 	double compile_ms;                  /* the compile itself */
 	uint64_t started_ns;                /* when a worker took it */
+	pid_t pid;                          /* the worker that ran it last */
 	/* The pool's. */
 	int attempts;                       /* workers that died running it */
 	ks_pool_job_t *next;                /* the retry queue */

@@ -52,6 +52,11 @@ typedef struct {
 	/* How long a node waits for another's compile of a key whose lease
 	 * that one holds (docs/fleet.md), in seconds; 0 never waits. */
 	uint64_t remote_lease_wait_s;
+	/* The key audit (docs/operations.md): one stored entry recompiled
+	 * every audit_interval_s seconds while workers are idle (0: off),
+	 * within audit_budget_s compile seconds an hour (0: no limit). */
+	uint64_t audit_interval_s;
+	uint64_t audit_budget_s;
 } ks_server_config_t;
 
 /* Defaults of the compile workers (docs/architecture.md gives the
@@ -62,6 +67,8 @@ typedef struct {
 #define KS_DEFAULT_WORKER_MEMORY (1ull << 30)
 #define KS_DEFAULT_WORKER_JOBS  500
 #define KS_DEFAULT_WORKER_RSS   (768ull << 20)
+#define KS_DEFAULT_AUDIT_INTERVAL_S 60
+#define KS_DEFAULT_AUDIT_BUDGET_S   60
 
 /* Fills the defaults of docs/cli.md (env KSPEC_SOCKET and
  * KSPEC_STORE override them). */

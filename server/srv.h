@@ -16,6 +16,7 @@
 #include "../proto/entry.h"
 #include "../proto/proto.h"
 #include "../store/store.h"
+#include "audit.h"
 #include "conn.h"
 #include "fastpath.h"
 #include "flight.h"
@@ -160,6 +161,7 @@ struct ks_srv {
 	struct ks_warm *warms;   /* warm requests in progress (op_get.c),
 	                            for cancel */
 	ks_deploy_state_t *deploys;  /* uthash by name (op_deploy.c) */
+	ks_audit_t audit;        /* the key audit (audit.c) */
 };
 
 /* An answer of OP made outside its dispatch (a compile's end, a store

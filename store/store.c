@@ -202,6 +202,35 @@ static const char *const migrations[] = {
 	"  last INTEGER NOT NULL,"
 	"  count INTEGER NOT NULL,"
 	"  PRIMARY KEY (deployment, spec)) WITHOUT ROWID;",
+	/* v6 -> v7: the key audit (docs/operations.md).  audits: when each
+	 * key was last recompiled and compared, so the sampler takes the
+	 * least recently audited first; audit_events: every mismatch, with
+	 * the quarantined entry's columns, meta and bytes as they were (so
+	 * nothing is lost) beside the sums of both compiles. */
+	"CREATE TABLE audits ("
+	"  key BLOB PRIMARY KEY NOT NULL,"
+	"  audited INTEGER NOT NULL,"
+	"  result TEXT NOT NULL) WITHOUT ROWID;"
+	"CREATE TABLE audit_events ("
+	"  id INTEGER PRIMARY KEY,"
+	"  at INTEGER NOT NULL,"
+	"  key BLOB NOT NULL,"
+	"  kernel TEXT NOT NULL,"
+	"  variant TEXT NOT NULL,"
+	"  backend TEXT NOT NULL,"
+	"  target TEXT NOT NULL,"
+	"  dtype TEXT NOT NULL,"
+	"  mode TEXT NOT NULL,"
+	"  format TEXT NOT NULL,"
+	"  shape TEXT NOT NULL,"
+	"  compiler TEXT NOT NULL,"
+	"  auditor TEXT NOT NULL,"
+	"  stored_sum BLOB NOT NULL,"
+	"  audit_sum BLOB NOT NULL,"
+	"  differs TEXT NOT NULL,"
+	"  meta TEXT NOT NULL,"
+	"  bytes BLOB NOT NULL);"
+	"CREATE INDEX audit_events_by_key ON audit_events(key, at);",
 };
 
 static int fill_xsum(ks_store_t *s, char *err, size_t errlen);
@@ -209,7 +238,7 @@ static int fill_entry_cols(ks_store_t *s, char *err, size_t errlen);
 
 /* What a step does after its SQL, in the same transaction (NULL: none). */
 static int (*const migration_fill[])(ks_store_t *, char *, size_t) = {
-	NULL, NULL, fill_xsum, fill_entry_cols, NULL, NULL,
+	NULL, NULL, fill_xsum, fill_entry_cols, NULL, NULL, NULL,
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] ==
@@ -2061,6 +2090,19 @@ static const char *column_str(sqlite3_stmt *st, int col)
 	return t ? t : "";
 }
 
+/* The entry columns of ST from column FIRST on, in table order, into E
+ * (the strings live until ST steps again). */
+static void column_entry(sqlite3_stmt *st, int first, ks_store_entry_t *e)
+{
+	const char **f[EC_N] = { &e->kernel, &e->variant, &e->backend,
+	    &e->target, &e->dtype, &e->mode, &e->format, &e->shape,
+	    &e->compiler };
+	int i;
+
+	for (i = 0; i < EC_N; i++)
+		*f[i] = column_str(st, first + i);
+}
+
 int ks_store_entries(ks_store_t *s, const ks_store_filter_t *f,
     uint64_t offset, uint64_t limit,
     int (*cb)(void *ctx, const ks_store_entry_t *e), void *ctx,
@@ -2088,15 +2130,7 @@ int ks_store_entries(ks_store_t *s, const ks_store_filter_t *f,
 		column_key(st, R_KEY, &e.key);
 		e.size = (uint64_t)sqlite3_column_int64(st, R_SIZE);
 		e.created = sqlite3_column_int64(st, R_CREATED);
-		e.kernel = column_str(st, R_ENTRY + EC_KERNEL);
-		e.variant = column_str(st, R_ENTRY + EC_VARIANT);
-		e.backend = column_str(st, R_ENTRY + EC_BACKEND);
-		e.target = column_str(st, R_ENTRY + EC_TARGET);
-		e.dtype = column_str(st, R_ENTRY + EC_DTYPE);
-		e.mode = column_str(st, R_ENTRY + EC_MODE);
-		e.format = column_str(st, R_ENTRY + EC_FORMAT);
-		e.shape = column_str(st, R_ENTRY + EC_SHAPE);
-		e.compiler = column_str(st, R_ENTRY + EC_COMPILER);
+		column_entry(st, R_ENTRY, &e);
 		e.last_used = sqlite3_column_int64(st, R_LAST_USED);
 		stop = cb(ctx, &e);
 		if (stop)
@@ -2432,6 +2466,169 @@ int ks_store_pin_bytes(ks_store_t *s, const char *name, const ks_hash_t *keys,
 	sqlite3_finalize(size);
 	sqlite3_finalize(by_kernel);
 	sqlite3_finalize(by_backend);
+	pthread_mutex_unlock(&s->rlock);
+	return rc;
+}
+
+/* ---- the key audit (schema 7) ---- */
+
+int ks_store_audit_candidates(ks_store_t *s, const char *kernel,
+    int64_t since, uint64_t limit,
+    int (*cb)(void *ctx, const ks_store_audit_row_t *r), void *ctx)
+{
+	/* Columns: key, size, created, the entry columns, audited,
+	 * alarmed. */
+	enum { R_KEY, R_SIZE, R_CREATED, R_ENTRY, R_AUDITED = R_ENTRY + EC_N,
+		R_ALARMED };
+	sqlite3_stmt *st = NULL;
+	ks_store_audit_row_t r;
+	int rc, stop = 0;
+
+	pthread_mutex_lock(&s->rlock);
+	rc = sqlite3_prepare_v2(s->r, "SELECT a.key, a.size, a.created, "
+	    "a.kernel, a.variant, a.backend, a.target, a.dtype, a.mode, "
+	    "a.format, a.shape, a.compiler, coalesce(u.audited, 0), "
+	    "(SELECT coalesce(max(e.at), 0) FROM audit_events e WHERE "
+	    "e.key = a.key AND e.at >= ?2) FROM artifacts a LEFT JOIN audits "
+	    "u ON u.key = a.key WHERE ?1 = '' OR a.kernel = ?1 ORDER BY "
+	    "coalesce(u.audited, 0), a.key LIMIT ?3", -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, kernel ? kernel : "", -1,
+		    SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, since);
+		sqlite3_bind_int64(st, 3, limit ? (int64_t)limit : -1);
+	}
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		rc = SQLITE_OK;
+		if (sqlite3_column_bytes(st, R_KEY) != KS_HASH_BYTES)
+			continue;
+		memset(&r, 0, sizeof r);
+		column_key(st, R_KEY, &r.e.key);
+		r.e.size = (uint64_t)sqlite3_column_int64(st, R_SIZE);
+		r.e.created = sqlite3_column_int64(st, R_CREATED);
+		column_entry(st, R_ENTRY, &r.e);
+		r.audited = sqlite3_column_int64(st, R_AUDITED);
+		r.alarmed = sqlite3_column_int64(st, R_ALARMED);
+		stop = cb(ctx, &r);
+		if (stop)
+			break;
+	}
+	rc = stop ? stop : rc == SQLITE_DONE || rc == SQLITE_OK ? KS_OK :
+	    failed(s, s->r, rc, "audit candidates");
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->rlock);
+	return rc;
+}
+
+/* Records that KEY was audited AT with RESULT (writer, under wlock). */
+static int audit_mark(ks_store_t *s, const ks_hash_t *key,
+    const char *result, int64_t at)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(s->w, "INSERT INTO audits (key, audited, "
+	    "result) VALUES (?1, ?2, ?3) ON CONFLICT (key) DO UPDATE SET "
+	    "audited = ?2, result = ?3", -1, &st, NULL);
+
+	if (rc == SQLITE_OK) {
+		bind_key(st, 1, key);
+		sqlite3_bind_int64(st, 2, at);
+		sqlite3_bind_text(st, 3, result, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? KS_OK : failed(s, s->w, rc, "audit mark");
+}
+
+int ks_store_audit_record(ks_store_t *s, const ks_store_audit_event_t *ev)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t size = -1;
+	int rc, copied = 0;
+
+	pthread_mutex_lock(&s->wlock);
+	rc = begin(s);
+	if (rc == KS_OK)
+		rc = audit_mark(s, &ev->key, ev->differs ? "mismatch" :
+		    ev->failed ? "failed" : "match", ev->at);
+	/* A mismatch: the row, if it is still the one audited (its sum),
+	 * moves into the event, and out of the artifacts. */
+	if (rc == KS_OK && ev->differs) {
+		if (sqlite3_prepare_v2(s->w, "INSERT INTO audit_events (at, "
+		    "key, kernel, variant, backend, target, dtype, mode, format, "
+		    "shape, compiler, auditor, stored_sum, audit_sum, differs, "
+		    "meta, bytes) SELECT ?1, key, kernel, variant, backend, "
+		    "target, dtype, mode, format, shape, compiler, ?3, sum, ?4, "
+		    "?5, meta, bytes FROM artifacts WHERE key = ?2 AND sum = ?6",
+		    -1, &st, NULL) == SQLITE_OK) {
+			sqlite3_bind_int64(st, 1, ev->at);
+			bind_key(st, 2, &ev->key);
+			sqlite3_bind_text(st, 3, ev->auditor, -1, SQLITE_STATIC);
+			bind_key(st, 4, &ev->audit_sum);
+			sqlite3_bind_text(st, 5, ev->differs, -1, SQLITE_STATIC);
+			bind_key(st, 6, &ev->stored_sum);
+			if (sqlite3_step(st) != SQLITE_DONE)
+				rc = failed(s, s->w, sqlite3_errcode(s->w),
+				    "audit event");
+			copied = sqlite3_changes(s->w);
+		} else {
+			rc = failed(s, s->w, sqlite3_errcode(s->w),
+			    "audit event");
+		}
+		sqlite3_finalize(st);
+		if (rc == KS_OK && copied)
+			rc = delete_row(s, &ev->key, &size);
+	}
+	if (rc == KS_OK)
+		rc = commit(s);
+	if (rc != KS_OK)
+		rollback(s);
+	if (rc == KS_OK && size >= 0) {
+		atomic_fetch_sub(&s->bytes, (uint64_t)size);
+		atomic_fetch_sub(&s->entries, 1);
+	}
+	pthread_mutex_unlock(&s->wlock);
+	return rc == KS_OK && ev->differs && !copied ? KS_E_NOT_FOUND : rc;
+}
+
+int ks_store_audit_events(ks_store_t *s, uint64_t limit,
+    int (*cb)(void *ctx, const ks_store_audit_event_t *ev), void *ctx)
+{
+	enum { R_AT, R_KEY, R_ENTRY, R_AUDITOR = R_ENTRY + EC_N, R_STORED,
+		R_AUDIT, R_DIFFERS, R_SIZE };
+	sqlite3_stmt *st = NULL;
+	ks_store_audit_event_t ev;
+	int rc, stop = 0;
+
+	pthread_mutex_lock(&s->rlock);
+	rc = sqlite3_prepare_v2(s->r, "SELECT at, key, kernel, variant, "
+	    "backend, target, dtype, mode, format, shape, compiler, auditor, "
+	    "stored_sum, audit_sum, differs, length(bytes) FROM audit_events "
+	    "ORDER BY at DESC, id DESC LIMIT ?1", -1, &st, NULL);
+	if (rc == SQLITE_OK)
+		sqlite3_bind_int64(st, 1, limit ? (int64_t)limit : -1);
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		rc = SQLITE_OK;
+		if (sqlite3_column_bytes(st, R_KEY) != KS_HASH_BYTES ||
+		    sqlite3_column_bytes(st, R_STORED) != KS_HASH_BYTES ||
+		    sqlite3_column_bytes(st, R_AUDIT) != KS_HASH_BYTES)
+			continue;
+		memset(&ev, 0, sizeof ev);
+		ev.at = sqlite3_column_int64(st, R_AT);
+		column_key(st, R_KEY, &ev.key);
+		ev.e.key = ev.key;
+		column_entry(st, R_ENTRY, &ev.e);
+		ev.e.size = (uint64_t)sqlite3_column_int64(st, R_SIZE);
+		ev.auditor = column_str(st, R_AUDITOR);
+		column_key(st, R_STORED, &ev.stored_sum);
+		column_key(st, R_AUDIT, &ev.audit_sum);
+		ev.differs = column_str(st, R_DIFFERS);
+		stop = cb(ctx, &ev);
+		if (stop)
+			break;
+	}
+	rc = stop ? stop : rc == SQLITE_DONE || rc == SQLITE_OK ? KS_OK :
+	    failed(s, s->r, rc, "audit events");
+	sqlite3_finalize(st);
 	pthread_mutex_unlock(&s->rlock);
 	return rc;
 }

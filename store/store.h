@@ -87,7 +87,7 @@ typedef struct ks_store ks_store_t;
 
 /* Schema version (PRAGMA user_version) this build creates and migrates to;
  * a store with a newer version is refused. */
-#define KS_STORE_SCHEMA_VERSION 6
+#define KS_STORE_SCHEMA_VERSION 7
 /* Distinct keys whose touches are held in memory; a full set is flushed. */
 #define KS_STORE_PENDING_TOUCHES 256
 
@@ -318,6 +318,50 @@ int ks_store_keys_with_prefix(ks_store_t *s, const char *prefix,
     ks_hash_t *keys, int max);
 
 /*
+ * The key audit (schema 7; docs/operations.md): a recompile of a stored
+ * entry whose bytes are compared with the row's.  A candidate is a row
+ * with when it was last audited (0: never) and its latest audit event
+ * since the time asked for (0: none).
+ */
+typedef struct {
+	ks_store_entry_t e;
+	int64_t audited;        /* Unix ms of its last audit, or 0 */
+	int64_t alarmed;        /* Unix ms of its latest event, or 0 */
+} ks_store_audit_row_t;
+
+/* An audit's outcome.  differs NULL: the compile matched the row; else
+ * what differed ("bytes", "entry", ...), and the row, when its sum is
+ * still stored_sum, is quarantined: copied into audit_events with
+ * auditor and audit_sum, and deleted.  Events read back (ks_store_audit_
+ * events) fill e with the quarantined row's columns. */
+typedef struct {
+	ks_hash_t key;
+	ks_hash_t stored_sum, audit_sum;
+	const char *auditor;    /* who recompiled: worker and compiler */
+	const char *differs;
+	int failed;             /* the recompile failed: recorded as such */
+	int64_t at;             /* Unix ms */
+	ks_store_entry_t e;     /* read back only; e.size is the bytes kept */
+} ks_store_audit_event_t;
+
+/* Calls CB for the rows of KERNEL (every row when NULL or ""), least
+ * recently audited first, at most LIMIT (0: all), with their latest event
+ * at or after SINCE.  Reader; CB must not call into S; its nonzero return
+ * stops the walk and is returned. */
+int ks_store_audit_candidates(ks_store_t *s, const char *kernel,
+    int64_t since, uint64_t limit,
+    int (*cb)(void *ctx, const ks_store_audit_row_t *r), void *ctx);
+/* Writer: records EV's audit of its key, and for a mismatch the event
+ * and the quarantine, in one transaction.  KS_E_NOT_FOUND for a mismatch
+ * whose row is gone or was replaced meanwhile (nothing quarantined, no
+ * event stored). */
+int ks_store_audit_record(ks_store_t *s, const ks_store_audit_event_t *ev);
+/* Calls CB for the stored events, newest first, at most LIMIT (0: all);
+ * reader, as above. */
+int ks_store_audit_events(ks_store_t *s, uint64_t limit,
+    int (*cb)(void *ctx, const ks_store_audit_event_t *ev), void *ctx);
+
+/*
  * ---- the writer thread ----
  *
  * One thread owns every write: a caller posts an operation and returns at
@@ -363,6 +407,10 @@ int ks_writer_barrier(ks_store_writer_t *w, void (*reached)(void *ctx),
 /* ks_store_reopen, then DONE(CTX, rc, message) on the writer thread. */
 int ks_writer_reopen(ks_store_writer_t *w, void (*done)(void *ctx, int rc,
     const char *err), void *ctx);
+/* ks_store_audit_record of EV (its strings are copied), then DONE(CTX,
+ * rc) on the writer thread when DONE is not NULL. */
+int ks_writer_audit(ks_store_writer_t *w, const ks_store_audit_event_t *ev,
+    void (*done)(void *ctx, int rc), void *ctx);
 /* Operations posted and not finished. */
 uint64_t ks_writer_backlog(ks_store_writer_t *w);
 /* Puts that failed (the artifact stayed in memory only). */

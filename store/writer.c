@@ -10,7 +10,7 @@
 #include "store.h"
 
 enum { OP_PUT, OP_FLUSH, OP_MISS, OP_QUARANTINE, OP_REMOVE, OP_BARRIER,
-    OP_REOPEN, OP_SYNC, OP_DEPLOY, OP_STOP };
+    OP_REOPEN, OP_SYNC, OP_DEPLOY, OP_AUDIT, OP_STOP };
 
 typedef struct op {
 	int type;
@@ -31,7 +31,9 @@ typedef struct op {
 	int *synced;                     /* SYNC */
 	char *name;                      /* DEPLOY: NULL specs removes it;
 	                                    MISS: the deployment, or NULL */
-	void (*deployed)(void *ctx, int rc);
+	void (*deployed)(void *ctx, int rc);   /* and AUDIT's done */
+	ks_store_audit_event_t audit;    /* AUDIT: its strings are name
+	                                    (auditor) and spec (differs) */
 } op_t;
 
 struct ks_store_writer {
@@ -95,6 +97,15 @@ static void run(ks_store_writer_t *w, op_t *op)
 		free(op->name);
 		free(op->spec);
 		free(op->keys);
+		break;
+	case OP_AUDIT:
+		op->audit.auditor = op->name;
+		op->audit.differs = op->spec;
+		rc = ks_store_audit_record(w->store, &op->audit);
+		if (op->deployed)
+			op->deployed(op->ctx, rc);
+		free(op->name);
+		free(op->spec);
 		break;
 	case OP_REOPEN:
 		op->reopened(op->ctx, ks_store_reopen(w->store, op->err,
@@ -317,6 +328,28 @@ int ks_writer_deploy(ks_store_writer_t *w, const char *name,
 	if (nkeys)
 		memcpy(op->keys, keys, nkeys * sizeof *keys);
 	op->nkeys = nkeys;
+	op->deployed = done;
+	op->ctx = ctx;
+	post(w, op);
+	return KS_OK;
+}
+
+int ks_writer_audit(ks_store_writer_t *w, const ks_store_audit_event_t *ev,
+    void (*done)(void *ctx, int rc), void *ctx)
+{
+	op_t *op = op_new(OP_AUDIT);
+
+	if (!op)
+		return KS_E_NOMEM;
+	op->audit = *ev;
+	op->name = strdup(ev->auditor ? ev->auditor : "");
+	op->spec = ev->differs ? strdup(ev->differs) : NULL;
+	if (!op->name || (ev->differs && !op->spec)) {
+		free(op->name);
+		free(op->spec);
+		free(op);
+		return KS_E_NOMEM;
+	}
 	op->deployed = done;
 	op->ctx = ctx;
 	post(w, op);

@@ -32,6 +32,7 @@ typedef struct {
 	char sock[300];
 	char store[300];
 	pid_t pid;
+	const char *program;     /* in $KSPEC_BUILD; NULL: "kspecd" */
 } e2e_daemon_t;
 
 /* Where kspecd is: $KSPEC_BUILD (set by make test), else ./build. */
@@ -79,7 +80,8 @@ static inline int e2e_start(e2e_daemon_t *d, const char *const *extra)
 	}
 	snprintf(d->sock, sizeof d->sock, "%s/run/kspecd.sock", d->dir);
 	snprintf(d->store, sizeof d->store, "%s/store/kspec.db", d->dir);
-	snprintf(bin, sizeof bin, "%s/kspecd", e2e_build_dir());
+	snprintf(bin, sizeof bin, "%s/%s", e2e_build_dir(),
+	    d->program ? d->program : "kspecd");
 	argv[n++] = bin;
 	argv[n++] = "--socket";
 	argv[n++] = d->sock;

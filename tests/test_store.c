@@ -767,6 +767,7 @@ static void version_2_store(void)
 	    "  ON u.key = a.key;"
 	    "DROP TABLE artifacts; DROP TABLE uses;"
 	    "DROP TABLE deployments; DROP TABLE pins; DROP TABLE late;"
+	    "DROP TABLE audits; DROP TABLE audit_events;"
 	    "ALTER TABLE v2 RENAME TO artifacts;"
 	    "CREATE INDEX artifacts_by_last_used ON artifacts(last_used);"
 	    "PRAGMA user_version = 2;");
@@ -911,6 +912,7 @@ static void version_3_store(void)
 	    "  bytes, xsum FROM artifacts;"
 	    "DROP TABLE artifacts;"
 	    "DROP TABLE deployments; DROP TABLE pins; DROP TABLE late;"
+	    "DROP TABLE audits; DROP TABLE audit_events;"
 	    "ALTER TABLE v3 RENAME TO artifacts;"
 	    "UPDATE artifacts SET created = 1234;"
 	    "PRAGMA user_version = 3;");
