@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "../base/base.h"
+#include "../specialize/specialize.h"
 
 typedef struct {
 	char dir[256];
@@ -317,6 +319,96 @@ static inline double e2e_stat(const char *sock, const char *name)
 	v = e2e_num(r.h, name);
 	e2e_reply_free(&r);
 	return v;
+}
+
+/* One warm request of ITEMS (a comma-separated list of get-specs) to the
+ * daemon at SOCK: how many items there were, or -1 when the request or an
+ * item failed (MSG says which). */
+static inline int e2e_warm_items(const char *sock, const char *items,
+    char *msg, size_t msglen)
+{
+	const cJSON *s;
+	e2e_reply_t r;
+	ks_buf_t req;
+	char *text;
+	int n = -1;
+
+	ks_buf_init(&req);
+	ks_buf_printf(&req, "{\"op\":\"warm\",\"items\":[%s]}", items);
+	if (!req.data || e2e_call(sock, req.data, &r)) {
+		snprintf(msg, msglen, "warm: no reply");
+		ks_buf_close(&req);
+		return -1;
+	}
+	ks_buf_close(&req);
+	s = cJSON_GetObjectItemCaseSensitive(r.h, "summary");
+	if (e2e_ok(&r) && e2e_num(s, "failed") == 0)
+		n = (int)e2e_num(s, "total");
+	if (n < 0) {
+		text = cJSON_PrintUnformatted(r.h);
+		snprintf(msg, msglen, "warm: %.480s", text ? text : "?");
+		free(text);
+	}
+	e2e_reply_free(&r);
+	return n;
+}
+
+/* Warms every kernel of the library on BACKEND (TARGET "auto" or an
+ * explicit one) in every dtype at up to PER shapes each (every dim at one
+ * of a list of values that the kernel validates), through the daemon at
+ * SOCK: the specs warmed (each compiled, or found cached), or -1 (MSG
+ * says why). */
+static inline int e2e_warm_library(const char *sock, const char *backend,
+    const char *target, int per, char *msg, size_t msglen)
+{
+	static const int64_t vals[] = { 8, 16, 24, 32, 40, 48, 64, 96, 128,
+	    160, 192, 256 };
+	static const ks_dtype_t dtypes[] = { KS_DTYPE_F32, KS_DTYPE_F16,
+	    KS_DTYPE_BF16 };
+	const ks_kernel_def_t *const *all;
+	int k, nk, t, v, i, n = 0, batch = 0, got, rc = 0;
+	ks_buf_t items;
+
+	all = ks_kernels(&nk);
+	ks_buf_init(&items);
+	for (k = 0; k < nk && rc >= 0; k++)
+	for (t = 0; t < 3 && rc >= 0; t++)
+	for (v = 0, got = 0; v < (int)(sizeof vals / sizeof *vals) &&
+	    got < per && rc >= 0; v++) {
+		ks_dim_t dims[KS_MAX_DIMS];
+		ks_spec_t spec;
+		char err[256];
+
+		for (i = 0; i < all[k]->ndims; i++) {
+			dims[i].name = all[k]->dims[i];
+			dims[i].is_const = 1;
+			dims[i].value = vals[v];
+		}
+		if (ks_kernel_validate(all[k], dtypes[t], KS_MODE_EXACT, dims,
+		    all[k]->ndims, &spec, err, sizeof err) != KS_OK)
+			continue;
+		ks_buf_printf(&items, "%s{\"kernel\":\"%s\",\"backend\":"
+		    "\"%s\",\"target\":\"%s\",\"dtype\":\"%s\",\"shape\":{",
+		    batch ? "," : "", all[k]->name, backend, target,
+		    ks_dtype_name(dtypes[t]));
+		for (i = 0; i < all[k]->ndims; i++)
+			ks_buf_printf(&items, "%s\"%s\":%" PRId64, i ? "," : "",
+			    all[k]->dims[i], vals[v]);
+		ks_buf_puts(&items, "}}");
+		got++;
+		if (++batch == 200) {
+			rc = e2e_warm_items(sock, items.data, msg, msglen);
+			n += rc;
+			ks_buf_reset(&items);
+			batch = 0;
+		}
+	}
+	if (batch && rc >= 0) {
+		rc = e2e_warm_items(sock, items.data, msg, msglen);
+		n += rc;
+	}
+	ks_buf_close(&items);
+	return rc < 0 ? -1 : n;
 }
 
 /* Compiles that ran in the workers of the daemon at SOCK (every outcome
