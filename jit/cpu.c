@@ -1613,6 +1613,46 @@ static int cpu_list_targets(char (*names)[KS_MAX_NAME + 1], int max)
 	return i;
 }
 
+/* Loads A and calls its entry over groups [0, groups): buffers as
+ * pointers to their pointers, scalars as pointers to their values
+ * (docs/backends.md). */
+static int cpu_run(const ks_ir_kernel_t *k, const char *target,
+    const ks_jit_artifact_t *a, ks_jit_arg_t *args, char *err,
+    size_t errlen)
+{
+	void *params[KS_JIT_MAX_ARGS], *ptrs[KS_JIT_MAX_ARGS];
+	ks_jit_cpu_entry_t fn;
+	ks_jit_cpu_lib_t *lib;
+	int64_t groups;
+	int i, np = 0, rc;
+
+	(void)target;
+	if (ks_jit_groups(k, args, &groups) != KS_OK) {
+		ks_set_err(err, errlen, "%s.%s: the grid cannot be evaluated",
+		    k->name, k->variant);
+		return KS_E_INVAL;
+	}
+	rc = ks_jit_cpu_load(a->bytes, a->len, k->entry, &lib, &fn, err,
+	    errlen);
+	if (rc != KS_OK)
+		return rc;
+	for (i = 0; i < k->nparams; i++) {
+		const ks_ir_param_t *p = &k->params[i];
+
+		if (p->kind == KS_PARAM_SCALAR && p->bound)
+			continue;
+		if (p->kind == KS_PARAM_BUFFER) {
+			ptrs[i] = args[i].data;
+			params[np++] = &ptrs[i];
+		} else {
+			params[np++] = args[i].data;
+		}
+	}
+	fn(params, 0, (uint64_t)groups);
+	ks_jit_cpu_unload(lib);
+	return KS_OK;
+}
+
 const ks_backend_t ks_backend_cpu = {
 	.name = "cpu",
 	.default_format = "so",
@@ -1622,4 +1662,5 @@ const ks_backend_t ks_backend_cpu = {
 	.identity = cpu_identity,
 	.compile = cpu_compile,
 	.targets = cpu_list_targets,
+	.run = cpu_run,
 };

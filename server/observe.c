@@ -258,6 +258,7 @@ void ks_metrics_text(ks_srv_t *srv, ks_buf_t *b)
 	requests(b, srv);
 	compiles(b, srv, &cs);
 	storage(b, srv);
+	ks_canary_metrics(srv, b);
 	connections(b, srv);
 	remote(b, srv);
 }

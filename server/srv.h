@@ -15,6 +15,7 @@
 #include "../proto/entry.h"
 #include "../proto/proto.h"
 #include "../store/store.h"
+#include "canary.h"
 #include "conn.h"
 #include "fastpath.h"
 #include "flight.h"
@@ -143,6 +144,7 @@ struct ks_srv {
 	                                 answered, for ks_op_get to learn */
 	struct ks_warm *warms;   /* warm requests in progress (op_get.c),
 	                            for cancel */
+	ks_canaries_t canaries;  /* known-answer canaries (canary.h) */
 };
 
 /* An answer of OP made outside its dispatch (a compile's end, a store

@@ -10,7 +10,7 @@
 #include "store.h"
 
 enum { OP_PUT, OP_FLUSH, OP_MISS, OP_QUARANTINE, OP_REMOVE, OP_BARRIER,
-    OP_REOPEN, OP_SYNC, OP_DEPLOY, OP_STOP };
+    OP_REOPEN, OP_SYNC, OP_DEPLOY, OP_CANARY, OP_STOP };
 
 typedef struct op {
 	int type;
@@ -31,6 +31,7 @@ typedef struct op {
 	int *synced;                     /* SYNC */
 	char *name;                      /* DEPLOY: NULL specs removes it */
 	void (*deployed)(void *ctx, int rc);
+	ks_store_canary_t canary;        /* CANARY: strings in spec */
 } op_t;
 
 struct ks_store_writer {
@@ -93,6 +94,13 @@ static void run(ks_store_writer_t *w, op_t *op)
 		free(op->name);
 		free(op->spec);
 		free(op->keys);
+		break;
+	case OP_CANARY:
+		if (ks_store_canary_put(w->store, &op->canary) != KS_OK)
+			ks_log(KS_LOG_WARN, "store: could not record the "
+			    "canary of %s on %s", op->canary.kernel,
+			    op->canary.backend);
+		free(op->spec);
 		break;
 	case OP_REOPEN:
 		op->reopened(op->ctx, ks_store_reopen(w->store, op->err,
@@ -251,6 +259,40 @@ int ks_writer_record_miss(ks_store_writer_t *w, const char *spec,
 		return KS_E_NOMEM;
 	}
 	op->count = count;
+	post(w, op);
+	return KS_OK;
+}
+
+int ks_writer_canary(ks_store_writer_t *w, const ks_store_canary_t *c)
+{
+	const char *f[5] = { c->backend, c->identity, c->kernel, c->result,
+	    c->detail };
+	op_t *op = op_new(OP_CANARY);
+	size_t len = 0, at = 0, n;
+	const char **dst[5];
+	int i;
+
+	if (!op)
+		return KS_E_NOMEM;
+	dst[0] = &op->canary.backend;
+	dst[1] = &op->canary.identity;
+	dst[2] = &op->canary.kernel;
+	dst[3] = &op->canary.result;
+	dst[4] = &op->canary.detail;
+	for (i = 0; i < 5; i++)
+		len += strlen(f[i]) + 1;
+	if (!(op->spec = malloc(len))) {
+		free(op);
+		return KS_E_NOMEM;
+	}
+	for (i = 0; i < 5; i++) {
+		n = strlen(f[i]) + 1;
+		memcpy(op->spec + at, f[i], n);
+		*dst[i] = op->spec + at;
+		at += n;
+	}
+	op->canary.at = c->at;
+	op->canary.ms = c->ms;
 	post(w, op);
 	return KS_OK;
 }
