@@ -108,6 +108,11 @@ int ks_jit_cpu_load(const void *bytes, size_t len, const char *entry,
     ks_jit_cpu_lib_t **lib, ks_jit_cpu_entry_t *fn, char *err,
     size_t errlen);
 void ks_jit_cpu_unload(ks_jit_cpu_lib_t *lib);
+/* Calls FN, the loaded entry of K, over K's whole grid with ARGS (as the
+ * backend's run takes them).  KS_E_INVAL when the grid is not
+ * evaluable. */
+int ks_jit_cpu_call(const ks_ir_kernel_t *k, ks_jit_cpu_entry_t fn,
+    ks_jit_arg_t *args);
 
 /* The number of work-groups of K's grid with ARGS (as run takes them):
  * KS_OK and *groups, or KS_E_INVAL when the grid is not evaluable. */
