@@ -119,22 +119,22 @@ void ks_canary_start(ks_srv_t *srv)
 			b->kernels[k].bi = i;
 			b->kernels[k].ki = k;
 		}
-		if (!bi || !bi->available || !bi->auto_id) {
-			b->state = KS_CANARY_BE_SKIPPED;
+		b->state = KS_CANARY_BE_SKIPPED;
+		if (!bi || !bi->available) {
 			snprintf(b->reason, sizeof b->reason, "not available "
-			    "here: %s", bi && bi->reason ? bi->reason :
-			    "no target resolves for auto");
+			    "here: %s", bi && bi->reason ? bi->reason : "?");
+			continue;
+		}
+		if (!all[i]->run || !bi->auto_id) {
+			snprintf(b->reason, sizeof b->reason, "%s; its "
+			    "artifacts are served without a canary",
+			    all[i]->run ? "no device for auto to run canaries "
+			    "on" : "this backend cannot run its artifacts in a "
+			    "worker (no runner)");
 			continue;
 		}
 		b->identity = bi->auto_id->identity;
 		b->target = bi->auto_id->target;
-		if (!all[i]->run) {
-			b->state = KS_CANARY_BE_SKIPPED;
-			snprintf(b->reason, sizeof b->reason, "the %s backend "
-			    "cannot run its artifacts in a worker; they are "
-			    "served without a canary", all[i]->name);
-			continue;
-		}
 		ks_store_identities(srv->store, all[i]->name, on_identity,
 		    &scan);
 		ks_store_canaries(srv->store, all[i]->name, b->identity,
