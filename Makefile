@@ -3,7 +3,8 @@
 #
 # Modules and their dependencies (no cycles, docs/architecture.md):
 #   base <- proto, specialize <- jit <- exec ; base <- store ; all <- server
-#   client <- proto, base
+#   client <- proto, base ; specialize <- ref (header-only: the plain-C
+#   references, used by exec's canaries, the tests and the benchmarks)
 # Each module's objects come from its folder.
 
 CC       ?= cc
@@ -140,7 +141,7 @@ $(BUILD)/libkspec.so: $(LIB_OBJ)
 	ln -sf libkspec.so.$(SOVERSION) $@
 
 $(BUILD)/tests/%: tests/%.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
-	    $(wildcard tests/*.h bench/*.h bench/gpu/*.h)
+	    $(wildcard tests/*.h ref/*.h bench/*.h bench/gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(DAEMON_OBJ) $(CLIENT_LIB_OBJ) $(LDLIBS) $(TEST_LIBS)
 
@@ -148,7 +149,7 @@ $(BUILD)/tests/%: tests/%.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
 # (-DKS_TEST_PLANT in the files of PLANT_SRC), defects that only a test
 # switches on, to show that a checker of the daemon catches them.  Only
 # tests run it; it is never installed.
-PLANT_SRC := exec/job.c
+PLANT_SRC := exec/job.c exec/probe.c exec/canary.c
 PLANT_OBJ := $(patsubst %.c,$(BUILD)/plant/%.o,$(PLANT_SRC))
 $(BUILD)/plant/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -162,7 +163,7 @@ $(BUILD)/tests/kspecd-plant: $(BUILD)/obj/server/main.o $(PLANT_OBJ) \
 # Benchmarks run where they are built: -march=native gives the reference
 # loops the machine's full vector width.
 $(BUILD)/bench/%: bench/%/main.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
-	    $(wildcard bench/*.h tests/*.h)
+	    $(wildcard bench/*.h tests/*.h ref/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O3 -march=native -o $@ $< $(DAEMON_OBJ) $(CLIENT_LIB_OBJ) $(LDLIBS) -lopenblas
 

@@ -54,6 +54,7 @@ static const char usage_main[] =
 "  evict ...        remove stored artifacts by key, filter, all or stale\n"
 "  audit ...        recompile stored artifacts and compare their bytes\n"
 "  manifest --from-misses  the daemon's recorded misses as a warm manifest\n"
+"  canary ...       run the known-answer canaries now, or show their state\n"
 "  hello            the daemon's version and backends, as JSON\n"
 "  bundle ...       export cached artifacts as a signed file, or import one\n"
 "  fleet-key generate PREFIX  a key pair to sign bundles with\n"
@@ -2042,6 +2043,117 @@ static int call_parsed(const char *socket_path, const char *op,
 	return *reply ? EXIT_OK : EXIT_FAIL;
 }
 
+static const char usage_canary[] =
+"usage: kspec [--socket PATH] canary [--kernel K] [--backend B] [--status]\n"
+"           [--json]\n"
+"\n"
+"Runs the known-answer canaries now (every kernel, or K, on every backend\n"
+"that can run them, or B) and prints each verdict: the kernel at small\n"
+"shapes, every variant and dtype, against its plain-C reference.  A kernel\n"
+"disabled by a failed canary is enabled again when it passes.  For the\n"
+"daemon's uid, root and --admin-group.  --status prints the state without\n"
+"running anything (anyone).  Exit status 0 when none failed, 1 otherwise.\n";
+
+/* ---- canary ---- */
+
+static int cmd_canary(const char *socket_path, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "kernel", required_argument, NULL, 'k' },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "status", no_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *kernel = NULL, *backend = NULL;
+	int ch, rc, json = 0, status = 0, failed = 0;
+	const cJSON *cs, *b, *k;
+	cJSON *reply;
+	char *text;
+	ks_buf_t f;
+
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "-:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'h':
+			fputs(usage_canary, stdout);
+			return EXIT_OK;
+		case 'k':
+			kernel = optarg;
+			break;
+		case 'b':
+			backend = optarg;
+			break;
+		case 's':
+			status = 1;
+			break;
+		case 'j':
+			json = 1;
+			break;
+		default:
+			if (ch == 1)
+				return usage_error("canary", "unexpected "
+				    "argument '%s'", optarg);
+			if (ch == ':')
+				return usage_error("canary", "%s needs a value",
+				    argv[optind - 1]);
+			return bad_option("canary", optopt, argv[optind - 1]);
+		}
+	}
+	ks_buf_init(&f);
+	ks_buf_printf(&f, "\"status\":%s", status ? "true" : "false");
+	if (kernel) {
+		ks_buf_puts(&f, ",\"kernel\":");
+		ks_buf_json_str(&f, kernel);
+	}
+	if (backend) {
+		ks_buf_puts(&f, ",\"backend\":");
+		ks_buf_json_str(&f, backend);
+	}
+	rc = call_parsed(socket_path, "canary", f.data, &reply);
+	ks_buf_close(&f);
+	if (rc)
+		return rc;
+	cs = cJSON_GetObjectItemCaseSensitive(reply, "canaries");
+	if (json) {
+		text = cJSON_Print(cs);
+		printf("%s\n", text);
+		free(text);
+	}
+	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(cs,
+	    "backends")) {
+		const char *be = cJSON_GetStringValue(
+		    cJSON_GetObjectItemCaseSensitive(b, "backend"));
+		const char *st = cJSON_GetStringValue(
+		    cJSON_GetObjectItemCaseSensitive(b, "state"));
+
+		if (!json && st && strcmp(st, "skipped") == 0)
+			printf("%-7s skipped: %s\n", be, cJSON_GetStringValue(
+			    cJSON_GetObjectItemCaseSensitive(b, "reason")));
+		cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(b,
+		    "kernels")) {
+			const cJSON *ms = cJSON_GetObjectItemCaseSensitive(k,
+			    "ms");
+			const char *ks = cJSON_GetStringValue(
+			    cJSON_GetObjectItemCaseSensitive(k, "state"));
+
+			failed += ks && strcmp(ks, "failed") == 0;
+			if (json)
+				continue;
+			printf("%-7s %-17s %-7s %6.0f ms  %s\n", be,
+			    cJSON_GetStringValue(
+			    cJSON_GetObjectItemCaseSensitive(k, "kernel")), ks,
+			    cJSON_IsNumber(ms) ? ms->valuedouble : 0,
+			    cJSON_GetStringValue(
+			    cJSON_GetObjectItemCaseSensitive(k, "detail")));
+		}
+	}
+	cJSON_Delete(reply);
+	return failed ? EXIT_FAIL : EXIT_OK;
+}
+
 /* ---- manifest ---- */
 
 static int cmd_manifest(const char *socket_path, int argc, char **argv)
@@ -2907,6 +3019,7 @@ static const struct {
 	{ "evict", usage_evict },
 	{ "audit", usage_audit },
 	{ "manifest", usage_manifest },
+	{ "canary", usage_canary },
 	{ "ready", usage_ready },
 	{ "deploy", usage_deploy },
 	{ "fleet-key", usage_fleet_key },
@@ -2988,6 +3101,8 @@ int main(int argc, char **argv)
 		return cmd_warm(socket_path, argc, argv);
 	if (strcmp(cmd, "manifest") == 0)
 		return cmd_manifest(socket_path, argc, argv);
+	if (strcmp(cmd, "canary") == 0)
+		return cmd_canary(socket_path, argc, argv);
 	if (strcmp(cmd, "ready") == 0)
 		return cmd_ready(socket_path, argc, argv);
 	if (strcmp(cmd, "deploy") == 0)

@@ -36,6 +36,9 @@ typedef struct {
 	char identity[KS_MAX_IDENTITY];
 	ks_hash_t fingerprint;
 	int codegen;
+	/* 1: run the known-answer canary of spec.def (ks_canary_run) instead
+	 * of compiling spec; the channel's op "canary". */
+	int canary;
 } ks_job_t;
 
 /* What a job produced. */
@@ -87,6 +90,18 @@ int ks_exec_launch_json(ks_buf_t *out, const ks_ir_kernel_t *k);
  *                      "compile_ms":T,"rss":B} + the artifact as payload
  *                  or {"seq":S,"ok":false,"error":{"code":"E_..",
  *                      "message":".."},"compile_ms":T,"rss":B}
+ *   parent -> worker  {"op":"canary", the fields of a compile request}
+ *                      the known-answer canary of the kernel on the
+ *                      backend and target (ks_canary_run; the shape,
+ *                      dtype and mode are ignored, the identity,
+ *                      fingerprint and codegen checked as a compile's)
+ *   worker -> parent  {"seq":S,"ok":true,"variant":"canary","entry":"",
+ *                      "format":"txt","params":[],"launch":{},
+ *                      "compile_ms":T,"rss":B} + a one-line summary as
+ *                      payload: every run equal to the reference
+ *                  or {"seq":S,"ok":false,"error":{"code":"E_CANARY",
+ *                      "message":"<variant, dtype, first difference>"},
+ *                      "rss":B} (or the error that stopped it)
  *
  * rss is the worker's resident set in bytes after the job.  The parent
  * closing its end tells the worker to exit.
@@ -133,6 +148,51 @@ int ks_wire_out_decode(const char *hdr, size_t len, const void *payload,
  * itself.
  */
 int ks_exec_probe(ks_buf_t *out);
+
+/* The compiler identity of BE for the resolved TARGET, as probes and jobs
+ * name it: be->identity, and in the test build (-DKS_TEST_PLANT) with
+ * $KSPEC_TEST_PLANT_IDENTITY_SUFFIX appended, so a test can make one
+ * compiler look like another (an upgrade). */
+int ks_exec_identity(const ks_backend_t *be, const char *target,
+    ks_buf_t *out);
+
+/*
+ * ---- known-answer canaries (exec/canary.c) ----
+ *
+ * The canary of a kernel on a backend: every case of the kernel (small
+ * shapes, with constant dims and with every dim dynamic, chosen so that
+ * the library's selection picks every variant) in every dtype, compiled
+ * as a get's job would be (ks_job_run: JOB's identity, fingerprint and
+ * codegen checked), run by the backend in this process on fixed inputs
+ * (ref/layout.h, seeded) and compared bit for bit with the plain-C
+ * reference of the documented canonical order (ref/kernels.h).  Every
+ * kernel of the library is bitwise equal to its reference
+ * (docs/kernels.md), so any difference is a miscompile.
+ *
+ * KS_OK: every run matched, with a one-line summary in SUMMARY and the
+ * time taken in *MS.  KS_E_CANARY: the first run that differed, named in
+ * ERR (variant, dtype, buffer, first differing index, both values).
+ * KS_E_UNSUPPORTED: the backend cannot run artifacts here (its run is
+ * NULL).  Other errors: what stopped a compile or a run.
+ *
+ * In the test build, $KSPEC_TEST_PLANT_CANARY=KERNEL makes the reference
+ * of KERNEL one ulp wrong (a planted wrong reference), so that a test
+ * sees a canary fail.
+ */
+int ks_canary_run(const ks_job_t *job, char *summary, size_t slen,
+    double *ms, char *err, size_t errlen);
+/* Runs (compiles and launches) the canary of DEF makes on one backend. */
+int ks_canary_runs(const ks_kernel_def_t *def);
+/* The variant each case of DEF selects in DTYPE, written into NAMES (at
+ * most MAX); returns the number of cases.  Tests check that the cases
+ * select every variant. */
+int ks_canary_variants(const ks_kernel_def_t *def, ks_dtype_t dtype,
+    const char **names, int max);
+/* The first of N elements of dtype DT whose bits differ between GOT and
+ * WANT, or -1; with a difference, DETAIL gets "[i] = 0x.. (v), want
+ * 0x.. (v)". */
+int64_t ks_canary_diff(const void *got, const void *want, ks_dtype_t dt,
+    int64_t n, char *detail, size_t dlen);
 
 /*
  * The compile worker: serves the channel on FD until the parent closes

@@ -90,7 +90,7 @@ static int check_job(const ks_job_t *job, char *err, size_t errlen)
 		return KS_E_INTERNAL;
 	}
 	ks_buf_init(&id);
-	rc = job->backend->identity(job->target, &id);
+	rc = ks_exec_identity(job->backend, job->target, &id);
 	if (rc == KS_OK && (!id.data || strcmp(id.data, job->identity))) {
 		ks_set_err(err, errlen, "job keyed for compiler '%s'; this "
 		    "process has '%s' (restart kspecd after a compiler "

@@ -3,11 +3,25 @@
  * compiler identities, as the daemon needs them to resolve requests.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec.h"
 
 #define MAX_TARGETS 128
+
+int ks_exec_identity(const ks_backend_t *be, const char *target,
+    ks_buf_t *out)
+{
+	int rc = be->identity(target, out);
+#ifdef KS_TEST_PLANT
+	const char *suffix = getenv("KSPEC_TEST_PLANT_IDENTITY_SUFFIX");
+
+	if (rc == KS_OK && suffix && *suffix)
+		rc = ks_buf_puts(out, suffix);
+#endif
+	return rc;
+}
 
 /* One requested target: what it resolves to, or why it is refused. */
 static void probe_target(ks_buf_t *out, const ks_backend_t *be,
@@ -22,7 +36,7 @@ static void probe_target(ks_buf_t *out, const ks_backend_t *be,
 	rc = be->resolve_target(requested, target, sizeof target, why,
 	    sizeof why);
 	if (rc == KS_OK) {
-		rc = be->identity(target, &id);
+		rc = ks_exec_identity(be, target, &id);
 		if (rc == KS_OK && !id.data)
 			rc = KS_E_INTERNAL;
 		if (rc != KS_OK)

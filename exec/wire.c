@@ -40,8 +40,8 @@ int ks_wire_job_encode(const ks_job_t *job, uint64_t seq, ks_buf_t *frame)
 	int i, first;
 
 	ks_hash_hex(&job->fingerprint, fp);
-	ks_buf_printf(frame, "{\"op\":\"compile\",\"seq\":%" PRIu64
-	    ",\"kernel\":", seq);
+	ks_buf_printf(frame, "{\"op\":\"%s\",\"seq\":%" PRIu64
+	    ",\"kernel\":", job->canary ? "canary" : "compile", seq);
 	ks_buf_json_str(frame, sp->def->name);
 	ks_buf_printf(frame, ",\"dtype\":\"%s\",\"mode\":\"%s\",\"shape\":{",
 	    ks_dtype_name(sp->dtype), sp->mode == KS_MODE_FAST ? "fast" :
@@ -184,6 +184,7 @@ int ks_wire_job_decode(const char *hdr, size_t len, ks_job_t *job,
 		goto out;
 	}
 	job->codegen = (int)codegen;
+	job->canary = (s = str_of(j, "op")) && strcmp(s, "canary") == 0;
 	rc = KS_OK;
 out:
 	cJSON_Delete(j);

@@ -268,6 +268,32 @@ static int reply_probe(int fd, uint64_t seq)
 	return rc;
 }
 
+/* A canary's outcome in the form of a job's (exec.h): the summary as
+ * the payload. */
+static int canary_out(const ks_job_t *job, ks_job_out_t *out, char *err,
+    size_t errlen)
+{
+	char summary[512];
+	double ms = 0;
+	int rc;
+
+	rc = ks_canary_run(job, summary, sizeof summary, &ms, err, errlen);
+	if (rc != KS_OK)
+		return rc;
+	out->len = strlen(summary);
+	out->bytes = (uint8_t *)strdup(summary);
+	out->params = strdup("[]");
+	out->launch = strdup("{}");
+	if (!out->bytes || !out->params || !out->launch) {
+		ks_job_out_close(out);
+		return KS_E_NOMEM;
+	}
+	strcpy(out->variant, "canary");
+	strcpy(out->format, "txt");
+	out->compile_ms = ms;
+	return KS_OK;
+}
+
 static int reply_compile(int fd, const char *hdr, size_t len)
 {
 	char err[1024];
@@ -280,7 +306,9 @@ static int reply_compile(int fd, const char *hdr, size_t len)
 	err[0] = '\0';
 	memset(&out, 0, sizeof out);
 	rc = ks_wire_job_decode(hdr, len, &job, &seq, err, sizeof err);
-	if (rc == KS_OK) {
+	if (rc == KS_OK && job.canary) {
+		rc = canary_out(&job, &out, err, sizeof err);
+	} else if (rc == KS_OK) {
 		faults_apply(&job);
 		rc = ks_job_run(&job, &out, err, sizeof err);
 		/* Out of memory inside a compile is the memory limit. */
@@ -369,7 +397,7 @@ int ks_worker_main(int fd, uint64_t memory_bytes, long parent)
 			break;
 		}
 		op = op_of(hdr, hl, &seq);
-		if (strcmp(op, "compile") == 0)
+		if (strcmp(op, "compile") == 0 || strcmp(op, "canary") == 0)
 			rc = reply_compile(fd, hdr, hl);
 		else if (strcmp(op, "probe") == 0)
 			rc = reply_probe(fd, seq);

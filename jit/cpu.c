@@ -1613,6 +1613,54 @@ static int cpu_list_targets(char (*names)[KS_MAX_NAME + 1], int max)
 	return i;
 }
 
+int ks_jit_cpu_call(const ks_ir_kernel_t *k, ks_jit_cpu_entry_t fn,
+    ks_jit_arg_t *args)
+{
+	void *params[KS_JIT_MAX_ARGS], *ptrs[KS_JIT_MAX_ARGS];
+	int64_t groups;
+	int i, np = 0;
+
+	if (k->nparams > KS_JIT_MAX_ARGS ||
+	    ks_jit_groups(k, args, &groups) != KS_OK)
+		return KS_E_INVAL;
+	for (i = 0; i < k->nparams; i++) {
+		const ks_ir_param_t *p = &k->params[i];
+
+		if (p->kind == KS_PARAM_SCALAR && p->bound)
+			continue;
+		if (p->kind == KS_PARAM_BUFFER) {
+			ptrs[i] = args[i].data;
+			params[np++] = &ptrs[i];
+		} else {
+			params[np++] = args[i].data;
+		}
+	}
+	fn(params, 0, (uint64_t)groups);
+	return KS_OK;
+}
+
+/* Loads A and calls its entry over its whole grid. */
+static int cpu_run(const ks_ir_kernel_t *k, const char *target,
+    const ks_jit_artifact_t *a, ks_jit_arg_t *args, char *err,
+    size_t errlen)
+{
+	ks_jit_cpu_entry_t fn;
+	ks_jit_cpu_lib_t *lib;
+	int rc;
+
+	(void)target;
+	rc = ks_jit_cpu_load(a->bytes, a->len, k->entry, &lib, &fn, err,
+	    errlen);
+	if (rc != KS_OK)
+		return rc;
+	rc = ks_jit_cpu_call(k, fn, args);
+	if (rc != KS_OK)
+		ks_set_err(err, errlen, "%s.%s: the grid cannot be evaluated",
+		    k->name, k->variant);
+	ks_jit_cpu_unload(lib);
+	return rc;
+}
+
 const ks_backend_t ks_backend_cpu = {
 	.name = "cpu",
 	.default_format = "so",
@@ -1623,4 +1671,5 @@ const ks_backend_t ks_backend_cpu = {
 	.identity = cpu_identity,
 	.compile = cpu_compile,
 	.targets = cpu_list_targets,
+	.run = cpu_run,
 };

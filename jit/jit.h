@@ -31,6 +31,17 @@ typedef struct {
 
 void ks_jit_artifact_close(ks_jit_artifact_t *a);
 
+/* One argument of a run (ks_backend_t.run), per declared parameter of the
+ * kernel: a buffer's host memory and its size in bytes, or a pointer to a
+ * scalar's value (an int64_t or a float).  Bound scalars are skipped. */
+typedef struct {
+	void *data;
+	size_t bytes;
+} ks_jit_arg_t;
+
+/* The most parameters a kernel that run takes may declare. */
+#define KS_JIT_MAX_ARGS 32
+
 typedef struct ks_backend {
 	const char *name;               /* "cpu" */
 	const char *default_format;     /* "so" */
@@ -67,6 +78,14 @@ typedef struct ks_backend {
 	 * every target a request may name; a daemon resolves requests from
 	 * this list (hello lists it for a backend without "auto"). */
 	int (*targets)(char (*names)[KS_MAX_NAME + 1], int max);
+	/* Runs artifact A of K, compiled for the resolved TARGET, once over
+	 * its whole grid in this process, on host memory: ARGS has one entry
+	 * per declared parameter of K; written buffers are updated in place.
+	 * For the canaries (exec/canary.c).  NULL where the backend cannot
+	 * run its artifacts here (cuda). */
+	int (*run)(const ks_ir_kernel_t *k, const char *target,
+	    const ks_jit_artifact_t *a, ks_jit_arg_t *args, char *err,
+	    size_t errlen);
 } ks_backend_t;
 
 extern const ks_backend_t ks_backend_cpu, ks_backend_cuda,
@@ -94,6 +113,16 @@ int ks_jit_cpu_load(const void *bytes, size_t len, const char *entry,
     ks_jit_cpu_lib_t **lib, ks_jit_cpu_entry_t *fn, char *err,
     size_t errlen);
 void ks_jit_cpu_unload(ks_jit_cpu_lib_t *lib);
+/* Calls FN, the loaded entry of K, over K's whole grid with ARGS (as the
+ * backend's run takes them).  KS_E_INVAL when the grid is not
+ * evaluable. */
+int ks_jit_cpu_call(const ks_ir_kernel_t *k, ks_jit_cpu_entry_t fn,
+    ks_jit_arg_t *args);
+
+/* The number of work-groups of K's grid with ARGS (as run takes them):
+ * KS_OK and *groups, or KS_E_INVAL when the grid is not evaluable. */
+int ks_jit_groups(const ks_ir_kernel_t *k, const ks_jit_arg_t *args,
+    int64_t *groups);
 
 /* ---- opencl devices in this process (tests, benchmarks) ---- */
 

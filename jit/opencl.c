@@ -593,6 +593,96 @@ static int cl_targets(char (*names)[KS_MAX_NAME + 1], int max)
 	return n;
 }
 
+/* Builds A (a program binary) on TARGET's device, one cl_mem per buffer
+ * (copied from and, when written, read back to its host memory), the
+ * scalars as cl_long and cl_float in the order of the unbound parameters;
+ * global = groups * nlanes, local = nlanes. */
+static int cl_run(const ks_ir_kernel_t *k, const char *target,
+    const ks_jit_artifact_t *a, ks_jit_arg_t *args, char *err,
+    size_t errlen)
+{
+	const unsigned char *bytes = a->bytes;
+	cl_mem mem[KS_JIT_MAX_ARGS] = { 0 };
+	cl_context ctx = NULL;
+	cl_command_queue q = NULL;
+	cl_program prog = NULL;
+	cl_kernel kern = NULL;
+	size_t local = (size_t)k->nlanes, global, len = a->len;
+	const cl_dev_t *v;
+	cl_int st = CL_SUCCESS, bst;
+	cl_uint slot = 0;
+	int64_t groups;
+	int i, rc;
+
+	rc = get_dev(target, &v, err, errlen);
+	if (rc != KS_OK)
+		return rc;
+	if (k->nparams > KS_JIT_MAX_ARGS ||
+	    ks_jit_groups(k, args, &groups) != KS_OK) {
+		ks_set_err(err, errlen, "%s.%s: the grid cannot be evaluated",
+		    k->name, k->variant);
+		return KS_E_INVAL;
+	}
+	global = (size_t)groups * local;
+	ctx = clCreateContext(NULL, 1, &v->device, NULL, NULL, &st);
+	if (ctx)
+		q = clCreateCommandQueue(ctx, v->device, 0, &st);
+	if (q)
+		prog = clCreateProgramWithBinary(ctx, 1, &v->device, &len,
+		    &bytes, &bst, &st);
+	if (prog && (st = clBuildProgram(prog, 1, &v->device, NULL, NULL,
+	    NULL)) == CL_SUCCESS)
+		kern = clCreateKernel(prog, k->entry, &st);
+	for (i = 0; kern && st == CL_SUCCESS && i < k->nparams; i++) {
+		const ks_ir_param_t *p = &k->params[i];
+
+		if (p->kind == KS_PARAM_SCALAR && p->bound)
+			continue;
+		if (p->kind == KS_PARAM_BUFFER) {
+			mem[i] = clCreateBuffer(ctx, CL_MEM_READ_WRITE |
+			    CL_MEM_COPY_HOST_PTR, args[i].bytes, args[i].data,
+			    &st);
+			if (mem[i])
+				st = clSetKernelArg(kern, slot++, sizeof(cl_mem),
+				    &mem[i]);
+		} else if (p->type == KS_TY_I64) {
+			cl_long x = *(const int64_t *)args[i].data;
+
+			st = clSetKernelArg(kern, slot++, sizeof x, &x);
+		} else {
+			cl_float x = *(const float *)args[i].data;
+
+			st = clSetKernelArg(kern, slot++, sizeof x, &x);
+		}
+	}
+	if (kern && st == CL_SUCCESS && global > 0)
+		st = clEnqueueNDRangeKernel(q, kern, 1, NULL, &global, &local,
+		    0, NULL, NULL);
+	for (i = 0; kern && st == CL_SUCCESS && i < k->nparams; i++)
+		if (mem[i] && (k->params[i].access & KS_ACCESS_WRITE))
+			st = clEnqueueReadBuffer(q, mem[i], CL_TRUE, 0,
+			    args[i].bytes, args[i].data, 0, NULL, NULL);
+	if (!kern || st != CL_SUCCESS) {
+		ks_set_err(err, errlen, "opencl: running %s.%s on %s failed "
+		    "(error %d)", k->name, k->variant, v->target, (int)st);
+		rc = KS_E_BACKEND_UNAVAILABLE;
+	}
+	for (i = 0; i < k->nparams; i++)
+		if (mem[i])
+			clReleaseMemObject(mem[i]);
+	if (kern)
+		clReleaseKernel(kern);
+	if (prog)
+		clReleaseProgram(prog);
+	if (q) {
+		clFinish(q);
+		clReleaseCommandQueue(q);
+	}
+	if (ctx)
+		clReleaseContext(ctx);
+	return rc;
+}
+
 const ks_backend_t ks_backend_opencl = {
 	.name = "opencl",
 	.default_format = "clbin",
@@ -608,4 +698,5 @@ const ks_backend_t ks_backend_opencl = {
 	.compile = cl_compile,
 	.source = cl_source,
 	.targets = cl_targets,
+	.run = cl_run,
 };

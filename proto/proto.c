@@ -96,6 +96,7 @@ static const char *const op_names[KS_OP_COUNT_] = {
 	[KS_OP_UNDEPLOY] = "undeploy",
 	[KS_OP_DEPLOYMENTS] = "deployments",
 	[KS_OP_AUDIT] = "audit",
+	[KS_OP_CANARY] = "canary",
 };
 
 const char *ks_op_name(ks_op_t op)
@@ -553,7 +554,7 @@ static int get_count(const cJSON *m, uint64_t *out, char *err, size_t errlen)
 /* list: kernel, backend, target, offset, limit.  evict: kernel, backend,
  * target, key, all, stale, dry_run; exactly one of key, a filter, all or
  * stale, and dry_run only with stale.  audit: exactly one of kernel, all
- * or report. */
+ * or report.  canary: kernel, backend, status. */
 static int parse_filter(const cJSON *root, ks_op_t op, ks_filter_req_t *f,
     char *err, size_t errlen)
 {
@@ -585,8 +586,15 @@ static int parse_filter(const cJSON *root, ks_op_t op, ks_filter_req_t *f,
 			    op_names[op]);
 		else if (strcmp(k, "backend") == 0)
 			rc = get_string(m, f->backend, err, errlen), filters++;
-		else if (strcmp(k, "target") == 0)
+		else if (op != KS_OP_CANARY && strcmp(k, "target") == 0)
 			rc = get_string(m, f->target, err, errlen), filters++;
+		else if (op == KS_OP_CANARY && strcmp(k, "status") == 0) {
+			if (!cJSON_IsBool(m))
+				return fail(err, errlen, KS_E_BAD_REQUEST,
+				    "field 'status' must be true or false");
+			f->status = cJSON_IsTrue(m);
+			rc = KS_OK;
+		}
 		else if (op == KS_OP_LIST && strcmp(k, "offset") == 0)
 			rc = get_count(m, &f->offset, err, errlen);
 		else if (op == KS_OP_LIST && strcmp(k, "limit") == 0)
@@ -942,7 +950,7 @@ static int parse_root(const cJSON *root, const char *text, size_t len,
 	if (out->op == KS_OP_EXPLAIN)
 		return parse_get(root, "op 'explain'", &out->get, err, errlen);
 	if (out->op == KS_OP_LIST || out->op == KS_OP_EVICT ||
-	    out->op == KS_OP_AUDIT)
+	    out->op == KS_OP_AUDIT || out->op == KS_OP_CANARY)
 		return parse_filter(root, out->op, &out->filter, err, errlen);
 	if (out->op == KS_OP_WARM || out->op == KS_OP_READY)
 		return parse_warm(root, op_names[i], out, err, errlen);

@@ -64,6 +64,7 @@ typedef enum {
 	KS_OP_UNDEPLOY,
 	KS_OP_DEPLOYMENTS,
 	KS_OP_AUDIT,
+	KS_OP_CANARY,
 	KS_OP_COUNT_
 } ks_op_t;
 
@@ -106,6 +107,8 @@ typedef struct {
 	int stale;                      /* evict: "stale":true */
 	int dry_run;                    /* evict with stale: list only */
 	int report;                     /* audit: "report":true */
+	int status;                     /* canary: "status":true, report
+	                                   without running */
 	uint64_t offset;                /* list: paging */
 	uint64_t limit;                 /* list: default 100 */
 } ks_filter_req_t;
@@ -127,7 +130,8 @@ typedef struct {
 	int has_id;
 	uint64_t id;
 	ks_get_req_t get;               /* KS_OP_GET, KS_OP_EXPLAIN */
-	ks_filter_req_t filter;         /* KS_OP_LIST, _EVICT, _AUDIT */
+	ks_filter_req_t filter;         /* KS_OP_LIST, _EVICT, _AUDIT,
+	                                   _CANARY (kernel, backend) */
 	ks_get_req_t *items;            /* KS_OP_WARM, KS_OP_READY: malloc'd */
 	int nitems;
 	ks_item_err_t *item_errs;       /* KS_OP_WARM: per item, malloc'd;

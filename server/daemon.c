@@ -95,6 +95,11 @@ static void on_flights_idle(ks_flights_t *set)
 	maybe_finish(set->owner);
 }
 
+static void on_flights_first(ks_flights_t *set)
+{
+	ks_canary_dispatch(set->owner);
+}
+
 static void on_pool_idle(ks_pool_t *p)
 {
 	ks_srv_t *srv = p->owner;
@@ -116,6 +121,10 @@ static void on_probe(ks_pool_t *p, int rc, const char *json)
 		return;
 	if (rc == KS_OK)
 		rc = ks_keys_load_probe(&srv->keys, json, err, sizeof err);
+	/* Before the socket: no get is served before the canaries of an
+	 * upgrade are queued. */
+	if (rc == KS_OK)
+		ks_canary_start(srv);
 	/* The metrics listener first: if it cannot start, the daemon never
 	 * bound its socket and leaves nothing behind. */
 	if (rc == KS_OK && srv->cfg.metrics_listen[0]) {
@@ -200,6 +209,7 @@ static void on_stop(uv_async_t *a)
 	ks_flights_stop(&srv->flights, KS_E_SHUTTING_DOWN, "daemon stopped "
 	    "before this compile started");
 	ks_audit_stop(srv);
+	ks_canary_stop(srv);
 	maybe_finish(srv);
 }
 
@@ -474,6 +484,7 @@ static int start(ks_srv_t *srv)
 	ks_flights_init(&srv->flights, &srv->pool, &srv->keys, srv);
 	srv->flights.finish = ks_lookup_finish;
 	srv->flights.idle = on_flights_idle;
+	srv->flights.first = on_flights_first;
 	if (srv->remote) {
 		ks_remote_addr_t ra;
 		char err[1200];

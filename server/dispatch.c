@@ -76,6 +76,7 @@ static ks_op_fn *const op_table[KS_OP_COUNT_] = {
 	[KS_OP_DEPLOYMENTS] = ks_op_deployments,
 	[KS_OP_CANCEL] = ks_op_cancel,
 	[KS_OP_AUDIT] = ks_op_audit,
+	[KS_OP_CANARY] = ks_op_canary,
 };
 
 /* The debug line of the request just answered, unless it waits. */

@@ -258,6 +258,8 @@ void ks_flights_dispatch(ks_flights_t *set)
 	ks_flight_t *f;
 	int p, rc;
 
+	if (set->first)
+		set->first(set);
 	while (!set->stopping && ks_pool_idle(set->pool) > 0) {
 		for (p = 0, it = NULL; p < KS_PRIO_COUNT && !it; p++)
 			it = ks_sched_pop(&set->queue[p]);

@@ -127,6 +127,9 @@ struct ks_flights {
 	 * ks_flight_remote_done, which it never calls from inside this
 	 * call); 0 queues F at once.  NULL: no remote tier. */
 	int (*remote)(ks_flights_t *set, ks_flight_t *f);
+	/* Called first in every dispatch: jobs that go before every flight
+	 * (the canaries).  NULL: none. */
+	void (*first)(ks_flights_t *set);
 	/* Called whenever a flight ended and none is left. */
 	void (*idle)(ks_flights_t *set);
 	void *owner;             /* the daemon */

@@ -79,6 +79,8 @@ int ks_lookup_join(ks_srv_t *srv, const ks_get_t *g, int prio,
 		snprintf(err, errlen, "daemon is shutting down");
 		return KS_E_SHUTTING_DOWN;
 	}
+	if (ks_canary_defer(srv, g, prio, w))
+		return KS_OK;
 	return ks_flight_join(&srv->flights, g, prio, w, err, errlen);
 }
 

@@ -20,7 +20,8 @@ int ks_lookup_cached(ks_srv_t *srv, const ks_get_t *g, int probe,
     ks_artifact_t **out, const char **source);
 /*
  * After a miss: joins or starts G's flight at PRIO for W (see
- * ks_flight_join).  Errors, with a message in ERR: KS_E_SHUTTING_DOWN,
+ * ks_flight_join), or, while the canary of G's kernel on its backend is
+ * pending, has W wait for it first (canary.h).  Errors, with a message in ERR: KS_E_SHUTTING_DOWN,
  * a recent failure of the key (E_COMPILE_CRASHED, _TIMEOUT, _OOM),
  * KS_E_BUSY, KS_E_NOMEM; W's done is then not called.
  */

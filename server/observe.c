@@ -309,6 +309,7 @@ void ks_metrics_text(ks_srv_t *srv, ks_buf_t *b)
 	compiles(b, srv, &cs);
 	deployments(b, srv);
 	storage(b, srv);
+	ks_canary_metrics(srv, b);
 	connections(b, srv);
 	remote(b, srv);
 }

@@ -64,6 +64,12 @@ void ks_op_get_normalized(ks_conn_t *c, int has_id, uint64_t id,
 		srv->rlog.key = g->key;
 		srv->rlog.has_key = 1;
 	}
+	/* A kernel disabled by its canary is served nothing (canary.h). */
+	if (srv->canaries.ndisabled &&
+	    (rc = ks_canary_check(srv, g, err, sizeof err)) != KS_OK) {
+		ks_srv_reject(c, has_id, id, rc, err);
+		return;
+	}
 	srv->n.kernel_gets[g->kernel_index]++;
 	if (ks_lookup_cached(srv, g, 0, &a, &source) == KS_OK) {
 		ks_reply_artifact(c, has_id, id, source, a, meta_only);
@@ -344,6 +350,8 @@ void ks_op_warm(ks_conn_t *c, const ks_request_t *req)
 		err[0] = '\0';
 		rc = ks_keys_normalize(&srv->keys, &req->items[i], &g, err,
 		    sizeof err);
+		if (rc == KS_OK && srv->canaries.ndisabled)
+			rc = ks_canary_check(srv, &g, err, sizeof err);
 		if (rc) {
 			warm_item_done(w, i, rc, err, NULL, NULL);
 			continue;
@@ -384,7 +392,8 @@ static int warm_cancel(ks_srv_t *srv, warm_t *w, int *running)
 
 		if (!ww->waiting)
 			continue;
-		if (ks_flight_leave(&srv->flights, &ww->w) != KS_OK) {
+		if (ks_canary_leave(srv, &ww->w) != KS_OK &&
+		    ks_flight_leave(&srv->flights, &ww->w) != KS_OK) {
 			(*running)++;
 			continue;
 		}

@@ -361,7 +361,8 @@ void ks_stats_fields(ks_srv_t *srv, ks_buf_t *out)
 	    ks_flights_count(fl));
 	in.first = 1;
 	ks_flights_each(&srv->flights, inflight_one, &in);
-	ks_buf_puts(out, "]");
+	ks_buf_puts(out, "],\"canaries\":");
+	ks_canary_json(srv, out, "", "");
 	ks_stats_more(srv, out, in.now);
 }
 

@@ -2,7 +2,8 @@
  * Private to server/: the ops, one handler each, grouped in files:
  * op_get.c (get, warm, cancel), op_info.c (ping, hello, stats, kernels),
  * op_store.c (list, evict, explain, misses), op_import.c (import),
- * op_ready.c (ready), op_deploy.c (deploy, undeploy, deployments).  dispatch.c maps a parsed
+ * op_ready.c (ready), op_deploy.c (deploy, undeploy, deployments),
+ * op_canary.c (canary).  dispatch.c maps a parsed
  * request to its handler.  A handler answers on C now, or keeps C waiting
  * (ks_conn_wait) and answers later.
  */
@@ -19,6 +20,7 @@ ks_op_fn ks_op_list, ks_op_evict, ks_op_explain, ks_op_misses;
 ks_op_fn ks_op_import, ks_op_ready;
 ks_op_fn ks_op_deploy, ks_op_undeploy, ks_op_deployments;
 ks_op_fn ks_op_audit;
+ks_op_fn ks_op_canary;
 
 /* Deployments (op_deploy.c): SPECS (a stored JSON array of get-specs)
  * parsed as a ready request's items; each item's key into KEYS (and its

@@ -177,8 +177,8 @@ static int send_job(ks_worker_t *w, ks_pool_job_t *pj)
 	w->job_ns = ks_now_ns();
 	pj->started_ns = w->job_ns;
 	if (p->opts.timeout_ms)
-		uv_timer_start(&w->deadline, on_deadline, p->opts.timeout_ms,
-		    0);
+		uv_timer_start(&w->deadline, on_deadline, pj->timeout_ms ?
+		    pj->timeout_ms : p->opts.timeout_ms, 0);
 	return KS_OK;
 }
 

@@ -36,6 +36,8 @@ typedef struct ks_worker ks_worker_t;
 struct ks_pool_job {
 	ks_job_t job;                       /* in */
 	ks_hash_t key;                      /* in: for stats and logs */
+	uint64_t timeout_ms;                /* in: its deadline when the pool
+	                                       has one (0: the pool's) */
 	/* Called once on the loop thread when the job ended, with err and
 	 * out (KS_OK) or errmsg (an error) filled. */
 	void (*done)(ks_pool_job_t *pj);

@@ -17,6 +17,7 @@
 #include "../proto/proto.h"
 #include "../store/store.h"
 #include "audit.h"
+#include "canary.h"
 #include "conn.h"
 #include "fastpath.h"
 #include "flight.h"
@@ -162,6 +163,7 @@ struct ks_srv {
 	                            for cancel */
 	ks_deploy_state_t *deploys;  /* uthash by name (op_deploy.c) */
 	ks_audit_t audit;        /* the key audit (audit.c) */
+	ks_canaries_t canaries;  /* known-answer canaries (canary.h) */
 };
 
 /* An answer of OP made outside its dispatch (a compile's end, a store

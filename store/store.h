@@ -87,7 +87,7 @@ typedef struct ks_store ks_store_t;
 
 /* Schema version (PRAGMA user_version) this build creates and migrates to;
  * a store with a newer version is refused. */
-#define KS_STORE_SCHEMA_VERSION 7
+#define KS_STORE_SCHEMA_VERSION 8
 /* Distinct keys whose touches are held in memory; a full set is flushed. */
 #define KS_STORE_PENDING_TOUCHES 256
 
@@ -291,6 +291,30 @@ int ks_store_deployments(ks_store_t *s, const char *name,
     int (*cb)(void *ctx, const char *name, const char *specs,
     int64_t created, uint64_t pins), void *ctx);
 
+/*
+ * Compiler identities and canaries (schema 8).  ks_store_identities calls
+ * CB with every distinct compiler identity of BACKEND's entries (reader;
+ * CB must not call into S; its nonzero return stops the walk and is
+ * returned).  A canary verdict is one row per (backend, identity,
+ * kernel): ks_store_canary_put inserts or replaces it (writer thread; AT
+ * 0 is now), ks_store_canaries calls CB for those of BACKEND and IDENTITY
+ * in kernel order (reader, as above; the strings live during the call).
+ */
+typedef struct {
+	const char *backend, *identity, *kernel;
+	const char *result;             /* "passed" or "failed" */
+	int64_t at;                     /* Unix milliseconds */
+	double ms;
+	const char *detail;
+} ks_store_canary_t;
+
+int ks_store_identities(ks_store_t *s, const char *backend,
+    int (*cb)(void *ctx, const char *identity), void *ctx);
+int ks_store_canary_put(ks_store_t *s, const ks_store_canary_t *c);
+int ks_store_canaries(ks_store_t *s, const char *backend,
+    const char *identity, int (*cb)(void *ctx, const ks_store_canary_t *c),
+    void *ctx);
+
 /* Exact matches on columns; NULL or "" matches every row. */
 typedef struct {
 	const char *kernel, *backend, *target;
@@ -400,6 +424,8 @@ int ks_writer_remove(ks_store_writer_t *w, const ks_hash_t *keys,
 int ks_writer_deploy(ks_store_writer_t *w, const char *name,
     const char *specs, const ks_hash_t *keys, size_t nkeys,
     void (*done)(void *ctx, int rc), void *ctx);
+/* ks_store_canary_put of a copy of C. */
+int ks_writer_canary(ks_store_writer_t *w, const ks_store_canary_t *c);
 /* Calls REACHED(CTX) on the writer thread once everything posted before
  * has run: a reader that waits for it sees those writes. */
 int ks_writer_barrier(ks_store_writer_t *w, void (*reached)(void *ctx),

@@ -10,7 +10,7 @@
 #include "store.h"
 
 enum { OP_PUT, OP_FLUSH, OP_MISS, OP_QUARANTINE, OP_REMOVE, OP_BARRIER,
-    OP_REOPEN, OP_SYNC, OP_DEPLOY, OP_AUDIT, OP_STOP };
+    OP_REOPEN, OP_SYNC, OP_DEPLOY, OP_AUDIT, OP_CANARY, OP_STOP };
 
 typedef struct op {
 	int type;
@@ -34,6 +34,7 @@ typedef struct op {
 	void (*deployed)(void *ctx, int rc);   /* and AUDIT's done */
 	ks_store_audit_event_t audit;    /* AUDIT: its strings are name
 	                                    (auditor) and spec (differs) */
+	ks_store_canary_t canary;        /* CANARY: strings in spec */
 } op_t;
 
 struct ks_store_writer {
@@ -105,6 +106,13 @@ static void run(ks_store_writer_t *w, op_t *op)
 		if (op->deployed)
 			op->deployed(op->ctx, rc);
 		free(op->name);
+		free(op->spec);
+		break;
+	case OP_CANARY:
+		if (ks_store_canary_put(w->store, &op->canary) != KS_OK)
+			ks_log(KS_LOG_WARN, "store: could not record the "
+			    "canary of %s on %s", op->canary.kernel,
+			    op->canary.backend);
 		free(op->spec);
 		break;
 	case OP_REOPEN:
@@ -267,6 +275,40 @@ int ks_writer_record_miss(ks_store_writer_t *w, const char *deployment,
 		return KS_E_NOMEM;
 	}
 	op->count = count;
+	post(w, op);
+	return KS_OK;
+}
+
+int ks_writer_canary(ks_store_writer_t *w, const ks_store_canary_t *c)
+{
+	const char *f[5] = { c->backend, c->identity, c->kernel, c->result,
+	    c->detail };
+	op_t *op = op_new(OP_CANARY);
+	size_t len = 0, at = 0, n;
+	const char **dst[5];
+	int i;
+
+	if (!op)
+		return KS_E_NOMEM;
+	dst[0] = &op->canary.backend;
+	dst[1] = &op->canary.identity;
+	dst[2] = &op->canary.kernel;
+	dst[3] = &op->canary.result;
+	dst[4] = &op->canary.detail;
+	for (i = 0; i < 5; i++)
+		len += strlen(f[i]) + 1;
+	if (!(op->spec = malloc(len))) {
+		free(op);
+		return KS_E_NOMEM;
+	}
+	for (i = 0; i < 5; i++) {
+		n = strlen(f[i]) + 1;
+		memcpy(op->spec + at, f[i], n);
+		*dst[i] = op->spec + at;
+		at += n;
+	}
+	op->canary.at = c->at;
+	op->canary.ms = c->ms;
 	post(w, op);
 	return KS_OK;
 }

@@ -124,7 +124,7 @@ static inline void run_cl(clenv_t *e, const ks_ir_kernel_t *k, clprog_t *p,
 	cl_int rc;
 	int i;
 
-	global = (size_t)gpu_eval(k, k->grid, args) * local;
+	global = (size_t)gpu_groups(k, args) * local;
 	for (i = 0; i < k->nparams; i++) {
 		const ks_ir_param_t *pa = &k->params[i];
 

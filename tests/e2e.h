@@ -66,10 +66,12 @@ static inline int e2e_connect(const char *path)
 	return fd;
 }
 
-/* Starts kspecd with EXTRA arguments (NULL-terminated, may be NULL) on
- * D's socket and store; waits until it accepts.  D->dir must be set (a
- * fresh directory is made when empty). */
-static inline int e2e_start(e2e_daemon_t *d, const char *const *extra)
+/* Starts the program NAME of the build folder (kspecd, or the test
+ * build tests/kspecd-plant) with EXTRA arguments (NULL-terminated, may
+ * be NULL) on D's socket and store; waits until it accepts.  D->dir must
+ * be set (a fresh directory is made when empty). */
+static inline int e2e_start_bin(e2e_daemon_t *d, const char *name,
+    const char *const *extra)
 {
 	char bin[512];
 	const char *argv[32];
@@ -82,8 +84,7 @@ static inline int e2e_start(e2e_daemon_t *d, const char *const *extra)
 	}
 	snprintf(d->sock, sizeof d->sock, "%s/run/kspecd.sock", d->dir);
 	snprintf(d->store, sizeof d->store, "%s/store/kspec.db", d->dir);
-	snprintf(bin, sizeof bin, "%s/%s", e2e_build_dir(),
-	    d->program ? d->program : "kspecd");
+	snprintf(bin, sizeof bin, "%s/%s", e2e_build_dir(), name);
 	argv[n++] = bin;
 	argv[n++] = "--socket";
 	argv[n++] = d->sock;
@@ -120,6 +121,12 @@ static inline int e2e_start(e2e_daemon_t *d, const char *const *extra)
 		usleep(10000);
 	}
 	return -1;
+}
+
+/* e2e_start_bin of D->program, or else kspecd. */
+static inline int e2e_start(e2e_daemon_t *d, const char *const *extra)
+{
+	return e2e_start_bin(d, d->program ? d->program : "kspecd", extra);
 }
 
 /* Sends SIGTERM and waits; returns the exit status or -1. */

@@ -329,24 +329,15 @@ static inline ks_ir_kernel_t *gpu_int_kernel(void)
 
 /* One per declared parameter of a kernel (bound ones are skipped): for a
  * buffer its host memory and size, for a scalar a pointer to its value. */
-typedef struct {
-	void *data;
-	size_t bytes;
-} gpu_arg_t;
+typedef ks_jit_arg_t gpu_arg_t;
 
-/* Value of an i64 expression over constants and scalar params (the grid). */
-static inline int64_t gpu_eval(const ks_ir_kernel_t *k, const ks_expr_t *e,
+/* The work-groups of K's grid with ARGS. */
+static inline int64_t gpu_groups(const ks_ir_kernel_t *k,
     const gpu_arg_t *args)
 {
-	int64_t vals[64] = { 0 }, v = 0;
-	int i;
+	int64_t v = 0;
 
-	cr_assert_leq(k->nparams, 64);
-	for (i = 0; i < k->nparams; i++)
-		if (k->params[i].kind == KS_PARAM_SCALAR &&
-		    k->params[i].type == KS_TY_I64 && !k->params[i].bound)
-			vals[i] = *(const int64_t *)args[i].data;
-	cr_assert_eq(ks_ir_eval_launch(k, e, vals, &v), KS_OK,
+	cr_assert_eq(ks_jit_groups(k, args, &v), KS_OK,
 	    "launch expression of %s.%s not evaluable", k->name, k->variant);
 	return v;
 }
@@ -356,23 +347,8 @@ static inline int64_t gpu_eval(const ks_ir_kernel_t *k, const ks_expr_t *e,
 static inline void gpu_cpu_launch(const ks_ir_kernel_t *k,
     ks_jit_cpu_entry_t fn, gpu_arg_t *args)
 {
-	void *params[32], *ptrs[32];
-	int i, np = 0;
-
-	cr_assert_leq(k->nparams, 32);
-	for (i = 0; i < k->nparams; i++) {
-		const ks_ir_param_t *p = &k->params[i];
-
-		if (p->kind == KS_PARAM_SCALAR && p->bound)
-			continue;
-		if (p->kind == KS_PARAM_BUFFER) {
-			ptrs[i] = args[i].data;
-			params[np++] = &ptrs[i];
-		} else {
-			params[np++] = args[i].data;
-		}
-	}
-	fn(params, 0, (uint64_t)gpu_eval(k, k->grid, args));
+	cr_assert_eq(ks_jit_cpu_call(k, fn, args), KS_OK, "grid of %s.%s",
+	    k->name, k->variant);
 }
 
 /* Compiles K on the cpu backend and runs the whole grid on ARGS (buffers

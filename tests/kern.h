@@ -12,7 +12,7 @@
 #define KS_TEST_KERN_H
 
 #include "gpu.h"
-#include "ref.h"
+#include "../ref/ref.h"
 
 typedef struct {
 	const char *name;

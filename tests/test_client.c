@@ -6,7 +6,7 @@
 
 #include "../include/kspec.h"
 #include "e2e.h"
-#include "ref.h"
+#include "../ref/ref.h"
 
 static e2e_daemon_t D;
 static kspec_client_t *C;

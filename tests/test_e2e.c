@@ -1,6 +1,6 @@
 /*
  * End to end: a real kspecd on a temporary socket and store, spoken to with
- * raw frames; CPU artifacts are loaded and run against tests/ref.h.
+ * raw frames; CPU artifacts are loaded and run against ref/ref.h.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -9,7 +9,7 @@
 
 #include "../jit/jit.h"
 #include "e2e.h"
-#include "ref.h"
+#include "../ref/ref.h"
 
 static e2e_daemon_t D;
 

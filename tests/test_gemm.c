@@ -1,6 +1,6 @@
 /*
  * gemm on the cpu backend: every variant against the plain-C canonical
- * reference of tests/ref.h (docs/kernels.md: 32 lanes, lane l
+ * reference of ref/ref.h (docs/kernels.md: 32 lanes, lane l
  * accumulates k = l (mod 32) in increasing k with fmaf, tree 16..1, one
  * round-to-nearest-even to the dtype), bit for bit, and against a double
  * precision reference within a stated bound (sanity of the reference
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "../jit/jit.h"
-#include "ref.h"
+#include "../ref/ref.h"
 
 /* ---- running a specialized gemm ---- */
 

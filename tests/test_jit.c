@@ -17,7 +17,7 @@
 
 #include "../jit/jit.h"
 #include "gpu.h"
-#include "ref.h"
+#include "../ref/ref.h"
 
 /* ---- plumbing ---- */
 
@@ -635,7 +635,7 @@ Test(jit, sqrt_neg_abs_are_bitwise_the_c_reference)
 	free(y);
 }
 
-/* exp is kspec's own (docs/ir.md): bitwise equal to tests/ref.h's
+/* exp is kspec's own (docs/ir.md): bitwise equal to ref/ref.h's
  * ref_expf, within 1.01 ulp of the double exp (over a sweep of every 7th
  * f32 pattern the worst is 1.008), Inf past the overflow bound, 0 far
  * below, NaN for NaN. */

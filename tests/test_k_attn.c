@@ -1,7 +1,7 @@
 /*
  * attention_decode: selection and rejection of shapes, and every variant x
  * dtype run on the cpu backend and on OpenCL (PoCL here) against the
- * plain-C reference of tests/ref_attn.h.
+ * plain-C reference of ref/ref_attn.h.
  *
  *   - cpu and OpenCL: bit for bit against the reference (exp is kspec's
  *     own sequence on every backend, ref_expf in the reference);
@@ -18,7 +18,7 @@
 
 #include "cl.h"
 #include "kern.h"
-#include "ref_attn.h"
+#include "../ref/ref_attn.h"
 
 static void setup(void)
 {

@@ -3,7 +3,7 @@
  * on OpenCL (PoCL here).
  *
  * Every kernel x variant x dtype runs on both backends and is compared
- * with tests/ref_norm.h: bit for bit with the plain-C reference that
+ * with ref/ref_norm.h: bit for bit with the plain-C reference that
  * follows the documented order (softmax on OpenCL: within the stated exp
  * bound, OPENCL_SOFTMAX_ULPS), and within a stated bound of a double
  * precision reference.  row_local is bitwise equal to general at its
@@ -24,7 +24,7 @@
  */
 #include "cl.h"
 #include "kern.h"
-#include "ref_norm.h"
+#include "../ref/ref_norm.h"
 
 enum { RMS, ADD, SMAX };
 

@@ -3,7 +3,7 @@
  *
  * Every variant x dtype runs through one compiled program per backend with
  * the dims dynamic (PoCL builds take seconds), plus programs with the head
- * dim or F bound, against the plain-C references of tests/ref_rope.h:
+ * dim or F bound, against the plain-C references of ref/ref_rope.h:
  *
  *   - rope: bitwise on both backends, and cpu == OpenCL bitwise; within a
  *     stated bound of a double-precision rotation; positions 0, P-1, -1,
@@ -21,7 +21,7 @@
  */
 #include "cl.h"
 #include "kern.h"
-#include "ref_rope.h"
+#include "../ref/ref_rope.h"
 
 #include <float.h>
 

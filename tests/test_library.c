@@ -1,15 +1,15 @@
 /*
  * The library as the benchmarks and the GPU check see it: for every kernel,
- * the buffer layout of bench/layout.h (names, sizes, test data) binds to
+ * the buffer layout of ref/layout.h (names, sizes, test data) binds to
  * the kernel's parameters, and the cpu backend's result equals, bit for
- * bit, the reference that bench/gpu/refs.h calls by name with the scalars
+ * bit, the reference that ref/kernels.h calls by name with the scalars
  * the GPU check launches (eps 1e-5, scale 1/sqrt(D)).  So the GPU check's
  * host side (which cannot run without a GPU) is exercised here on the cpu,
  * every variant at the shapes the GPU check uses.
  */
 #include "kern.h"
 #include "../bench/gpu/cases.h"
-#include "../bench/gpu/refs.h"
+#include "../ref/kernels.h"
 
 static void setup(void)
 {

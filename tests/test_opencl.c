@@ -5,7 +5,7 @@
  * clBuildProgram -> CL_PROGRAM_BINARIES), loaded back from the binary,
  * launched as groups * 32 work-items in work-groups of 32 with its
  * arguments in the order of the reply's params, and compared bit for bit
- * with tests/ref.h's canonical ref_gemm AND with the cpu backend's result
+ * with ref/ref.h's canonical ref_gemm AND with the cpu backend's result
  * on the same inputs, across shapes including those just outside each
  * specialization (M = 1, 2, 16, 17; K = 4100; N = 1).  Hand-built kernels
  * check the conversions (every f16/bf16 pattern, the store rounding
@@ -22,7 +22,7 @@
 #include <pthread.h>
 
 #include "cl.h"
-#include "ref.h"
+#include "../ref/ref.h"
 
 static void setup(void)
 {
@@ -273,7 +273,7 @@ Test(opencl, loads_of_every_f16_and_bf16_pattern_equal_cpu_and_ref)
  * -cl-fp32-correctly-rounded-divide-sqrt), neg and abs are bitwise equal
  * to the cpu backend and to the C reference over zeros, subnormals,
  * negatives, Inf and NaN; so is exp, which is kspec's own (docs/ir.md,
- * tests/ref.h ref_expf), not the OpenCL library's.
+ * ref/ref.h ref_expf), not the OpenCL library's.
  */
 Test(opencl, sqrt_neg_abs_exp_bitwise_equal_cpu_and_ref)
 {

@@ -767,7 +767,7 @@ static void version_2_store(void)
 	    "  ON u.key = a.key;"
 	    "DROP TABLE artifacts; DROP TABLE uses;"
 	    "DROP TABLE deployments; DROP TABLE pins; DROP TABLE late;"
-	    "DROP TABLE audits; DROP TABLE audit_events;"
+	    "DROP TABLE audits; DROP TABLE audit_events; DROP TABLE canaries;"
 	    "ALTER TABLE v2 RENAME TO artifacts;"
 	    "CREATE INDEX artifacts_by_last_used ON artifacts(last_used);"
 	    "PRAGMA user_version = 2;");
@@ -912,7 +912,7 @@ static void version_3_store(void)
 	    "  bytes, xsum FROM artifacts;"
 	    "DROP TABLE artifacts;"
 	    "DROP TABLE deployments; DROP TABLE pins; DROP TABLE late;"
-	    "DROP TABLE audits; DROP TABLE audit_events;"
+	    "DROP TABLE audits; DROP TABLE audit_events; DROP TABLE canaries;"
 	    "ALTER TABLE v3 RENAME TO artifacts;"
 	    "UPDATE artifacts SET created = 1234;"
 	    "PRAGMA user_version = 3;");
@@ -1899,5 +1899,56 @@ Test(store, keys_with_a_prefix_are_found_by_range)
 			    2), 2, "MAX bounds the answer");
 	}
 	cr_assert_eq(ks_store_keys_with_prefix(s, "xyz", got, 2), KS_E_INVAL);
+	ks_store_close(s);
+}
+
+/* ---- identities and canaries (schema 6) ---- */
+
+static int count_identity(void *ctx, const char *identity)
+{
+	cr_assert_str_eq(identity, "libgccjit 12.2.0; -O3");
+	(*(int *)ctx)++;
+	return 0;
+}
+
+static int keep_canary(void *ctx, const ks_store_canary_t *c)
+{
+	char *out = ctx;
+
+	snprintf(out + strlen(out), 256 - strlen(out), "%s=%s(%s);",
+	    c->kernel, c->result, c->detail);
+	return 0;
+}
+
+Test(store, identities_and_canary_verdicts_are_kept)
+{
+	ks_store_canary_t c = { "cpu", "id A", "gemm", "passed", 0, 12.5,
+	    "9 runs" };
+	char got[256] = "";
+	ks_store_t *s = open_store(0);
+	int n = 0;
+
+	put_meta(s, 1, gemm_meta, 300);
+	put_meta(s, 2, gemm_meta, 300);
+	cr_assert_eq(ks_store_identities(s, "cpu", count_identity, &n), KS_OK);
+	cr_assert_eq(n, 1, "one distinct identity, not one per row");
+	cr_assert_eq(ks_store_identities(s, "opencl", count_identity, &n),
+	    KS_OK);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(ks_store_canary_put(s, &c), KS_OK);
+	c.kernel = "rope";
+	c.result = "failed";
+	c.detail = "x[0]";
+	cr_assert_eq(ks_store_canary_put(s, &c), KS_OK);
+	c.identity = "id B";             /* another compiler's: not listed */
+	cr_assert_eq(ks_store_canary_put(s, &c), KS_OK);
+	c = (ks_store_canary_t){ "cpu", "id A", "rope", "passed", 0, 1,
+	    "again" };                   /* replaces the failed one */
+	cr_assert_eq(ks_store_canary_put(s, &c), KS_OK);
+	ks_store_close(s);
+	s = open_store(0);
+	cr_assert_eq(ks_store_canaries(s, "cpu", "id A", keep_canary, got),
+	    KS_OK);
+	cr_assert_str_eq(got, "gemm=passed(9 runs);rope=passed(again);");
 	ks_store_close(s);
 }

@@ -6,10 +6,10 @@
  * from the sources, for the device's own sm_XX), as PTX and as cubin,
  * loaded with the CUDA driver API (libcuda.so.1 through dlopen, never
  * linked), run on random data, and compared bit for bit with the canonical
- * reference of tests/ref.h.  Then every other kernel of the library
+ * reference of ref/ref.h.  Then every other kernel of the library
  * (rmsnorm, add_rmsnorm, softmax, rope, silu_mul, attention_decode), each
  * variant at small shapes with constant and dynamic dims, as cubin,
- * against the plain-C references of tests/ref_*.h (bench/gpu/refs.h): bit
+ * against the plain-C references of ref/ref_*.h (ref/kernels.h): bit
  * for bit; kspec's exp is the same sequence on every backend, so kernels
  * with exp are bitwise too, and a difference is reported in ulps.
  *
@@ -35,10 +35,10 @@
 #include <string.h>
 
 #include "../../jit/jit.h"
-#include "../../tests/ref.h"
-#include "../layout.h"
+#include "../../ref/ref.h"
+#include "../../ref/layout.h"
 #include "cases.h"
-#include "refs.h"
+#include "../../ref/kernels.h"
 
 /* ---- the driver API, loaded at run time ---- */
 
@@ -560,7 +560,7 @@ static double ulps(const void *a, const void *b, ks_dtype_t dt, int64_t i)
 /*
  * One case: DEF's VARIANT at dims V (constant where CONSTS), as cubin, on
  * small random data, against the plain-C reference of tests/ref*.h
- * (bench/gpu/refs.h): bitwise, or within EXP_ULPS for kernels with exp.
+ * (ref/kernels.h): bitwise, or within EXP_ULPS for kernels with exp.
  */
 static void check_kernel(const char *target, const char *kernel,
     const char *variant, ks_dtype_t dt, const int64_t *v, unsigned consts)
@@ -816,6 +816,6 @@ int main(void)
 		printf("%d check(s) MISMATCH\n", mismatches);
 		return 1;
 	}
-	printf("all bitwise equal to tests/ref.h\n");
+	printf("all bitwise equal to ref/ref.h\n");
 	return 0;
 }

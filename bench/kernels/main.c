@@ -26,9 +26,9 @@
 #include <string.h>
 
 #include "../../jit/jit.h"
-#include "../../tests/ref.h"
+#include "../../ref/ref.h"
 #include "../bench.h"
-#include "../layout.h"
+#include "../../ref/layout.h"
 
 #define TRIALS 9
 #define TRIAL_NS 20000000.0

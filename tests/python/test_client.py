@@ -212,7 +212,7 @@ class NumericTest(unittest.TestCase):
                                  % (a, b, c))
 
     def test_fill_is_ref_h_sequence(self):
-        # tests/ref.h ref_fill(buf, 0 /* f32 */, 4, 1), as the C code gives.
+        # ref/ref.h ref_fill(buf, 0 /* f32 */, 4, 1), as the C code gives.
         self.assertEqual(nm.fill("f32", 4, 1),
                          [994206789, 3212042711, 1056963665, 3189147822])
         self.assertEqual(nm.fill("bf16", 4, 1),

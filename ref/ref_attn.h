@@ -9,8 +9,8 @@
  * ref_attn_decode_bug() takes planted bugs for the tests that show each
  * checker is not vacuous; ref_attn_decode() is it with none.
  */
-#ifndef KS_TEST_REF_ATTN_H
-#define KS_TEST_REF_ATTN_H
+#ifndef KS_REF_ATTN_H
+#define KS_REF_ATTN_H
 
 #include <math.h>
 #include <stdint.h>

@@ -4,8 +4,8 @@
  * reduction order (docs/kernels.md) and the storage conversions.
  * Header-only so tests and benchmarks share one copy.
  */
-#ifndef KS_TEST_REF_H
-#define KS_TEST_REF_H
+#ifndef KS_REF_H
+#define KS_REF_H
 
 #include <math.h>
 #include <stdint.h>

@@ -8,8 +8,8 @@
  * contract a*b+c into fma (-ffp-contract=off is the ISO default), and
  * x86-64 evaluates float in float (FLT_EVAL_METHOD 0).
  */
-#ifndef KS_TEST_REF_ROPE_H
-#define KS_TEST_REF_ROPE_H
+#ifndef KS_REF_ROPE_H
+#define KS_REF_ROPE_H
 
 #include <math.h>
 #include <stdint.h>

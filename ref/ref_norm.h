@@ -11,8 +11,8 @@
  * the build is -std=c11, where GCC's default is -ffp-contract=off, and fma
  * is only ever fmaf.
  */
-#ifndef KS_TEST_REF_NORM_H
-#define KS_TEST_REF_NORM_H
+#ifndef KS_REF_NORM_H
+#define KS_REF_NORM_H
 
 #include <math.h>
 #include <stdint.h>

@@ -1,18 +1,18 @@
 /*
- * The plain-C reference of each library kernel (tests/ref*.h), called by
- * name on the buffers of bench/layout.h: inputs read, outputs (and
+ * The plain-C reference of each library kernel (ref/ref*.h), called by
+ * name on the buffers of ref/layout.h: inputs read, outputs (and
  * in-place buffers) overwritten with the reference result.  eps is 1e-5
  * and scale 1/sqrt(D), as the GPU check launches them.
  */
-#ifndef KS_BENCH_GPU_REFS_H
-#define KS_BENCH_GPU_REFS_H
+#ifndef KS_REF_KERNELS_H
+#define KS_REF_KERNELS_H
 
 #include <math.h>
 
-#include "../layout.h"
-#include "../../tests/ref_norm.h"
-#include "../../tests/ref_rope.h"
-#include "../../tests/ref_attn.h"
+#include "layout.h"
+#include "ref_norm.h"
+#include "ref_rope.h"
+#include "ref_attn.h"
 
 static inline void *ref_buf(buf_t *b, int nb, const char *name)
 {

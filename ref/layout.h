@@ -9,8 +9,8 @@
  * every sequence full, lens = S).  Header-only; needs only the kernel
  * definitions.
  */
-#ifndef KS_BENCH_LAYOUT_H
-#define KS_BENCH_LAYOUT_H
+#ifndef KS_REF_LAYOUT_H
+#define KS_REF_LAYOUT_H
 
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "../specialize/specialize.h"
-#include "../tests/ref.h"
+#include "ref.h"
 
 enum { LAY_MAXB = 8 };
 
