@@ -51,6 +51,10 @@ typedef struct {
 	char *params;                       /* malloc'd JSON array */
 	char *launch;                       /* malloc'd JSON object */
 	double compile_ms;                  /* specialize + backend compile */
+	/* For a backend whose bytes are not deterministic (same_bytes 0)
+	 * and that has a source form: the BLAKE2b-256 (hex) of the source
+	 * it compiled, which is; else "". */
+	char codegen[KS_HASH_HEX];
 } ks_job_out_t;
 
 /*

@@ -110,16 +110,52 @@ static int check_job(const ks_job_t *job, char *err, size_t errlen)
  * plant): with KSPEC_TEST_PLANT_CODEGEN set, code generation depends on
  * something the key does not name, the environment.  The entry symbol
  * gets a suffix: a valid kernel, other bytes under the same key, which the
- * audit must catch.  The buffer outlives the compile (K points into it).
+ * audit must catch; with KSPEC_TEST_PLANT_CODEGEN=body the first local
+ * variable's name does instead (of a kernel that has one), which changes
+ * the emitted source and nothing a reply describes.  The buffer outlives the compile (K points
+ * into it).
  */
 static void plant_codegen(ks_ir_kernel_t *k, char *buf, size_t len)
 {
-	if (!getenv("KSPEC_TEST_PLANT_CODEGEN"))
+	const char *how = getenv("KSPEC_TEST_PLANT_CODEGEN");
+
+	if (!how)
 		return;
+	if (strcmp(how, "body") == 0) {
+		if (k->nlocals > 0) {
+			snprintf(buf, len, "%s_planted", k->locals[0].name);
+			k->locals[0].name = buf;
+		}
+		return;
+	}
 	snprintf(buf, len, "%s_planted", k->entry);
 	k->entry = buf;
 }
 #endif
+
+/* OUT's codegen: the hash of the source K compiles from, for a backend
+ * whose artifacts differ between honest compiles (the key audit compares
+ * this instead). */
+static int codegen_sum(const ks_job_t *job, const ks_ir_kernel_t *k,
+    ks_job_out_t *out, char *err, size_t errlen)
+{
+	ks_hash_t h;
+	ks_buf_t src;
+	int rc;
+
+	if (job->backend->same_bytes || !job->backend->source)
+		return KS_OK;
+	ks_buf_init(&src);
+	rc = job->backend->source(k, &src, err, errlen);
+	if (rc == KS_OK && !src.data)
+		rc = KS_E_NOMEM;
+	if (rc == KS_OK) {
+		ks_hash(src.data, src.len, &h);
+		ks_hash_hex(&h, out->codegen);
+	}
+	ks_buf_close(&src);
+	return rc;
+}
 
 int ks_job_run(const ks_job_t *job, ks_job_out_t *out, char *err,
     size_t errlen)
@@ -147,6 +183,8 @@ int ks_job_run(const ks_job_t *job, ks_job_out_t *out, char *err,
 	if (rc == KS_OK)
 		rc = job->backend->compile(k, job->target, job->format, &ja,
 		    err, errlen);
+	if (rc == KS_OK)
+		rc = codegen_sum(job, k, out, err, errlen);
 	if (rc == KS_OK)
 		rc = ks_exec_params_json(&params, k);
 	if (rc == KS_OK)

@@ -211,6 +211,8 @@ int ks_wire_out_encode(uint64_t seq, int rc, const char *errmsg,
 	ks_buf_json_str(frame, out->entry);
 	ks_buf_puts(frame, ",\"format\":");
 	ks_buf_json_str(frame, out->format);
+	if (out->codegen[0])
+		ks_buf_printf(frame, ",\"codegen\":\"%s\"", out->codegen);
 	ks_buf_printf(frame, ",\"params\":%s,\"launch\":%s,\"compile_ms\":%.3f,"
 	    "\"rss\":%" PRIu64 "}", out->params, out->launch, out->compile_ms,
 	    rss);
@@ -245,6 +247,8 @@ int ks_wire_out_decode(const char *hdr, size_t len, const void *payload,
 	    copy_str(out->variant, sizeof out->variant, str_of(j, "variant")) ||
 	    copy_str(out->entry, sizeof out->entry, str_of(j, "entry")) ||
 	    copy_str(out->format, sizeof out->format, str_of(j, "format")) ||
+	    (str_of(j, "codegen") && copy_str(out->codegen, sizeof
+	    out->codegen, str_of(j, "codegen"))) ||
 	    !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(j, "params")) ||
 	    !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "launch")))
 		goto out;

@@ -63,9 +63,11 @@ int ks_audit_compare(const ks_artifact_t *stored, const ks_hash_t *sum,
     const char *meta, size_t meta_len, int same_bytes, char *differs,
     size_t len)
 {
-	/* "bytes" (the length) last, so that it can be left out. */
-	static const char *const fields[] = { "variant", "format", "entry",
-	    "guard", "dynamic", "params", "launch", "bytes" };
+	/* "bytes" (the length) last, so that it can be left out; "codegen"
+	 * (the hash of the source, where the bytes are not deterministic)
+	 * only when the stored entry has one (older ones do not). */
+	static const char *const fields[] = { "codegen", "variant", "format",
+	    "entry", "guard", "dynamic", "params", "launch", "bytes" };
 	size_t nfields = sizeof fields / sizeof *fields - !same_bytes;
 	cJSON *a = ks_meta_parse(stored->meta, stored->meta_len);
 	cJSON *b = ks_meta_parse(meta, meta_len);
@@ -80,6 +82,9 @@ int ks_audit_compare(const ks_artifact_t *stored, const ks_hash_t *sum,
 		    fields[i]) : NULL;
 		const cJSON *y = b ? cJSON_GetObjectItemCaseSensitive(b,
 		    fields[i]) : NULL;
+
+		if (i == 0 && !x)
+			continue;
 
 		if ((x || y) && !(x && y && cJSON_Compare(x, y, 1)))
 			used += snprintf(differs + used, len - used, "%s%s",

@@ -559,6 +559,8 @@ int ks_lookup_meta(ks_buf_t *m, const ks_get_t *g, const ks_job_out_t *o,
 	ks_buf_printf(m, ",\"bytes\":%zu", o->len);
 	ks_get_guard_json(g, m);
 	ks_buf_printf(m, ",\"params\":%s,\"launch\":%s", o->params, o->launch);
+	if (o->codegen[0])
+		ks_buf_printf(m, ",\"codegen\":\"%s\"", o->codegen);
 	ks_buf_printf(m, ",\"compile_ms\":%.3f,\"compiler\":", o->compile_ms);
 	return ks_buf_json_str(m, g->identity);
 }

@@ -972,6 +972,65 @@ Test(cli, ready_wait_that_runs_out_cancels_the_queue)
 
 /* ---- deployments ---- */
 
+/* Stats field NAME of object OBJ ("" for the top level). */
+static double stat_in(const char *obj, const char *name)
+{
+	e2e_reply_t r;
+	double v;
+
+	cr_assert_eq(e2e_call(D.sock, "{\"op\":\"stats\"}", &r), 0);
+	v = e2e_num(obj[0] ? cJSON_GetObjectItemCaseSensitive(r.h, obj) :
+	    r.h, name);
+	e2e_reply_free(&r);
+	return v;
+}
+
+/* A compiler upgrade (the test build's identity suffix) gives every spec
+ * a new key: the start queues the deployment's specs for their compile,
+ * before anyone asks, and once they are in the deployment is ready
+ * without a --wait; the next start under the same compilers queues
+ * nothing. */
+Test(cli, a_deployment_is_recompiled_at_the_start_after_an_upgrade)
+{
+	static const char *const extra[] = { "--workers", "2", NULL };
+	char man[400];
+	int i;
+
+	e2e_cleanup(&D);
+	memset(&D, 0, sizeof D);
+	D.program = "tests/kspecd-plant";
+	cr_assert_eq(e2e_start(&D, extra), 0);
+	snprintf(man, sizeof man, "%s/dep.json", D.dir);
+	write_cold_manifest(man, 3);
+	cr_assert_eq(kspec("deploy add llama %s", man), 0, "%s", out);
+	cr_assert_eq(kspec("ready llama --wait 120"), 0, "%s", out);
+	cr_assert_eq(stat_in("upgrade_recompiles", "queued"), 0);
+	cr_assert_eq(e2e_stop(&D), 0);
+
+	setenv("KSPEC_TEST_PLANT_IDENTITY_SUFFIX", " (upgraded)", 1);
+	i = e2e_start(&D, extra);
+	cr_assert_eq(i, 0);
+	cr_assert_eq(stat_in("upgrade_recompiles", "queued"), 3);
+	for (i = 0; i < 1200 && stat_in("upgrade_recompiles", "compiled") +
+	    stat_in("upgrade_recompiles", "failed") < 3; i++)
+		usleep(100000);
+	cr_assert_eq(stat_in("upgrade_recompiles", "compiled"), 3);
+	cr_assert_eq(kspec("ready llama"), 0, "%s", out);
+	cr_assert(strstr(out, "ready: 3 of 3 specs cached"), "%s", out);
+	cr_assert_eq(kspec("deploy ls llama --json"), 0, "%s", out);
+	cr_assert(strstr(out, "\"pinned\":3"), "%s", out);
+	/* The old entries are still there, under their old keys; the new
+	 * ones are pinned now. */
+	cr_assert_eq(kspec("ls --json"), 0, "%s", out);
+	cr_assert(strstr(out, "\"total\":6"), "%s", out);
+	cr_assert_eq(e2e_stop(&D), 0);
+	cr_assert_eq(e2e_start(&D, extra), 0);
+	unsetenv("KSPEC_TEST_PLANT_IDENTITY_SUFFIX");
+	cr_assert_eq(stat_in("upgrade_recompiles", "queued"), 0);
+	cr_assert_eq(kspec("deploy ls llama --json"), 0, "%s", out);
+	cr_assert(strstr(out, "\"ready\":true"), "%s", out);
+}
+
 /* A deployment registered, not ready with its coverage, ready after
  * --wait; its kernels outlive the budget's evictions; removed. */
 Test(cli, a_deployment_is_pinned_and_gated_on)

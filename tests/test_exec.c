@@ -178,6 +178,16 @@ Test(exec, an_outcome_survives_the_channel)
 	cr_assert_str_eq(back.entry, out.entry);
 	cr_assert_str_eq(back.params, out.params);
 	cr_assert_str_eq(back.launch, out.launch);
+	cr_assert_str_eq(back.codegen, "");     /* cpu: the bytes are */
+	ks_job_out_close(&back);
+	/* A codegen hash travels too. */
+	ks_buf_reset(&f);
+	memset(out.codegen, 'a', sizeof out.codegen - 1);
+	cr_assert_eq(ks_wire_out_encode(7, KS_OK, NULL, &out, 0, &f), KS_OK);
+	cr_assert_eq(ks_wire_out_decode(f.data + 8, f.len - 8,
+	    out.bytes, out.len, &seq, &rc, msg, sizeof msg, &back, &rss),
+	    KS_OK);
+	cr_assert_str_eq(back.codegen, out.codegen);
 	ks_job_out_close(&back);
 	ks_buf_reset(&f);
 	cr_assert_eq(ks_wire_out_encode(6, KS_E_COMPILE, "it broke", NULL, 0,
