@@ -16,6 +16,23 @@ void ks_job_out_close(ks_job_out_t *out)
 	memset(out, 0, sizeof *out);
 }
 
+/* ,"dims":["M","K"] of DIMS ("M,K"). */
+static void dims_json(ks_buf_t *m, const char *dims)
+{
+	const char *d = dims;
+	size_t n;
+
+	ks_buf_puts(m, ",\"dims\":[");
+	for (;;) {
+		n = strcspn(d, ",");
+		ks_buf_printf(m, "%s\"%.*s\"", d == dims ? "" : ",", (int)n, d);
+		if (!d[n])
+			break;
+		d += n + 1;
+	}
+	ks_buf_puts(m, "]");
+}
+
 int ks_exec_params_json(ks_buf_t *m, const ks_ir_kernel_t *k)
 {
 	int i, first = 1;
@@ -28,14 +45,17 @@ int ks_exec_params_json(ks_buf_t *m, const ks_ir_kernel_t *k)
 			continue;
 		ks_buf_puts(m, first ? "{\"name\":" : ",{\"name\":");
 		ks_buf_json_str(m, p->name);
-		if (p->kind == KS_PARAM_BUFFER)
+		if (p->kind == KS_PARAM_BUFFER) {
 			ks_buf_printf(m, ",\"kind\":\"buffer\",\"dtype\":\"%s\","
-			    "\"access\":\"%s\"}", p->type == KS_TY_I32 ? "i32" :
+			    "\"access\":\"%s\"", p->type == KS_TY_I32 ? "i32" :
 			    ks_dtype_name(p->dtype),
 			    p->access == (KS_ACCESS_READ | KS_ACCESS_WRITE) ?
 			    "readwrite" : p->access == KS_ACCESS_WRITE ?
 			    "write" : "read");
-		else
+			if (p->dims)
+				dims_json(m, p->dims);
+			ks_buf_puts(m, "}");
+		} else
 			ks_buf_printf(m, ",\"kind\":\"scalar\",\"dtype\":\"%s\"}",
 			    ks_ty_name(p->type));
 		first = 0;

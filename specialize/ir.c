@@ -215,6 +215,13 @@ int ks_ir_buffer(ks_ir_kernel_t *k, const char *name, ks_dtype_t dtype,
 	return i;
 }
 
+void ks_ir_buffer_dims(ks_ir_kernel_t *k, int p, const char *dims)
+{
+	assert(p >= 0 && p < k->nparams &&
+	    k->params[p].kind == KS_PARAM_BUFFER);
+	k->params[p].dims = ks_arena_strdup(k->arena, dims);
+}
+
 int ks_ir_buffer_i32(ks_ir_kernel_t *k, const char *name, int access)
 {
 	int i = ks_ir_buffer(k, name, KS_DTYPE_F32, access);

@@ -93,6 +93,10 @@ typedef struct {
 	int access;             /* buffer: KS_ACCESS_* bits */
 	int bound;              /* scalar bound to a constant by ks_pass_bind */
 	int64_t value;          /* the constant when bound (i64 scalars) */
+	/* buffer: its extent (ks_ir_buffer_dims), row-major, as
+	 * comma-separated expressions of the kernel's dims ("M,K": M*K
+	 * elements); NULL where the kernel does not declare it */
+	const char *dims;
 } ks_ir_param_t;
 
 /* ---- variables ---- */
@@ -245,6 +249,13 @@ int ks_ir_buffer(ks_ir_kernel_t *k, const char *name, ks_dtype_t dtype,
 /* A buffer of int32 elements (loads give i32). */
 int ks_ir_buffer_i32(ks_ir_kernel_t *k, const char *name, int access);
 int ks_ir_scalar(ks_ir_kernel_t *k, const char *name, ks_ty_t type);
+/* Declares buffer P's extent: DIMS, comma-separated expressions of the
+ * kernel's dim names and integers with + - * / ( ) (C's integer
+ * arithmetic; the grammar of a launch's groups), outermost first, whose
+ * product is the buffer's element count ("B,S,Hkv,D").  Replies carry it
+ * (params[].dims) and the loaders check a buffer's size against it
+ * before a call.  Copied. */
+void ks_ir_buffer_dims(ks_ir_kernel_t *k, int p, const char *dims);
 int ks_ir_var(ks_ir_kernel_t *k, const char *name, ks_ty_t type,
     ks_var_scope_t scope);                     /* returns var index */
 
