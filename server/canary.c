@@ -367,6 +367,36 @@ int ks_canary_check(ks_srv_t *srv, const ks_get_t *g, char *err,
 	return KS_E_CANARY;
 }
 
+int ks_canary_admits(ks_srv_t *srv, const char *backend, const char *kernel,
+    char *err, size_t errlen)
+{
+	ks_canaries_t *cs = &srv->canaries;
+	const ks_kernel_def_t *const *all;
+	const ks_canary_t *c;
+	int bi, ki, n;
+
+	bi = backend_index(cs, ks_backend_find(backend));
+	all = ks_kernels(&n);
+	for (ki = 0; ki < n && ki < cs->nk; ki++)
+		if (strcmp(all[ki]->name, kernel) == 0)
+			break;
+	if (bi < 0 || ki >= n || ki >= cs->nk)
+		return KS_OK;
+	c = &cs->b[bi].kernels[ki];
+	if (c->disabled) {
+		disabled_msg(&cs->b[bi], c, kernel, err, errlen);
+		return KS_E_CANARY;
+	}
+	if (c->state == KS_CANARY_PENDING || c->state == KS_CANARY_RUNNING) {
+		ks_set_err(err, errlen, "kernel %s has not passed its canary "
+		    "on backend %s under compiler '%s' yet; import it again "
+		    "once it has (`kspec canary --status`)", kernel, backend,
+		    cs->b[bi].identity ? cs->b[bi].identity : "?");
+		return KS_E_CANARY;
+	}
+	return KS_OK;
+}
+
 int ks_canary_defer(ks_srv_t *srv, const ks_get_t *g, int prio,
     ks_waiter_t *w)
 {

@@ -86,6 +86,11 @@ void ks_canary_stop(struct ks_srv *srv);
  * some kernel is disabled (srv->canaries.ndisabled), off the hit path. */
 int ks_canary_check(struct ks_srv *srv, const ks_get_t *g, char *err,
     size_t errlen);
+/* Whether an entry of KERNEL on BACKEND built by the backend's current
+ * compiler may be stored from outside (an import): KS_E_CANARY with a
+ * message while its canary is pending or has failed, else KS_OK. */
+int ks_canary_admits(struct ks_srv *srv, const char *backend,
+    const char *kernel, char *err, size_t errlen);
 /* A get or warm item that missed: when G's canary is pending, W waits
  * for it (1; its done is called later, from the flight it then joins or
  * with the canary's error); else 0. */

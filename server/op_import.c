@@ -232,16 +232,23 @@ static void on_stored(ks_mail_t *m)
 }
 
 typedef struct {
-	const ks_keys_t *keys;
+	ks_srv_t *srv;
 	const char *why;
 	int state;
+	int canary;              /* KS_OK, or the canary's refusal */
+	char msg[512];
 } compat_t;
 
+/* Whether this daemon would ask for E's key now, and, when it would,
+ * whether its kernel's canary lets it in. */
 static int compat_of(void *ctx, const ks_store_entry_t *e)
 {
 	compat_t *c = ctx;
 
-	c->state = ks_keys_check_entry(c->keys, e, &c->why);
+	c->state = ks_keys_check_entry(&c->srv->keys, e, &c->why);
+	if (c->state == KS_KEYS_CURRENT)
+		c->canary = ks_canary_admits(c->srv, e->backend, e->kernel,
+		    c->msg, sizeof c->msg);
 	return 0;
 }
 
@@ -260,7 +267,7 @@ static void import_done(uv_work_t *w, int status)
 	}
 	for (i = 0; im->rc == KS_OK && i < im->count; i++) {
 		imp_item_t *it = &im->items[i];
-		compat_t cc = { &srv->keys, "", KS_KEYS_STALE };
+		compat_t cc = { srv, "", KS_KEYS_STALE, KS_OK, "" };
 
 		if (!it->a)
 			continue;
@@ -271,6 +278,8 @@ static void import_done(uv_work_t *w, int status)
 			item_refuse(it, KS_E_BAD_REQUEST, "not for this daemon "
 			    "(%s): no request here can get its key",
 			    cc.why && *cc.why ? cc.why : "key");
+		} else if (cc.canary) {
+			item_refuse(it, cc.canary, "%s", cc.msg);
 		} else {
 			ks_hash_hex(&it->a->key, hex);
 			if (ks_hot_has(srv->hot, &it->a->key) ||

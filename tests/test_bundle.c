@@ -364,3 +364,54 @@ Test(bundle, signed_but_wrong_entries_are_refused)
 	cr_assert_str_eq(e2e_str(&r, "source"), "compiled");
 	e2e_reply_free(&r);
 }
+
+/* An entry of a kernel whose canary failed here (the test build's wrong
+ * rmsnorm reference, after an upgrade) is not let in by an import, though
+ * it was built by this daemon's compiler and signed: the canary stands
+ * between a new compiler's output and the clients, wherever it was
+ * built.  The gemm entries are imported. */
+Test(bundle, an_import_does_not_pass_a_failed_canary)
+{
+	static const char *const suffix = " (upgraded)";
+	char args[600], key[400], *out;
+	e2e_reply_t r;
+	int st;
+
+	/* B knows the old compiler: one entry of it. */
+	b.program = "tests/kspecd-plant";
+	snprintf(key, sizeof key, "%s.public", keyp);
+	cr_assert_eq(e2e_start(&b, NULL), 0);
+	get(&b, specs[3], &r);
+	e2e_reply_free(&r);
+	cr_assert_eq(e2e_stop(&b), 0);
+	/* A, with the new compiler, builds and exports the bundle. */
+	a.program = "tests/kspecd-plant";
+	setenv("KSPEC_TEST_PLANT_IDENTITY_SUFFIX", suffix, 1);
+	export_from_a();
+	/* B, upgraded, with rmsnorm's canary made to fail. */
+	setenv("KSPEC_TEST_PLANT_CANARY", "rmsnorm", 1);
+	cr_assert_eq(e2e_start(&b, (const char *const[]){ "--workers", "1",
+	    "--fleet-key", key, NULL }), 0);
+	unsetenv("KSPEC_TEST_PLANT_CANARY");
+	unsetenv("KSPEC_TEST_PLANT_IDENTITY_SUFFIX");
+	snprintf(args, sizeof args, "{\"op\":\"get\",%s", specs[2] + 1);
+	cr_assert_eq(e2e_call(b.sock, args, &r), 0);
+	cr_assert_str_eq(e2e_code(&r), "E_CANARY");
+	e2e_reply_free(&r);
+	snprintf(args, sizeof args, "bundle import '%s' --json", bundle);
+	out = kspec(&b, args, &st);
+	cr_assert_eq(st, 1, "%s", out);
+	cr_assert(strstr(out, "\"imported\":2"), "%s", out);
+	cr_assert(strstr(out, "{\"index\":2,\"code\":\"E_CANARY\","
+	    "\"message\":\"kernel rmsnorm is disabled on backend cpu"), "%s",
+	    out);
+	free(out);
+	/* Still refused, and the gemm entries are served from disk. */
+	snprintf(args, sizeof args, "{\"op\":\"get\",%s", specs[2] + 1);
+	cr_assert_eq(e2e_call(b.sock, args, &r), 0);
+	cr_assert_str_eq(e2e_code(&r), "E_CANARY");
+	e2e_reply_free(&r);
+	get(&b, specs[0], &r);
+	cr_assert_str_eq(e2e_str(&r, "source"), "disk");
+	e2e_reply_free(&r);
+}
