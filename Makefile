@@ -18,7 +18,7 @@ CFLAGS   += $(CSTD) $(WARN) $(OPT) -MMD -MP -fPIC -fno-strict-aliasing \
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lgccjit -lOpenCL -ldl -lpthread -lm
 TEST_LIBS := $(shell pkg-config --libs criterion 2>/dev/null)
 # The client library and CLI need only these (no compiler, loop or sqlite).
-CLIENT_LDLIBS := $(shell pkg-config --libs libcjson libsodium 2>/dev/null) -ldl
+CLIENT_LDLIBS := $(shell pkg-config --libs libcjson libsodium 2>/dev/null) -ldl -lpthread
 
 src_of    = $(sort $(wildcard $(1)/*.c))
 obj_of    = $(patsubst %.c,$(BUILD)/obj/%.o,$(call src_of,$(1)))

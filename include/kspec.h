@@ -254,10 +254,14 @@ int kspec_explain(kspec_client_t *client, const kspec_get_spec_t *spec,
  * buffer, to its data pointer); it runs work-groups [group_begin,
  * group_end) of launch.groups, so a host may split them across threads.
  * kspec_cpu_load loads A's bytes from memory (memfd + dlopen, no
- * temporary file); the kernel stays loaded until kspec_cpu_unload, and A
- * may be freed before that.  Errors: KSPEC_E_INVAL (not a cpu artifact
- * with bytes), KSPEC_E_IO (dlopen failed), KSPEC_E_NOT_FOUND (no entry);
- * a message in err.  Thread-safe.
+ * temporary file) and keeps what kspec_cpu_call needs of A's reply
+ * (params, launch.groups, guard); the kernel stays loaded until
+ * kspec_cpu_unload, and A may be freed before that.  FN, when not NULL,
+ * gets the entry itself: calling it checks nothing, kspec_cpu_call checks
+ * every buffer first.  Errors: KSPEC_E_INVAL (not a cpu artifact with
+ * bytes), KSPEC_E_IO (dlopen failed), KSPEC_E_NOT_FOUND (no entry),
+ * KSPEC_E_PROTO (the reply's params, launch or guard are malformed); a
+ * message in err.  Thread-safe.
  */
 typedef struct kspec_cpu_kernel kspec_cpu_kernel_t;
 typedef void (*kspec_cpu_entry_t)(void **params, uint64_t group_begin,
@@ -265,6 +269,88 @@ typedef void (*kspec_cpu_entry_t)(void **params, uint64_t group_begin,
 int kspec_cpu_load(const kspec_artifact_t *a, kspec_cpu_kernel_t **out,
     kspec_cpu_entry_t *fn, char *err, size_t errlen);
 void kspec_cpu_unload(kspec_cpu_kernel_t *k);
+
+/*
+ * Runs groups [0, GROUPS) of FN with PARAMS on NTHREADS threads: the
+ * calling thread and NTHREADS - 1 workers of the library's pool (0: the
+ * default size, kspec_cpu_threads(); at most KSPEC_MAX_THREADS, and never
+ * more threads than groups).  The groups are split into NTHREADS
+ * contiguous ranges, one entry call each; since every library kernel's
+ * groups write disjoint outputs, each in a fixed order, the result is
+ * bitwise that of FN(PARAMS, 0, GROUPS) on one thread.  Returns when every
+ * group has run; KSPEC_E_INVAL for a NULL FN or NTHREADS out of range.
+ *
+ * The pool is persistent: its workers start on the first launch that needs
+ * them and wait for the next.  Launches from several threads at once share
+ * it; each caller also runs its own launch's ranges, so a launch never
+ * waits for workers busy elsewhere.  Safe across fork: in the child the
+ * pool is empty and the child's first launch starts new workers.
+ */
+#define KSPEC_MAX_THREADS 64
+int kspec_cpu_launch(kspec_cpu_entry_t fn, void **params, uint64_t groups,
+    int nthreads);
+
+/* The pool's default size: env KSPEC_THREADS (read once, when it is an
+ * integer in [1, KSPEC_MAX_THREADS]), else the number of CPUs this process
+ * may run on (sched_getaffinity), at most KSPEC_MAX_THREADS. */
+int kspec_cpu_threads(void);
+
+/*
+ * One argument of kspec_cpu_call, in the order of the reply's params.  A
+ * buffer gives its data and its size in bytes, and optionally the dtype
+ * it holds ("f32", "bf16", "i32"; NULL: not checked); an i64 scalar (a
+ * dynamic dim) gives i64; an f32 scalar (eps, scale) gives f32.  Build
+ * them with kspec_arg_buf, kspec_arg_typed, kspec_arg_i64, kspec_arg_f32.
+ */
+typedef struct {
+	void *data;
+	size_t bytes;
+	const char *dtype;
+	int64_t i64;
+	float f32;
+} kspec_arg_t;
+
+static inline kspec_arg_t kspec_arg_buf(void *data, size_t bytes)
+{
+	kspec_arg_t a = { data, bytes, NULL, 0, 0.0f };
+	return a;
+}
+
+static inline kspec_arg_t kspec_arg_typed(void *data, size_t bytes,
+    const char *dtype)
+{
+	kspec_arg_t a = { data, bytes, dtype, 0, 0.0f };
+	return a;
+}
+
+static inline kspec_arg_t kspec_arg_i64(int64_t v)
+{
+	kspec_arg_t a = { NULL, 0, NULL, v, 0.0f };
+	return a;
+}
+
+static inline kspec_arg_t kspec_arg_f32(float v)
+{
+	kspec_arg_t a = { NULL, 0, NULL, 0, v };
+	return a;
+}
+
+/*
+ * The checked call of a kernel loaded by kspec_cpu_load: NARGS arguments
+ * ARGS, one per entry of the reply's params.  Before anything runs it
+ * binds the dims (the guard's constants, and each i64 scalar argument to
+ * its param's name: a dynamic dim must be >= 0), evaluates every buffer's
+ * params[].dims and launch.groups with them, and checks each buffer: its
+ * bytes at least the product of its dims times its dtype's size, its data
+ * not NULL, its dtype (when given) the param's.  Then it runs groups
+ * [0, groups) with kspec_cpu_launch on NTHREADS threads (0: the default).
+ * KSPEC_E_INVAL, with a message in ERR naming the argument (for a buffer:
+ * its needed and given bytes), when a check fails: nothing ran then.  A
+ * buffer without dims in the reply is refused, never passed unchecked.
+ * Several threads may call it on one kernel at once.
+ */
+int kspec_cpu_call(const kspec_cpu_kernel_t *k, const kspec_arg_t *args,
+    size_t nargs, int nthreads, char *err, size_t errlen);
 
 /* Frees a string returned by kspec_hello, kspec_stats, kspec_call,
  * kspec_recv or kspec_explain. */

@@ -663,6 +663,11 @@ static ks_ir_kernel_t *attn_build(const ks_spec_t *spec, const char *variant)
 	t.vc = ks_ir_buffer(k, "v", spec->dtype, KS_ACCESS_READ);
 	t.lens = ks_ir_buffer_i32(k, "lens", KS_ACCESS_READ);
 	t.o = ks_ir_buffer(k, "o", spec->dtype, KS_ACCESS_WRITE);
+	ks_ir_buffer_dims(k, t.q, "B,Hq,D");
+	ks_ir_buffer_dims(k, t.kc, "B,S,Hkv,D");
+	ks_ir_buffer_dims(k, t.vc, "B,S,Hkv,D");
+	ks_ir_buffer_dims(k, t.lens, "B");
+	ks_ir_buffer_dims(k, t.o, "B,Hq,D");
 	t.B = ks_ir_scalar(k, "B", KS_TY_I64);
 	t.Hq = ks_ir_scalar(k, "Hq", KS_TY_I64);
 	t.Hkv = ks_ir_scalar(k, "Hkv", KS_TY_I64);

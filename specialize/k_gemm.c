@@ -364,6 +364,9 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	g.x = ks_ir_buffer(k, "x", spec->dtype, KS_ACCESS_READ);
 	g.W = ks_ir_buffer(k, "W", spec->dtype, KS_ACCESS_READ);
 	g.y = ks_ir_buffer(k, "y", spec->dtype, KS_ACCESS_WRITE);
+	ks_ir_buffer_dims(k, g.x, "M,K");
+	ks_ir_buffer_dims(k, g.W, "N,K");
+	ks_ir_buffer_dims(k, g.y, "M,N");
 	g.M = ks_ir_scalar(k, "M", KS_TY_I64);
 	g.N = ks_ir_scalar(k, "N", KS_TY_I64);
 	g.K = ks_ir_scalar(k, "K", KS_TY_I64);

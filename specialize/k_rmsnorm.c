@@ -119,6 +119,11 @@ static ks_ir_kernel_t *build(const ks_spec_t *spec, const char *variant,
 	    KS_ACCESS_READ | KS_ACCESS_WRITE) : -1;
 	n.w = ks_ir_buffer(k, "w", spec->dtype, KS_ACCESS_READ);
 	n.y = ks_ir_buffer(k, "y", spec->dtype, KS_ACCESS_WRITE);
+	ks_ir_buffer_dims(k, n.x, "R,H");
+	if (add)
+		ks_ir_buffer_dims(k, n.res, "R,H");
+	ks_ir_buffer_dims(k, n.w, "H");
+	ks_ir_buffer_dims(k, n.y, "R,H");
 	R = ks_ir_scalar(k, "R", KS_TY_I64);
 	H = ks_ir_scalar(k, "H", KS_TY_I64);
 	n.eps = ks_ir_scalar(k, "eps", KS_TY_F32);

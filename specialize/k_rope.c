@@ -227,6 +227,9 @@ static ks_ir_kernel_t *rope_build(const ks_spec_t *spec, const char *variant)
 	    KS_ACCESS_READ | KS_ACCESS_WRITE);
 	r.pos = ks_ir_buffer_i32(k, "pos", KS_ACCESS_READ);
 	r.cs = ks_ir_buffer(k, "cs", spec->dtype, KS_ACCESS_READ);
+	ks_ir_buffer_dims(k, r.x, "T,Hn,D");
+	ks_ir_buffer_dims(k, r.pos, "T");
+	ks_ir_buffer_dims(k, r.cs, "P,D");
 	r.T = ks_ir_scalar(k, "T", KS_TY_I64);
 	r.Hn = ks_ir_scalar(k, "Hn", KS_TY_I64);
 	r.D = ks_ir_scalar(k, "D", KS_TY_I64);

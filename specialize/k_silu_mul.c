@@ -179,6 +179,8 @@ static ks_ir_kernel_t *silu_build(const ks_spec_t *spec, const char *variant)
 	s.k = k;
 	s.gu = ks_ir_buffer(k, "gu", spec->dtype, KS_ACCESS_READ);
 	s.y = ks_ir_buffer(k, "y", spec->dtype, KS_ACCESS_WRITE);
+	ks_ir_buffer_dims(k, s.gu, "T,2*F");
+	ks_ir_buffer_dims(k, s.y, "T,F");
 	s.T = ks_ir_scalar(k, "T", KS_TY_I64);
 	s.F = ks_ir_scalar(k, "F", KS_TY_I64);
 	body = k->body;

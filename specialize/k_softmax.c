@@ -114,6 +114,8 @@ static ks_ir_kernel_t *softmax_build(const ks_spec_t *spec,
 	k = ks_ir_new("softmax", variant, KS_ROW_LANES);
 	s.x = ks_ir_buffer(k, "x", spec->dtype, KS_ACCESS_READ);
 	s.y = ks_ir_buffer(k, "y", spec->dtype, KS_ACCESS_WRITE);
+	ks_ir_buffer_dims(k, s.x, "R,L");
+	ks_ir_buffer_dims(k, s.y, "R,L");
 	R = ks_ir_scalar(k, "R", KS_TY_I64);
 	L = ks_ir_scalar(k, "L", KS_TY_I64);
 	ks_row_begin(&r, k, R, L, local ?

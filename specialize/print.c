@@ -238,10 +238,13 @@ static int print_param(const ks_ir_kernel_t *k, int i, ks_buf_t *out)
 {
 	const ks_ir_param_t *p = &k->params[i];
 
+	/* A buffer's dims are part of its contract (replies carry them), so
+	 * they are part of the text that fingerprints hash. */
 	if (p->kind == KS_PARAM_BUFFER)
-		return ks_buf_printf(out, "param %d %s buffer %s %s\n", i,
+		return ks_buf_printf(out, "param %d %s buffer %s %s%s%s\n", i,
 		    p->name, p->type == KS_TY_I32 ? "i32" :
-		    ks_dtype_name(p->dtype), access_text(p->access));
+		    ks_dtype_name(p->dtype), access_text(p->access),
+		    p->dims ? " dims " : "", p->dims ? p->dims : "");
 	if (p->bound)
 		return ks_buf_printf(out, "param %d %s scalar %s bound %"
 		    PRId64 "\n", i, p->name, ks_ty_name(p->type), p->value);

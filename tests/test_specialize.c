@@ -228,8 +228,8 @@ Test(specialize, printed_params_show_kind_dtype_access_and_binding)
 
 	cr_assert(strstr(t, "kernel gemm variant gemv_m1 entry "
 	    "ks_gemm_gemv_m1 nlanes 32\n") == t, "%s", t);
-	cr_assert(strstr(t, "param 0 x buffer f16 read\n"), "%s", t);
-	cr_assert(strstr(t, "param 2 y buffer f16 write\n"), "%s", t);
+	cr_assert(strstr(t, "param 0 x buffer f16 read dims M,K\n"), "%s", t);
+	cr_assert(strstr(t, "param 2 y buffer f16 write dims M,N\n"), "%s", t);
 	cr_assert(strstr(t, "param 3 M scalar i64 bound 1\n"), "%s", t);
 	cr_assert(strstr(t, "param 5 K scalar i64\n"), "%s", t);
 	cr_assert(strstr(t, "var 0 n0 uniform i64\n"), "%s", t);

@@ -588,6 +588,136 @@ class GemmTest(DaemonTestCase):
         os.rmdir(d)
 
 
+# A kernel at a shape, for the checked, threaded calls: (kernel, shape,
+# dynamic); every buffer in f32 but the i32 positions and lengths.
+LAUNCH_CASES = [
+    ("gemm", {"M": 3, "N": 37, "K": 64}, ["M"]),
+    ("rmsnorm", {"R": 5, "H": 300}, []),
+    ("add_rmsnorm", {"R": 5, "H": 300}, ["R"]),
+    ("softmax", {"R": 6, "L": 200}, []),
+    ("rope", {"T": 3, "Hn": 4, "D": 64, "P": 16}, []),
+    ("silu_mul", {"T": 2, "F": 600}, ["T"]),
+    ("attention_decode", {"B": 2, "Hq": 8, "Hkv": 2, "D": 64, "S": 40}, []),
+]
+
+
+def launch_args(art, dims, seed):
+    """Arguments for ART at DIMS: each buffer as big as its dims, floats in
+    [-1, 1), positions (37 t + 11) % P, lengths S, dims as integers."""
+    rng = random.Random(seed)
+    args = []
+    for p in art.params:
+        if p["kind"] == "scalar":
+            args.append(dims[p["name"]] if p["dtype"] == "i64" else
+                        (1e-5 if p["name"] == "eps" else 0.125))
+            continue
+        n = 1
+        for d in p["dims"]:
+            n *= kspec.eval_expr(d, dims)
+        if p["name"] == "pos":
+            args.append(array.array("i", [(37 * t + 11) % dims["P"]
+                                          for t in range(n)]))
+        elif p["name"] == "lens":
+            args.append(array.array("i", [dims["S"]] * n))
+        else:
+            args.append(array.array("f", [rng.uniform(-1, 1)
+                                          for _ in range(n)]))
+    return args
+
+
+class LaunchTest(DaemonTestCase):
+    """The loader's size checks for every buffer, and threads=N."""
+
+    def get(self, c, kernel, shape, dynamic):
+        return c.get(kernel, backend="cpu", dtype="f32",
+                     shape={k: v for k, v in shape.items()
+                            if k not in dynamic}, dynamic=dynamic)
+
+    def test_short_kv_cache_is_refused_before_the_call(self):
+        c = self.client()
+        dims = {"B": 1, "Hq": 8, "Hkv": 2, "D": 64, "S": 48}
+        art = self.get(c, "attention_decode", dims, [])
+        self.assertEqual([p.get("dims") for p in art.params[:5]],
+                         [["B", "Hq", "D"], ["B", "S", "Hkv", "D"],
+                          ["B", "S", "Hkv", "D"], ["B"], ["B", "Hq", "D"]])
+        q, k, v, lens, o, scale = launch_args(art, dims, 1)
+        short = array.array("f", k[:-1])
+        before = bytes(o)
+        with kspec.load_cpu(art) as kern:
+            with self.assertRaisesRegex(
+                    ValueError, r"^buffer k has 24572 bytes; "
+                    r"ks_attention_decode_gqa needs 24576 \(1x48x2x64 of "
+                    r"f32\)$"):
+                kern(q, short, v, lens, o, scale, threads=2)
+            self.assertEqual(bytes(o), before)          # nothing ran
+            kern(q, k, v, lens, o, scale, threads=2)
+            self.assertNotEqual(bytes(o), before)
+
+    def test_every_buffer_alone_short_is_refused(self):
+        c = self.client()
+        for kernel, shape, dynamic in LAUNCH_CASES:
+            art = self.get(c, kernel, shape, dynamic)
+            args = launch_args(art, shape, 2)
+            before = [bytes(a) for a in args if isinstance(a, array.array)]
+            with kspec.load_cpu(art) as kern:
+                for i, p in enumerate(art.params):
+                    if p["kind"] != "buffer":
+                        continue
+                    with self.subTest(kernel=kernel, buffer=p["name"]):
+                        bad = list(args)
+                        bad[i] = array.array(args[i].typecode, args[i][:-1])
+                        with self.assertRaisesRegex(
+                                ValueError, "^buffer %s has %d bytes; "
+                                % (p["name"], 4 * len(bad[i]))):
+                            kern(*bad, threads=2)
+                        if args[i].typecode == "f":
+                            bad[i] = array.array("i", [0] * len(args[i]))
+                            self.assertRaises(TypeError, kern, *bad)
+            self.assertEqual([bytes(a) for a in args
+                              if isinstance(a, array.array)], before)
+
+    def test_threads_give_the_bits_of_one_thread(self):
+        c = self.client()
+        for kernel, shape, dynamic in LAUNCH_CASES:
+            art = self.get(c, kernel, shape, dynamic)
+            with kspec.load_cpu(art) as kern:
+                one = launch_args(art, shape, 3)
+                start = [bytes(a) for a in one if hasattr(a, "typecode")]
+                kern(*one)
+                self.assertNotEqual(
+                    [bytes(a) for a in one if hasattr(a, "typecode")],
+                    start, kernel)
+                for threads in (2, 3, 0):
+                    with self.subTest(kernel=kernel, threads=threads):
+                        many = launch_args(art, shape, 3)
+                        kern(*many, threads=threads)
+                        self.assertEqual([bytes(a) for a in many
+                                          if hasattr(a, "typecode")],
+                                         [bytes(a) for a in one
+                                          if hasattr(a, "typecode")])
+        self.assertGreaterEqual(kspec.loader.default_threads(), 1)
+
+    @unittest.skipUnless(hasattr(os, "fork"), "needs fork")
+    def test_a_forked_child_runs_threads(self):
+        c = self.client()
+        kernel, shape, dynamic = LAUNCH_CASES[0]
+        art = self.get(c, kernel, shape, dynamic)
+        with kspec.load_cpu(art) as kern:
+            want = launch_args(art, shape, 4)
+            kern(*want, threads=3)                  # the pool is started
+            pid = os.fork()
+            if pid == 0:                            # pragma: no cover
+                ok = False
+                try:
+                    got = launch_args(art, shape, 4)
+                    kern(*got, threads=3)
+                    ok = bytes(got[2]) == bytes(want[2])
+                finally:
+                    os._exit(0 if ok else 1)
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(status, 0)
+
+
 class PipelineTest(DaemonTestCase):
 
     def test_get_many_results_in_spec_order_replies_out_of_order(self):

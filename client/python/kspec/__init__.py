@@ -13,12 +13,12 @@ See docs/python.md.
 from .errors import KspecError, ERROR_CODES
 from .client import (Client, Artifact, Reply, default_socket_path,
                      get_request, PROTOCOL_VERSION)
-from .loader import load_cpu, CpuKernel, eval_expr
+from .loader import load_cpu, CpuKernel, eval_expr, default_threads
 
 __version__ = "0.1.0"
 
 __all__ = ["Client", "Artifact", "Reply", "KspecError", "ERROR_CODES",
            "default_socket_path", "get_request", "load_cpu", "CpuKernel",
-           "eval_expr", "PROTOCOL_VERSION", "numeric"]
+           "eval_expr", "default_threads", "PROTOCOL_VERSION", "numeric"]
 
 from . import numeric  # noqa: E402  (helpers; imported for kspec.numeric)

@@ -12,19 +12,29 @@ expression of the dynamic dims such as ``"M*((N+3)/4)"``).
 
 ``load_cpu`` writes the bytes to a memfd and dlopens ``/proc/self/fd/N``: no
 temporary file.  The memfd stays open as long as the library is loaded.
+
+Every call checks each buffer against the reply's ``params[].dims`` (the
+buffer's extent as expressions of the dims) before anything runs, and may
+split the groups over threads (``threads=N``): a persistent pool of Python
+threads, each running one contiguous range of groups in one foreign call
+(ctypes releases the GIL), bitwise equal to one thread because every
+library kernel's groups write disjoint outputs in a fixed order.
 """
 
+import concurrent.futures
 import ctypes
 import operator
 import os
 import re
+import threading
 
 try:
     import _ctypes
 except ImportError:                     # pragma: no cover - CPython has it
     _ctypes = None
 
-__all__ = ["load_cpu", "CpuKernel", "eval_expr", "ELEM_SIZE"]
+__all__ = ["load_cpu", "CpuKernel", "eval_expr", "ELEM_SIZE",
+           "default_threads", "MAX_THREADS"]
 
 # Bytes per element of a buffer dtype.
 ELEM_SIZE = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8,
@@ -38,11 +48,14 @@ _SCALAR_CTYPES = {"i64": ctypes.c_int64, "u64": ctypes.c_uint64,
 _INT_LIMITS = {"i64": (-(1 << 63), (1 << 63) - 1), "u64": (0, (1 << 64) - 1),
                "i32": (-(1 << 31), (1 << 31) - 1), "u32": (0, (1 << 32) - 1)}
 
-# Buffer dims of the kernels of docs/kernels.md, for the size check of the
-# buffers a call passes, used when a param does not carry its own "dims".
-KNOWN_BUFFER_DIMS = {
-    "gemm": {"x": ("M", "K"), "W": ("N", "K"), "y": ("M", "N")},
-}
+# Buffer formats (PEP 3118) that name a dtype: a buffer of one of them
+# must be of that dtype.  Unsigned and raw formats carry any bits.
+_FORMAT_DTYPE = {"e": "f16", "f": "f32", "d": "f64", "h": "i16",
+                 "i": "i32", "q": "i64", "l": "i%d" % (8 * ctypes.sizeof(
+                     ctypes.c_long))}
+
+# The most threads a call may use (libkspec's KSPEC_MAX_THREADS).
+MAX_THREADS = 64
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -232,13 +245,62 @@ def _has_buffer(obj):
         return False
 
 
-def _dims_of(param, kernel):
-    dims = param.get("dims")
-    if dims is None:
-        dims = param.get("shape")
-    if dims is None:
-        dims = KNOWN_BUFFER_DIMS.get(kernel, {}).get(param.get("name"))
-    return dims
+# ---- threads ----
+
+def default_threads():
+    """The size ``threads=0`` means, as libkspec's kspec_cpu_threads(): env
+    KSPEC_THREADS when it is an integer in [1, MAX_THREADS], else the CPUs
+    this process may run on, at most MAX_THREADS."""
+    env = os.environ.get("KSPEC_THREADS", "")
+    if env.isdigit() and 1 <= int(env) <= MAX_THREADS:
+        return int(env)
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_THREADS))
+
+
+# One pool for the process, grown to the largest threads= asked for; a
+# forked child starts with none (its parent's threads do not exist there).
+_pool_lock = threading.Lock()
+_pool = None
+_pool_size = 0
+
+
+def _reset_pool():
+    global _pool, _pool_size, _pool_lock
+    _pool, _pool_size = None, 0
+    _pool_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_pool)
+
+
+def _workers(n):
+    """A pool with at least N worker threads."""
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool_size < n:
+            old = _pool
+            _pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=n, thread_name_prefix="kspec-cpu")
+            _pool_size = n
+            if old is not None:
+                old.shutdown(wait=False)
+        return _pool
+
+
+def _chunks(begin, end, n):
+    """[begin, end) in N contiguous ranges, the first r one group longer
+    (libkspec's split)."""
+    q, r = divmod(end - begin, n)
+    out = []
+    for c in range(n):
+        lo = begin + c * q + min(c, r)
+        out.append((lo, lo + q + (1 if c < r else 0)))
+    return out
 
 
 # ---- loading ----
@@ -265,13 +327,17 @@ def _free_name(fd):
 class CpuKernel:
     """A cpu artifact loaded in this process, callable with the ABI.
 
-    ``kernel(*args, groups=None, group_begin=0)`` passes ARGS in the order
-    of ``params``: buffers as bytes-like objects (bytearray, memoryview,
-    array.array, ctypes arrays, numpy arrays, bytes for read-only ones),
-    scalars as Python integers (dynamic dims).  Runs the work-groups
-    ``[group_begin, groups)``; GROUPS defaults to the whole launch grid.
-    The GIL is released while the kernel runs, so several threads may each
-    run a share of the groups of one launch.
+    ``kernel(*args, groups=None, group_begin=0, threads=1)`` passes ARGS
+    in the order of ``params``: buffers as bytes-like objects (bytearray,
+    memoryview, array.array, ctypes arrays, numpy arrays, bytes for
+    read-only ones), scalars as Python integers (dynamic dims) or floats.
+    Each buffer is checked before the call: at least the bytes of its
+    ``dims`` (ValueError naming it, with the bytes needed and given), items
+    of its dtype's size or raw bytes, a float format only for its own dtype
+    (TypeError).  Runs the work-groups ``[group_begin, groups)``; GROUPS
+    defaults to the whole launch grid.  THREADS > 1 splits them over this
+    thread and THREADS - 1 threads of a persistent pool (0: the default,
+    ``default_threads()``); the GIL is released while the kernel runs.
     """
 
     def __init__(self, artifact):
@@ -389,7 +455,7 @@ class CpuKernel:
             return ctype(v)
         return ctype(float(a))
 
-    def __call__(self, *args, groups=None, group_begin=0):
+    def __call__(self, *args, groups=None, group_begin=0, threads=1):
         fn = self._fn
         if fn is None:
             raise ValueError("kernel %s is closed" % self.entry)
@@ -424,6 +490,12 @@ class CpuKernel:
         if total is not None and groups > total:
             raise ValueError("groups end %d is past the launch grid of %d"
                              % (groups, total))
+        threads = operator.index(threads)
+        if not 0 <= threads <= MAX_THREADS:
+            raise ValueError("threads must be in [0, %d], not %d"
+                             % (MAX_THREADS, threads))
+        threads = min(threads or default_threads(),
+                      max(groups - group_begin, 1))
         held = []
         try:
             for i, (p, a) in enumerate(zip(self.params, args)):
@@ -437,8 +509,20 @@ class CpuKernel:
                 values[i] = ctypes.c_void_p(view.buf)
             argv = (ctypes.c_void_p * max(n, 1))(
                 *[ctypes.addressof(v) for v in values])
-            if group_begin < groups:
+            if group_begin < groups and threads <= 1:
                 fn(argv, group_begin, groups)
+            elif group_begin < groups:
+                ranges = _chunks(group_begin, groups, threads)
+                pool = _workers(threads - 1)
+                futures = [pool.submit(fn, argv, lo, hi)
+                           for lo, hi in ranges[1:]]
+                try:
+                    fn(argv, *ranges[0])
+                finally:
+                    # The buffers stay held until every range has run.
+                    concurrent.futures.wait(futures)
+                for f in futures:
+                    f.result()
         finally:
             for view in held:
                 _release_buffer(ctypes.byref(view))
@@ -446,28 +530,39 @@ class CpuKernel:
     def _check_size(self, p, name, view, dims):
         esize = ELEM_SIZE.get(p.get("dtype"))
         if esize is None:
-            return
+            raise TypeError("buffer %s has dtype %r, whose size this loader "
+                            "does not know" % (name, p.get("dtype")))
         fmt = view.format.decode("ascii", "replace") if view.format else "B"
         if view.itemsize not in (1, esize) and fmt not in ("B", "b", "c"):
             raise TypeError("buffer %s has %d-byte items (format %r); the "
                             "kernel's %s needs %d-byte elements or raw bytes"
                             % (name, view.itemsize, fmt, p.get("dtype"),
                                esize))
-        shape = _dims_of(p, self.kernel)
-        if not shape:
-            return
-        elems = 1
+        named = _FORMAT_DTYPE.get(fmt.lstrip("@=<>!"))
+        if named is not None and named != p.get("dtype"):
+            raise TypeError("buffer %s holds %s (format %r); %s takes %s"
+                            % (name, named, fmt, self.entry, p.get("dtype")))
+        shape = p.get("dims")
+        if shape is None:
+            raise ValueError("buffer %s: the reply of %s gives no dims, so "
+                             "its size cannot be checked" % (name, self.entry))
+        extents = []
         for d in shape:
-            if isinstance(d, int) and not isinstance(d, bool):
-                elems *= d
-            elif d in dims:
-                elems *= dims[d]
-            else:
-                return                  # not computable
+            try:
+                v = eval_expr(d, dims)
+            except ValueError as e:
+                raise ValueError("buffer %s: %s" % (name, e)) from None
+            if v < 0:
+                raise ValueError("buffer %s: dim %s = %d is negative"
+                                 % (name, d, v))
+            extents.append(v)
+        elems = 1
+        for v in extents:
+            elems *= v
         if view.len < elems * esize:
             raise ValueError("buffer %s has %d bytes; %s needs %d (%s of %s)"
                              % (name, view.len, self.entry, elems * esize,
-                                "x".join(str(dims.get(d, d)) for d in shape),
+                                "x".join(str(v) for v in extents),
                                 p.get("dtype")))
 
 
