@@ -480,7 +480,7 @@ int ks_keys_entry_get(const ks_keys_t *keys, const ks_store_entry_t *e,
 	ks_mode_t mode = KS_MODE_EXACT;
 	ks_spec_t spec;
 	ks_hash_t k;
-	int nd, ki, seen = 0, same_compiler = 0;
+	int nd, ki, w, seen = 0, same_compiler = 0;
 
 	if (!def || (ki = kernel_index(def)) < 0 || ki >= keys->nkernels) {
 		*why = "kernel";
@@ -507,12 +507,25 @@ int ks_keys_entry_get(const ks_keys_t *keys, const ks_store_entry_t *e,
 		return KS_KEYS_STALE;
 	}
 	/* Every identity the backend has for the entry's target: "auto" and
-	 * the target named resolve alike, and give the same key. */
+	 * the target named resolve alike, and give the same key.  The store
+	 * keeps no weight dtype (its dtype column is the request's dtype), so
+	 * each one the kernel takes with the dtype is tried: the entry's key
+	 * says which it was made for. */
 	for (id = keys->idents; id; id = id->next) {
 		if (id->backend != be || strcmp(id->target, e->target))
 			continue;
 		seen = 1;
-		key_of(keys, id, ki, &spec, e->format, &k);
+		for (w = 0; w <= KS_DTYPE_COUNT; w++) {
+			spec.wdtype = w == 0 ? dtype : (ks_dtype_t)(w - 1);
+			if ((w > 0 && spec.wdtype == dtype) ||
+			    !ks_kernel_wdtype_ok(def, dtype, spec.wdtype))
+				continue;
+			key_of(keys, id, ki, &spec, e->format, &k);
+			if (ks_hash_eq(&k, &e->key))
+				break;
+			if (w == 0 && def->wmix == KS_WMIX_NONE)
+				break;
+		}
 		if (!ks_hash_eq(&k, &e->key)) {
 			same_compiler |= strcmp(id->identity, e->compiler) == 0;
 			continue;

@@ -336,3 +336,22 @@ Test(key, wdtype_equal_to_dtype_is_the_plain_request_and_another_is_not)
 	    "\"L\":8}", &g, err, sizeof err), KS_E_BAD_DTYPE);
 	cr_assert(strstr(err, "wdtype") != NULL, "%s", err);
 }
+
+/* A stored entry of a mixed request (its dtype column the request's
+ * dtype, f32) is current: its key names the weight dtype it was made for,
+ * and ks_keys_entry_get gives that one back. */
+Test(key, a_stored_mixed_entry_is_current_with_its_wdtype)
+{
+	char hex[KS_HASH_HEX];
+	ks_store_entry_t e;
+	ks_get_t g;
+	const char *why = "";
+
+	e = entry_of(BASE ",\"dtype\":\"f32\",\"wdtype\":\"bf16\","
+	    "\"shape\":{\"M\":1,\"N\":8,\"K\":8}", "M=1,N=8,K=8", hex);
+	cr_assert_eq(check(&e, NULL), KS_KEYS_CURRENT);
+	cr_assert_eq(ks_keys_entry_get(S, &e, &g, &why), KS_KEYS_CURRENT);
+	cr_assert_eq(g.spec.wdtype, KS_DTYPE_BF16);
+	e.key.b[0] ^= 1;
+	cr_assert_eq(check(&e, "fingerprint"), KS_KEYS_STALE);
+}
