@@ -81,7 +81,8 @@ static const char usage_ping[] =
 static const char usage_get[] =
 "usage: kspec [--socket PATH] get KERNEL --backend cpu|cuda|opencl\n"
 "           [--target T] [--format F] [--mode exact|fast]\n"
-"           --dtype f32|f16|bf16 --shape M=1,N=4096,K=4096\n"
+"           --dtype f32|f16|bf16 [--wdtype f32|f16|bf16]\n"
+"           --shape M=1,N=4096,K=4096\n"
 "           [--dynamic M,...] [--deployment NAME] -o FILE\n"
 "           [--meta FILE.json] [--json]\n"
 "\n"
@@ -97,6 +98,9 @@ static const char usage_get[] =
 "  --format F       artifact format (default: the backend's)\n"
 "  --mode M         exact (default) or fast\n"
 "  --dtype D        f32, f16 or bf16\n"
+"  --wdtype D       the weights' dtype where the kernel takes one (gemm's\n"
+"                   W, the norms' w: f16 or bf16 with --dtype f32; rope's\n"
+"                   table: f32); default: the dtype\n"
 "  --shape LIST     NAME=INTEGER,... constants of the kernel (repeatable)\n"
 "  --dynamic LIST   NAME,... parameters left dynamic (repeatable)\n"
 "  --deployment N   the deployment this get is for (kspec deploy): a\n"
@@ -288,7 +292,8 @@ static const char usage_kernels[] =
 
 static const char usage_explain[] =
 "usage: kspec [--socket PATH] explain KERNEL --backend B --dtype D\n"
-"           --shape M=1,N=4096,K=4096 [--dynamic M,...] [--target T]\n"
+"           [--wdtype D] --shape M=1,N=4096,K=4096 [--dynamic M,...]\n"
+"           [--target T]\n"
 "           [--format F] [--mode exact|fast] [--json]\n"
 "\n"
 "Shows, without compiling, the variant and guard a get would use, every\n"
@@ -428,13 +433,14 @@ static int parse_spec_args(const char *cmd, int argc, char **argv,
     spec_args_t *a)
 {
 	enum { O_BACKEND = 256, O_TARGET, O_FORMAT, O_MODE, O_DTYPE, O_SHAPE,
-	    O_DYNAMIC, O_META, O_JSON, O_DEPLOYMENT };
+	    O_DYNAMIC, O_META, O_JSON, O_DEPLOYMENT, O_WDTYPE };
 	static const struct option opts[] = {
 		{ "backend", required_argument, NULL, O_BACKEND },
 		{ "target", required_argument, NULL, O_TARGET },
 		{ "format", required_argument, NULL, O_FORMAT },
 		{ "mode", required_argument, NULL, O_MODE },
 		{ "dtype", required_argument, NULL, O_DTYPE },
+		{ "wdtype", required_argument, NULL, O_WDTYPE },
 		{ "shape", required_argument, NULL, O_SHAPE },
 		{ "dynamic", required_argument, NULL, O_DYNAMIC },
 		{ "output", required_argument, NULL, 'o' },
@@ -475,6 +481,7 @@ static int parse_spec_args(const char *cmd, int argc, char **argv,
 		case O_FORMAT: a->spec.format = optarg; break;
 		case O_MODE: a->spec.mode = optarg; break;
 		case O_DTYPE: a->spec.dtype = optarg; break;
+		case O_WDTYPE: a->spec.wdtype = optarg; break;
 		case O_SHAPE: rc = parse_shape(optarg, &a->d); break;
 		case O_DYNAMIC: rc = parse_dynamic(optarg, &a->d); break;
 		case ':':

@@ -621,6 +621,8 @@ static int build_op(ks_buf_t *b, const char *op, uint64_t id,
 	if (!rc)
 		rc = put_field(b, "dtype", s->dtype);
 	if (!rc)
+		rc = put_field(b, "wdtype", s->wdtype);
+	if (!rc)
 		rc = put_field(b, "mode", s->mode);
 	if (!rc)
 		rc = ks_buf_puts(b, ",\"shape\":{");

@@ -6,7 +6,11 @@
  * The cases are written so that the library's own selection picks each
  * variant (a canary tests what a get is served, not a variant forced on
  * a shape it would never get): tests/test_canary.c checks that the cases
- * of every kernel select every one of its variants in some dtype.  Inputs
+ * of every kernel select every one of its variants in some dtype.  Every
+ * case runs in each dtype and then in each mixed pair of dtype and weight
+ * dtype the kernel allows (ks_kernel_wdtype_ok: gemm and the norms at f32
+ * with f16 and bf16 weights, rope's f32 table beside f16 and bf16), the
+ * weight buffer filled and compared in its own dtype.  Inputs
  * are ref/layout.h's (values in [-1, 1) from a fixed seed, rope's real
  * cos/sin table, positions inside the table, every sequence full); the
  * scalars are eps 1e-5 and scale 1/sqrt(D), as ref/kernels.h applies
@@ -58,18 +62,39 @@ static const ks_dtype_t dtypes[] = { KS_DTYPE_F32, KS_DTYPE_F16,
 
 #define NDTYPES ((int)(sizeof dtypes / sizeof dtypes[0]))
 
+/* The (dtype, weight dtype) pairs of DEF's runs: each dtype with itself,
+ * then the mixed pairs it allows.  Returns the count (at most NDTYPES^2). */
+static int pairs(const ks_kernel_def_t *def, ks_dtype_t (*out)[2])
+{
+	int d, w, n = 0;
+
+	for (d = 0; d < NDTYPES; d++)
+		out[n][0] = out[n][1] = dtypes[d], n++;
+	for (d = 0; d < NDTYPES; d++)
+		for (w = 0; w < NDTYPES; w++)
+			if (w != d && ks_kernel_wdtype_ok(def, dtypes[d],
+			    dtypes[w])) {
+				out[n][0] = dtypes[d];
+				out[n][1] = dtypes[w];
+				n++;
+			}
+	return n;
+}
+
 int ks_canary_runs(const ks_kernel_def_t *def)
 {
+	ks_dtype_t pr[NDTYPES * NDTYPES][2];
 	int i, n = 0;
 
 	for (i = 0; i < NCASES; i++)
 		n += strcmp(cases[i].kernel, def->name) == 0;
-	return n * NDTYPES;
+	return n * pairs(def, pr);
 }
 
-/* The spec of case C in DT. */
-static int case_spec(const ks_kernel_def_t *def, const canary_case_t *c,
-    ks_dtype_t dt, ks_spec_t *spec, char *err, size_t errlen)
+/* The spec of case C in DT with weights in WDT. */
+static int case_spec_mixed(const ks_kernel_def_t *def,
+    const canary_case_t *c, ks_dtype_t dt, ks_dtype_t wdt, ks_spec_t *spec,
+    char *err, size_t errlen)
 {
 	ks_dim_t dims[KS_MAX_DIMS];
 	int i;
@@ -77,8 +102,15 @@ static int case_spec(const ks_kernel_def_t *def, const canary_case_t *c,
 	for (i = 0; i < def->ndims; i++)
 		dims[i] = (ks_dim_t){ def->dims[i], (c->consts >> i) & 1,
 		    (c->consts >> i) & 1 ? c->dims[i] : 0 };
-	return ks_kernel_validate(def, dt, KS_MODE_EXACT, dims, def->ndims,
-	    spec, err, errlen);
+	return ks_kernel_validate_mixed(def, dt, wdt, KS_MODE_EXACT, dims,
+	    def->ndims, spec, err, errlen);
+}
+
+/* The spec of case C in DT. */
+static int case_spec(const ks_kernel_def_t *def, const canary_case_t *c,
+    ks_dtype_t dt, ks_spec_t *spec, char *err, size_t errlen)
+{
+	return case_spec_mixed(def, c, dt, dt, spec, err, errlen);
 }
 
 int ks_canary_variants(const ks_kernel_def_t *def, ks_dtype_t dtype,
@@ -160,13 +192,13 @@ static void plant_reference(const ks_kernel_def_t *def, buf_t *want, int nb)
 }
 #endif
 
-/* Case C of JOB's kernel in DT: compile, run, compare.  The variant it
- * ran goes to VARIANT. */
+/* Case C of JOB's kernel in DT with weights in WDT: compile, run,
+ * compare.  The variant it ran goes to VARIANT. */
 static int run_case(const ks_job_t *job, const canary_case_t *c,
-    ks_dtype_t dt, const char **variant, char *err, size_t errlen)
+    ks_dtype_t dt, ks_dtype_t wdt, const char **variant, char *err,
+    size_t errlen)
 {
 	const ks_kernel_def_t *def = job->spec.def;
-	size_t es = ks_dtype_size(dt);
 	ks_jit_arg_t args[KS_JIT_MAX_ARGS];
 	int64_t i64[KS_JIT_MAX_ARGS];
 	float f32[KS_JIT_MAX_ARGS];
@@ -182,7 +214,7 @@ static int run_case(const ks_job_t *job, const canary_case_t *c,
 	memset(got, 0, sizeof got);
 	memset(want, 0, sizeof want);
 	cj.canary = 0;
-	rc = case_spec(def, c, dt, &cj.spec, err, errlen);
+	rc = case_spec_mixed(def, c, dt, wdt, &cj.spec, err, errlen);
 	if (rc == KS_OK)
 		rc = ks_job_run(&cj, &out, err, errlen);
 	if (rc == KS_OK)
@@ -197,9 +229,9 @@ static int run_case(const ks_job_t *job, const canary_case_t *c,
 		goto out;
 	*variant = def->select(&cj.spec);
 	nb = layout(def, c->dims, got);
-	lay_fill(def, c->dims, got, nb, dt, CANARY_SEED);
+	lay_fill_mixed(def, c->dims, got, nb, dt, wdt, CANARY_SEED);
 	for (i = 0; i < nb; i++) {
-		size_t n = lay_bytes(&got[i], es);
+		size_t n = lay_size(&got[i], dt, wdt);
 
 		want[i] = got[i];
 		want[i].data = malloc(n ? n : 1);
@@ -229,7 +261,7 @@ static int run_case(const ks_job_t *job, const canary_case_t *c,
 			rc = j < nb ? KS_OK : KS_E_INTERNAL;
 			if (j < nb)
 				args[i] = (ks_jit_arg_t){ got[j].data,
-				    lay_bytes(&got[j], es) };
+				    lay_size(&got[j], dt, wdt) };
 		}
 		if (rc != KS_OK) {
 			ks_set_err(err, errlen, "%s: no canary value for "
@@ -244,7 +276,7 @@ static int run_case(const ks_job_t *job, const canary_case_t *c,
 	rc = job->backend->run(k, job->target, &a, args, err, errlen);
 	if (rc != KS_OK)
 		goto out;
-	ref_kernel(def, dt, c->dims, want, nb);
+	ref_kernel_mixed(def, dt, wdt, c->dims, want, nb);
 #ifdef KS_TEST_PLANT
 	plant_reference(def, want, nb);
 #endif
@@ -253,13 +285,15 @@ static int run_case(const ks_job_t *job, const canary_case_t *c,
 
 		if (!got[i].written)
 			continue;
-		at = ks_canary_diff(got[i].data, want[i].data, dt,
-		    got[i].elems, detail, sizeof detail);
+		at = ks_canary_diff(got[i].data, want[i].data,
+		    lay_dtype(&got[i], dt, wdt), got[i].elems, detail,
+		    sizeof detail);
 		if (at < 0)
 			continue;
-		ks_set_err(err, errlen, "variant %s %s (dims %s): %s%s",
-		    k->variant, ks_dtype_name(dt), c->consts ? "constant" :
-		    "dynamic", got[i].name, detail);
+		ks_set_err(err, errlen, "variant %s %s%s%s (dims %s): %s%s",
+		    k->variant, ks_dtype_name(dt), wdt != dt ? " wdtype " : "",
+		    wdt != dt ? ks_dtype_name(wdt) : "", c->consts ?
+		    "constant" : "dynamic", got[i].name, detail);
 		rc = KS_E_CANARY;
 		break;
 	}
@@ -279,7 +313,8 @@ int ks_canary_run(const ks_job_t *job, char *summary, size_t slen,
 {
 	const char *seen[16], *variant = NULL;
 	uint64_t t0 = ks_now_ns();
-	int i, d, s, nseen = 0, runs = 0, rc = KS_OK;
+	ks_dtype_t pr[NDTYPES * NDTYPES][2];
+	int i, d, s, np, nseen = 0, runs = 0, rc = KS_OK;
 	ks_buf_t names;
 
 	*ms = 0;
@@ -288,12 +323,13 @@ int ks_canary_run(const ks_job_t *job, char *summary, size_t slen,
 		    "in a worker", job->backend->name);
 		return KS_E_UNSUPPORTED;
 	}
+	np = pairs(job->spec.def, pr);
 	for (i = 0; i < NCASES && rc == KS_OK; i++) {
 		if (strcmp(cases[i].kernel, job->spec.def->name) != 0)
 			continue;
-		for (d = 0; d < NDTYPES && rc == KS_OK; d++) {
-			rc = run_case(job, &cases[i], dtypes[d], &variant, err,
-			    errlen);
+		for (d = 0; d < np && rc == KS_OK; d++) {
+			rc = run_case(job, &cases[i], pr[d][0], pr[d][1],
+			    &variant, err, errlen);
 			if (rc != KS_OK)
 				break;
 			runs++;
@@ -314,9 +350,12 @@ int ks_canary_run(const ks_job_t *job, char *summary, size_t slen,
 	ks_buf_init(&names);
 	for (s = 0; s < nseen; s++)
 		ks_buf_printf(&names, "%s%s", s ? " " : "", seen[s]);
+	ks_buf_puts(&names, "; f32 f16 bf16");
+	for (d = NDTYPES; d < np; d++)
+		ks_buf_printf(&names, " %s/w%s", ks_dtype_name(pr[d][0]),
+		    ks_dtype_name(pr[d][1]));
 	ks_set_err(summary, slen, "%d runs equal to the reference (variants "
-	    "%s; f32 f16 bf16) in %.0f ms", runs, names.data ? names.data :
-	    "", *ms);
+	    "%s) in %.0f ms", runs, names.data ? names.data : "", *ms);
 	ks_buf_close(&names);
 	return KS_OK;
 }

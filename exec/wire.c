@@ -43,8 +43,9 @@ int ks_wire_job_encode(const ks_job_t *job, uint64_t seq, ks_buf_t *frame)
 	ks_buf_printf(frame, "{\"op\":\"%s\",\"seq\":%" PRIu64
 	    ",\"kernel\":", job->canary ? "canary" : "compile", seq);
 	ks_buf_json_str(frame, sp->def->name);
-	ks_buf_printf(frame, ",\"dtype\":\"%s\",\"mode\":\"%s\",\"shape\":{",
-	    ks_dtype_name(sp->dtype), sp->mode == KS_MODE_FAST ? "fast" :
+	ks_buf_printf(frame, ",\"dtype\":\"%s\",\"wdtype\":\"%s\",\"mode\":"
+	    "\"%s\",\"shape\":{", ks_dtype_name(sp->dtype),
+	    ks_dtype_name(sp->wdtype), sp->mode == KS_MODE_FAST ? "fast" :
 	    "exact");
 	for (i = 0, first = 1; i < sp->ndims; i++) {
 		if (!sp->dims[i].is_const)
@@ -123,7 +124,7 @@ int ks_wire_job_decode(const char *hdr, size_t len, ks_job_t *job,
 	const cJSON *v, *shape, *dyn;
 	cJSON *j = parse_copy(hdr, len);
 	uint64_t codegen;
-	ks_dtype_t dtype;
+	ks_dtype_t dtype, wdtype;
 	ks_mode_t mode;
 	const char *s;
 	int nd = 0, rc = KS_E_BAD_REQUEST;
@@ -140,9 +141,10 @@ int ks_wire_job_decode(const char *hdr, size_t len, ks_job_t *job,
 		goto out;
 	}
 	if (!(s = str_of(j, "dtype")) || ks_dtype_parse(s, &dtype) != KS_OK ||
+	    !(s = str_of(j, "wdtype")) || ks_dtype_parse(s, &wdtype) != KS_OK ||
 	    !(s = str_of(j, "mode")) || (strcmp(s, "exact") &&
 	    strcmp(s, "fast"))) {
-		ks_set_err(err, errlen, "bad dtype or mode");
+		ks_set_err(err, errlen, "bad dtype, wdtype or mode");
 		goto out;
 	}
 	mode = strcmp(s, "fast") == 0 ? KS_MODE_FAST : KS_MODE_EXACT;
@@ -168,8 +170,8 @@ int ks_wire_job_decode(const char *hdr, size_t len, ks_job_t *job,
 		}
 		dims[nd++] = (ks_dim_t){ v->valuestring, 0, 0 };
 	}
-	rc = ks_kernel_validate(def, dtype, mode, dims, nd, &job->spec, err,
-	    errlen);
+	rc = ks_kernel_validate_mixed(def, dtype, wdtype, mode, dims, nd,
+	    &job->spec, err, errlen);
 	if (rc != KS_OK)
 		goto out;
 	rc = KS_E_BAD_REQUEST;

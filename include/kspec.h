@@ -159,6 +159,12 @@ typedef struct {
  * A get request (docs/protocol.md).  Every parameter of the kernel is
  * either a constant in SHAPE or named in DYNAMIC.  Optional strings are
  * NULL for the daemon's default.  The library only borrows the strings.
+ *
+ * ABI: wdtype was added at the end (SOVERSION 0), which grew the struct.
+ * A program built against the older header passes a shorter struct; it
+ * must be rebuilt before linking this library, since kspec_get_many steps
+ * through its array of specs by this size.  Zero-initialize
+ * specs (`= { 0 }` or designated initializers) so that wdtype is NULL.
  */
 typedef struct {
 	const char *kernel;             /* required: "gemm" */
@@ -172,6 +178,9 @@ typedef struct {
 	const char *const *dynamic;
 	size_t ndynamic;
 	int meta_only;                  /* 1: metadata only, no bytes */
+	const char *wdtype;             /* NULL: dtype; the weights' dtype
+	                                   where the kernel takes one
+	                                   ("bf16" beside dtype "f32") */
 } kspec_get_spec_t;
 
 /*

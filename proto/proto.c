@@ -442,6 +442,8 @@ static int parse_get_member(const cJSON *m, ks_get_req_t *g, unsigned *seen,
 		*seen |= SEEN_DTYPE;
 		return get_string(m, g->dtype, err, errlen);
 	}
+	if (strcmp(k, "wdtype") == 0)
+		return get_string(m, g->wdtype, err, errlen);
 	if (strcmp(k, "target") == 0)
 		return get_string(m, g->target, err, errlen);
 	if (strcmp(k, "format") == 0) {

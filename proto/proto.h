@@ -84,6 +84,8 @@ typedef struct {
 	char target[KS_MAX_NAME + 1];   /* "auto" when absent */
 	char format[KS_MAX_NAME + 1];   /* "" when absent: backend default */
 	char dtype[KS_MAX_NAME + 1];
+	char wdtype[KS_MAX_NAME + 1];   /* the weights' dtype; "" when
+	                                   absent: the same as dtype */
 	char mode[KS_MAX_NAME + 1];     /* "exact" when absent */
 	ks_wire_dim_t shape[KS_MAX_DIMS];
 	int nshape;

@@ -25,29 +25,30 @@ static inline void *ref_buf(buf_t *b, int nb, const char *name)
 	exit(1);
 }
 
-static inline void ref_kernel(const ks_kernel_def_t *def, ks_dtype_t dt,
-    const int64_t *v, buf_t *b, int nb)
+/* The reference of DEF in dtype DT with its weight buffer in WDT. */
+static inline void ref_kernel_mixed(const ks_kernel_def_t *def,
+    ks_dtype_t dt, ks_dtype_t wdt, const int64_t *v, buf_t *b, int nb)
 {
-	int d = (int)dt;
+	int d = (int)dt, w = (int)wdt;
 
 #define V_(n) dim(def, v, n)
 #define B_(n) ref_buf(b, nb, n)
 	float *row;
 
 	if (strcmp(def->name, "gemm") == 0) {
-		ref_gemm(B_("x"), B_("W"), B_("y"), d, V_("M"), V_("N"),
-		    V_("K"));
+		ref_gemm_mixed(B_("x"), B_("W"), B_("y"), d, w, V_("M"),
+		    V_("N"), V_("K"));
 		return;
 	}
 	if (strcmp(def->name, "rmsnorm") == 0 ||
 	    strcmp(def->name, "add_rmsnorm") == 0) {
 		row = malloc(sizeof(float) * (size_t)V_("H"));
 		if (def->name[0] == 'r')
-			ref_rmsnorm(B_("x"), B_("w"), B_("y"), d, V_("R"),
-			    V_("H"), 1e-5f, row);
+			ref_rmsnorm_mixed(B_("x"), B_("w"), B_("y"), d, w,
+			    V_("R"), V_("H"), 1e-5f, row);
 		else
-			ref_add_rmsnorm(B_("x"), B_("res"), B_("w"), B_("y"),
-			    d, V_("R"), V_("H"), 1e-5f, row);
+			ref_add_rmsnorm_mixed(B_("x"), B_("res"), B_("w"),
+			    B_("y"), d, w, V_("R"), V_("H"), 1e-5f, row);
 		free(row);
 		return;
 	}
@@ -58,8 +59,8 @@ static inline void ref_kernel(const ks_kernel_def_t *def, ks_dtype_t dt,
 		return;
 	}
 	if (strcmp(def->name, "rope") == 0) {
-		ref_rope(B_("x"), B_("pos"), B_("cs"), d, V_("T"), V_("Hn"),
-		    V_("D"), V_("P"));
+		ref_rope_mixed(B_("x"), B_("pos"), B_("cs"), d, w, V_("T"),
+		    V_("Hn"), V_("D"), V_("P"));
 		return;
 	}
 	if (strcmp(def->name, "attention_decode") == 0) {
@@ -76,6 +77,12 @@ static inline void ref_kernel(const ks_kernel_def_t *def, ks_dtype_t dt,
 #undef B_
 	fprintf(stderr, "refs: no reference for %s\n", def->name);
 	exit(1);
+}
+
+static inline void ref_kernel(const ks_kernel_def_t *def, ks_dtype_t dt,
+    const int64_t *v, buf_t *b, int nb)
+{
+	ref_kernel_mixed(def, dt, dt, v, b, nb);
 }
 
 #endif

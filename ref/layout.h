@@ -28,6 +28,8 @@ typedef struct {
 	int i32;                /* int32 elements (positions, lengths) */
 	int written;
 	void *data;
+	int weight;             /* the kernel's weight buffer (def->weights):
+	                           of the weight dtype */
 } buf_t;
 
 static inline int64_t dim(const ks_kernel_def_t *def, const int64_t *v,
@@ -49,9 +51,9 @@ static inline int layout(const ks_kernel_def_t *def, const int64_t *v,
     buf_t *b)
 {
 	const char *n = def->name;
-	int c = 0;
+	int c = 0, i;
 
-#define B_(nm, el, i32, w) (b[c++] = (buf_t){ nm, (el), i32, w, NULL })
+#define B_(nm, el, i32, w) (b[c++] = (buf_t){ nm, (el), i32, w, NULL, 0 })
 	if (strcmp(n, "gemm") == 0) {
 		B_("x", D_("M") * D_("K"), 0, 0);
 		B_("W", D_("N") * D_("K"), 0, 0);
@@ -84,7 +86,25 @@ static inline int layout(const ks_kernel_def_t *def, const int64_t *v,
 		exit(1);
 	}
 #undef B_
+	for (i = 0; i < c; i++)
+		b[i].weight = def->weights != NULL &&
+		    strcmp(b[i].name, def->weights) == 0;
 	return c;
+}
+
+/* The dtype of B's elements: WDT for the weight buffer, else DT (the
+ * i32 buffers aside). */
+static inline ks_dtype_t lay_dtype(const buf_t *b, ks_dtype_t dt,
+    ks_dtype_t wdt)
+{
+	return b->weight ? wdt : dt;
+}
+
+/* Bytes of B with the kernel's dtype DT and weight dtype WDT. */
+static inline size_t lay_size(const buf_t *b, ks_dtype_t dt, ks_dtype_t wdt)
+{
+	return (size_t)b->elems * (b->i32 ? 4 : ks_dtype_size(lay_dtype(b, dt,
+	    wdt)));
 }
 
 static inline size_t lay_bytes(const buf_t *b, size_t es)
@@ -123,15 +143,18 @@ static inline double moved(const ks_kernel_def_t *def, const int64_t *v,
 	return sum;
 }
 
-/* Allocates (64-byte aligned) and fills the NB buffers of B. */
-static inline void lay_fill(const ks_kernel_def_t *def, const int64_t *v,
-    buf_t *b, int nb, ks_dtype_t dt, uint64_t seed)
+/* Allocates (64-byte aligned) and fills the NB buffers of B, the weight
+ * buffer in WDT, the others in DT. */
+static inline void lay_fill_mixed(const ks_kernel_def_t *def,
+    const int64_t *v, buf_t *b, int nb, ks_dtype_t dt, ks_dtype_t wdt,
+    uint64_t seed)
 {
 	int i;
 	int64_t j;
 
 	for (i = 0; i < nb; i++) {
-		size_t sz = lay_bytes(&b[i], ks_dtype_size(dt));
+		size_t sz = lay_size(&b[i], dt, wdt);
+		int bdt = (int)lay_dtype(&b[i], dt, wdt);
 
 		b[i].data = aligned_alloc(64, (sz + 63) / 64 * 64);
 		if (b[i].data == NULL) {
@@ -147,15 +170,15 @@ static inline void lay_fill(const ks_kernel_def_t *def, const int64_t *v,
 					double a = (double)p * pow(10000.0,
 					    -2.0 * (double)c / (double)D);
 
-					ref_store(b[i].data, (int)dt, p * D + c,
+					ref_store(b[i].data, bdt, p * D + c,
 					    (float)cos(a));
-					ref_store(b[i].data, (int)dt,
+					ref_store(b[i].data, bdt,
 					    p * D + h + c, (float)sin(a));
 				}
 			continue;
 		}
 		if (!b[i].i32) {
-			ref_fill(b[i].data, (int)dt, b[i].elems,
+			ref_fill(b[i].data, bdt, b[i].elems,
 			    seed + (uint64_t)i);
 			continue;
 		}
@@ -165,6 +188,12 @@ static inline void lay_fill(const ks_kernel_def_t *def, const int64_t *v,
 			    (int32_t)D_("S") : (int32_t)((j * 37 + 11) %
 			    D_("P"));
 	}
+}
+
+static inline void lay_fill(const ks_kernel_def_t *def, const int64_t *v,
+    buf_t *b, int nb, ks_dtype_t dt, uint64_t seed)
+{
+	lay_fill_mixed(def, v, b, nb, dt, dt, seed);
 }
 
 #undef D_

@@ -177,9 +177,11 @@ static inline float ref_expf(float x)
 /* ---- canonical reduction ---- */
 
 /* Lane l accumulates a[j]*b[j] for j = l (mod 32) in increasing j with
- * fmaf; the lanes combine in the tree 16, 8, 4, 2, 1. */
-static inline float ref_dot_canonical(const void *a, int64_t ao,
-    const void *b, int64_t bo, int dtype, int64_t n)
+ * fmaf; the lanes combine in the tree 16, 8, 4, 2, 1.  A is of dtype ADT,
+ * B of BDT, each element converted exactly to f32 (mixed precision: the
+ * same order whatever the dtypes). */
+static inline float ref_dot_mixed(const void *a, int64_t ao, int adt,
+    const void *b, int64_t bo, int bdt, int64_t n)
 {
 	float v[32];
 	int64_t j;
@@ -188,29 +190,42 @@ static inline float ref_dot_canonical(const void *a, int64_t ao,
 	for (l = 0; l < 32; l++)
 		v[l] = 0.0f;
 	for (j = 0; j < n; j++)
-		v[j % 32] = fmaf(ref_load(a, dtype, ao + j),
-		    ref_load(b, dtype, bo + j), v[j % 32]);
+		v[j % 32] = fmaf(ref_load(a, adt, ao + j),
+		    ref_load(b, bdt, bo + j), v[j % 32]);
 	for (s = 16; s >= 1; s /= 2)
 		for (l = 0; l < s; l++)
 			v[l] = v[l] + v[l + s];
 	return v[0];
 }
 
-/* y[m][n] = sum_k x[m][k] W[n][k], canonical order, one rounding. */
-static inline void ref_gemm(const void *x, const void *w, void *y, int dtype,
-    int64_t M, int64_t N, int64_t K)
+static inline float ref_dot_canonical(const void *a, int64_t ao,
+    const void *b, int64_t bo, int dtype, int64_t n)
+{
+	return ref_dot_mixed(a, ao, dtype, b, bo, dtype, n);
+}
+
+/* y[m][n] = sum_k x[m][k] W[n][k], canonical order, one rounding; x and
+ * y of DTYPE, W of WDTYPE (docs/kernels.md, "Mixed precision"). */
+static inline void ref_gemm_mixed(const void *x, const void *w, void *y,
+    int dtype, int wdtype, int64_t M, int64_t N, int64_t K)
 {
 	int64_t m, n;
 
 	for (m = 0; m < M; m++)
 		for (n = 0; n < N; n++)
-			ref_store(y, dtype, m * N + n,
-			    ref_dot_canonical(x, m * K, w, n * K, dtype, K));
+			ref_store(y, dtype, m * N + n, ref_dot_mixed(x, m * K,
+			    dtype, w, n * K, wdtype, K));
+}
+
+static inline void ref_gemm(const void *x, const void *w, void *y, int dtype,
+    int64_t M, int64_t N, int64_t K)
+{
+	ref_gemm_mixed(x, w, y, dtype, dtype, M, N, K);
 }
 
 /* Double-precision gemm for sanity checks of the canonical one. */
-static inline void ref_gemm_f64(const void *x, const void *w, double *y,
-    int dtype, int64_t M, int64_t N, int64_t K)
+static inline void ref_gemm_f64_mixed(const void *x, const void *w,
+    double *y, int dtype, int wdtype, int64_t M, int64_t N, int64_t K)
 {
 	int64_t m, n, k;
 
@@ -220,9 +235,15 @@ static inline void ref_gemm_f64(const void *x, const void *w, double *y,
 
 			for (k = 0; k < K; k++)
 				s += (double)ref_load(x, dtype, m * K + k) *
-				    ref_load(w, dtype, n * K + k);
+				    ref_load(w, wdtype, n * K + k);
 			y[m * N + n] = s;
 		}
+}
+
+static inline void ref_gemm_f64(const void *x, const void *w, double *y,
+    int dtype, int64_t M, int64_t N, int64_t K)
+{
+	ref_gemm_f64_mixed(x, w, y, dtype, dtype, M, N, K);
 }
 
 /* Deterministic test data: xorshift64*, values in [-1, 1) stored in the

@@ -76,11 +76,12 @@ static inline float ref_rms_inv(const float *v, int64_t H, float eps)
 }
 
 /*
- * y[r][j] = (x_j * inv) * w_j, inv = ref_rms_inv of row r; x, y RxH, w H,
- * of dtype DT.  ROW is scratch of H floats.
+ * y[r][j] = (x_j * inv) * w_j, inv = ref_rms_inv of row r; x, y RxH of
+ * dtype DT, w H of WDT (the weight dtype: DT, or f16/bf16 beside an f32
+ * DT).  ROW is scratch of H floats.
  */
-static inline void ref_rmsnorm(const void *x, const void *w, void *y,
-    int dt, int64_t R, int64_t H, float eps, float *row)
+static inline void ref_rmsnorm_mixed(const void *x, const void *w, void *y,
+    int dt, int wdt, int64_t R, int64_t H, float eps, float *row)
 {
 	int64_t r, j;
 	float inv, t;
@@ -91,27 +92,41 @@ static inline void ref_rmsnorm(const void *x, const void *w, void *y,
 		inv = ref_rms_inv(row, H, eps);
 		for (j = 0; j < H; j++) {
 			t = row[j] * inv;
-			ref_store(y, dt, r * H + j, t * ref_load(w, dt, j));
+			ref_store(y, dt, r * H + j, t * ref_load(w, wdt, j));
 		}
 	}
 }
 
+static inline void ref_rmsnorm(const void *x, const void *w, void *y,
+    int dt, int64_t R, int64_t H, float eps, float *row)
+{
+	ref_rmsnorm_mixed(x, w, y, dt, dt, R, H, eps, row);
+}
+
 /* res := round(x + res) elementwise (f32 add, one rounding to DT), then y
- * := rmsnorm(res): the definition of add_rmsnorm. */
-static inline void ref_add_rmsnorm(const void *x, void *res, const void *w,
-    void *y, int dt, int64_t R, int64_t H, float eps, float *row)
+ * := rmsnorm(res): the definition of add_rmsnorm; x, res, y of DT, w of
+ * WDT. */
+static inline void ref_add_rmsnorm_mixed(const void *x, void *res,
+    const void *w, void *y, int dt, int wdt, int64_t R, int64_t H,
+    float eps, float *row)
 {
 	int64_t i;
 
 	for (i = 0; i < R * H; i++)
 		ref_store(res, dt, i, ref_load(x, dt, i) +
 		    ref_load(res, dt, i));
-	ref_rmsnorm(res, w, y, dt, R, H, eps, row);
+	ref_rmsnorm_mixed(res, w, y, dt, wdt, R, H, eps, row);
+}
+
+static inline void ref_add_rmsnorm(const void *x, void *res, const void *w,
+    void *y, int dt, int64_t R, int64_t H, float eps, float *row)
+{
+	ref_add_rmsnorm_mixed(x, res, w, y, dt, dt, R, H, eps, row);
 }
 
 /* Double precision: y = x / sqrt(sum x^2 / H + eps) * w. */
-static inline void ref_rmsnorm_f64(const void *x, const void *w, double *y,
-    int dt, int64_t R, int64_t H, float eps)
+static inline void ref_rmsnorm_f64_mixed(const void *x, const void *w,
+    double *y, int dt, int wdt, int64_t R, int64_t H, float eps)
 {
 	int64_t r, j;
 	double ss, v, inv;
@@ -125,8 +140,14 @@ static inline void ref_rmsnorm_f64(const void *x, const void *w, double *y,
 		inv = 1.0 / sqrt(ss / (double)H + (double)eps);
 		for (j = 0; j < H; j++)
 			y[r * H + j] = (double)ref_load(x, dt, r * H + j) *
-			    inv * ref_load(w, dt, j);
+			    inv * ref_load(w, wdt, j);
 	}
+}
+
+static inline void ref_rmsnorm_f64(const void *x, const void *w, double *y,
+    int dt, int64_t R, int64_t H, float eps)
+{
+	ref_rmsnorm_f64_mixed(x, w, y, dt, dt, R, H, eps);
 }
 
 /* ---- softmax ---- */

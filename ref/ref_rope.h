@@ -20,13 +20,14 @@
 
 /*
  * In place on x (T*Hn*D elements of DTYPE), pos (T int32), cs (P*D of
- * DTYPE: cos in columns [0, D/2), sin in [D/2, D)).  For each pair i <
+ * CDT, the table's dtype: DTYPE, or f32 whatever DTYPE is: cos in columns [0, D/2), sin in [D/2, D)).  For each pair i <
  * D/2 (floor for an odd D: the last column stays), y0 = x0*c - x1*s and
  * y1 = x1*c + x0*s in f32, each rounded once to the dtype.  A position
  * outside [0, P) leaves its token unchanged.
  */
-static inline void ref_rope(void *x, const int32_t *pos, const void *cs,
-    int dtype, int64_t T, int64_t Hn, int64_t D, int64_t P)
+static inline void ref_rope_mixed(void *x, const int32_t *pos,
+    const void *cs, int dtype, int cdt, int64_t T, int64_t Hn, int64_t D,
+    int64_t P)
 {
 	int64_t t, h, i, half = D / 2;
 
@@ -39,8 +40,8 @@ static inline void ref_rope(void *x, const int32_t *pos, const void *cs,
 			int64_t o = (t * Hn + h) * D;
 
 			for (i = 0; i < half; i++) {
-				float c = ref_load(cs, dtype, p * D + i);
-				float s = ref_load(cs, dtype, p * D + half + i);
+				float c = ref_load(cs, cdt, p * D + i);
+				float s = ref_load(cs, cdt, p * D + half + i);
 				float x0 = ref_load(x, dtype, o + i);
 				float x1 = ref_load(x, dtype, o + half + i);
 				float x0c = x0 * c, x1s = x1 * s;
@@ -53,11 +54,17 @@ static inline void ref_rope(void *x, const int32_t *pos, const void *cs,
 	}
 }
 
+static inline void ref_rope(void *x, const int32_t *pos, const void *cs,
+    int dtype, int64_t T, int64_t Hn, int64_t D, int64_t P)
+{
+	ref_rope_mixed(x, pos, cs, dtype, dtype, T, Hn, D, P);
+}
+
 /* The same rotation in double, unrounded: out[T*Hn*D] gets the exact
- * results of the loaded values (unchanged elements copied). */
-static inline void ref_rope_f64(const void *x, const int32_t *pos,
-    const void *cs, int dtype, int64_t T, int64_t Hn, int64_t D, int64_t P,
-    double *out)
+ * results of the loaded values (unchanged elements copied); cs of CDT. */
+static inline void ref_rope_f64_mixed(const void *x, const int32_t *pos,
+    const void *cs, int dtype, int cdt, int64_t T, int64_t Hn, int64_t D,
+    int64_t P, double *out)
 {
 	int64_t t, h, i, half = D / 2, n = T * Hn * D;
 
@@ -72,8 +79,8 @@ static inline void ref_rope_f64(const void *x, const int32_t *pos,
 			int64_t o = (t * Hn + h) * D;
 
 			for (i = 0; i < half; i++) {
-				double c = ref_load(cs, dtype, p * D + i);
-				double s = ref_load(cs, dtype, p * D + half + i);
+				double c = ref_load(cs, cdt, p * D + i);
+				double s = ref_load(cs, cdt, p * D + half + i);
 				double x0 = ref_load(x, dtype, o + i);
 				double x1 = ref_load(x, dtype, o + half + i);
 
@@ -82,6 +89,13 @@ static inline void ref_rope_f64(const void *x, const int32_t *pos,
 			}
 		}
 	}
+}
+
+static inline void ref_rope_f64(const void *x, const int32_t *pos,
+    const void *cs, int dtype, int64_t T, int64_t Hn, int64_t D, int64_t P,
+    double *out)
+{
+	ref_rope_f64_mixed(x, pos, cs, dtype, dtype, T, Hn, D, P, out);
 }
 
 /* ---- silu_mul ---- */

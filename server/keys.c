@@ -13,8 +13,11 @@
  *   request: field("kernel", name), field("fingerprint", 32 raw bytes of
  *           the definition's fingerprint), per shape parameter in the
  *           kernel's declared order field(name, 8-byte little-endian value)
- *           or field(name, "dyn"), field("dtype", name), field("mode",
- *           name), field("format", name)
+ *           or field(name, "dyn"), field("dtype", name), then
+ *           field("wdtype", name) only when the weight dtype differs from
+ *           the dtype (so a request without wdtype, or with wdtype equal to
+ *           dtype, keeps the key it had before weight dtypes existed),
+ *           field("mode", name), field("format", name)
  *
  * where field(n, v) is u64le(len n) n u64le(len v) v, so no two different
  * requests encode alike.  The encoding is stable across runs and machines;
@@ -278,9 +281,9 @@ static void key_of(const ks_keys_t *keys, const ks_ident_t *ident, int ki,
     const ks_spec_t *spec, const char *format, ks_hash_t *out)
 {
 	const ks_kernel_def_t *def = spec->def;
-	/* Worst case: 6 fixed fields and KS_MAX_DIMS dims, each two 8-byte
+	/* Worst case: 7 fixed fields and KS_MAX_DIMS dims, each two 8-byte
 	 * lengths, a name of at most KS_MAX_NAME and a value of at most 64. */
-	uint8_t enc[(6 + KS_MAX_DIMS) * (16 + KS_MAX_NAME + 64)];
+	uint8_t enc[(7 + KS_MAX_DIMS) * (16 + KS_MAX_NAME + 64)];
 	const char *dt = ks_dtype_name(spec->dtype);
 	size_t at = 0;
 	ks_hasher_t h;
@@ -304,6 +307,10 @@ static void key_of(const ks_keys_t *keys, const ks_ident_t *ident, int ki,
 		at = put_field(enc, at, d->name, le, sizeof le);
 	}
 	at = put_field(enc, at, "dtype", dt, strlen(dt));
+	if (spec->wdtype != spec->dtype) {
+		dt = ks_dtype_name(spec->wdtype);
+		at = put_field(enc, at, "wdtype", dt, strlen(dt));
+	}
 	at = put_field(enc, at, "mode", spec->mode == KS_MODE_FAST ? "fast" :
 	    "exact", spec->mode == KS_MODE_FAST ? 4 : 5);
 	at = put_field(enc, at, "format", format, strlen(format));
@@ -317,7 +324,7 @@ int ks_keys_normalize(ks_keys_t *keys, const ks_get_req_t *req,
 {
 	const ks_kernel_def_t *def;
 	ks_dim_t dims[2 * KS_MAX_DIMS];
-	ks_dtype_t dtype;
+	ks_dtype_t dtype, wdtype;
 	ks_mode_t mode;
 	const ks_binfo_t *bi;
 	const ks_ident_t *ident;
@@ -356,6 +363,12 @@ int ks_keys_normalize(ks_keys_t *keys, const ks_get_req_t *req,
 		    req->dtype);
 		return KS_E_BAD_DTYPE;
 	}
+	wdtype = dtype;
+	if (req->wdtype[0] && ks_dtype_parse(req->wdtype, &wdtype)) {
+		snprintf(err, errlen, "wdtype '%s' is not one of f32, f16, "
+		    "bf16", req->wdtype);
+		return KS_E_BAD_DTYPE;
+	}
 	if (strcmp(req->mode, "exact") == 0) {
 		mode = KS_MODE_EXACT;
 	} else if (strcmp(req->mode, "fast") == 0) {
@@ -387,8 +400,8 @@ int ks_keys_normalize(ks_keys_t *keys, const ks_get_req_t *req,
 		dims[nd].is_const = 0;
 		dims[nd].value = 0;
 	}
-	rc = ks_kernel_validate(def, dtype, mode, dims, nd, &out->spec, err,
-	    errlen);
+	rc = ks_kernel_validate_mixed(def, dtype, wdtype, mode, dims, nd,
+	    &out->spec, err, errlen);
 	if (rc)
 		return rc;
 
@@ -467,7 +480,7 @@ int ks_keys_entry_get(const ks_keys_t *keys, const ks_store_entry_t *e,
 	ks_mode_t mode = KS_MODE_EXACT;
 	ks_spec_t spec;
 	ks_hash_t k;
-	int nd, ki, seen = 0, same_compiler = 0;
+	int nd, ki, w, seen = 0, same_compiler = 0;
 
 	if (!def || (ki = kernel_index(def)) < 0 || ki >= keys->nkernels) {
 		*why = "kernel";
@@ -494,12 +507,25 @@ int ks_keys_entry_get(const ks_keys_t *keys, const ks_store_entry_t *e,
 		return KS_KEYS_STALE;
 	}
 	/* Every identity the backend has for the entry's target: "auto" and
-	 * the target named resolve alike, and give the same key. */
+	 * the target named resolve alike, and give the same key.  The store
+	 * keeps no weight dtype (its dtype column is the request's dtype), so
+	 * each one the kernel takes with the dtype is tried: the entry's key
+	 * says which it was made for. */
 	for (id = keys->idents; id; id = id->next) {
 		if (id->backend != be || strcmp(id->target, e->target))
 			continue;
 		seen = 1;
-		key_of(keys, id, ki, &spec, e->format, &k);
+		for (w = 0; w <= KS_DTYPE_COUNT; w++) {
+			spec.wdtype = w == 0 ? dtype : (ks_dtype_t)(w - 1);
+			if ((w > 0 && spec.wdtype == dtype) ||
+			    !ks_kernel_wdtype_ok(def, dtype, spec.wdtype))
+				continue;
+			key_of(keys, id, ki, &spec, e->format, &k);
+			if (ks_hash_eq(&k, &e->key))
+				break;
+			if (w == 0 && def->wmix == KS_WMIX_NONE)
+				break;
+		}
 		if (!ks_hash_eq(&k, &e->key)) {
 			same_compiler |= strcmp(id->identity, e->compiler) == 0;
 			continue;
@@ -555,9 +581,11 @@ int ks_keys_components(const ks_keys_t *keys, const ks_get_t *g,
 			ks_buf_printf(o, "%s\"%s\":\"dyn\"", i ? "," : "",
 			    d->name);
 	}
-	ks_buf_printf(o, "},\"dtype\":\"%s\",\"mode\":\"%s\",\"backend\":"
+	ks_buf_printf(o, "},\"dtype\":\"%s\"", ks_dtype_name(g->spec.dtype));
+	ks_get_wdtype_json(g, o);
+	ks_buf_printf(o, ",\"mode\":\"%s\",\"backend\":"
 	    "\"%s\",\"target\":\"%s\",\"format\":\"%s\",\"compiler\":",
-	    ks_dtype_name(g->spec.dtype), g->spec.mode == KS_MODE_FAST ?
+	    g->spec.mode == KS_MODE_FAST ?
 	    "fast" : "exact", g->backend->name, g->target, g->format);
 	ks_buf_json_str(o, g->identity);
 	return ks_buf_puts(o, "}");
@@ -641,6 +669,13 @@ static int dims_json(const ks_get_t *g, const char *name, ks_buf_t *o)
 	return ks_buf_puts(o, "]");
 }
 
+void ks_get_wdtype_json(const ks_get_t *g, ks_buf_t *o)
+{
+	if (g->spec.wdtype != g->spec.dtype)
+		ks_buf_printf(o, ",\"wdtype\":\"%s\"",
+		    ks_dtype_name(g->spec.wdtype));
+}
+
 void ks_get_guard_json(const ks_get_t *g, ks_buf_t *o)
 {
 	dims_json(g, "guard", o);
@@ -651,9 +686,10 @@ int ks_get_spec_json(const ks_get_t *g, ks_buf_t *o)
 	ks_buf_printf(o, "{\"kernel\":\"%s\",\"backend\":\"%s\",\"target\":",
 	    g->spec.def->name, g->backend->name);
 	ks_buf_json_str(o, g->requested);
-	ks_buf_printf(o, ",\"dtype\":\"%s\",\"mode\":\"%s\",\"format\":",
-	    ks_dtype_name(g->spec.dtype), g->spec.mode == KS_MODE_FAST ?
-	    "fast" : "exact");
+	ks_buf_printf(o, ",\"dtype\":\"%s\"", ks_dtype_name(g->spec.dtype));
+	ks_get_wdtype_json(g, o);
+	ks_buf_printf(o, ",\"mode\":\"%s\",\"format\":",
+	    g->spec.mode == KS_MODE_FAST ? "fast" : "exact");
 	ks_buf_json_str(o, g->format);
 	dims_json(g, "shape", o);
 	return ks_buf_puts(o, "}");

@@ -136,6 +136,9 @@ int ks_keys_ident_add(ks_keys_t *keys, const ks_backend_t *be,
 /* Writes the canonical get-spec of G (target as requested) as JSON: the
  * form `misses` records and a manifest replays. */
 int ks_get_spec_json(const ks_get_t *g, ks_buf_t *out);
+/* Appends ,"wdtype":"NAME" of G when its weight dtype differs from its
+ * dtype, else nothing (the canonical form omits a wdtype equal to dtype). */
+void ks_get_wdtype_json(const ks_get_t *g, ks_buf_t *out);
 /* Appends ,"guard":{...},"dynamic":[...] of G. */
 void ks_get_guard_json(const ks_get_t *g, ks_buf_t *out);
 

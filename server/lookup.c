@@ -550,8 +550,10 @@ int ks_lookup_meta(ks_buf_t *m, const ks_get_t *g, const ks_job_out_t *o,
 	    "\"variant\":", key, hex, g->spec.def->name);
 	ks_buf_json_str(m, o->variant);
 	ks_buf_printf(m, ",\"backend\":\"%s\",\"target\":\"%s\","
-	    "\"dtype\":\"%s\",\"mode\":\"%s\",\"format\":", g->backend->name,
-	    g->target, ks_dtype_name(g->spec.dtype),
+	    "\"dtype\":\"%s\"", g->backend->name, g->target,
+	    ks_dtype_name(g->spec.dtype));
+	ks_get_wdtype_json(g, m);
+	ks_buf_printf(m, ",\"mode\":\"%s\",\"format\":",
 	    g->spec.mode == KS_MODE_FAST ? "fast" : "exact");
 	ks_buf_json_str(m, o->format);
 	ks_buf_puts(m, ",\"entry\":");

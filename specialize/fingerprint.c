@@ -3,7 +3,8 @@
  *
  * BLAKE2b-256 (ks_hasher_*) over length-prefixed fields: a format tag, the
  * kernel's name, version, dims, each variant with its guard, and, for every
- * dtype, mode and probe shape below, the variant selected and the printed
+ * dtype (then every mixed dtype and wdtype pair the kernel allows), mode
+ * and probe shape below, the variant selected and the printed
  * IR after ks_specialize.  A change to a builder, a pass or the printer
  * therefore changes the fingerprint even when nobody bumps `version`, and
  * the selection policy is sampled at the probes.  A variant that none of
@@ -42,7 +43,7 @@ static void field_int(ks_hasher_t *h, const char *name, long long v)
 /* Hashes the variant and IR of one probe: VALS[i] is dim i's value in
  * declared order, PROBE_DYNAMIC for a dynamic dim. */
 static void hash_probe(ks_hasher_t *h, const ks_kernel_def_t *def,
-    ks_dtype_t dtype, ks_mode_t mode, const int64_t *vals)
+    ks_dtype_t dtype, ks_dtype_t wdtype, ks_mode_t mode, const int64_t *vals)
 {
 	ks_dim_t dims[KS_MAX_DIMS];
 	ks_spec_t spec;
@@ -57,8 +58,8 @@ static void hash_probe(ks_hasher_t *h, const ks_kernel_def_t *def,
 		dims[i].value = vals[i];
 		field_int(h, "probe", (long long)vals[i]);
 	}
-	rc = ks_kernel_validate(def, dtype, mode, dims, def->ndims, &spec,
-	    err, sizeof err);
+	rc = ks_kernel_validate_mixed(def, dtype, wdtype, mode, dims,
+	    def->ndims, &spec, err, sizeof err);
 	if (rc == KS_OK)
 		rc = ks_specialize(&spec, &k, err, sizeof err);
 	if (rc != KS_OK) {
@@ -92,7 +93,7 @@ static void compute(const ks_kernel_def_t *def, ks_hash_t *out)
 {
 	ks_hasher_t h;
 	int64_t probe_list[MAX_PROBES][KS_MAX_DIMS];   /* 8 KB */
-	int i, d, m, p, nprobes;
+	int i, d, w, m, p, nprobes;
 
 	ks_hasher_init(&h);
 	ks_hasher_field(&h, "format", "kspec-kernel-fingerprint-2");
@@ -105,11 +106,27 @@ static void compute(const ks_kernel_def_t *def, ks_hash_t *out)
 		ks_hasher_field(&h, "guard", def->guards[i]);
 	}
 	nprobes = ks_kernel_probes(def, probe_list, MAX_PROBES);
+	/* The plain dtypes first, as before weight dtypes existed, then
+	 * each mixed pair the kernel allows, tagged. */
 	for (d = 0; d < KS_DTYPE_COUNT; d++)
 		for (m = KS_MODE_EXACT; m <= KS_MODE_FAST; m++)
 			for (p = 0; p < nprobes; p++)
 				hash_probe(&h, def, (ks_dtype_t)d,
-				    (ks_mode_t)m, probe_list[p]);
+				    (ks_dtype_t)d, (ks_mode_t)m,
+				    probe_list[p]);
+	for (d = 0; d < KS_DTYPE_COUNT; d++)
+		for (w = 0; w < KS_DTYPE_COUNT; w++) {
+			if (w == d || !ks_kernel_wdtype_ok(def, (ks_dtype_t)d,
+			    (ks_dtype_t)w))
+				continue;
+			ks_hasher_field(&h, "wdtype",
+			    ks_dtype_name((ks_dtype_t)w));
+			for (m = KS_MODE_EXACT; m <= KS_MODE_FAST; m++)
+				for (p = 0; p < nprobes; p++)
+					hash_probe(&h, def, (ks_dtype_t)d,
+					    (ks_dtype_t)w, (ks_mode_t)m,
+					    probe_list[p]);
+		}
 	ks_hasher_final(&h, out);
 }
 

@@ -1,7 +1,11 @@
 /*
  * gemm: y[m][n] = sum_k x[m][k] * W[n][k], for m < M, n < N.
  *
- * x is MxK, W is NxK, y is MxN, row-major, all in the request dtype.
+ * x is MxK, W is NxK, y is MxN, row-major, all in the request dtype, except
+ * W when the request names a weight dtype (wdtype f16 or bf16 with dtype
+ * f32): W is then loaded in its own dtype, 2 bytes an element, and
+ * converted exactly to f32, so the result is the f32 gemm's on the widened
+ * weights, bit for bit.
  * Parameters, in ABI order: x (read), W (read), y (write), M, N, K (i64).
  *
  * Canonical order (part of this definition; docs/kernels.md): lane l of
@@ -362,7 +366,7 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	k = ks_ir_new("gemm", variant, NLANES);
 	g.k = k;
 	g.x = ks_ir_buffer(k, "x", spec->dtype, KS_ACCESS_READ);
-	g.W = ks_ir_buffer(k, "W", spec->dtype, KS_ACCESS_READ);
+	g.W = ks_ir_buffer(k, "W", spec->wdtype, KS_ACCESS_READ);
 	g.y = ks_ir_buffer(k, "y", spec->dtype, KS_ACCESS_WRITE);
 	ks_ir_buffer_dims(k, g.x, "M,K");
 	ks_ir_buffer_dims(k, g.W, "N,K");
@@ -436,4 +440,6 @@ const ks_kernel_def_t ks_kernel_gemm = {
 	.guards = gemm_guards,
 	.check = gemm_check,
 	.build = gemm_build,
+	.weights = "W",
+	.wmix = KS_WMIX_NARROW,
 };

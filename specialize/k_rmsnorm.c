@@ -2,7 +2,10 @@
  * rmsnorm: y[r][j] = x[r][j] / sqrt(mean_j(x[r][j]^2) + eps) * w[j], for
  * r < R, j < H.
  *
- * x and y are RxH, w has H elements, row-major, all in the request dtype.
+ * x and y are RxH, w has H elements, row-major, all in the request dtype,
+ * except w when the request names a weight dtype (wdtype f16 or bf16 with
+ * dtype f32: an f32 residual stream with narrow weights); w's loads convert
+ * exactly, so the arithmetic below is unchanged.
  * Parameters, in ABI order: x (read), w (read), y (write), R, H (i64), eps
  * (f32).
  *
@@ -26,7 +29,8 @@
  * For r < R, j < H: res[r][j] := x[r][j] + res[r][j] (stored in the dtype),
  * then y[r] := rmsnorm(res[r], w, eps) of the stored values.
  *
- * x, res and y are RxH, w has H elements, row-major, all in the request dtype.
+ * x, res and y are RxH, w has H elements, row-major, all in the request dtype
+ * (w in the weight dtype, as rmsnorm's: res, the residual stream, stays f32).
  * Parameters, in ABI order: x (read), res (read and write), w (read), y
  * (write), R, H (i64), eps (f32).
  *
@@ -117,7 +121,7 @@ static ks_ir_kernel_t *build(const ks_spec_t *spec, const char *variant,
 	n.x = ks_ir_buffer(k, "x", spec->dtype, KS_ACCESS_READ);
 	n.res = add ? ks_ir_buffer(k, "res", spec->dtype,
 	    KS_ACCESS_READ | KS_ACCESS_WRITE) : -1;
-	n.w = ks_ir_buffer(k, "w", spec->dtype, KS_ACCESS_READ);
+	n.w = ks_ir_buffer(k, "w", spec->wdtype, KS_ACCESS_READ);
 	n.y = ks_ir_buffer(k, "y", spec->dtype, KS_ACCESS_WRITE);
 	ks_ir_buffer_dims(k, n.x, "R,H");
 	if (add)
@@ -166,6 +170,8 @@ const ks_kernel_def_t ks_kernel_rmsnorm = {
 	.build = rmsnorm_build,
 	.probes = ks_row_probes,
 	.nprobes = KS_ROW_NPROBES,
+	.weights = "w",
+	.wmix = KS_WMIX_NARROW,
 };
 
 const ks_kernel_def_t ks_kernel_add_rmsnorm = {
@@ -183,4 +189,6 @@ const ks_kernel_def_t ks_kernel_add_rmsnorm = {
 	.build = add_rmsnorm_build,
 	.probes = ks_row_probes,
 	.nprobes = KS_ROW_NPROBES,
+	.weights = "w",
+	.wmix = KS_WMIX_NARROW,
 };

@@ -3,7 +3,11 @@
  *
  * x is T x Hn x D (tokens, heads, head dim), pos is T int32 positions, cs
  * is P x D: row p holds cos in columns [0, D/2) and sin in [D/2, D), in the
- * request dtype.  Parameters, in ABI order: x (read and write), pos (i32,
+ * request dtype, or in f32 whatever the activation dtype when the request
+ * names wdtype f32 (the table is rope's weight buffer; docs/kernels.md,
+ * "Mixed precision"): its loads convert exactly either way, so the
+ * arithmetic below does not change, only the table's precision.
+ * Parameters, in ABI order: x (read and write), pos (i32,
  * read), cs (read), T, Hn, D, P (i64).
  *
  * Definition (the arithmetic; docs/kernels.md): for each token t, head h
@@ -226,7 +230,7 @@ static ks_ir_kernel_t *rope_build(const ks_spec_t *spec, const char *variant)
 	r.x = ks_ir_buffer(k, "x", spec->dtype,
 	    KS_ACCESS_READ | KS_ACCESS_WRITE);
 	r.pos = ks_ir_buffer_i32(k, "pos", KS_ACCESS_READ);
-	r.cs = ks_ir_buffer(k, "cs", spec->dtype, KS_ACCESS_READ);
+	r.cs = ks_ir_buffer(k, "cs", spec->wdtype, KS_ACCESS_READ);
 	ks_ir_buffer_dims(k, r.x, "T,Hn,D");
 	ks_ir_buffer_dims(k, r.pos, "T");
 	ks_ir_buffer_dims(k, r.cs, "P,D");
@@ -290,4 +294,6 @@ const ks_kernel_def_t ks_kernel_rope = {
 	.build = rope_build,
 	.probes = rope_probes,
 	.nprobes = (int)(sizeof rope_probes / sizeof rope_probes[0]),
+	.weights = "cs",
+	.wmix = KS_WMIX_F32,
 };

@@ -75,9 +75,34 @@ static int dim_index(const ks_kernel_def_t *def, const char *name)
  * above KS_MAX_DIM is KS_E_TOO_LARGE (a size limit, like the buffer sizes
  * of check()).
  */
+int ks_kernel_wdtype_ok(const ks_kernel_def_t *def, ks_dtype_t dtype,
+    ks_dtype_t wdtype)
+{
+	if (wdtype == dtype)
+		return 1;
+	if ((int)wdtype < 0 || wdtype >= KS_DTYPE_COUNT)
+		return 0;
+	switch (def->wmix) {
+	case KS_WMIX_NARROW:
+		return dtype == KS_DTYPE_F32;
+	case KS_WMIX_F32:
+		return wdtype == KS_DTYPE_F32;
+	default:
+		return 0;
+	}
+}
+
 int ks_kernel_validate(const ks_kernel_def_t *def, ks_dtype_t dtype,
     ks_mode_t mode, const ks_dim_t *dims, int ndims, ks_spec_t *out,
     char *err, size_t errlen)
+{
+	return ks_kernel_validate_mixed(def, dtype, dtype, mode, dims, ndims,
+	    out, err, errlen);
+}
+
+int ks_kernel_validate_mixed(const ks_kernel_def_t *def, ks_dtype_t dtype,
+    ks_dtype_t wdtype, ks_mode_t mode, const ks_dim_t *dims, int ndims,
+    ks_spec_t *out, char *err, size_t errlen)
 {
 	int seen[KS_MAX_DIMS] = { 0 };
 	int i, j;
@@ -89,6 +114,18 @@ int ks_kernel_validate(const ks_kernel_def_t *def, ks_dtype_t dtype,
 	if ((int)dtype < 0 || dtype >= KS_DTYPE_COUNT)
 		return seterr(err, errlen, KS_E_BAD_DTYPE,
 		    "dtype %d is not supported", (int)dtype);
+	if (!ks_kernel_wdtype_ok(def, dtype, wdtype))
+		return def->wmix == KS_WMIX_NONE || (int)wdtype < 0 ||
+		    wdtype >= KS_DTYPE_COUNT ?
+		    seterr(err, errlen, KS_E_BAD_DTYPE, "wdtype must equal "
+		    "dtype for kernel %s (it has no weight buffer of its "
+		    "own dtype)", def->name) :
+		    seterr(err, errlen, KS_E_BAD_DTYPE, "wdtype %s with dtype "
+		    "%s is not supported by %s (its %s: %s)",
+		    ks_dtype_name(wdtype), ks_dtype_name(dtype), def->name,
+		    def->weights, def->wmix == KS_WMIX_NARROW ?
+		    "f16 or bf16 with dtype f32" :
+		    "f32 with dtype f16 or bf16");
 	if (mode != KS_MODE_EXACT && mode != KS_MODE_FAST)
 		return seterr(err, errlen, KS_E_BAD_MODE,
 		    "mode %d is not supported", (int)mode);
@@ -97,6 +134,7 @@ int ks_kernel_validate(const ks_kernel_def_t *def, ks_dtype_t dtype,
 	memset(out, 0, sizeof(*out));
 	out->def = def;
 	out->dtype = dtype;
+	out->wdtype = wdtype;
 	out->mode = mode;
 	out->ndims = def->ndims;
 	for (i = 0; i < ndims; i++) {

@@ -388,10 +388,22 @@ typedef struct {
 typedef struct {
 	const struct ks_kernel_def *def;
 	ks_dtype_t dtype;
+	/* The dtype of the kernel's weight buffer (def->weights): dtype
+	 * unless the request named another one its wmix allows. */
+	ks_dtype_t wdtype;
 	ks_mode_t mode;
 	ks_dim_t dims[KS_MAX_DIMS];
 	int ndims;
 } ks_spec_t;
+
+/*
+ * Which weight dtype a kernel takes beside its dtype (the request's
+ * wdtype; docs/kernels.md, "Mixed precision").  NONE: every buffer has
+ * the dtype.  NARROW: dtype f32 with weights in f16 or bf16 (gemm's W,
+ * the norms' w), loaded narrow and converted exactly to f32.  F32: weights
+ * in f32 with a dtype of f16 or bf16 (rope's table).
+ */
+typedef enum { KS_WMIX_NONE, KS_WMIX_NARROW, KS_WMIX_F32 } ks_wmix_t;
 
 typedef struct ks_kernel_def {
 	const char *name;
@@ -416,6 +428,10 @@ typedef struct ks_kernel_def {
 	 * NULL when the common probes (every dim at one value) suffice. */
 	const int64_t (*probes)[KS_MAX_DIMS];
 	int nprobes;
+	/* The buffer whose dtype is the spec's wdtype ("W"), and the pairs
+	 * it allows; NULL and KS_WMIX_NONE for a kernel without one. */
+	const char *weights;
+	ks_wmix_t wmix;
 } ks_kernel_def_t;
 
 /* The kernels of the library, one file each (k_<name>.c). */
@@ -441,6 +457,19 @@ const ks_kernel_def_t *ks_kernel_find(const char *name);
 int ks_kernel_validate(const ks_kernel_def_t *def, ks_dtype_t dtype,
     ks_mode_t mode, const ks_dim_t *dims, int ndims, ks_spec_t *out,
     char *err, size_t errlen);
+
+/*
+ * ks_kernel_validate with the weight dtype: WDTYPE equal to DTYPE is the
+ * plain request; another one must be a pair DEF's wmix allows, else
+ * KS_E_BAD_DTYPE with a message naming wdtype.  ks_kernel_validate is
+ * this with WDTYPE = DTYPE.
+ */
+int ks_kernel_validate_mixed(const ks_kernel_def_t *def, ks_dtype_t dtype,
+    ks_dtype_t wdtype, ks_mode_t mode, const ks_dim_t *dims, int ndims,
+    ks_spec_t *out, char *err, size_t errlen);
+/* Whether DEF takes weights of WDTYPE beside DTYPE (equal ones always). */
+int ks_kernel_wdtype_ok(const ks_kernel_def_t *def, ks_dtype_t dtype,
+    ks_dtype_t wdtype);
 
 /* Fingerprint of a kernel definition: its name, version, variant policy and
  * the printed IR of every variant at fixed probe shapes, for each dtype.

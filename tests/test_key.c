@@ -271,3 +271,87 @@ Test(key, a_stored_entry_is_current_stale_or_unchecked)
 	cuda->available = 0;            /* no NVRTC, say */
 	cr_assert_eq(check(&d, "backend"), KS_KEYS_UNCHECKED);
 }
+
+/* The normalized get of a header (fields without op); KS_OK or its code. */
+static int get_of(const char *fields, ks_get_t *g, char *err, size_t errlen)
+{
+	char json[1024];
+	ks_request_t req;
+	int rc;
+
+	snprintf(json, sizeof json, "{\"op\":\"get\",%s}", fields);
+	cr_assert_eq(ks_request_parse(json, strlen(json), &req, err, errlen),
+	    KS_OK, "%s: %s", json, err);
+	rc = ks_keys_normalize(S, &req.get, g, err, errlen);
+	ks_request_close(&req);
+	return rc;
+}
+
+#define GEMV ",\"shape\":{\"M\":1,\"N\":64,\"K\":32}"
+
+/* wdtype absent and wdtype equal to dtype are one request (one key, one
+ * canonical spec without wdtype); another wdtype is a key of its own and
+ * is in the canonical spec; a pair the kernel does not take is refused. */
+Test(key, wdtype_equal_to_dtype_is_the_plain_request_and_another_is_not)
+{
+	char a[KS_HASH_HEX], b[KS_HASH_HEX], c[KS_HASH_HEX], d[KS_HASH_HEX];
+	char err[512];
+	ks_get_t g;
+	ks_buf_t o;
+
+	key_of(BASE ",\"dtype\":\"f32\"" GEMV, a);
+	key_of(BASE ",\"dtype\":\"f32\",\"wdtype\":\"f32\"" GEMV, b);
+	key_of(BASE ",\"dtype\":\"f32\",\"wdtype\":\"bf16\"" GEMV, c);
+	key_of(BASE ",\"dtype\":\"f32\",\"wdtype\":\"f16\"" GEMV, d);
+	cr_assert_str_eq(a, b);
+	cr_assert_str_neq(a, c);
+	cr_assert_str_neq(a, d);
+	cr_assert_str_neq(c, d);
+	key_of(BASE ",\"dtype\":\"bf16\",\"wdtype\":\"bf16\"" GEMV, b);
+	cr_assert_str_neq(b, c, "dtype bf16 is not f32 with bf16 weights");
+
+	cr_assert_eq(get_of(BASE ",\"dtype\":\"f32\",\"wdtype\":\"f32\"" GEMV,
+	    &g, err, sizeof err), KS_OK, "%s", err);
+	ks_buf_init(&o);
+	cr_assert_eq(ks_get_spec_json(&g, &o), KS_OK);
+	cr_assert(strstr(o.data, "wdtype") == NULL, "%s", o.data);
+	ks_buf_close(&o);
+	cr_assert_eq(get_of(BASE ",\"dtype\":\"f32\",\"wdtype\":\"bf16\"" GEMV,
+	    &g, err, sizeof err), KS_OK, "%s", err);
+	cr_assert_eq(g.spec.wdtype, KS_DTYPE_BF16);
+	ks_buf_init(&o);
+	cr_assert_eq(ks_get_spec_json(&g, &o), KS_OK);
+	cr_assert(strstr(o.data, "\"dtype\":\"f32\",\"wdtype\":\"bf16\"") !=
+	    NULL, "%s", o.data);
+	ks_buf_close(&o);
+
+	cr_assert_eq(get_of(BASE ",\"dtype\":\"bf16\",\"wdtype\":\"f16\"" GEMV,
+	    &g, err, sizeof err), KS_E_BAD_DTYPE);
+	cr_assert(strstr(err, "wdtype") != NULL, "%s", err);
+	cr_assert_eq(get_of(BASE ",\"dtype\":\"f32\",\"wdtype\":\"f8\"" GEMV,
+	    &g, err, sizeof err), KS_E_BAD_DTYPE);
+	cr_assert(strstr(err, "wdtype") != NULL, "%s", err);
+	cr_assert_eq(get_of("\"kernel\":\"softmax\",\"backend\":\"cpu\","
+	    "\"dtype\":\"f32\",\"wdtype\":\"bf16\",\"shape\":{\"R\":2,"
+	    "\"L\":8}", &g, err, sizeof err), KS_E_BAD_DTYPE);
+	cr_assert(strstr(err, "wdtype") != NULL, "%s", err);
+}
+
+/* A stored entry of a mixed request (its dtype column the request's
+ * dtype, f32) is current: its key names the weight dtype it was made for,
+ * and ks_keys_entry_get gives that one back. */
+Test(key, a_stored_mixed_entry_is_current_with_its_wdtype)
+{
+	char hex[KS_HASH_HEX];
+	ks_store_entry_t e;
+	ks_get_t g;
+	const char *why = "";
+
+	e = entry_of(BASE ",\"dtype\":\"f32\",\"wdtype\":\"bf16\","
+	    "\"shape\":{\"M\":1,\"N\":8,\"K\":8}", "M=1,N=8,K=8", hex);
+	cr_assert_eq(check(&e, NULL), KS_KEYS_CURRENT);
+	cr_assert_eq(ks_keys_entry_get(S, &e, &g, &why), KS_KEYS_CURRENT);
+	cr_assert_eq(g.spec.wdtype, KS_DTYPE_BF16);
+	e.key.b[0] ^= 1;
+	cr_assert_eq(check(&e, "fingerprint"), KS_KEYS_STALE);
+}
