@@ -13,6 +13,7 @@
 #include "ref_norm.h"
 #include "ref_rope.h"
 #include "ref_attn.h"
+#include "ref_glue.h"
 
 static inline void *ref_buf(buf_t *b, int nb, const char *name)
 {
@@ -67,6 +68,21 @@ static inline void ref_kernel_mixed(const ks_kernel_def_t *def,
 		ref_attn_decode(B_("q"), B_("k"), B_("v"), B_("lens"), B_("o"),
 		    d, V_("B"), V_("Hq"), V_("Hkv"), V_("D"), V_("S"),
 		    1.0f / sqrtf((float)V_("D")));
+		return;
+	}
+	if (strcmp(def->name, "embedding") == 0) {
+		ref_embedding_mixed(B_("ids"), B_("table"), B_("y"), d, w,
+		    V_("T"), V_("V"), V_("H"));
+		return;
+	}
+	if (strcmp(def->name, "argmax") == 0) {
+		ref_argmax(B_("x"), B_("idx"), d, V_("R"), V_("N"));
+		return;
+	}
+	if (strcmp(def->name, "kv_append_rope") == 0) {
+		ref_kv_append_rope_mixed(B_("k"), B_("v"), B_("pos"),
+		    B_("cs"), B_("k_cache"), B_("v_cache"), d, w, V_("B"),
+		    V_("T"), V_("Hkv"), V_("D"), V_("S"), V_("P"));
 		return;
 	}
 	if (strcmp(def->name, "silu_mul") == 0) {

@@ -6,7 +6,10 @@
  * rotating in place again and again keeps x's magnitude; positions
  * (37 t + 11) % P, so that a single token is not at position 0, where the
  * rotation is the identity;
- * every sequence full, lens = S).  Header-only; needs only the kernel
+ * every sequence full, lens = S; embedding's ids (37 t + 11) % V;
+ * kv_append_rope's positions (37 b + 11) % (S - T + 1) when that is
+ * below P, so that every new token has a slot and an angle; the caches
+ * start as test data, and the slots a step does not write keep it).  Header-only; needs only the kernel
  * definitions.
  */
 #ifndef KS_REF_LAYOUT_H
@@ -75,6 +78,20 @@ static inline int layout(const ks_kernel_def_t *def, const int64_t *v,
 	} else if (strcmp(n, "silu_mul") == 0) {
 		B_("gu", D_("T") * 2 * D_("F"), 0, 0);
 		B_("y", D_("T") * D_("F"), 0, 1);
+	} else if (strcmp(n, "embedding") == 0) {
+		B_("ids", D_("T"), 1, 0);
+		B_("table", D_("V") * D_("H"), 0, 0);
+		B_("y", D_("T") * D_("H"), 0, 1);
+	} else if (strcmp(n, "argmax") == 0) {
+		B_("x", D_("R") * D_("N"), 0, 0);
+		B_("idx", D_("R"), 1, 1);
+	} else if (strcmp(n, "kv_append_rope") == 0) {
+		B_("k", D_("B") * D_("T") * D_("Hkv") * D_("D"), 0, 0);
+		B_("v", D_("B") * D_("T") * D_("Hkv") * D_("D"), 0, 0);
+		B_("pos", D_("B"), 1, 0);
+		B_("cs", D_("P") * D_("D"), 0, 0);
+		B_("k_cache", D_("B") * D_("S") * D_("Hkv") * D_("D"), 0, 1);
+		B_("v_cache", D_("B") * D_("S") * D_("Hkv") * D_("D"), 0, 1);
 	} else if (strcmp(n, "attention_decode") == 0) {
 		B_("q", D_("B") * D_("Hq") * D_("D"), 0, 0);
 		B_("k", D_("B") * D_("S") * D_("Hkv") * D_("D"), 0, 0);
@@ -107,18 +124,50 @@ static inline size_t lay_size(const buf_t *b, ks_dtype_t dt, ks_dtype_t wdt)
 	    wdt)));
 }
 
+/* Whether B is only written, so that a test may poison it before a run
+ * (every element is a result); the in-place buffers (rope's x,
+ * add_rmsnorm's res) and the KV caches (whose other slots stay) are not. */
+static inline int lay_is_output(const buf_t *b)
+{
+	static const char *const kept[] = { "x", "res", "k_cache", "v_cache" };
+	size_t i;
+
+	if (!b->written)
+		return 0;
+	for (i = 0; i < sizeof kept / sizeof kept[0]; i++)
+		if (strcmp(b->name, kept[i]) == 0)
+			return 0;
+	return 1;
+}
+
+/* The dtype B's elements compare as: DT, or 4-byte words for int32. */
+static inline ks_dtype_t lay_cmp_dtype(const buf_t *b, ks_dtype_t dt)
+{
+	return b->i32 ? KS_DTYPE_F32 : dt;
+}
+
 static inline size_t lay_bytes(const buf_t *b, size_t es)
 {
 	return (size_t)b->elems * (b->i32 ? 4 : es);
 }
 
 /* Elements of B a launch reads: all of them, except rope's cs, of which it
- * reads the T rows at the positions (at most P). */
+ * reads the T rows at the positions (at most P), embedding's table, of
+ * which it reads T rows (at most V), and kv_append_rope's cs (B T rows)
+ * and caches (which it only writes: B T rows each, counted once). */
 static inline int64_t lay_read_elems(const ks_kernel_def_t *def,
     const int64_t *v, const buf_t *b)
 {
 	if (strcmp(def->name, "rope") == 0 && strcmp(b->name, "cs") == 0)
 		return (D_("T") < D_("P") ? D_("T") : D_("P")) * D_("D");
+	if (strcmp(def->name, "embedding") == 0 &&
+	    strcmp(b->name, "table") == 0)
+		return (D_("T") < D_("V") ? D_("T") : D_("V")) * D_("H");
+	if (strcmp(def->name, "kv_append_rope") == 0 &&
+	    strcmp(b->name, "cs") == 0)
+		return D_("B") * D_("T") * D_("D");
+	if (strcmp(def->name, "kv_append_rope") == 0 && b->written)
+		return D_("B") * D_("T") * D_("Hkv") * D_("D");
 	return b->elems;
 }
 
@@ -135,12 +184,35 @@ static inline double moved(const ks_kernel_def_t *def, const int64_t *v,
 		double el = (double)lay_read_elems(def, v, &b[i]);
 		double size = b[i].i32 ? 4 : (double)es;
 
-		if (strcmp(b[i].name, "y") == 0 || strcmp(b[i].name, "o") == 0)
+		if (strcmp(b[i].name, "y") == 0 || strcmp(b[i].name, "o") == 0 ||
+		    strcmp(b[i].name, "idx") == 0 ||
+		    strcmp(b[i].name, "k_cache") == 0 ||
+		    strcmp(b[i].name, "v_cache") == 0)
 			sum += el * size;
 		else
 			sum += el * size * (b[i].written ? 2 : 1);
 	}
 	return sum;
+}
+
+/* Element J of the i32 buffer B: a length, an id or a position. */
+static inline int32_t lay_i32(const ks_kernel_def_t *def, const int64_t *v,
+    const buf_t *b, int64_t j)
+{
+	int64_t n;
+
+	if (strcmp(b->name, "lens") == 0)
+		return (int32_t)D_("S");
+	if (strcmp(def->name, "embedding") == 0)
+		return (int32_t)((j * 37 + 11) % D_("V"));
+	if (strcmp(def->name, "kv_append_rope") == 0) {
+		n = D_("S") - D_("T") + 1;
+		n = n < D_("P") ? n : D_("P");
+		return (int32_t)(n > 0 ? (j * 37 + 11) % n : 0);
+	}
+	if (strcmp(b->name, "idx") == 0)
+		return -2;
+	return (int32_t)((j * 37 + 11) % D_("P"));
 }
 
 /* Allocates (64-byte aligned) and fills the NB buffers of B, the weight
@@ -161,7 +233,8 @@ static inline void lay_fill_mixed(const ks_kernel_def_t *def,
 			fprintf(stderr, "layout: out of memory\n");
 			exit(1);
 		}
-		if (strcmp(def->name, "rope") == 0 &&
+		if ((strcmp(def->name, "rope") == 0 ||
+		    strcmp(def->name, "kv_append_rope") == 0) &&
 		    strcmp(b[i].name, "cs") == 0) {
 			int64_t D = D_("D"), h = D / 2, p, c;
 
@@ -183,10 +256,7 @@ static inline void lay_fill_mixed(const ks_kernel_def_t *def,
 			continue;
 		}
 		for (j = 0; j < b[i].elems; j++)
-			((int32_t *)b[i].data)[j] =
-			    strcmp(b[i].name, "lens") == 0 ?
-			    (int32_t)D_("S") : (int32_t)((j * 37 + 11) %
-			    D_("P"));
+			((int32_t *)b[i].data)[j] = lay_i32(def, v, &b[i], j);
 	}
 }
 

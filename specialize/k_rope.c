@@ -42,12 +42,12 @@
  * measured at 1.00x of general with T bound (bench/kernels, T=1, Hn=32,
  * D=128, bf16) and dropped.
  */
-#include "specialize.h"
+#include "k_rope.h"
 
 #include <stdio.h>
 #include <string.h>
 
-enum { NLANES = 32 };
+enum { NLANES = KS_ROPE_LANES };
 
 static const char *const rope_dims[] = { "T", "Hn", "D", "P" };
 enum { DIM_T, DIM_HN, DIM_D, DIM_P };
@@ -73,11 +73,8 @@ static const char *rope_select(const ks_spec_t *spec)
 	return "general";
 }
 
-/*
- * Checks that buffer BUF of the product of the NDIM dims in IDX fits
- * KS_MAX_ELEMS when all of them are constant (overflow-checked).
- */
-static int check_buffer(const ks_spec_t *spec, const char *buf,
+/* k_rope.h */
+int ks_check_buffer(const ks_spec_t *spec, const char *buf,
     const int *idx, int ndim, char *err, size_t errlen)
 {
 	char dims[64] = "", vals[96] = "";
@@ -122,27 +119,21 @@ static int rope_check(const ks_spec_t *spec, char *err, size_t errlen)
 			    (long long)d->value);
 		return KS_E_BAD_SHAPE;
 	}
-	rc = check_buffer(spec, "x", x_dims, 3, err, errlen);
-	rc = rc ? rc : check_buffer(spec, "pos", pos_dims, 1, err, errlen);
-	return rc ? rc : check_buffer(spec, "cs", cs_dims, 2, err, errlen);
+	rc = ks_check_buffer(spec, "x", x_dims, 3, err, errlen);
+	rc = rc ? rc : ks_check_buffer(spec, "pos", pos_dims, 1, err, errlen);
+	return rc ? rc : ks_check_buffer(spec, "cs", cs_dims, 2, err, errlen);
 }
 
-/* ---- the builder ---- */
+/* ---- the row rotation (k_rope.h) ---- */
 
 typedef struct {
 	ks_ir_kernel_t *k;
-	int x, pos, cs, T, Hn, D, P;    /* parameters */
-	int xo, co;                     /* uniform row offsets into x, cs */
+	const ks_rope_row_t *row;
 } rope_t;
 
 static ks_expr_t *c64(rope_t *r, int64_t v)
 {
 	return ks_x_i64(r->k, v);
-}
-
-static ks_expr_t *par(rope_t *r, int p)
-{
-	return ks_x_param(r->k, p);
 }
 
 static ks_expr_t *var(rope_t *r, int v)
@@ -159,7 +150,7 @@ static ks_expr_t *bin(rope_t *r, ks_binop_t op, ks_expr_t *a, ks_expr_t *b)
  * D is bound (a variable would hide the constant from the fold pass). */
 static ks_expr_t *half(rope_t *r)
 {
-	return bin(r, KS_OP_DIV, par(r, r->D), c64(r, 2));
+	return bin(r, KS_OP_DIV, ks_x_param(r->k, r->row->D), c64(r, 2));
 }
 
 /* D/2 - (D/2) % 32: the end of the full chunks. */
@@ -178,6 +169,17 @@ static int decl(rope_t *r, ks_stmt_t *block, const char *name, ks_ty_t t,
 	return v;
 }
 
+/* OFF + [D/2 +] I, a fresh tree: element I of a row's first or second
+ * half. */
+static ks_expr_t *at(rope_t *r, int off, int second, int i)
+{
+	ks_expr_t *o = var(r, off);
+
+	if (second)
+		o = bin(r, KS_OP_ADD, o, half(r));
+	return bin(r, KS_OP_ADD, o, var(r, i));
+}
+
 /*
  * Appends to BLOCK, inside LANES, the rotation of pair I (a lane
  * variable); SFX ("v" main, "t" tail) names the lane variables.  Loads
@@ -185,80 +187,43 @@ static int decl(rope_t *r, ks_stmt_t *block, const char *name, ks_ty_t t,
  */
 static void rotate(rope_t *r, ks_stmt_t *block, char sfx, int i)
 {
+	const ks_rope_row_t *w = r->row;
 	ks_ir_kernel_t *k = r->k;
 	char name[8];
 	int c, s, x0, x1;
 
 	snprintf(name, sizeof name, "c%c", sfx);
-	c = decl(r, block, name, KS_TY_F32, KS_VAR_LANE, ks_x_load(k, r->cs,
-	    bin(r, KS_OP_ADD, var(r, r->co), var(r, i))));
+	c = decl(r, block, name, KS_TY_F32, KS_VAR_LANE,
+	    ks_x_load(k, w->cs, at(r, w->co, 0, i)));
 	snprintf(name, sizeof name, "s%c", sfx);
-	s = decl(r, block, name, KS_TY_F32, KS_VAR_LANE, ks_x_load(k, r->cs,
-	    bin(r, KS_OP_ADD, bin(r, KS_OP_ADD, var(r, r->co), half(r)),
-	    var(r, i))));
+	s = decl(r, block, name, KS_TY_F32, KS_VAR_LANE,
+	    ks_x_load(k, w->cs, at(r, w->co, 1, i)));
 	snprintf(name, sizeof name, "x0%c", sfx);
-	x0 = decl(r, block, name, KS_TY_F32, KS_VAR_LANE, ks_x_load(k, r->x,
-	    bin(r, KS_OP_ADD, var(r, r->xo), var(r, i))));
+	x0 = decl(r, block, name, KS_TY_F32, KS_VAR_LANE,
+	    ks_x_load(k, w->src, at(r, w->so, 0, i)));
 	snprintf(name, sizeof name, "x1%c", sfx);
-	x1 = decl(r, block, name, KS_TY_F32, KS_VAR_LANE, ks_x_load(k, r->x,
-	    bin(r, KS_OP_ADD, bin(r, KS_OP_ADD, var(r, r->xo), half(r)),
-	    var(r, i))));
+	x1 = decl(r, block, name, KS_TY_F32, KS_VAR_LANE,
+	    ks_x_load(k, w->src, at(r, w->so, 1, i)));
 	/* y0 = x0 * c - x1 * s */
-	ks_s_append(k, block, ks_s_store(k, r->x, bin(r, KS_OP_ADD,
-	    var(r, r->xo), var(r, i)), bin(r, KS_OP_SUB,
-	    bin(r, KS_OP_MUL, var(r, x0), var(r, c)),
+	ks_s_append(k, block, ks_s_store(k, w->dst, at(r, w->dof, 0, i),
+	    bin(r, KS_OP_SUB, bin(r, KS_OP_MUL, var(r, x0), var(r, c)),
 	    bin(r, KS_OP_MUL, var(r, x1), var(r, s)))));
 	/* y1 = x1 * c + x0 * s */
-	ks_s_append(k, block, ks_s_store(k, r->x, bin(r, KS_OP_ADD,
-	    bin(r, KS_OP_ADD, var(r, r->xo), half(r)), var(r, i)),
+	ks_s_append(k, block, ks_s_store(k, w->dst, at(r, w->dof, 1, i),
 	    bin(r, KS_OP_ADD, bin(r, KS_OP_MUL, var(r, x1), var(r, c)),
 	    bin(r, KS_OP_MUL, var(r, x0), var(r, s)))));
 }
 
-static ks_ir_kernel_t *rope_build(const ks_spec_t *spec, const char *variant)
+void ks_rope_row(ks_ir_kernel_t *k, ks_stmt_t *block, const ks_rope_row_t *w)
 {
-	rope_t r = { 0 };
-	ks_ir_kernel_t *k;
-	ks_stmt_t *body, *valid, *loop, *lanes, *tail, *guard;
-	ks_expr_t *p;
-	int pv, i0, iv, it;
-
-	if (strcmp(variant, "general") != 0)
-		return NULL;
-	k = ks_ir_new("rope", variant, NLANES);
-	r.k = k;
-	r.x = ks_ir_buffer(k, "x", spec->dtype,
-	    KS_ACCESS_READ | KS_ACCESS_WRITE);
-	r.pos = ks_ir_buffer_i32(k, "pos", KS_ACCESS_READ);
-	r.cs = ks_ir_buffer(k, "cs", spec->wdtype, KS_ACCESS_READ);
-	ks_ir_buffer_dims(k, r.x, "T,Hn,D");
-	ks_ir_buffer_dims(k, r.pos, "T");
-	ks_ir_buffer_dims(k, r.cs, "P,D");
-	r.T = ks_ir_scalar(k, "T", KS_TY_I64);
-	r.Hn = ks_ir_scalar(k, "Hn", KS_TY_I64);
-	r.D = ks_ir_scalar(k, "D", KS_TY_I64);
-	r.P = ks_ir_scalar(k, "P", KS_TY_I64);
-	body = k->body;
-
-	/* Work-group = one (t, h) row: group = t * Hn + h. */
-	k->grid = bin(&r, KS_OP_MUL, par(&r, r.T), par(&r, r.Hn));
-	p = ks_x_load(k, r.pos, bin(&r, KS_OP_DIV, ks_x_group(k),
-	    par(&r, r.Hn)));
-	pv = decl(&r, body, "p", KS_TY_I64, KS_VAR_UNIFORM,
-	    ks_x_cast(k, KS_TY_I64, p));
-	valid = ks_s_if(k, bin(&r, KS_OP_AND,
-	    bin(&r, KS_OP_LE, c64(&r, 0), var(&r, pv)),
-	    bin(&r, KS_OP_LT, var(&r, pv), par(&r, r.P))));
-	ks_s_append(k, body, valid);
-	r.xo = decl(&r, valid->body, "xo", KS_TY_I64, KS_VAR_UNIFORM,
-	    bin(&r, KS_OP_MUL, ks_x_group(k), par(&r, r.D)));
-	r.co = decl(&r, valid->body, "co", KS_TY_I64, KS_VAR_UNIFORM,
-	    bin(&r, KS_OP_MUL, var(&r, pv), par(&r, r.D)));
+	rope_t r = { k, w };
+	ks_stmt_t *loop, *lanes, *tail, *guard;
+	int i0, iv, it;
 
 	/* Full chunks: i = i0 + lane < D/2 - (D/2) % 32, no guard. */
 	i0 = ks_ir_var(k, "i0", KS_TY_I64, KS_VAR_UNIFORM);
 	loop = ks_s_for(k, i0, c64(&r, 0), half_main(&r), NLANES);
-	ks_s_append(k, valid->body, loop);
+	ks_s_append(k, block, loop);
 	lanes = ks_s_lanes(k);
 	ks_s_append(k, loop->body, lanes);
 	iv = decl(&r, lanes->body, "i", KS_TY_I64, KS_VAR_LANE,
@@ -268,7 +233,7 @@ static ks_ir_kernel_t *rope_build(const ks_spec_t *spec, const char *variant)
 	/* Tail chunk: i = D/2 - (D/2) % 32 + lane, guarded by i < D/2. */
 	tail = ks_s_if(k, bin(&r, KS_OP_NE, bin(&r, KS_OP_REM, half(&r),
 	    c64(&r, NLANES)), c64(&r, 0)));
-	ks_s_append(k, valid->body, tail);
+	ks_s_append(k, block, tail);
 	lanes = ks_s_lanes(k);
 	ks_s_append(k, tail->body, lanes);
 	it = decl(&r, lanes->body, "it", KS_TY_I64, KS_VAR_LANE,
@@ -276,6 +241,51 @@ static ks_ir_kernel_t *rope_build(const ks_spec_t *spec, const char *variant)
 	guard = ks_s_if(k, bin(&r, KS_OP_LT, var(&r, it), half(&r)));
 	ks_s_append(k, lanes->body, guard);
 	rotate(&r, guard->body, 't', it);
+}
+
+/* ---- the builder ---- */
+
+static ks_ir_kernel_t *rope_build(const ks_spec_t *spec, const char *variant)
+{
+	ks_rope_row_t w;
+	ks_ir_kernel_t *k;
+	ks_stmt_t *valid;
+	int x, pos, T, Hn, D, P, pv;
+
+	if (strcmp(variant, "general") != 0)
+		return NULL;
+	k = ks_ir_new("rope", variant, NLANES);
+	x = ks_ir_buffer(k, "x", spec->dtype,
+	    KS_ACCESS_READ | KS_ACCESS_WRITE);
+	pos = ks_ir_buffer_i32(k, "pos", KS_ACCESS_READ);
+	w.cs = ks_ir_buffer(k, "cs", spec->wdtype, KS_ACCESS_READ);
+	ks_ir_buffer_dims(k, x, "T,Hn,D");
+	ks_ir_buffer_dims(k, pos, "T");
+	ks_ir_buffer_dims(k, w.cs, "P,D");
+	T = ks_ir_scalar(k, "T", KS_TY_I64);
+	Hn = ks_ir_scalar(k, "Hn", KS_TY_I64);
+	D = ks_ir_scalar(k, "D", KS_TY_I64);
+	P = ks_ir_scalar(k, "P", KS_TY_I64);
+
+	/* Work-group = one (t, h) row: group = t * Hn + h. */
+	k->grid = ks_x_bin(k, KS_OP_MUL, ks_x_param(k, T), ks_x_param(k, Hn));
+	pv = ks_ir_var(k, "p", KS_TY_I64, KS_VAR_UNIFORM);
+	ks_s_append(k, k->body, ks_s_decl(k, pv, ks_x_cast(k, KS_TY_I64,
+	    ks_x_load(k, pos, ks_x_bin(k, KS_OP_DIV, ks_x_group(k),
+	    ks_x_param(k, Hn))))));
+	valid = ks_s_if(k, ks_x_bin(k, KS_OP_AND,
+	    ks_x_bin(k, KS_OP_LE, ks_x_i64(k, 0), ks_x_var(k, pv)),
+	    ks_x_bin(k, KS_OP_LT, ks_x_var(k, pv), ks_x_param(k, P))));
+	ks_s_append(k, k->body, valid);
+	w.src = w.dst = x;
+	w.D = D;
+	w.so = w.dof = ks_ir_var(k, "xo", KS_TY_I64, KS_VAR_UNIFORM);
+	ks_s_append(k, valid->body, ks_s_decl(k, w.so, ks_x_bin(k,
+	    KS_OP_MUL, ks_x_group(k), ks_x_param(k, D))));
+	w.co = ks_ir_var(k, "co", KS_TY_I64, KS_VAR_UNIFORM);
+	ks_s_append(k, valid->body, ks_s_decl(k, w.co, ks_x_bin(k,
+	    KS_OP_MUL, ks_x_var(k, pv), ks_x_param(k, D))));
+	ks_rope_row(k, valid->body, &w);
 	return k;
 }
 

@@ -20,6 +20,9 @@ static const ks_kernel_def_t *const library[] = {
 	&ks_kernel_rope,
 	&ks_kernel_silu_mul,
 	&ks_kernel_attention_decode,
+	&ks_kernel_embedding,
+	&ks_kernel_argmax,
+	&ks_kernel_kv_append_rope,
 };
 
 #define NKERNELS ((int)(sizeof library / sizeof library[0]))

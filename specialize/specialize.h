@@ -442,6 +442,9 @@ extern const ks_kernel_def_t ks_kernel_softmax;
 extern const ks_kernel_def_t ks_kernel_rope;
 extern const ks_kernel_def_t ks_kernel_silu_mul;
 extern const ks_kernel_def_t ks_kernel_attention_decode;
+extern const ks_kernel_def_t ks_kernel_embedding;
+extern const ks_kernel_def_t ks_kernel_argmax;
+extern const ks_kernel_def_t ks_kernel_kv_append_rope;
 
 /* The library, in a fixed order. */
 const ks_kernel_def_t *const *ks_kernels(int *count);

@@ -540,7 +540,9 @@ Test(mixed, pairs_validation_and_buffer_dtypes)
 		cr_assert_eq(mixed, strcmp(all[i]->name, "gemm") == 0 ||
 		    strcmp(all[i]->name, "rmsnorm") == 0 ||
 		    strcmp(all[i]->name, "add_rmsnorm") == 0 ||
-		    strcmp(all[i]->name, "rope") == 0 ? 2 : 0, "%s",
+		    strcmp(all[i]->name, "rope") == 0 ||
+		    strcmp(all[i]->name, "embedding") == 0 ||
+		    strcmp(all[i]->name, "kv_append_rope") == 0 ? 2 : 0, "%s",
 		    all[i]->name);
 	}
 	/* A pair the kernel does not take is E_BAD_DTYPE naming wdtype. */

@@ -35,6 +35,12 @@ static const struct {
 	{ "attention_decode", "general", { 2, 32, 8, 128, 300 }, 31 },
 	{ "attention_decode", NULL, { 2, 8, 2, 64, 129 }, 0 },
 	{ "attention_decode", NULL, { 1, 4, 4, 96, 65 }, 31 },
+	{ "embedding", NULL, { 1, 1000, 4096 }, 7 },
+	{ "embedding", NULL, { 5, 300, 1000 }, 0 },
+	{ "argmax", NULL, { 1, 32000 }, 3 },
+	{ "argmax", NULL, { 3, 1001 }, 0 },
+	{ "kv_append_rope", NULL, { 2, 1, 8, 128, 300, 512 }, 63 },
+	{ "kv_append_rope", NULL, { 2, 3, 4, 96, 65, 64 }, 0 },
 };
 
 #endif

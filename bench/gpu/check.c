@@ -616,7 +616,8 @@ static void check_kernel(const char *target, const char *kernel,
 			want[i] = malloc(c.bytes[i]);
 			CU(cu.MemcpyDtoH(want[i], c.dev[i], c.bytes[i]));
 			for (e = 0; e < c.b[i].elems; e++) {
-				double u = ulps(want[i], c.b[i].data, dt, e);
+				double u = ulps(want[i], c.b[i].data,
+				    lay_cmp_dtype(&c.b[i], dt), e);
 
 				bad += exp_used ? u > EXP_ULPS : u != 0;
 				worst = u > worst ? u : worst;
