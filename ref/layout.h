@@ -6,7 +6,9 @@
  * rotating in place again and again keeps x's magnitude; positions
  * (37 t + 11) % P, so that a single token is not at position 0, where the
  * rotation is the identity;
- * every sequence full, lens = S).  Header-only; needs only the kernel
+ * every sequence full, lens = S, or MB * BS paged, so that a prefill's
+ * rows see S - T + 1 .. S positions; a paged block table that visits
+ * the blocks out of order, entry j = (7 j + 3) % NB).  Header-only; needs only the kernel
  * definitions.
  */
 #ifndef KS_REF_LAYOUT_H
@@ -79,6 +81,18 @@ static inline int layout(const ks_kernel_def_t *def, const int64_t *v,
 		B_("v", D_("B") * D_("S") * D_("Hkv") * D_("D"), 0, 0);
 		B_("lens", D_("B"), 1, 0);
 		B_("o", D_("B") * D_("Hq") * D_("D"), 0, 1);
+	} else if (strcmp(n, "attention_prefill") == 0 ||
+	    strcmp(n, "attention_paged") == 0) {
+		int paged = strcmp(n, "attention_paged") == 0;
+		int64_t kv = paged ? D_("NB") * D_("BS") : D_("B") * D_("Sc");
+
+		B_("q", D_("B") * D_("T") * D_("Hq") * D_("D"), 0, 0);
+		B_("k", kv * D_("Hkv") * D_("D"), 0, 0);
+		B_("v", kv * D_("Hkv") * D_("D"), 0, 0);
+		if (paged)
+			B_("block_table", D_("B") * D_("MB"), 1, 0);
+		B_("lens", D_("B"), 1, 0);
+		B_("o", D_("B") * D_("T") * D_("Hq") * D_("D"), 0, 1);
 	} else {
 		fprintf(stderr, "layout: no layout for %s\n", n);
 		exit(1);
@@ -123,6 +137,19 @@ static inline double moved(const ks_kernel_def_t *def, const int64_t *v,
 	return sum;
 }
 
+/* Element J of the int32 buffer NAME: lens full, the block table out of
+ * order, rope's positions spread over the table. */
+static inline int32_t lay_i32(const ks_kernel_def_t *def, const int64_t *v,
+    const char *name, int64_t j)
+{
+	if (strcmp(name, "lens") == 0)
+		return strcmp(def->name, "attention_paged") == 0 ?
+		    (int32_t)(D_("MB") * D_("BS")) : (int32_t)D_("S");
+	if (strcmp(name, "block_table") == 0)
+		return (int32_t)((j * 7 + 3) % D_("NB"));
+	return (int32_t)((j * 37 + 11) % D_("P"));
+}
+
 /* Allocates (64-byte aligned) and fills the NB buffers of B. */
 static inline void lay_fill(const ks_kernel_def_t *def, const int64_t *v,
     buf_t *b, int nb, ks_dtype_t dt, uint64_t seed)
@@ -160,10 +187,8 @@ static inline void lay_fill(const ks_kernel_def_t *def, const int64_t *v,
 			continue;
 		}
 		for (j = 0; j < b[i].elems; j++)
-			((int32_t *)b[i].data)[j] =
-			    strcmp(b[i].name, "lens") == 0 ?
-			    (int32_t)D_("S") : (int32_t)((j * 37 + 11) %
-			    D_("P"));
+			((int32_t *)b[i].data)[j] = lay_i32(def, v, b[i].name,
+			    j);
 	}
 }
 

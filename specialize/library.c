@@ -20,6 +20,8 @@ static const ks_kernel_def_t *const library[] = {
 	&ks_kernel_rope,
 	&ks_kernel_silu_mul,
 	&ks_kernel_attention_decode,
+	&ks_kernel_attention_prefill,
+	&ks_kernel_attention_paged,
 };
 
 #define NKERNELS ((int)(sizeof library / sizeof library[0]))
