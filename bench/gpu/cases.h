@@ -35,6 +35,13 @@ static const struct {
 	{ "attention_decode", "general", { 2, 32, 8, 128, 300 }, 31 },
 	{ "attention_decode", NULL, { 2, 8, 2, 64, 129 }, 0 },
 	{ "attention_decode", NULL, { 1, 4, 4, 96, 65 }, 31 },
+	/* B, T, Hq, Hkv, D, S, Sc: a verify step of 4, a prefill of 70 */
+	{ "attention_prefill", NULL, { 2, 4, 32, 8, 128, 300, 320 }, 127 },
+	{ "attention_prefill", "general", { 2, 4, 32, 8, 128, 300, 320 }, 127 },
+	{ "attention_prefill", NULL, { 1, 70, 8, 2, 64, 130, 130 }, 0 },
+	/* B, T, Hq, Hkv, D, BS, MB, NB: paged decode, a paged prefill */
+	{ "attention_paged", NULL, { 2, 1, 32, 8, 128, 16, 20, 45 }, 255 },
+	{ "attention_paged", NULL, { 2, 5, 8, 8, 64, 16, 9, 20 }, 0 },
 };
 
 #endif
