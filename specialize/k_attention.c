@@ -1,4 +1,10 @@
 /*
+ * attention_decode, attention_prefill, attention_paged: one builder.
+ * attention_decode is described here; prefill and paged compute each of
+ * their causal query rows exactly as a decode row over its own positions
+ * (see "forms" below and docs/kernels.md), so the three share every line
+ * of the arithmetic.
+ *
  * attention_decode: one query token per sequence, against a KV cache.
  *
  *   o[b][h] = sum_p softmax_p(dot(q[b][h], k[b][p][kvh]) * scale)
