@@ -921,39 +921,22 @@ const ks_kernel_def_t ks_kernel_attention_decode = {
 	.nprobes = 2,
 };
 
-const ks_kernel_def_t ks_kernel_attention_prefill = {
-	.name = "attention_prefill",
-	.summary = "causal attention of T query rows per sequence, row t at "
-	    "position n-T+t of n = clamp(lens[b], 0, S), over k, v of "
-	    "[B][Sc][Hkv][D] (rows of Sc positions); T = 1 is decode, a "
-	    "constant T of 2..8 a verify step",
-	.version = 1,
-	.dims = prefill_dims,
-	.ndims = 7,
-	.variants = attn_variants,
-	.nvariants = 3,
-	.select = attn_select,
-	.guards = rows_guards,
-	.check = attn_check,
-	.build = attn_build,
-	.probes = prefill_probes,
-	.nprobes = 2,
-};
+/* A kernel of query rows (T) of this builder: DIMS_, N dims, PROBES_. */
+#define ROWS_KERNEL(name_, summary_, dims_, n, probes_) { \
+	.name = name_, .summary = summary_, .version = 1, .dims = dims_, \
+	.ndims = n, .variants = attn_variants, .nvariants = 3, \
+	.select = attn_select, .guards = rows_guards, .check = attn_check, \
+	.build = attn_build, .probes = probes_, .nprobes = 2, \
+}
 
-const ks_kernel_def_t ks_kernel_attention_paged = {
-	.name = "attention_paged",
-	.summary = "attention_prefill over a paged KV cache: k, v of "
-	    "[NB][BS][Hkv][D], block_table[B][MB] names the block of each BS "
-	    "positions, n = clamp(lens[b], 0, MB*BS); T = 1 is decode",
-	.version = 1,
-	.dims = paged_dims,
-	.ndims = 8,
-	.variants = attn_variants,
-	.nvariants = 3,
-	.select = attn_select,
-	.guards = rows_guards,
-	.check = attn_check,
-	.build = attn_build,
-	.probes = paged_probes,
-	.nprobes = 2,
-};
+const ks_kernel_def_t ks_kernel_attention_prefill = ROWS_KERNEL(
+    "attention_prefill", "causal attention of T query rows per sequence, "
+    "row t at position n-T+t of n = clamp(lens[b], 0, S), over k, v of "
+    "[B][Sc][Hkv][D] (rows of Sc positions); T = 1 is decode, a constant "
+    "T of 2..8 a verify step", prefill_dims, 7, prefill_probes);
+
+const ks_kernel_def_t ks_kernel_attention_paged = ROWS_KERNEL(
+    "attention_paged", "attention_prefill over a paged KV cache: k, v of "
+    "[NB][BS][Hkv][D], block_table[B][MB] names the block of each BS "
+    "positions, n = clamp(lens[b], 0, MB*BS); T = 1 is decode",
+    paged_dims, 8, paged_probes);

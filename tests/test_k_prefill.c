@@ -552,6 +552,28 @@ Test(prefill, opencl_bf16_every_variant_is_bitwise_canonical)
 	cl_dtype(KS_DTYPE_BF16);
 }
 
+/* Runs DEC, attention_decode, on PR's buffers as [B][S][Hkv][D]. */
+static void decode_run(prog_t *dec, prob_t *pr)
+{
+	const case_t *c = &pr->c;
+	size_t bytes = pr->es * (size_t)pr->nq;
+	kt_buf_t bufs[] = {
+		{ "q", pr->q, bytes },
+		{ "k", pr->k, pr->es * (size_t)pr->nkv },
+		{ "v", pr->v, pr->es * (size_t)pr->nkv },
+		{ "lens", pr->lens, sizeof pr->lens },
+		{ "o", pr->o, bytes },
+	};
+	kt_val_t vals[] = {
+		{ "B", c->B, 0 }, { "Hq", c->Hq, 0 }, { "Hkv", c->Hkv, 0 },
+		{ "D", c->D, 0 }, { "S", c->S, 0 }, { "scale", 0, pr->scale },
+	};
+	kt_args_t a;
+
+	kt_bind(&a, dec->k, bufs, NELEM(bufs), vals, NELEM(vals));
+	kt_prog_run(dec, a.args);
+}
+
 /*
  * A decode step is a prefill row and a paged row, bit for bit: decode at
  * (B, Hq, Hkv, D, S) on k of [B][S][Hkv][D] gives the bits of prefill at
@@ -584,21 +606,7 @@ Test(prefill, a_decode_step_equals_a_prefill_row_and_a_paged_row)
 
 	prob_init(&pr, &dc, KS_DTYPE_F32, 11);
 	bytes = pr.es * (size_t)pr.nq;
-	{
-		kt_buf_t bufs[] = {
-			{ "q", pr.q, bytes }, { "k", pr.k, pr.es *
-			    (size_t)pr.nkv }, { "v", pr.v, pr.es *
-			    (size_t)pr.nkv }, { "lens", pr.lens,
-			    sizeof pr.lens }, { "o", pr.o, bytes },
-		};
-		kt_val_t vals[] = { { "B", 3, 0 }, { "Hq", 8, 0 },
-		    { "Hkv", 2, 0 }, { "D", 64, 0 }, { "S", 160, 0 },
-		    { "scale", 0, pr.scale } };
-		kt_args_t a;
-
-		kt_bind(&a, dec.k, bufs, NELEM(bufs), vals, NELEM(vals));
-		kt_prog_run(&dec, a.args);
-	}
+	decode_run(&dec, &pr);
 	od = pr.o;
 	pr.o = pr.want;
 	memset(pr.o, SENTINEL, bytes);
@@ -628,21 +636,7 @@ Test(prefill, a_decode_step_equals_a_prefill_row_and_a_paged_row)
 	memcpy(pr.lens, tc.lens, sizeof pr.lens);
 	prog_run(&pre, &pt);
 	pr.o = op;
-	{
-		kt_buf_t bufs[] = {
-			{ "q", pr.q, bytes }, { "k", pr.k, pr.es *
-			    (size_t)pr.nkv }, { "v", pr.v, pr.es *
-			    (size_t)pr.nkv }, { "lens", pr.lens,
-			    sizeof pr.lens }, { "o", pr.o, bytes },
-		};
-		kt_val_t vals[] = { { "B", 3, 0 }, { "Hq", 8, 0 },
-		    { "Hkv", 2, 0 }, { "D", 64, 0 }, { "S", 160, 0 },
-		    { "scale", 0, pr.scale } };
-		kt_args_t a;
-
-		kt_bind(&a, dec.k, bufs, NELEM(bufs), vals, NELEM(vals));
-		kt_prog_run(&dec, a.args);
-	}
+	decode_run(&dec, &pr);
 	for (b = 0; b < 3; b++)
 		kt_assert_bitwise("prefill last row vs decode", (float *)op +
 		    b * row, (float *)pt.o + (b * 5 + 4) * row, KS_DTYPE_F32,
