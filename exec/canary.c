@@ -62,6 +62,14 @@ static const canary_case_t cases[] = {
 	{ "argmax", { 3, 100 }, 0 },
 	{ "kv_append_rope", { 2, 3, 2, 16, 12, 10 }, 63 },
 	{ "kv_append_rope", { 2, 3, 2, 16, 12, 10 }, 0 },
+	/* B, T, Hq, Hkv, D, S, Sc: 3 causal rows, rows of 80 positions */
+	{ "attention_prefill", { 2, 3, 8, 2, 64, 70, 80 }, 127 },   /* gqa */
+	{ "attention_prefill", { 2, 3, 8, 8, 64, 70, 80 }, 127 },   /* head_dim */
+	{ "attention_prefill", { 2, 3, 8, 2, 48, 70, 80 }, 0 },     /* general */
+	/* B, T, Hq, Hkv, D, BS, MB, NB: 80 positions in blocks of 16 */
+	{ "attention_paged", { 2, 1, 8, 2, 64, 16, 5, 11 }, 255 },  /* gqa */
+	{ "attention_paged", { 2, 4, 8, 8, 64, 16, 5, 11 }, 255 },  /* head_dim */
+	{ "attention_paged", { 2, 3, 8, 2, 48, 16, 5, 11 }, 0 },    /* general */
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))

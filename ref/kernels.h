@@ -85,6 +85,22 @@ static inline void ref_kernel_mixed(const ks_kernel_def_t *def,
 		    V_("T"), V_("Hkv"), V_("D"), V_("S"), V_("P"));
 		return;
 	}
+	if (strcmp(def->name, "attention_prefill") == 0 ||
+	    strcmp(def->name, "attention_paged") == 0) {
+		int paged = strcmp(def->name, "attention_paged") == 0;
+		ref_attn_shape_t sh = {
+			V_("B"), V_("T"), V_("Hq"), V_("Hkv"), V_("D"),
+			paged ? V_("MB") * V_("BS") : V_("S"),
+			paged ? 0 : V_("Sc"),
+			paged ? B_("block_table") : NULL,
+			paged ? V_("BS") : 0, paged ? V_("MB") : 0,
+			paged ? V_("NB") : 0,
+		};
+
+		ref_attn_rows(B_("q"), B_("k"), B_("v"), B_("lens"), B_("o"),
+		    d, &sh, 1.0f / sqrtf((float)V_("D")));
+		return;
+	}
 	if (strcmp(def->name, "silu_mul") == 0) {
 		ref_silu_mul(B_("gu"), B_("y"), d, V_("T"), V_("F"));
 		return;

@@ -6,10 +6,13 @@
  * rotating in place again and again keeps x's magnitude; positions
  * (37 t + 11) % P, so that a single token is not at position 0, where the
  * rotation is the identity;
- * every sequence full, lens = S; embedding's ids (37 t + 11) % V;
- * kv_append_rope's positions (37 b + 11) % (S - T + 1) when that is
- * below P, so that every new token has a slot and an angle; the caches
- * start as test data, and the slots a step does not write keep it).  Header-only; needs only the kernel
+ * every sequence full, lens = S, or MB * BS paged, so that a prefill's
+ * rows see S - T + 1 .. S positions; a paged block table that visits
+ * the blocks out of order, entry j = (7 j + 3) % NB; embedding's ids
+ * (37 t + 11) % V; kv_append_rope's positions (37 b + 11) % (S - T + 1)
+ * when that is below P, so that every new token has a slot and an
+ * angle; the caches start as test data, and the slots a step does not
+ * write keep it).  Header-only; needs only the kernel
  * definitions.
  */
 #ifndef KS_REF_LAYOUT_H
@@ -98,6 +101,18 @@ static inline int layout(const ks_kernel_def_t *def, const int64_t *v,
 		B_("v", D_("B") * D_("S") * D_("Hkv") * D_("D"), 0, 0);
 		B_("lens", D_("B"), 1, 0);
 		B_("o", D_("B") * D_("Hq") * D_("D"), 0, 1);
+	} else if (strcmp(n, "attention_prefill") == 0 ||
+	    strcmp(n, "attention_paged") == 0) {
+		int paged = strcmp(n, "attention_paged") == 0;
+		int64_t kv = paged ? D_("NB") * D_("BS") : D_("B") * D_("Sc");
+
+		B_("q", D_("B") * D_("T") * D_("Hq") * D_("D"), 0, 0);
+		B_("k", kv * D_("Hkv") * D_("D"), 0, 0);
+		B_("v", kv * D_("Hkv") * D_("D"), 0, 0);
+		if (paged)
+			B_("block_table", D_("B") * D_("MB"), 1, 0);
+		B_("lens", D_("B"), 1, 0);
+		B_("o", D_("B") * D_("T") * D_("Hq") * D_("D"), 0, 1);
 	} else {
 		fprintf(stderr, "layout: no layout for %s\n", n);
 		exit(1);
@@ -195,14 +210,18 @@ static inline double moved(const ks_kernel_def_t *def, const int64_t *v,
 	return sum;
 }
 
-/* Element J of the i32 buffer B: a length, an id or a position. */
+/* Element J of the i32 buffer B: a length, a block, an id or a
+ * position. */
 static inline int32_t lay_i32(const ks_kernel_def_t *def, const int64_t *v,
     const buf_t *b, int64_t j)
 {
 	int64_t n;
 
 	if (strcmp(b->name, "lens") == 0)
-		return (int32_t)D_("S");
+		return strcmp(def->name, "attention_paged") == 0 ?
+		    (int32_t)(D_("MB") * D_("BS")) : (int32_t)D_("S");
+	if (strcmp(b->name, "block_table") == 0)
+		return (int32_t)((j * 7 + 3) % D_("NB"));
 	if (strcmp(def->name, "embedding") == 0)
 		return (int32_t)((j * 37 + 11) % D_("V"));
 	if (strcmp(def->name, "kv_append_rope") == 0) {

@@ -1,4 +1,10 @@
 /*
+ * attention_decode, attention_prefill, attention_paged: one builder.
+ * attention_decode is described here; prefill and paged compute each of
+ * their causal query rows exactly as a decode row over its own positions
+ * (see "forms" below and docs/kernels.md), so the three share every line
+ * of the arithmetic.
+ *
  * attention_decode: one query token per sequence, against a KV cache.
  *
  *   o[b][h] = sum_p softmax_p(dot(q[b][h], k[b][p][kvh]) * scale)
@@ -69,21 +75,77 @@ enum {
 	J_MAX = 8,              /* D / 32 of the fixed-D variants */
 };
 
-static const char *const attn_dims[] = { "B", "Hq", "Hkv", "D", "S" };
-enum { DIM_B, DIM_HQ, DIM_HKV, DIM_D, DIM_S, NDIMS };
+/*
+ * The three kernels of this file share the builder; a form says which
+ * one a spec is for and where each of its dims sits in the declared order
+ * (-1: the kernel has no such dim).
+ *
+ *   decode    B, Hq, Hkv, D, S: one query row, k[B][S][Hkv][D].
+ *   prefill   B, T, Hq, Hkv, D, S, Sc: T causal query rows per sequence,
+ *             k[B][Sc][Hkv][D] (the strided layout: rows of Sc positions,
+ *             lengths clamped to S <= Sc).
+ *   paged     B, T, Hq, Hkv, D, BS, MB, NB: T causal query rows, k in NB
+ *             blocks of [BS][Hkv][D], block_table[B][MB] (int32) naming
+ *             the block of positions [BS i, BS i + BS) of sequence b.
+ */
+typedef enum { FORM_DECODE, FORM_PREFILL, FORM_PAGED } form_kind_t;
+
+typedef struct {
+	form_kind_t kind;
+	const char *name;
+	const char *const *dims;
+	int b, t, hq, hkv, d, s, sc, bs, mb, nb;
+} attn_form_t;
+
+static const char *const decode_dims[] = { "B", "Hq", "Hkv", "D", "S" };
+static const char *const prefill_dims[] = { "B", "T", "Hq", "Hkv", "D", "S",
+    "Sc" };
+static const char *const paged_dims[] = { "B", "T", "Hq", "Hkv", "D", "BS",
+    "MB", "NB" };
+
+static const attn_form_t forms[] = {
+	{ FORM_DECODE, "attention_decode", decode_dims,
+	    0, -1, 1, 2, 3, 4, -1, -1, -1, -1 },
+	{ FORM_PREFILL, "attention_prefill", prefill_dims,
+	    0, 1, 2, 3, 4, 5, 6, -1, -1, -1 },
+	{ FORM_PAGED, "attention_paged", paged_dims,
+	    0, 1, 2, 3, 4, -1, -1, 5, 6, 7 },
+};
+
+static const attn_form_t *form_of(const ks_spec_t *spec)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof forms / sizeof forms[0]; i++)
+		if (strcmp(spec->def->name, forms[i].name) == 0)
+			return &forms[i];
+	return &forms[0];
+}
 
 static const char *const attn_variants[] = { "general", "head_dim", "gqa" };
+#define GUARD_HEAD_DIM "D is the constant 64, 128 or 256"
+#define GUARD_GQA "D is the constant 64, 128 or 256, Hq and Hkv are " \
+	"constants, G = Hq / Hkv in 2..8 and G * D <= 1024"
 static const char *const attn_guards[] = {
 	"any B, Hq, Hkv, D, S, constant or dynamic; D <= 512",
-	"D is the constant 64, 128 or 256",
-	"D is the constant 64, 128 or 256, Hq and Hkv are constants, "
-	    "G = Hq / Hkv in 2..8 and G * D <= 1024",
+	GUARD_HEAD_DIM, GUARD_GQA,
+};
+static const char *const rows_guards[] = {
+	"any dims, constant or dynamic; D <= 512", GUARD_HEAD_DIM, GUARD_GQA,
 };
 
 /* Probes that select head_dim and gqa (0: dynamic). */
 static const int64_t attn_probes[][KS_MAX_DIMS] = {
 	{ 0, 0, 0, 128, 0 },            /* head_dim */
 	{ 0, 32, 8, 128, 0 },           /* gqa, G = 4 */
+};
+static const int64_t prefill_probes[][KS_MAX_DIMS] = {
+	{ 0, 0, 0, 0, 128, 0, 0 },      /* head_dim */
+	{ 0, 4, 32, 8, 128, 0, 0 },     /* gqa, G = 4, a verify width */
+};
+static const int64_t paged_probes[][KS_MAX_DIMS] = {
+	{ 0, 0, 0, 0, 128, 16, 0, 0 },  /* head_dim */
+	{ 0, 1, 32, 8, 128, 16, 0, 0 }, /* gqa, G = 4, decode */
 };
 
 static int is_fixed_d(const ks_dim_t *d)
@@ -95,8 +157,9 @@ static int is_fixed_d(const ks_dim_t *d)
 /* G of the gqa variant, or 0 where its guard does not hold. */
 static int64_t gqa_group(const ks_spec_t *spec)
 {
-	const ks_dim_t *hq = &spec->dims[DIM_HQ], *hkv = &spec->dims[DIM_HKV];
-	const ks_dim_t *d = &spec->dims[DIM_D];
+	const attn_form_t *f = form_of(spec);
+	const ks_dim_t *hq = &spec->dims[f->hq], *hkv = &spec->dims[f->hkv];
+	const ks_dim_t *d = &spec->dims[f->d];
 	int64_t g;
 
 	if (!is_fixed_d(d) || !hq->is_const || !hkv->is_const ||
@@ -110,7 +173,8 @@ static const char *attn_select(const ks_spec_t *spec)
 {
 	if (gqa_group(spec) != 0)
 		return "gqa";
-	return is_fixed_d(&spec->dims[DIM_D]) ? "head_dim" : "general";
+	return is_fixed_d(&spec->dims[form_of(spec)->d]) ? "head_dim" :
+	    "general";
 }
 
 /* Elements of a buffer whose dims (indices into the spec, NDIM of them)
@@ -134,7 +198,7 @@ static int check_buffer(const ks_spec_t *spec, const char *buf,
 		return KS_OK;
 	for (i = 0; i < ndim; i++)
 		snprintf(names + strlen(names), sizeof names - strlen(names),
-		    "%s%s", i ? "*" : "", attn_dims[dims[i]]);
+		    "%s%s", i ? "*" : "", spec->def->dims[dims[i]]);
 	if (err != NULL && errlen > 0)
 		snprintf(err, errlen, "buffer %s of %s elements exceeds the "
 		    "limit of %lld", buf, names, (long long)KS_MAX_ELEMS);
@@ -143,16 +207,15 @@ static int check_buffer(const ks_spec_t *spec, const char *buf,
 
 static int attn_check(const ks_spec_t *spec, char *err, size_t errlen)
 {
-	static const int qdims[] = { DIM_B, DIM_HQ, DIM_D };
-	static const int kvdims[] = { DIM_B, DIM_S, DIM_HKV, DIM_D };
-	const ks_dim_t *hq = &spec->dims[DIM_HQ], *hkv = &spec->dims[DIM_HKV];
-	const ks_dim_t *d = &spec->dims[DIM_D];
-	int rc;
+	const attn_form_t *f = form_of(spec);
+	const ks_dim_t *hq = &spec->dims[f->hq], *hkv = &spec->dims[f->hkv];
+	const ks_dim_t *d = &spec->dims[f->d];
+	int qdims[4], kvdims[4], btdims[2], nq = 0, rc;
 
 	if (d->is_const && d->value > D_MAX) {
 		if (err != NULL && errlen > 0)
 			snprintf(err, errlen, "D must be <= %d for "
-			    "attention_decode (got %lld)", D_MAX,
+			    "%s (got %lld)", D_MAX, f->name,
 			    (long long)d->value);
 		return KS_E_TOO_LARGE;
 	}
@@ -163,18 +226,45 @@ static int attn_check(const ks_spec_t *spec, char *err, size_t errlen)
 			    (long long)hkv->value);
 		return KS_E_BAD_SHAPE;
 	}
-	rc = check_buffer(spec, "q", qdims, 3, err, errlen);
+	if (f->kind == FORM_PREFILL && spec->dims[f->s].is_const &&
+	    spec->dims[f->sc].is_const &&
+	    spec->dims[f->s].value > spec->dims[f->sc].value) {
+		if (err != NULL && errlen > 0)
+			snprintf(err, errlen, "S must be <= Sc (got S = %lld, "
+			    "Sc = %lld)", (long long)spec->dims[f->s].value,
+			    (long long)spec->dims[f->sc].value);
+		return KS_E_BAD_SHAPE;
+	}
+	qdims[nq++] = f->b;
+	if (f->t >= 0)
+		qdims[nq++] = f->t;
+	qdims[nq++] = f->hq;
+	qdims[nq++] = f->d;
+	kvdims[0] = f->kind == FORM_PAGED ? f->nb : f->b;
+	kvdims[1] = f->kind == FORM_PAGED ? f->bs : f->kind == FORM_PREFILL ?
+	    f->sc : f->s;
+	kvdims[2] = f->hkv;
+	kvdims[3] = f->d;
+	btdims[0] = f->b;
+	btdims[1] = f->mb;
+	rc = check_buffer(spec, "q", qdims, nq, err, errlen);
 	rc = rc ? rc : check_buffer(spec, "k", kvdims, 4, err, errlen);
 	rc = rc ? rc : check_buffer(spec, "v", kvdims, 4, err, errlen);
-	return rc ? rc : check_buffer(spec, "o", qdims, 3, err, errlen);
+	if (f->kind == FORM_PAGED)
+		rc = rc ? rc : check_buffer(spec, "block_table", btdims, 2,
+		    err, errlen);
+	return rc ? rc : check_buffer(spec, "o", qdims, nq, err, errlen);
 }
 
 /* ---- the builder ---- */
 
 typedef struct {
 	ks_ir_kernel_t *k;
-	int q, kc, vc, lens, o;                 /* buffers */
+	form_kind_t form;
+	int q, kc, vc, bt, lens, o;             /* buffers (bt: paged) */
 	int B, Hq, Hkv, D, S, scale;            /* scalars */
+	int T, Sc, BS, MB, NB;                  /* prefill, paged */
+	int b;          /* uniform: the sequence */
 	int nh;         /* query heads per work-group: 1, or G (gqa) */
 	int nj;         /* D / 32 lanes variables per head; 0: general */
 	int sc;         /* local: scores of the chunk, CH per head */
@@ -243,8 +333,16 @@ static ks_expr_t *ok_expr(attn_t *t)
 	ok = bin(t, KS_OP_AND, bin(t, KS_OP_LE, c64(t, 1), par(t, t->Hkv)),
 	    bin(t, KS_OP_EQ, bin(t, KS_OP_REM, par(t, t->Hq), hkv1(t)),
 	    c64(t, 0)));
-	return bin(t, KS_OP_AND, ok, bin(t, KS_OP_LE, par(t, t->D),
+	ok = bin(t, KS_OP_AND, ok, bin(t, KS_OP_LE, par(t, t->D),
 	    c64(t, D_MAX)));
+	if (t->form == FORM_PREFILL)
+		ok = bin(t, KS_OP_AND, ok, bin(t, KS_OP_LE, par(t, t->S),
+		    par(t, t->Sc)));
+	if (t->form == FORM_PAGED)
+		ok = bin(t, KS_OP_AND, ok, bin(t, KS_OP_AND, bin(t, KS_OP_LE,
+		    c64(t, 1), par(t, t->NB)), bin(t, KS_OP_LE, c64(t, 1),
+		    par(t, t->BS))));
+	return ok;
 }
 
 /* G = max(Hq / max(Hkv, 1), 1), a fresh tree. */
@@ -311,11 +409,26 @@ static ks_expr_t *kv_elem(attn_t *t, int buf, int row, int j)
 	    c64(t, (int64_t)NLANES * j), ks_x_lane(t->k))));
 }
 
-/* Offset of position P (a variable) in k and v. */
+/* Offset of position P (a variable) in k and v.  Paged: the row BS of
+ * block block_table[b][p / BS], the block clamped to [0, NB) so that no
+ * table entry reads outside k, v. */
 static ks_expr_t *pos_off(attn_t *t, int p)
 {
-	return add(t, var(t, t->kvo), mul(t, var(t, p), mul(t,
-	    par(t, t->Hkv), par(t, t->D))));
+	ks_ir_kernel_t *k = t->k;
+	ks_expr_t *blk, *row;
+
+	if (t->form != FORM_PAGED)
+		return add(t, var(t, t->kvo), mul(t, var(t, p), mul(t,
+		    par(t, t->Hkv), par(t, t->D))));
+	blk = ks_x_cast(k, KS_TY_I64, ks_x_load(k, t->bt, add(t, mul(t,
+	    var(t, t->b), par(t, t->MB)), bin(t, KS_OP_DIV, var(t, p),
+	    par(t, t->BS)))));
+	blk = bin(t, KS_OP_MIN, bin(t, KS_OP_MAX, blk, c64(t, 0)),
+	    bin(t, KS_OP_SUB, par(t, t->NB), c64(t, 1)));
+	row = add(t, mul(t, blk, par(t, t->BS)), bin(t, KS_OP_REM,
+	    var(t, p), par(t, t->BS)));
+	return add(t, var(t, t->kvo), mul(t, row, mul(t, par(t, t->Hkv),
+	    par(t, t->D))));
 }
 
 /* Index of head g's score of position P in the local array sc. */
@@ -560,6 +673,37 @@ static void store_out(attn_t *t, ks_stmt_t *block)
 }
 
 /*
+ * The grid and work-group coordinates of prefill and paged: one group per
+ * (b, t, h), or per (b, t, kvh) for gqa, t the query row, fastest last.
+ */
+static void rows_prologue(attn_t *t, int gqa, int *b, int *row, int *h0,
+    int *kvh)
+{
+	ks_ir_kernel_t *k = t->k;
+	ks_stmt_t *body = k->body;
+	int heads = gqa ? t->Hkv : t->Hq;
+
+	k->grid = mul(t, mul(t, par(t, t->B), par(t, t->T)),
+	    par(t, heads));
+	*b = decl(t, body, "b", KS_TY_I64, KS_VAR_UNIFORM, bin(t, KS_OP_DIV,
+	    ks_x_group(k), mul(t, par(t, t->T), par(t, heads))));
+	*row = decl(t, body, "t", KS_TY_I64, KS_VAR_UNIFORM, bin(t,
+	    KS_OP_REM, bin(t, KS_OP_DIV, ks_x_group(k), par(t, heads)),
+	    par(t, t->T)));
+	if (gqa) {
+		*kvh = decl(t, body, "kvh", KS_TY_I64, KS_VAR_UNIFORM, bin(t,
+		    KS_OP_REM, ks_x_group(k), par(t, t->Hkv)));
+		*h0 = decl(t, body, "h0", KS_TY_I64, KS_VAR_UNIFORM,
+		    mul(t, var(t, *kvh), group_expr(t)));
+		return;
+	}
+	*h0 = decl(t, body, "h", KS_TY_I64, KS_VAR_UNIFORM, bin(t,
+	    KS_OP_REM, ks_x_group(k), par(t, t->Hq)));
+	*kvh = decl(t, body, "kvh", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(t, KS_OP_DIV, var(t, *h0), group_expr(t)));
+}
+
+/*
  * The prologue: grid, work-group coordinates, n, ok, offsets, q in lane
  * variables (fixed D) and the state (m, l, a).
  */
@@ -568,9 +712,11 @@ static void prologue(attn_t *t, int gqa)
 	ks_ir_kernel_t *k = t->k;
 	ks_stmt_t *body = k->body, *lb;
 	ks_expr_t *nclamp;
-	int b, h0, kvh, g, j, d;
+	int b, h0, kvh, g, j, d, row = -1;
 
-	if (gqa) {
+	if (t->form != FORM_DECODE) {
+		rows_prologue(t, gqa, &b, &row, &h0, &kvh);
+	} else if (gqa) {
 		k->grid = mul(t, par(t, t->B), par(t, t->Hkv));
 		b = decl(t, body, "b", KS_TY_I64, KS_VAR_UNIFORM, bin(t,
 		    KS_OP_DIV, ks_x_group(k), par(t, t->Hkv)));
@@ -587,9 +733,18 @@ static void prologue(attn_t *t, int gqa)
 		kvh = decl(t, body, "kvh", KS_TY_I64, KS_VAR_UNIFORM,
 		    bin(t, KS_OP_DIV, var(t, h0), group_expr(t)));
 	}
-	/* n = clamp(lens[b], 0, S), 0 where the shape is not served. */
+	/* n = clamp(lens[b], 0, S), 0 where the shape is not served; the
+	 * causal rows: n = max(n - T + t + 1, 0), where row t sits at
+	 * position n - T + t and sees the positions up to it. */
+	t->b = b;
 	nclamp = bin(t, KS_OP_MIN, bin(t, KS_OP_MAX, ks_x_cast(k, KS_TY_I64,
-	    ks_x_load(k, t->lens, var(t, b))), c64(t, 0)), par(t, t->S));
+	    ks_x_load(k, t->lens, var(t, b))), c64(t, 0)),
+	    t->form == FORM_PAGED ? mul(t, par(t, t->MB), par(t, t->BS)) :
+	    par(t, t->S));
+	if (t->form != FORM_DECODE)
+		nclamp = bin(t, KS_OP_MAX, add(t, bin(t, KS_OP_SUB, nclamp,
+		    par(t, t->T)), add(t, var(t, row), c64(t, 1))),
+		    c64(t, 0));
 	t->n = decl(t, body, "n", KS_TY_I64, KS_VAR_UNIFORM,
 	    ks_x_select(k, ok_expr(t), nclamp, c64(t, 0)));
 	if (t->nj == 0)
@@ -597,12 +752,18 @@ static void prologue(attn_t *t, int gqa)
 		    ks_x_select(k, ok_expr(t), par(t, t->D), c64(t, 0)));
 	for (g = 0; g < t->nh; g++)
 		t->qo[g] = decl_gj(t, body, "qo", g, -1, KS_TY_I64,
-		    KS_VAR_UNIFORM, mul(t, add(t, mul(t, var(t, b),
-		    par(t, t->Hq)), add(t, var(t, h0), c64(t, g))),
-		    par(t, t->D)));
-	t->kvo = decl(t, body, "kvo", KS_TY_I64, KS_VAR_UNIFORM, mul(t,
-	    add(t, mul(t, mul(t, var(t, b), par(t, t->S)), par(t, t->Hkv)),
-	    var(t, kvh)), par(t, t->D)));
+		    KS_VAR_UNIFORM, mul(t, add(t, mul(t, row < 0 ?
+		    var(t, b) : add(t, mul(t, var(t, b), par(t, t->T)),
+		    var(t, row)), par(t, t->Hq)), add(t, var(t, h0),
+		    c64(t, g))), par(t, t->D)));
+	if (t->form == FORM_PAGED)
+		t->kvo = decl(t, body, "kvo", KS_TY_I64, KS_VAR_UNIFORM,
+		    mul(t, var(t, kvh), par(t, t->D)));
+	else
+		t->kvo = decl(t, body, "kvo", KS_TY_I64, KS_VAR_UNIFORM,
+		    mul(t, add(t, mul(t, mul(t, var(t, b), par(t,
+		    t->form == FORM_PREFILL ? t->Sc : t->S)), par(t, t->Hkv)),
+		    var(t, kvh)), par(t, t->D)));
 	for (g = 0; g < t->nh; g++) {
 		t->m[g] = decl_gj(t, body, "m", g, -1, KS_TY_F32,
 		    KS_VAR_UNIFORM, f32c(t, -INFINITY));
@@ -632,6 +793,21 @@ static void prologue(attn_t *t, int gqa)
 			    j), ks_x_lane(k)))));
 }
 
+/* The extents of prefill's and paged's buffers (decode's are declared
+ * with the other kernels'). */
+static void buffer_dims(attn_t *t)
+{
+	const char *kv = t->form == FORM_PAGED ? "NB,BS,Hkv,D" : "B,Sc,Hkv,D";
+
+	ks_ir_buffer_dims(t->k, t->q, "B,T,Hq,D");
+	ks_ir_buffer_dims(t->k, t->kc, kv);
+	ks_ir_buffer_dims(t->k, t->vc, kv);
+	if (t->form == FORM_PAGED)
+		ks_ir_buffer_dims(t->k, t->bt, "B,MB");
+	ks_ir_buffer_dims(t->k, t->lens, "B");
+	ks_ir_buffer_dims(t->k, t->o, "B,T,Hq,D");
+}
+
 static ks_ir_kernel_t *attn_build(const ks_spec_t *spec, const char *variant)
 {
 	attn_t t;
@@ -639,28 +815,32 @@ static ks_ir_kernel_t *attn_build(const ks_spec_t *spec, const char *variant)
 	ks_stmt_t *body, *chunk, *cb, *lb;
 	int gqa = 0, g, j, d;
 	int64_t nh = 1, nj = 0;
+	const attn_form_t *f = form_of(spec);
 
 	if (strcmp(variant, "gqa") == 0) {
 		nh = gqa_group(spec);
 		if (nh == 0)
 			return NULL;
 		gqa = 1;
-		nj = spec->dims[DIM_D].value / NLANES;
+		nj = spec->dims[f->d].value / NLANES;
 	} else if (strcmp(variant, "head_dim") == 0) {
-		if (!is_fixed_d(&spec->dims[DIM_D]))
+		if (!is_fixed_d(&spec->dims[f->d]))
 			return NULL;
-		nj = spec->dims[DIM_D].value / NLANES;
+		nj = spec->dims[f->d].value / NLANES;
 	} else if (strcmp(variant, "general") != 0) {
 		return NULL;
 	}
 	memset(&t, 0, sizeof t);
-	k = ks_ir_new("attention_decode", variant, NLANES);
+	k = ks_ir_new(f->name, variant, NLANES);
 	t.k = k;
+	t.form = f->kind;
 	t.nh = (int)nh;
 	t.nj = (int)nj;
 	t.q = ks_ir_buffer(k, "q", spec->dtype, KS_ACCESS_READ);
 	t.kc = ks_ir_buffer(k, "k", spec->dtype, KS_ACCESS_READ);
 	t.vc = ks_ir_buffer(k, "v", spec->dtype, KS_ACCESS_READ);
+	if (f->kind == FORM_PAGED)
+		t.bt = ks_ir_buffer_i32(k, "block_table", KS_ACCESS_READ);
 	t.lens = ks_ir_buffer_i32(k, "lens", KS_ACCESS_READ);
 	t.o = ks_ir_buffer(k, "o", spec->dtype, KS_ACCESS_WRITE);
 	ks_ir_buffer_dims(k, t.q, "B,Hq,D");
@@ -669,10 +849,20 @@ static ks_ir_kernel_t *attn_build(const ks_spec_t *spec, const char *variant)
 	ks_ir_buffer_dims(k, t.lens, "B");
 	ks_ir_buffer_dims(k, t.o, "B,Hq,D");
 	t.B = ks_ir_scalar(k, "B", KS_TY_I64);
+	if (f->kind != FORM_DECODE)
+		t.T = ks_ir_scalar(k, "T", KS_TY_I64);
 	t.Hq = ks_ir_scalar(k, "Hq", KS_TY_I64);
 	t.Hkv = ks_ir_scalar(k, "Hkv", KS_TY_I64);
 	t.D = ks_ir_scalar(k, "D", KS_TY_I64);
-	t.S = ks_ir_scalar(k, "S", KS_TY_I64);
+	if (f->kind == FORM_PAGED) {
+		t.BS = ks_ir_scalar(k, "BS", KS_TY_I64);
+		t.MB = ks_ir_scalar(k, "MB", KS_TY_I64);
+		t.NB = ks_ir_scalar(k, "NB", KS_TY_I64);
+	} else {
+		t.S = ks_ir_scalar(k, "S", KS_TY_I64);
+	}
+	if (f->kind == FORM_PREFILL)
+		t.Sc = ks_ir_scalar(k, "Sc", KS_TY_I64);
 	t.scale = ks_ir_scalar(k, "scale", KS_TY_F32);
 	t.sc = ks_ir_local(k, "sc", CH * nh);
 	t.mcl = ks_ir_local(k, "mcl", nh);
@@ -680,6 +870,8 @@ static ks_ir_kernel_t *attn_build(const ks_spec_t *spec, const char *variant)
 		t.la = ks_ir_local(k, "a", D_MAX);
 		t.lac = ks_ir_local(k, "ac", D_MAX);
 	}
+	if (f->kind != FORM_DECODE)
+		buffer_dims(&t);
 	body = k->body;
 	prologue(&t, gqa);
 
@@ -722,8 +914,8 @@ const ks_kernel_def_t ks_kernel_attention_decode = {
 	    "v[b][p][h/G] over p < clamp(lens[b], 0, S), G = Hq/Hkv; one "
 	    "query token per sequence",
 	.version = 1,
-	.dims = attn_dims,
-	.ndims = NDIMS,
+	.dims = decode_dims,
+	.ndims = 5,
 	.variants = attn_variants,
 	.nvariants = 3,
 	.select = attn_select,
@@ -733,3 +925,23 @@ const ks_kernel_def_t ks_kernel_attention_decode = {
 	.probes = attn_probes,
 	.nprobes = 2,
 };
+
+/* A kernel of query rows (T) of this builder: DIMS_, N dims, PROBES_. */
+#define ROWS_KERNEL(name_, summary_, dims_, n, probes_) { \
+	.name = name_, .summary = summary_, .version = 1, .dims = dims_, \
+	.ndims = n, .variants = attn_variants, .nvariants = 3, \
+	.select = attn_select, .guards = rows_guards, .check = attn_check, \
+	.build = attn_build, .probes = probes_, .nprobes = 2, \
+}
+
+const ks_kernel_def_t ks_kernel_attention_prefill = ROWS_KERNEL(
+    "attention_prefill", "causal attention of T query rows per sequence, "
+    "row t at position n-T+t of n = clamp(lens[b], 0, S), over k, v of "
+    "[B][Sc][Hkv][D] (rows of Sc positions); T = 1 is decode, a constant "
+    "T of 2..8 a verify step", prefill_dims, 7, prefill_probes);
+
+const ks_kernel_def_t ks_kernel_attention_paged = ROWS_KERNEL(
+    "attention_paged", "attention_prefill over a paged KV cache: k, v of "
+    "[NB][BS][Hkv][D], block_table[B][MB] names the block of each BS "
+    "positions, n = clamp(lens[b], 0, MB*BS); T = 1 is decode",
+    paged_dims, 8, paged_probes);

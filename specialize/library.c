@@ -23,6 +23,8 @@ static const ks_kernel_def_t *const library[] = {
 	&ks_kernel_embedding,
 	&ks_kernel_argmax,
 	&ks_kernel_kv_append_rope,
+	&ks_kernel_attention_prefill,
+	&ks_kernel_attention_paged,
 };
 
 #define NKERNELS ((int)(sizeof library / sizeof library[0]))

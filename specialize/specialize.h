@@ -445,6 +445,8 @@ extern const ks_kernel_def_t ks_kernel_attention_decode;
 extern const ks_kernel_def_t ks_kernel_embedding;
 extern const ks_kernel_def_t ks_kernel_argmax;
 extern const ks_kernel_def_t ks_kernel_kv_append_rope;
+extern const ks_kernel_def_t ks_kernel_attention_prefill;
+extern const ks_kernel_def_t ks_kernel_attention_paged;
 
 /* The library, in a fixed order. */
 const ks_kernel_def_t *const *ks_kernels(int *count);

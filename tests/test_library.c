@@ -50,8 +50,8 @@ static void run_case(size_t c, ks_dtype_t dt)
 		kv[nv++] = (kt_val_t){ def->dims[i], CASE(c, dims)[i], 0 };
 	}
 	kv[nv++] = (kt_val_t){ "eps", 0, 1e-5f };
-	kv[nv++] = (kt_val_t){ "scale", 0, strcmp(def->name,
-	    "attention_decode") ? 0 : 1.0f / sqrtf((float)dim(def,
+	kv[nv++] = (kt_val_t){ "scale", 0, strncmp(def->name,
+	    "attention_", 10) ? 0 : 1.0f / sqrtf((float)dim(def,
 	    CASE(c, dims), "D")) };
 	k = gpu_kernel_ir(def, CASE(c, variant), dt, KS_MODE_EXACT, vals);
 	nb = layout(def, CASE(c, dims), b);

@@ -41,6 +41,13 @@ static const struct {
 	{ "argmax", NULL, { 3, 1001 }, 0 },
 	{ "kv_append_rope", NULL, { 2, 1, 8, 128, 300, 512 }, 63 },
 	{ "kv_append_rope", NULL, { 2, 3, 4, 96, 65, 64 }, 0 },
+	/* B, T, Hq, Hkv, D, S, Sc: a verify step of 4, a prefill of 70 */
+	{ "attention_prefill", NULL, { 2, 4, 32, 8, 128, 300, 320 }, 127 },
+	{ "attention_prefill", "general", { 2, 4, 32, 8, 128, 300, 320 }, 127 },
+	{ "attention_prefill", NULL, { 1, 70, 8, 2, 64, 130, 130 }, 0 },
+	/* B, T, Hq, Hkv, D, BS, MB, NB: paged decode, a paged prefill */
+	{ "attention_paged", NULL, { 2, 1, 32, 8, 128, 16, 20, 45 }, 255 },
+	{ "attention_paged", NULL, { 2, 5, 8, 8, 64, 16, 9, 20 }, 0 },
 };
 
 #endif
