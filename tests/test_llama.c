@@ -6,7 +6,9 @@
  * OpenCL, in f32 and with bf16 weights; and the trajectory matches the
  * float64 model of the same weights (the engine's --reference,
  * teacher-forced on the engine's tokens) at every step whose top-2 margin
- * exceeds twice the f32 error bound below.
+ * exceeds twice the f32 error bound below.  Speculative decoding (a draft
+ * of the same weights, verify steps of a constant width) commits greedy
+ * decode's tokens and logits bit for bit.
  *
  * The f32 error bound, EPS = 2^-10 on every logit.  The small config's
  * logits are below 8 in magnitude.  A worst-case linear bound sums the
@@ -307,6 +309,26 @@ Test(llama, the_gate_checkers_catch_planted_bugs)
 	cr_assert_not(same_bits(spec, flip), "a flipped logit bit passed");
 	cr_assert_eq(engine(a2), 0);
 	cr_assert_not(matches_f64(spec, ref), "other weights passed");
+}
+
+/* Speculative decoding commits greedy decode's tokens and logits, bit for
+ * bit: a one-layer draft at W = 3 (verify rows through gemm small_m,
+ * proposals mostly rejected) and the whole model as its own draft at
+ * W = 4 (every proposal accepted, gemm general). */
+Test(llama, speculative_verify_commits_the_bits_of_greedy_decode)
+{
+	const char *greedy = path_of("greedy.bin"), *v3 = path_of("v3.bin");
+	const char *v4 = path_of("v4.bin");
+	const char *a1[] = { "--dump", greedy, NULL };
+	const char *a2[] = { "--verify", "3", "--dump", v3, NULL };
+	const char *a3[] = { "--verify", "4", "--draft-layers", "2",
+	    "--dump", v4, NULL };
+
+	cr_assert_eq(engine(a1), 0);
+	cr_assert_eq(engine(a2), 0, "the W = 3 verify failed");
+	cr_assert_eq(engine(a3), 0, "the W = 4 verify failed");
+	cr_assert(same_bits(greedy, v3), "verify W = 3 != greedy decode");
+	cr_assert(same_bits(greedy, v4), "verify W = 4 != greedy decode");
 }
 
 Test(llama, opencl_gives_the_bits_of_the_cpu)

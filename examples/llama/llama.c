@@ -106,7 +106,8 @@ typedef struct {
 
 typedef struct {
 	const config_t *cfg;
-	int bf16, general, threads, opencl, verify, reference, quiet;
+	int bf16, general, threads, opencl, verify, draft_layers, reference;
+	int quiet;
 	int prompt, steps;
 	uint64_t seed;
 	const char *socket, *dump, *follow;
@@ -237,7 +238,8 @@ typedef struct {
 	/* activations, for the widest phase */
 	buf_t ids, pos, pos1, lens, res, h, q, k, v, att, tmp, gu, act, hl,
 	    logits, next, cs;
-	buf_t *kc, *vc;
+	buf_t *kc, *vc;         /* the model's caches, per layer */
+	buf_t *dkc, *dvc;       /* the draft's (--verify) */
 	float *host_logits;
 	int32_t *host_next;
 } engine_t;
@@ -824,7 +826,14 @@ static void engine_open(engine_t *e, model_t *m, const opts_t *o)
 	e->width[PH_DECODE] = 1;
 	e->width[PH_VERIFY] = o->verify;
 	T = (size_t)(o->prompt > o->verify ? o->prompt : o->verify);
-	rc = kspec_connect(o->socket, &e->client);
+	/* A daemon started just before may not listen yet: 10 s of tries. */
+	for (i = 0; i < 100; i++) {
+		rc = kspec_connect(o->socket, &e->client);
+		if (rc != KSPEC_E_CONNECT || i == 99)
+			break;
+		kspec_close(e->client);
+		nanosleep(&(struct timespec){ 0, 100000000 }, NULL);
+	}
 	if (rc != 0)
 		die("connect: %s", kspec_last_error(e->client, NULL));
 	if (o->opencl)
@@ -852,9 +861,15 @@ static void engine_open(engine_t *e, model_t *m, const opts_t *o)
 	buf_init(e, &e->next, T * 4, "i32", NULL);
 	e->kc = xcalloc((size_t)c->layers, sizeof *e->kc);
 	e->vc = xcalloc((size_t)c->layers, sizeof *e->vc);
+	e->dkc = xcalloc((size_t)c->layers, sizeof *e->dkc);
+	e->dvc = xcalloc((size_t)c->layers, sizeof *e->dvc);
 	for (l = 0; l < c->layers; l++) {
 		buf_init(e, &e->kc[l], kv, "f32", NULL);
 		buf_init(e, &e->vc[l], kv, "f32", NULL);
+		if (o->verify && l < o->draft_layers) {
+			buf_init(e, &e->dkc[l], kv, "f32", NULL);
+			buf_init(e, &e->dvc[l], kv, "f32", NULL);
+		}
 	}
 	e->host_logits = xcalloc(T * V, sizeof(float));
 	e->host_next = xcalloc(T, sizeof(int32_t));
@@ -885,9 +900,13 @@ static void engine_close(engine_t *e)
 	for (l = 0; l < m->c.layers; l++) {
 		buf_close(&e->kc[l]);
 		buf_close(&e->vc[l]);
+		buf_close(&e->dkc[l]);
+		buf_close(&e->dvc[l]);
 	}
 	free(e->kc);
 	free(e->vc);
+	free(e->dkc);
+	free(e->dvc);
 	free(e->host_logits);
 	free(e->host_next);
 	if (e->queue)
@@ -899,12 +918,14 @@ static void engine_close(engine_t *e)
 
 /*
  * Runs the T tokens IDS at positions START .. START+T-1 (phase PH, whose
- * width is T) through the model, appending their keys and values to the
- * caches; leaves the logits of the last NL rows (NL is 1, or T for a
- * verify) in host_logits and their greedy picks in host_next.
+ * width is T) through the first NLAYERS layers and the head, appending
+ * their keys and values to the caches KC, VC; leaves the logits of the
+ * last NL rows (NL is 1, or T for a verify) in host_logits and their
+ * greedy picks in host_next.  The draft is the model cut to its first
+ * layers, with caches of its own.
  */
 static void forward(engine_t *e, int ph, const int32_t *ids, int T,
-    int start, int NL)
+    int start, int NL, int nlayers, buf_t *kc, buf_t *vc)
 {
 	model_t *m = e->m;
 	const config_t *c = &m->c;
@@ -927,9 +948,9 @@ static void forward(engine_t *e, int ph, const int32_t *ids, int T,
 		    BIND("table", &m->embed.b), BIND("y", &e->res) };
 		call(e, ph, K_EMBED, T, b, 3, 0);
 	}
-	for (l = 0; l < c->layers; l++) {
+	for (l = 0; l < nlayers; l++) {
 		layer_t *y = &m->layer[l];
-		tensor_t *next = l + 1 < c->layers ?
+		tensor_t *next = l + 1 < nlayers ?
 		    &m->layer[l + 1].attn_norm : &m->final_norm;
 
 		if (l == 0) {
@@ -952,12 +973,12 @@ static void forward(engine_t *e, int ph, const int32_t *ids, int T,
 		{
 			bind_t ba[] = { BIND("k", &e->k), BIND("v", &e->v),
 			    BIND("pos", &e->pos1), BIND("cs", &e->cs),
-			    BIND("k_cache", &e->kc[l]),
-			    BIND("v_cache", &e->vc[l]) };
+			    BIND("k_cache", &kc[l]),
+			    BIND("v_cache", &vc[l]) };
 			bind_t br[] = { BIND("x", &e->q), BIND("pos", &e->pos),
 			    BIND("cs", &e->cs) };
-			bind_t bt[] = { BIND("q", &e->q), BIND("k", &e->kc[l]),
-			    BIND("v", &e->vc[l]), BIND("lens", &e->lens),
+			bind_t bt[] = { BIND("q", &e->q), BIND("k", &kc[l]),
+			    BIND("v", &vc[l]), BIND("lens", &e->lens),
 			    BIND("o", &e->att) };
 			call(e, ph, K_KV_ROPE, T, ba, 6, 0);
 			call(e, ph, K_ROPE, T, br, 3, 0);
@@ -1256,36 +1277,93 @@ static int run_reference(const model_t *m, const opts_t *o)
 	return 0;
 }
 
+/*
+ * Greedy speculative decoding from toks[0] (the prefill's pick): per
+ * round the draft (the first draft_layers layers, its own caches) decodes
+ * W - 1 proposals after the last committed token; one verify step runs
+ * the last token and the proposals, T = W rows, through the model; the
+ * proposals are accepted while each equals the model's pick of the row
+ * before it, and the model's pick after the last accepted one is
+ * committed too.  Every row of the verify computes what a decode step at
+ * its position would (each kernel's rows are independent and in the same
+ * order), so the committed tokens and logits are greedy decode's, bit for
+ * bit (the gate checks it).  Stale cache rows past a rejection are
+ * overwritten by the next round before any length reaches them.
+ */
+static void speculate(engine_t *e, const int32_t *prompt, int32_t *toks,
+    float *logits)
+{
+	const opts_t *o = e->o;
+	const int V = e->m->c.vocab, W = o->verify, DL = o->draft_layers;
+	int32_t cand[64];
+	int ns = 1, rounds = 0, accepted = 0, i, a;
+
+	forward(e, PH_PREFILL, prompt, o->prompt, 0, 1, DL, e->dkc, e->dvc);
+	while (ns < o->steps) {
+		const int n = o->prompt + ns - 1;     /* position of cand[0] */
+
+		cand[0] = toks[ns - 1];
+		for (i = 1; i < W; i++) {
+			forward(e, PH_DECODE, &cand[i - 1], 1, n + i - 1, 1, DL,
+			    e->dkc, e->dvc);
+			cand[i] = e->host_next[0];
+		}
+		forward(e, PH_VERIFY, cand, W, n, W, e->m->c.layers, e->kc,
+		    e->vc);
+		for (a = 0; a < W - 1 && cand[a + 1] == e->host_next[a]; a++)
+			;
+		for (i = 0; i <= a && ns < o->steps; i++, ns++) {
+			toks[ns] = e->host_next[i];
+			memcpy(logits + (size_t)ns * V, e->host_logits +
+			    (size_t)i * V, (size_t)V * sizeof(float));
+		}
+		/* The draft's cache lacks the last proposal when all pass
+		 * (after the commit: the draft's step reuses host_next). */
+		if (a == W - 1 && ns < o->steps)
+			forward(e, PH_DECODE, &cand[W - 1], 1, n + W - 1, 1, DL,
+			    e->dkc, e->dvc);
+		rounds++;
+		accepted += a;
+	}
+	if (!o->quiet)
+		fprintf(stderr, "llama: verify W=%d: %d rounds, %.2f of %d "
+		    "proposals accepted per round\n", W, rounds, rounds ?
+		    (double)accepted / rounds : 0.0, W - 1);
+}
+
 static int run_engine(model_t *m, const opts_t *o)
 {
 	const int V = m->c.vocab;
 	int32_t prompt[1024], *toks;
 	float *logits;
 	double t0, t1, t2;
-	int s;
+	int s, L = m->c.layers;
 	engine_t e;
 
-	if (o->prompt < 1 || o->prompt > 1024 ||
-	    o->prompt + o->steps > m->c.max_seq)
-		die("prompt %d + steps %d must fit max_seq %d", o->prompt,
-		    o->steps, m->c.max_seq);
+	if (o->prompt < 1 || o->prompt > 1024 || o->steps < 1 ||
+	    o->prompt + o->steps + o->verify > m->c.max_seq)
+		die("prompt %d + steps %d (+ verify %d) must fit max_seq %d",
+		    o->prompt, o->steps, o->verify, m->c.max_seq);
 	toks = xcalloc((size_t)o->steps + 1, 4);
 	logits = xcalloc((size_t)(o->steps + 1) * V, sizeof(float));
 	prompt_of(o, prompt);
 	engine_open(&e, m, o);
 	t0 = now_ms();
-	forward(&e, PH_PREFILL, prompt, o->prompt, 0, 1);
+	forward(&e, PH_PREFILL, prompt, o->prompt, 0, 1, L, e.kc, e.vc);
 	t1 = now_ms();
-	for (s = 0; s < o->steps; s++) {
-		if (s > 0)
-			forward(&e, PH_DECODE, &toks[s - 1], 1,
-			    o->prompt + s - 1, 1);
+	toks[0] = e.host_next[0];
+	memcpy(logits, e.host_logits, (size_t)V * sizeof(float));
+	if (o->verify)
+		speculate(&e, prompt, toks, logits);
+	for (s = 1; s < o->steps && !o->verify; s++) {
+		forward(&e, PH_DECODE, &toks[s - 1], 1, o->prompt + s - 1, 1, L,
+		    e.kc, e.vc);
 		toks[s] = e.host_next[0];
 		memcpy(logits + (size_t)s * V, e.host_logits,
 		    (size_t)V * sizeof(float));
-		if (!o->quiet)
-			printf("%d%c", toks[s], s + 1 < o->steps ? ' ' : '\n');
 	}
+	for (s = 0; s < o->steps && !o->quiet; s++)
+		printf("%d%c", toks[s], s + 1 < o->steps ? ' ' : '\n');
 	t2 = now_ms();
 	if (!o->quiet)
 		fprintf(stderr, "llama: prefill %d tokens %.2f ms, decode %.3f "
@@ -1306,7 +1384,8 @@ static void usage(void)
 	    "[--threads N]\n"
 	    "             [--backend cpu|opencl] [--prompt N] [--steps N] "
 	    "[--seed N]\n"
-	    "             [--socket PATH] [--dump FILE] [--quiet]\n"
+	    "             [--verify W] [--draft-layers N] [--socket PATH]\n"
+	    "             [--dump FILE] [--quiet]\n"
 	    "       llama --reference [--follow DUMP] ... (float64, no "
 	    "daemon)\n");
 	exit(2);
@@ -1353,6 +1432,14 @@ int main(int argc, char **argv)
 		} else if (strcmp(a, "--prompt") == 0) {
 			o.prompt = atoi(v);
 			i++;
+		} else if (strcmp(a, "--verify") == 0) {
+			o.verify = atoi(v);
+			if (o.verify < 2 || o.verify > 8)
+				die("--verify takes a width of 2 to 8");
+			i++;
+		} else if (strcmp(a, "--draft-layers") == 0) {
+			o.draft_layers = atoi(v);
+			i++;
 		} else if (strcmp(a, "--steps") == 0) {
 			o.steps = atoi(v);
 			i++;
@@ -1378,6 +1465,10 @@ int main(int argc, char **argv)
 		o.steps = o.cfg->steps;
 	if (o.cfg->layers > 64)
 		die("at most 64 layers");
+	if (o.draft_layers == 0)
+		o.draft_layers = 1;
+	if (o.draft_layers < 1 || o.draft_layers > o.cfg->layers)
+		die("--draft-layers must be 1..%d", o.cfg->layers);
 	if (o.threads < 0 || o.threads > KSPEC_MAX_THREADS)
 		die("--threads must be 0..%d", KSPEC_MAX_THREADS);
 	model_init(&m, o.cfg, o.bf16, o.seed);
