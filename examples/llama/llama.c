@@ -108,7 +108,7 @@ typedef struct {
 	const config_t *cfg;
 	int bf16, general, threads, opencl, verify, draft_layers, reference;
 	int quiet;
-	int prompt, steps;
+	int prompt, steps, trials;
 	uint64_t seed;
 	const char *socket, *dump, *follow;
 } opts_t;
@@ -1331,6 +1331,42 @@ static void speculate(engine_t *e, const int32_t *prompt, int32_t *toks,
 		    (double)accepted / rounds : 0.0, W - 1);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * --trials N: N more runs of the prefill and the greedy decode after the
+ * first (which is the warm-up); prints one line, "timing prefill_ms MED
+ * MIN MAX decode_ms MED MIN MAX", per-token decode time over steps 1 ..
+ * steps-1, for bench/llama to read.
+ */
+static void time_trials(engine_t *e, const int32_t *prompt, int32_t *toks)
+{
+	const opts_t *o = e->o;
+	double pre[64], dec[64], t0, t1;
+	int n = o->trials < 64 ? o->trials : 64, t, s, L = e->m->c.layers;
+
+	for (t = 0; t < n; t++) {
+		t0 = now_ms();
+		forward(e, PH_PREFILL, prompt, o->prompt, 0, 1, L, e->kc, e->vc);
+		t1 = now_ms();
+		pre[t] = t1 - t0;
+		for (s = 1; s < o->steps; s++)
+			forward(e, PH_DECODE, &toks[s - 1], 1, o->prompt + s - 1,
+			    1, L, e->kc, e->vc);
+		dec[t] = o->steps > 1 ? (now_ms() - t1) / (o->steps - 1) : 0;
+	}
+	qsort(pre, (size_t)n, sizeof pre[0], cmp_double);
+	qsort(dec, (size_t)n, sizeof dec[0], cmp_double);
+	printf("timing prefill_ms %.3f %.3f %.3f decode_ms %.4f %.4f %.4f\n",
+	    pre[n / 2], pre[0], pre[n - 1], dec[n / 2], dec[0], dec[n - 1]);
+	fflush(stdout);
+}
+
 static int run_engine(model_t *m, const opts_t *o)
 {
 	const int V = m->c.vocab;
@@ -1362,15 +1398,17 @@ static int run_engine(model_t *m, const opts_t *o)
 		memcpy(logits + (size_t)s * V, e.host_logits,
 		    (size_t)V * sizeof(float));
 	}
+	t2 = now_ms();
 	for (s = 0; s < o->steps && !o->quiet; s++)
 		printf("%d%c", toks[s], s + 1 < o->steps ? ' ' : '\n');
-	t2 = now_ms();
 	if (!o->quiet)
 		fprintf(stderr, "llama: prefill %d tokens %.2f ms, decode %.3f "
 		    "ms/token\n", o->prompt, t1 - t0, o->steps > 1 ?
 		    (t2 - t1) / (o->steps - 1) : 0.0);
 	if (o->dump)
 		dump_write(o->dump, V, 4, o->steps, toks, logits);
+	if (o->trials > 0)
+		time_trials(&e, prompt, toks);
 	engine_close(&e);
 	free(toks);
 	free(logits);
@@ -1385,7 +1423,7 @@ static void usage(void)
 	    "             [--backend cpu|opencl] [--prompt N] [--steps N] "
 	    "[--seed N]\n"
 	    "             [--verify W] [--draft-layers N] [--socket PATH]\n"
-	    "             [--dump FILE] [--quiet]\n"
+	    "             [--dump FILE] [--trials N] [--quiet]\n"
 	    "       llama --reference [--follow DUMP] ... (float64, no "
 	    "daemon)\n");
 	exit(2);
@@ -1439,6 +1477,9 @@ int main(int argc, char **argv)
 			i++;
 		} else if (strcmp(a, "--draft-layers") == 0) {
 			o.draft_layers = atoi(v);
+			i++;
+		} else if (strcmp(a, "--trials") == 0) {
+			o.trials = atoi(v);
 			i++;
 		} else if (strcmp(a, "--steps") == 0) {
 			o.steps = atoi(v);
