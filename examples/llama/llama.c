@@ -43,6 +43,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,7 @@ typedef struct {
 	tensor_t embed, final_norm, wout;
 	layer_t *layer;
 	float *cs;              /* rope table, max_seq x hd: cos | sin */
+	uint64_t rng;           /* xorshift64* state while the weights fill */
 } model_t;
 
 /* ---- options ---- */
@@ -108,9 +110,8 @@ typedef struct {
 	const config_t *cfg;
 	int bf16, general, threads, opencl, verify, draft_layers, reference;
 	int quiet;
-	int prompt, steps, trials;
-	uint64_t seed;
-	const char *socket, *dump, *follow;
+	int prompt, steps, trials, seed;
+	const char *socket, *dump, *follow, *config, *backend;
 } opts_t;
 
 static void die(const char *fmt, ...)
@@ -666,25 +667,23 @@ static void call(engine_t *e, int ph, int kind, int64_t T,
 
 /* ---- the model's weights ---- */
 
-static uint64_t rng;
-
-static float uniform(void)      /* [-1, 1) */
+static float uniform(uint64_t *rng)      /* [-1, 1) */
 {
-	return (float)((double)(ref_rand(&rng) >> 11) /
+	return (float)((double)(ref_rand(rng) >> 11) /
 	    (double)(1ull << 53) * 2.0 - 1.0);
 }
 
 /* N values U(-1,1) * SCALE + BIAS; in bf16 mode rounded to bf16, so that
  * f holds exactly what the engine's bf16 buffer holds. */
-static void tensor_init(const model_t *m, tensor_t *t, int64_t n,
-    float scale, float bias)
+static void tensor_init(model_t *m, tensor_t *t, int64_t n, float scale,
+    float bias)
 {
 	int64_t i;
 
 	t->n = n;
 	t->f = xcalloc((size_t)n, sizeof(float));
 	for (i = 0; i < n; i++) {
-		float v = uniform() * scale + bias;
+		float v = uniform(&m->rng) * scale + bias;
 
 		t->f[i] = m->bf16 ? ref_bf16_to_f32(ref_f32_to_bf16(v)) : v;
 	}
@@ -704,7 +703,7 @@ static void model_init(model_t *m, const config_t *c, int bf16, uint64_t seed)
 	memset(m, 0, sizeof *m);
 	m->c = *c;
 	m->bf16 = bf16;
-	rng = seed * 0x9E3779B97F4A7C15ull + 1;
+	m->rng = seed * 0x9E3779B97F4A7C15ull + 1;
 	tensor_init(m, &m->embed, c->vocab * H, 1.0f, 0.0f);
 	m->layer = xcalloc((size_t)c->layers, sizeof *m->layer);
 	for (l = 0; l < c->layers; l++) {
@@ -1162,18 +1161,12 @@ static void ref_open(ref_t *r, const model_t *m)
 
 static void ref_close(ref_t *r)
 {
-	free(r->kc);
-	free(r->vc);
-	free(r->res);
-	free(r->h);
-	free(r->q);
-	free(r->k);
-	free(r->v);
-	free(r->att);
-	free(r->tmp);
-	free(r->gu);
-	free(r->act);
-	free(r->sc);
+	double *all[] = { r->kc, r->vc, r->res, r->h, r->q, r->k, r->v,
+	    r->att, r->tmp, r->gu, r->act, r->sc };
+	size_t i;
+
+	for (i = 0; i < sizeof all / sizeof all[0]; i++)
+		free(all[i]);
 }
 
 /* ---- the run ---- */
@@ -1429,77 +1422,74 @@ static void usage(void)
 	exit(2);
 }
 
+/* The options: flags set an int to 1, the others take a value. */
+enum { O_FLAG, O_INT, O_STR };
+
+static const struct {
+	const char *name;
+	int kind;
+	size_t off;
+} options[] = {
+	{ "--bf16", O_FLAG, offsetof(opts_t, bf16) },
+	{ "--general", O_FLAG, offsetof(opts_t, general) },
+	{ "--reference", O_FLAG, offsetof(opts_t, reference) },
+	{ "--quiet", O_FLAG, offsetof(opts_t, quiet) },
+	{ "--threads", O_INT, offsetof(opts_t, threads) },
+	{ "--prompt", O_INT, offsetof(opts_t, prompt) },
+	{ "--steps", O_INT, offsetof(opts_t, steps) },
+	{ "--verify", O_INT, offsetof(opts_t, verify) },
+	{ "--draft-layers", O_INT, offsetof(opts_t, draft_layers) },
+	{ "--trials", O_INT, offsetof(opts_t, trials) },
+	{ "--seed", O_INT, offsetof(opts_t, seed) },
+	{ "--socket", O_STR, offsetof(opts_t, socket) },
+	{ "--dump", O_STR, offsetof(opts_t, dump) },
+	{ "--follow", O_STR, offsetof(opts_t, follow) },
+	{ "--config", O_STR, offsetof(opts_t, config) },
+	{ "--backend", O_STR, offsetof(opts_t, backend) },
+};
+
 int main(int argc, char **argv)
 {
-	opts_t o = { .cfg = &configs[0], .prompt = -1, .steps = -1,
-	    .seed = 1 };
+	opts_t o = { .config = "small", .backend = "cpu", .prompt = -1,
+	    .steps = -1, .seed = 1 };
 	model_t m;
+	size_t c;
 	int i, rc;
 
 	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		char *field, *end;
 
-		if (strcmp(a, "--bf16") == 0) {
-			o.bf16 = 1;
-		} else if (strcmp(a, "--general") == 0) {
-			o.general = 1;
-		} else if (strcmp(a, "--reference") == 0) {
-			o.reference = 1;
-		} else if (strcmp(a, "--quiet") == 0) {
-			o.quiet = 1;
-		} else if (v == NULL) {
+		for (c = 0; c < sizeof options / sizeof options[0]; c++)
+			if (strcmp(argv[i], options[c].name) == 0)
+				break;
+		if (c == sizeof options / sizeof options[0] ||
+		    (options[c].kind != O_FLAG && i + 1 == argc))
 			usage();
-		} else if (strcmp(a, "--config") == 0) {
-			size_t c;
-
-			for (c = 0; c < sizeof configs / sizeof configs[0]; c++)
-				if (strcmp(configs[c].name, v) == 0)
-					o.cfg = &configs[c];
-			if (strcmp(o.cfg->name, v) != 0)
-				die("unknown config %s", v);
-			i++;
-		} else if (strcmp(a, "--threads") == 0) {
-			o.threads = atoi(v);
-			i++;
-		} else if (strcmp(a, "--backend") == 0) {
-			if (strcmp(v, "opencl") == 0)
-				o.opencl = 1;
-			else if (strcmp(v, "cpu") != 0)
-				die("unknown backend %s", v);
-			i++;
-		} else if (strcmp(a, "--prompt") == 0) {
-			o.prompt = atoi(v);
-			i++;
-		} else if (strcmp(a, "--verify") == 0) {
-			o.verify = atoi(v);
-			if (o.verify < 2 || o.verify > 8)
-				die("--verify takes a width of 2 to 8");
-			i++;
-		} else if (strcmp(a, "--draft-layers") == 0) {
-			o.draft_layers = atoi(v);
-			i++;
-		} else if (strcmp(a, "--trials") == 0) {
-			o.trials = atoi(v);
-			i++;
-		} else if (strcmp(a, "--steps") == 0) {
-			o.steps = atoi(v);
-			i++;
-		} else if (strcmp(a, "--seed") == 0) {
-			o.seed = strtoull(v, NULL, 10);
-			i++;
-		} else if (strcmp(a, "--socket") == 0) {
-			o.socket = v;
-			i++;
-		} else if (strcmp(a, "--dump") == 0) {
-			o.dump = v;
-			i++;
-		} else if (strcmp(a, "--follow") == 0) {
-			o.follow = v;
-			i++;
+		field = (char *)&o + options[c].off;
+		if (options[c].kind == O_FLAG) {
+			*(int *)field = 1;
+		} else if (options[c].kind == O_STR) {
+			*(const char **)field = argv[++i];
 		} else {
-			usage();
+			long v = strtol(argv[++i], &end, 10);
+
+			if (*end != '\0' || v < 0 || v > INT32_MAX)
+				die("%s takes a number (got %s)", argv[i - 1],
+				    argv[i]);
+			*(int *)field = (int)v;
 		}
 	}
+	for (c = 0; c < sizeof configs / sizeof configs[0]; c++)
+		if (strcmp(configs[c].name, o.config) == 0)
+			o.cfg = &configs[c];
+	if (o.cfg == NULL)
+		die("unknown config %s", o.config);
+	if (strcmp(o.backend, "opencl") == 0)
+		o.opencl = 1;
+	else if (strcmp(o.backend, "cpu") != 0)
+		die("unknown backend %s", o.backend);
+	if (o.verify != 0 && (o.verify < 2 || o.verify > 8))
+		die("--verify takes a width of 2 to 8");
 	if (o.prompt < 0)
 		o.prompt = o.cfg->prompt;
 	if (o.steps < 0)
