@@ -135,6 +135,14 @@ static void *xcalloc(size_t n, size_t size)
 	return p;
 }
 
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 /* ---- kernels: what each kind asks for ---- */
 
 enum {
@@ -510,8 +518,7 @@ static void engine_load(engine_t *e)
 	kspec_artifact_t *arts[MAXREQ];
 	int errs[MAXREQ], ph, kind, i, n = 0, rc;
 	char key[512], err[512];
-	uint64_t t0;
-	struct timespec ts;
+	double t0, t1;
 
 	memset(specs, 0, sizeof specs);
 	e->loaded = xcalloc(MAXREQ, sizeof *e->loaded);
@@ -553,8 +560,7 @@ static void engine_load(engine_t *e)
 	e->kern[PH_PREFILL][K_LOGITS] = e->kern[PH_DECODE][K_LOGITS];
 	e->kern[PH_PREFILL][K_ARGMAX] = e->kern[PH_DECODE][K_ARGMAX];
 	e->nloaded = n;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	t0 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	t0 = now_ms();
 	rc = kspec_get_many(e->client, specs, (size_t)n, arts, errs);
 	if (rc != 0) {
 		for (i = 0; i < n; i++)
@@ -564,7 +570,7 @@ static void engine_load(engine_t *e)
 		die("get_many: %s: %s", kspec_err_name(rc),
 		    kspec_last_error(e->client, NULL));
 	}
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	t1 = now_ms();
 	for (i = 0; i < n; i++) {
 		kern_t *k = &e->loaded[i];
 
@@ -581,8 +587,7 @@ static void engine_load(engine_t *e)
 	}
 	if (!e->o->quiet)
 		fprintf(stderr, "llama: %d kernels in one get_many, %.1f ms\n",
-		    n, (double)((uint64_t)ts.tv_sec * 1000000000u +
-		    (uint64_t)ts.tv_nsec - t0) / 1e6);
+		    n, t1 - t0);
 }
 
 /* ---- one call ---- */
@@ -594,6 +599,14 @@ typedef struct {
 
 #define BIND(n, b) { n, b }
 
+/*
+ * Calls the kernel of KIND in phase PH for T rows, its arguments in the
+ * reply's params order: each buffer bound by name from BINDS, each
+ * dynamic dim from dims_of, the f32 scalar (eps or scale) SCALAR.  On the
+ * cpu through kspec_cpu_call, which checks every buffer against the
+ * reply's dims and dtype before it runs; on OpenCL enqueued in order on
+ * the one queue (read back by the blocking reads of forward).
+ */
 static void call(engine_t *e, int ph, int kind, int64_t T,
     const bind_t *binds, int nbinds, float scalar)
 {
@@ -1219,14 +1232,6 @@ static int32_t *dump_tokens(const char *path, int V, int *steps)
 			die("%s: truncated", path);
 	fclose(f);
 	return toks;
-}
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 static int run_reference(const model_t *m, const opts_t *o)
