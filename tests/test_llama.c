@@ -31,20 +31,7 @@
 #define EPS 0x1p-10
 #define DUMP_MAGIC 0x4b4c4c47
 
-static e2e_daemon_t D;
-
-static void up(void)
-{
-	memset(&D, 0, sizeof D);
-	cr_assert_eq(e2e_start(&D, NULL), 0, "kspecd did not start");
-}
-
-static void down(void)
-{
-	e2e_cleanup(&D);
-}
-
-TestSuite(llama, .init = up, .fini = down, .timeout = 240);
+E2E_SUITE(llama, 240);
 
 /* A dump of the engine (logits f32) or of the reference (f64), read as
  * doubles. */
