@@ -39,7 +39,7 @@ LIB_OBJ    := $(BASE_OBJ) $(PROTO_OBJ) $(CLIENT_LIB_OBJ)
 
 PROGRAMS := $(BUILD)/kspecd $(BUILD)/kspec $(BUILD)/libkspec.so \
 	    $(BUILD)/libkspec.a $(BUILD)/kspec.pc
-# The reference engine on libkspec (examples/llama, README "Examples").
+# The reference engine on libkspec (README, "A model on kspec").
 EXAMPLES := $(BUILD)/examples/llama
 PREFIX   ?= /usr/local
 VERSION  := $(shell sed -n 's/^#define KSPEC_VERSION "\(.*\)"/\1/p' include/kspec.h)
