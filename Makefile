@@ -39,6 +39,8 @@ LIB_OBJ    := $(BASE_OBJ) $(PROTO_OBJ) $(CLIENT_LIB_OBJ)
 
 PROGRAMS := $(BUILD)/kspecd $(BUILD)/kspec $(BUILD)/libkspec.so \
 	    $(BUILD)/libkspec.a $(BUILD)/kspec.pc
+# The reference engine on libkspec (README, "A model on kspec").
+EXAMPLES := $(BUILD)/examples/llama
 PREFIX   ?= /usr/local
 VERSION  := $(shell sed -n 's/^#define KSPEC_VERSION "\(.*\)"/\1/p' include/kspec.h)
 # libkspec's ABI major version: its SONAME is libkspec.so.$(SOVERSION).
@@ -49,9 +51,11 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_SRC := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all test run bench bench-instructions asan clean deps golden install uninstall FORCE
+.PHONY: all examples test run bench bench-instructions asan clean deps golden install uninstall FORCE
 
-all: $(PROGRAMS)
+all: $(PROGRAMS) $(EXAMPLES)
+
+examples: $(EXAMPLES)
 
 deps:
 	@./deploy/deps.sh
@@ -139,6 +143,13 @@ $(BUILD)/libkspec.so: $(LIB_OBJ)
 	    -o $(BUILD)/libkspec.so.$(VERSION) $^ $(CLIENT_LDLIBS)
 	ln -sf libkspec.so.$(VERSION) $(BUILD)/libkspec.so.$(SOVERSION)
 	ln -sf libkspec.so.$(SOVERSION) $@
+
+# An example links the client library only, as an application would.
+$(BUILD)/examples/%: examples/%/*.c $(BUILD)/libkspec.a include/kspec.h \
+	    ref/ref.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $(filter %.c,$^) $(BUILD)/libkspec.a \
+	    $(CLIENT_LDLIBS) -lOpenCL -lm
 
 $(BUILD)/tests/%: tests/%.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
 	    $(wildcard tests/*.h ref/*.h bench/*.h bench/gpu/*.h)

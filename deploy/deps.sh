@@ -3,7 +3,8 @@
 # prometheus for promtool and chromium for the metrics and dashboard
 # tests among them); with
 # --bench, also those that only benchmarks need (valgrind for the
-# instruction counts of bench/instr).  Idempotent: checks each package with
+# instruction counts of bench/instr; Debian's PyTorch and numpy for
+# bench/llama's reference, run by /usr/bin/python3).  Idempotent: checks each package with
 # dpkg first and installs only what is missing.  Run as root (apt-get);
 # otherwise prints the exact command to run.
 set -eu
@@ -13,7 +14,7 @@ libsqlite3-dev libsodium-dev libcriterion-dev redis-server libhiredis-dev
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libopenblas-dev
 python3 python3-venv uthash-dev libxxhash-dev systemd groff-base
 curl prometheus chromium"
-BENCH_PKGS="valgrind"
+BENCH_PKGS="valgrind python3-numpy python3-torch"
 
 case "${1:-}" in
 --bench) PKGS="$PKGS $BENCH_PKGS" ;;

@@ -182,6 +182,28 @@ static inline void e2e_cleanup(e2e_daemon_t *d)
 	}
 }
 
+/*
+ * E2E_SUITE(NAME, SECONDS): the Criterion suite NAME whose every test
+ * runs against a fresh kspecd of its own, the file's static e2e_daemon_t
+ * D (started with no extra arguments before the test, stopped and its
+ * directory removed after it), with a timeout of SECONDS.  For test files
+ * that include criterion.h before this header.
+ */
+#define E2E_SUITE(name, seconds)                                         \
+	static e2e_daemon_t D;                                           \
+	static void e2e_suite_up(void)                                   \
+	{                                                                \
+		memset(&D, 0, sizeof D);                                 \
+		cr_assert_eq(e2e_start(&D, NULL), 0,                     \
+		    "kspecd did not start");                             \
+	}                                                                \
+	static void e2e_suite_down(void)                                 \
+	{                                                                \
+		e2e_cleanup(&D);                                         \
+	}                                                                \
+	TestSuite(name, .init = e2e_suite_up, .fini = e2e_suite_down,    \
+	    .timeout = seconds)
+
 static inline int e2e_write_all(int fd, const void *p, size_t n)
 {
 	const char *c = p;

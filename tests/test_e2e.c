@@ -11,20 +11,7 @@
 #include "e2e.h"
 #include "../ref/ref.h"
 
-static e2e_daemon_t D;
-
-static void up(void)
-{
-	memset(&D, 0, sizeof D);
-	cr_assert_eq(e2e_start(&D, NULL), 0, "kspecd did not start");
-}
-
-static void down(void)
-{
-	e2e_cleanup(&D);
-}
-
-TestSuite(e2e, .init = up, .fini = down, .timeout = 240);
+E2E_SUITE(e2e, 240);
 
 /* ---- helpers ---- */
 

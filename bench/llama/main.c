@@ -1,0 +1,404 @@
+/*
+ * bench/llama: examples/llama's 8b2l config (Llama-3-8B's layer shapes,
+ * two layers, vocab 32000) through kspecd's kernels, f32 and bf16
+ * weights, on one thread and on all threads: prefill of a 512-token
+ * prompt in tokens/s and greedy decode after it in ms/token.  Beside it,
+ * in the same run: a plain C reference of the same math (loops, one
+ * thread) and, when /usr/bin/python3 can import torch, PyTorch CPU
+ * (bench/llama/torch_ref.py: F.linear for prefill, torch.mv for decode,
+ * f32) with OpenBLAS's thread count pinned through OPENBLAS_NUM_THREADS.
+ * Medians with min..max over TRIALS runs after a warm-up.
+ */
+#include <sys/wait.h>
+
+#include "../../include/kspec.h"
+#include "../../tests/e2e.h"
+#include "../../ref/ref.h"
+#include "../bench.h"
+
+#define PROMPT 512
+#define STEPS 9                 /* 8 timed decode steps per trial */
+#define TRIALS 3
+
+enum { H = 4096, L = 2, HQ = 32, HKV = 8, D = 128, FF = 14336, V = 32000,
+    SMAX = PROMPT + STEPS };
+
+typedef struct {
+	double pre[3], dec[3];  /* median, min, max: ms */
+	int ok;
+} figures_t;
+
+/* Runs CMD (a shell line), reads "<TAG> prefill_ms a b c decode_ms a b c"
+ * or torch's two lines from its stdout. */
+static int run_and_read(const char *cmd, figures_t *f)
+{
+	FILE *p = popen(cmd, "r");
+	char line[512];
+
+	memset(f, 0, sizeof *f);
+	if (p == NULL)
+		return -1;
+	while (fgets(line, sizeof line, p)) {
+		double a, b, c, x, y, z;
+
+		if (sscanf(line, "timing prefill_ms %lf %lf %lf decode_ms %lf "
+		    "%lf %lf", &a, &b, &c, &x, &y, &z) == 6) {
+			f->pre[0] = a, f->pre[1] = b, f->pre[2] = c;
+			f->dec[0] = x, f->dec[1] = y, f->dec[2] = z;
+			f->ok = 1;
+		} else if (sscanf(line, "torch prefill_ms %lf %lf %lf", &a, &b,
+		    &c) == 3) {
+			f->pre[0] = a, f->pre[1] = b, f->pre[2] = c;
+		} else if (sscanf(line, "torch decode_ms %lf %lf %lf", &x, &y,
+		    &z) == 3) {
+			f->dec[0] = x, f->dec[1] = y, f->dec[2] = z;
+			f->ok = 1;
+		}
+	}
+	return pclose(p) == 0 && f->ok ? 0 : -1;
+}
+
+static void row(const char *what, const char *w, int threads,
+    const figures_t *f)
+{
+	/* tokens/s from ms: the median's, and the spread's ends swapped. */
+	printf("%-22s %-5s %7d %9.1f %9.1f..%-9.1f %9.2f %9.2f..%-9.2f\n",
+	    what, w, threads, PROMPT * 1e3 / f->pre[0], PROMPT * 1e3 /
+	    f->pre[2], PROMPT * 1e3 / f->pre[1], f->dec[0], f->dec[1],
+	    f->dec[2]);
+}
+
+/* ---- the plain C reference: the same model in loops, one thread ---- */
+
+typedef struct {
+	const void *w;          /* N x K, f32 or bf16 */
+	int bf16;
+} wt_t;
+
+/*
+ * y[m][n] = sum_k x[m][k] * W[n][k]: 16 accumulators per row (so that the
+ * compiler vectorizes without reassociating) and 4 rows of x per pass
+ * over W (so that prefill reads W a quarter as often).  K % 16 == 0.
+ */
+static void linear(const float *x, int M, const wt_t *W, int N, int K,
+    float *y)
+{
+	int m0, n, k, r, j;
+
+	for (m0 = 0; m0 < M; m0 += 4)
+	for (n = 0; n < N; n++) {
+		const int R = M - m0 < 4 ? M - m0 : 4;
+		float acc[4][16] = { { 0 } }, wv[16];
+
+		for (k = 0; k < K; k += 16) {
+			if (W->bf16)
+				for (j = 0; j < 16; j++)
+					wv[j] = ref_bf16_to_f32(((const uint16_t *)
+					    W->w)[(size_t)n * K + k + j]);
+			else
+				memcpy(wv, (const float *)W->w + (size_t)n * K +
+				    k, sizeof wv);
+			for (r = 0; r < R; r++)
+				for (j = 0; j < 16; j++)
+					acc[r][j] += x[(size_t)(m0 + r) * K + k +
+					    j] * wv[j];
+		}
+		for (r = 0; r < R; r++) {
+			float s = 0;
+
+			for (j = 0; j < 16; j++)
+				s += acc[r][j];
+			y[(size_t)(m0 + r) * N + n] = s;
+		}
+	}
+}
+
+static void norm(const float *x, const float *w, float *y, int T)
+{
+	int t, j;
+
+	for (t = 0; t < T; t++) {
+		float ss = 0, inv;
+
+		for (j = 0; j < H; j++)
+			ss += x[(size_t)t * H + j] * x[(size_t)t * H + j];
+		inv = 1.0f / sqrtf(ss / H + 1e-5f);
+		for (j = 0; j < H; j++)
+			y[(size_t)t * H + j] = x[(size_t)t * H + j] * inv * w[j];
+	}
+}
+
+static void rotate(float *x, int heads, int p, const float *cs)
+{
+	int h, i;
+
+	for (h = 0; h < heads; h++)
+		for (i = 0; i < D / 2; i++) {
+			float *r = x + h * D, c = cs[p * D + i],
+			    s = cs[p * D + D / 2 + i], x0 = r[i], x1 = r[D / 2 + i];
+
+			r[i] = x0 * c - x1 * s;
+			r[D / 2 + i] = x1 * c + x0 * s;
+		}
+}
+
+typedef struct {
+	wt_t wq[L], wk[L], wv[L], wo[L], wgu[L], wd[L], wout;
+	float *emb, *normw, *cs, *kc[L], *vc[L];
+	float *x, *h, *q, *k, *v, *att, *tmp, *gu, *act, *sc, *logits;
+} plain_t;
+
+/* T tokens at START; returns the greedy pick after the last. */
+static int plain_forward(plain_t *p, const int32_t *ids, int T, int start)
+{
+	const int G = HQ / HKV;
+	int l, t, j, h, s;
+
+	for (t = 0; t < T; t++)
+		memcpy(p->x + (size_t)t * H, p->emb + (size_t)ids[t] * H,
+		    H * sizeof(float));
+	for (l = 0; l < L; l++) {
+		norm(p->x, p->normw, p->h, T);
+		linear(p->h, T, &p->wq[l], HQ * D, H, p->q);
+		linear(p->h, T, &p->wk[l], HKV * D, H, p->k);
+		linear(p->h, T, &p->wv[l], HKV * D, H, p->v);
+		for (t = 0; t < T; t++) {
+			rotate(p->q + (size_t)t * HQ * D, HQ, start + t, p->cs);
+			rotate(p->k + (size_t)t * HKV * D, HKV, start + t, p->cs);
+			memcpy(p->kc[l] + (size_t)(start + t) * HKV * D, p->k +
+			    (size_t)t * HKV * D, HKV * D * sizeof(float));
+			memcpy(p->vc[l] + (size_t)(start + t) * HKV * D, p->v +
+			    (size_t)t * HKV * D, HKV * D * sizeof(float));
+		}
+		for (t = 0; t < T; t++)
+		for (h = 0; h < HQ; h++) {
+			const float *q = p->q + ((size_t)t * HQ + h) * D;
+			float *o = p->att + ((size_t)t * HQ + h) * D, mx = -INFINITY,
+			    sum = 0;
+			const int n = start + t + 1;
+
+			for (s = 0; s < n; s++) {
+				const float *k = p->kc[l] + ((size_t)s * HKV +
+				    h / G) * D;
+				float d = 0;
+
+				for (j = 0; j < D; j++)
+					d += q[j] * k[j];
+				p->sc[s] = d / sqrtf((float)D);
+				mx = fmaxf(mx, p->sc[s]);
+			}
+			memset(o, 0, D * sizeof(float));
+			for (s = 0; s < n; s++) {
+				const float *v = p->vc[l] + ((size_t)s * HKV +
+				    h / G) * D;
+				float e = expf(p->sc[s] - mx);
+
+				sum += e;
+				for (j = 0; j < D; j++)
+					o[j] += e * v[j];
+			}
+			for (j = 0; j < D; j++)
+				o[j] /= sum;
+		}
+		linear(p->att, T, &p->wo[l], H, HQ * D, p->tmp);
+		for (j = 0; j < T * H; j++)
+			p->x[j] += p->tmp[j];
+		norm(p->x, p->normw, p->h, T);
+		linear(p->h, T, &p->wgu[l], 2 * FF, H, p->gu);
+		for (t = 0; t < T; t++)
+			for (j = 0; j < FF; j++) {
+				float g = p->gu[(size_t)t * 2 * FF + j];
+
+				p->act[(size_t)t * FF + j] = g / (1.0f + expf(-g)) *
+				    p->gu[(size_t)t * 2 * FF + FF + j];
+			}
+		linear(p->act, T, &p->wd[l], H, FF, p->tmp);
+		for (j = 0; j < T * H; j++)
+			p->x[j] += p->tmp[j];
+	}
+	norm(p->x + (size_t)(T - 1) * H, p->normw, p->h, 1);
+	linear(p->h, 1, &p->wout, V, H, p->logits);
+	for (j = 1, s = 0; j < V; j++)
+		if (p->logits[j] > p->logits[s])
+			s = j;
+	return s;
+}
+
+static void *filled(size_t n, int bf16, float scale, uint64_t seed)
+{
+	void *w = malloc(n * (bf16 ? 2 : 4));
+	uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		float v = (float)((double)(ref_rand(&st) >> 11) /
+		    (double)(1ull << 53) * 2.0 - 1.0) * scale;
+
+		if (bf16)
+			((uint16_t *)w)[i] = ref_f32_to_bf16(v);
+		else
+			((float *)w)[i] = v;
+	}
+	return w;
+}
+
+static void plain_open(plain_t *p, int bf16)
+{
+	int l, i, j;
+
+	memset(p, 0, sizeof *p);
+	for (l = 0; l < L; l++) {
+		p->wq[l] = (wt_t){ filled((size_t)HQ * D * H, bf16,
+		    sqrtf(3.0f / H), 10 + l), bf16 };
+		p->wk[l] = (wt_t){ filled((size_t)HKV * D * H, bf16,
+		    sqrtf(3.0f / H), 20 + l), bf16 };
+		p->wv[l] = (wt_t){ filled((size_t)HKV * D * H, bf16,
+		    sqrtf(3.0f / H), 30 + l), bf16 };
+		p->wo[l] = (wt_t){ filled((size_t)H * HQ * D, bf16,
+		    sqrtf(3.0f / H), 40 + l), bf16 };
+		p->wgu[l] = (wt_t){ filled((size_t)2 * FF * H, bf16,
+		    sqrtf(3.0f / H), 50 + l), bf16 };
+		p->wd[l] = (wt_t){ filled((size_t)H * FF, bf16,
+		    sqrtf(3.0f / FF), 60 + l), bf16 };
+		p->kc[l] = calloc((size_t)SMAX * HKV * D, sizeof(float));
+		p->vc[l] = calloc((size_t)SMAX * HKV * D, sizeof(float));
+	}
+	p->wout = (wt_t){ filled((size_t)V * H, bf16, sqrtf(3.0f / H), 70),
+	    bf16 };
+	p->emb = filled((size_t)V * H, 0, 1.0f, 80);
+	p->normw = malloc(H * sizeof(float));
+	for (j = 0; j < H; j++)
+		p->normw[j] = 1.0f;
+	p->cs = malloc((size_t)SMAX * D * sizeof(float));
+	for (i = 0; i < SMAX; i++)
+		for (j = 0; j < D / 2; j++) {
+			double a = i * pow(10000.0, -2.0 * j / D);
+
+			p->cs[i * D + j] = (float)cos(a);
+			p->cs[i * D + D / 2 + j] = (float)sin(a);
+		}
+	p->x = malloc((size_t)PROMPT * H * sizeof(float));
+	p->h = malloc((size_t)PROMPT * H * sizeof(float));
+	p->q = malloc((size_t)PROMPT * HQ * D * sizeof(float));
+	p->k = malloc((size_t)PROMPT * HKV * D * sizeof(float));
+	p->v = malloc((size_t)PROMPT * HKV * D * sizeof(float));
+	p->att = malloc((size_t)PROMPT * HQ * D * sizeof(float));
+	p->tmp = malloc((size_t)PROMPT * H * sizeof(float));
+	p->gu = malloc((size_t)PROMPT * 2 * FF * sizeof(float));
+	p->act = malloc((size_t)PROMPT * FF * sizeof(float));
+	p->sc = malloc((size_t)SMAX * sizeof(float));
+	p->logits = malloc((size_t)V * sizeof(float));
+}
+
+static void plain_close(plain_t *p)
+{
+	void *all[] = { (void *)p->wout.w, p->emb, p->normw, p->cs, p->x, p->h, p->q,
+	    p->k, p->v, p->att, p->tmp, p->gu, p->act, p->sc, p->logits };
+	size_t i;
+	int l;
+
+	for (l = 0; l < L; l++) {
+		free((void *)p->wq[l].w);
+		free((void *)p->wk[l].w);
+		free((void *)p->wv[l].w);
+		free((void *)p->wo[l].w);
+		free((void *)p->wgu[l].w);
+		free((void *)p->wd[l].w);
+		free(p->kc[l]);
+		free(p->vc[l]);
+	}
+	for (i = 0; i < sizeof all / sizeof all[0]; i++)
+		free(all[i]);
+}
+
+/* TRIALS prefills of the prompt, each followed by the decode steps. */
+static void plain_time(int bf16, figures_t *f)
+{
+	int32_t ids[PROMPT], tok;
+	double pre[TRIALS], dec[TRIALS];
+	uint64_t st = 5;
+	plain_t p;
+	int t, s;
+
+	plain_open(&p, bf16);
+	for (s = 0; s < PROMPT; s++)
+		ids[s] = (int32_t)(ref_rand(&st) % V);
+	for (t = 0; t < TRIALS; t++) {
+		uint64_t t0 = bench_ns(), t1;
+
+		tok = plain_forward(&p, ids, PROMPT, 0);
+		t1 = bench_ns();
+		pre[t] = (double)(t1 - t0) / 1e6;
+		for (s = 1; s < STEPS; s++)
+			tok = plain_forward(&p, &tok, 1, PROMPT + s - 1);
+		dec[t] = (double)(bench_ns() - t1) / 1e6 / (STEPS - 1);
+	}
+	f->pre[0] = bench_median(pre, TRIALS);
+	f->pre[1] = pre[0];
+	f->pre[2] = pre[TRIALS - 1];
+	f->dec[0] = bench_median(dec, TRIALS);
+	f->dec[1] = dec[0];
+	f->dec[2] = dec[TRIALS - 1];
+	f->ok = 1;
+	plain_close(&p);
+}
+
+int main(void)
+{
+	static const char *const ws[] = { "f32", "bf16" };
+	const int all = kspec_cpu_threads();
+	const int threads[2] = { 1, all };
+	e2e_daemon_t d;
+	char cmd[1024];
+	figures_t f;
+	int wi, ti;
+
+	memset(&d, 0, sizeof d);
+	if (e2e_start(&d, NULL)) {
+		fprintf(stderr, "llama: kspecd did not start\n");
+		return 1;
+	}
+	printf("llama: examples/llama --config 8b2l (hidden %d, FFN %d, %d/%d "
+	    "heads of %d, %d layers, vocab %d), prompt %d, %d decode steps; "
+	    "%d trials after a warm-up, median (min..max)\n\n", H, FF, HQ,
+	    HKV, D, L, V, PROMPT, STEPS - 1, TRIALS);
+	printf("%-22s %-5s %7s %9s %20s %9s %20s\n", "engine", "W", "threads",
+	    "prefill", "tok/s (min..max)", "decode", "ms/tok (min..max)");
+	for (wi = 0; wi < 2; wi++)
+	for (ti = 0; ti < (all > 1 ? 2 : 1); ti++) {
+		snprintf(cmd, sizeof cmd, "%s/examples/llama --config 8b2l "
+		    "--quiet --socket %s --prompt %d --steps %d --trials %d "
+		    "--threads %d%s", e2e_build_dir(), d.sock, PROMPT, STEPS,
+		    TRIALS, threads[ti], wi ? " --bf16" : "");
+		if (run_and_read(cmd, &f) != 0) {
+			fprintf(stderr, "llama: %s failed\n", cmd);
+			e2e_cleanup(&d);
+			return 1;
+		}
+		row("kspec (examples/llama)", ws[wi], threads[ti], &f);
+		fflush(stdout);
+	}
+	for (wi = 0; wi < 2; wi++) {
+		plain_time(wi, &f);
+		row("plain C loops", ws[wi], 1, &f);
+		fflush(stdout);
+	}
+	if (system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
+		printf("%-22s skipped: /usr/bin/python3 cannot import torch "
+		    "(Debian: python3-torch)\n", "PyTorch CPU");
+	} else {
+		for (ti = 0; ti < (all > 1 ? 2 : 1); ti++) {
+			snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=%d "
+			    "OMP_NUM_THREADS=%d /usr/bin/python3 "
+			    "bench/llama/torch_ref.py %d %d %d %d", threads[ti],
+			    threads[ti], PROMPT, STEPS, TRIALS, threads[ti]);
+			if (run_and_read(cmd, &f) != 0)
+				printf("%-22s failed: %s\n", "PyTorch CPU", cmd);
+			else
+				row("PyTorch CPU", "f32", threads[ti], &f);
+			fflush(stdout);
+		}
+	}
+	e2e_cleanup(&d);
+	return 0;
+}

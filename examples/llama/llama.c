@@ -1,0 +1,1520 @@
+/*
+ * examples/llama: a reference engine on libkspec.  A Llama-style decoder
+ * (RMSNorm, grouped-query attention with rotary positions, a SwiGLU MLP,
+ * untied output weights) built from a named config and seeded random
+ * weights, run entirely through kernels served by kspecd:
+ *
+ *   embedding -> per layer: [rmsnorm | add_rmsnorm] -> gemm q, k, v ->
+ *   kv_append_rope (k rotated into the cache, v copied) and rope (q) ->
+ *   attention_prefill (T rows, causal, against the cache of capacity
+ *   Sc = max_seq) -> gemm o -> add_rmsnorm (the residual) -> gemm of
+ *   [gate | up] (one gemm, N = 2F) -> silu_mul -> gemm down ->
+ *   add_rmsnorm (the next layer's, or the final norm) -> gemm logits
+ *   (the last row) -> argmax.
+ *
+ * Start-up asks for every kernel of every phase (prefill at T = the prompt
+ * length, decode at T = 1, verify at T = W) in ONE pipelined
+ * kspec_get_many and loads each artifact once.  With --general every dim
+ * of every request is dynamic, so the daemon serves its general variants
+ * and the dims travel as arguments: the gate compares the two bit for bit.
+ *
+ * Backends: cpu (kspec_cpu_load, every call through the size-checked
+ * kspec_cpu_call on --threads threads) and opencl (the artifact's clbin
+ * through the OpenCL ICD, arguments in the reply's params order, global
+ * size launch.groups * launch.lanes).
+ *
+ * Weights: f32, or with --bf16 the weights of gemm, the norms and the
+ * embedding table in bf16 (requests with wdtype "bf16"; activations, the
+ * residual stream, the KV cache and the rope table stay f32).
+ *
+ * --reference runs a float64 model of the same weights instead (no
+ * daemon): every operation in double, the bf16 weights widened exactly,
+ * the f32 rope table widened; teacher-forced on the tokens of an engine
+ * dump (--follow), so each of its steps sees the engine's context.
+ *
+ * The dump (--dump FILE): a header of four int32 (the magic 0x4b4c4c47,
+ * the vocab V, the size of a logit in bytes: 4 for the engine, 8 for the
+ * reference, the number of steps), then per step an int32 token (the
+ * greedy pick) and its V logits.
+ */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../include/kspec.h"
+#include "../../ref/ref.h"
+
+#define DUMP_MAGIC 0x4b4c4c47
+#define RMS_EPS 1e-5f
+#define MAX_PARAMS 16
+
+/* ---- the model ---- */
+
+typedef struct {
+	const char *name;
+	int hidden, layers, hq, hkv, hd, ffn, vocab, max_seq;
+	int prompt, steps;      /* defaults of --prompt, --steps */
+} config_t;
+
+/*
+ * small: the gate's config (head dim 64 so that attention selects gqa and
+ * gemm gemv_m1 when specialized).  8b2l: Llama-3-8B's layer shapes, two
+ * layers, a 32000 vocab (Llama 2's), the bench's config.
+ */
+static const config_t configs[] = {
+	{ "small", 256, 2, 4, 2, 64, 640, 512, 64, 8, 24 },
+	{ "8b2l", 4096, 2, 32, 8, 128, 14336, 32000, 640, 512, 16 },
+};
+
+/* A weight: its values as f32 (bf16-rounded in bf16 mode: what the
+ * reference reads), the engine's buffer of it in the weights' dtype. */
+typedef struct buf {
+	void *host;             /* cpu: the data */
+	cl_mem mem;             /* opencl */
+	size_t bytes;
+	const char *dtype;
+	int owned;
+} buf_t;
+
+typedef struct {
+	float *f;
+	int64_t n;
+	buf_t b;
+} tensor_t;
+
+typedef struct {
+	tensor_t attn_norm, wq, wk, wv, wo, ffn_norm, wgu, wd;
+} layer_t;
+
+typedef struct {
+	config_t c;
+	int bf16;
+	tensor_t embed, final_norm, wout;
+	layer_t *layer;
+	float *cs;              /* rope table, max_seq x hd: cos | sin */
+	uint64_t rng;           /* xorshift64* state while the weights fill */
+} model_t;
+
+/* ---- options ---- */
+
+typedef struct {
+	const config_t *cfg;
+	int bf16, general, threads, opencl, verify, draft_layers, reference;
+	int quiet;
+	int prompt, steps, trials, seed;
+	const char *socket, *dump, *follow, *config, *backend;
+} opts_t;
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "llama: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size);
+
+	if (p == NULL)
+		die("out of memory (%zu x %zu bytes)", n, size);
+	return p;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- kernels: what each kind asks for ---- */
+
+enum {
+	K_EMBED, K_RMSNORM, K_ADD_RMSNORM, K_GEMM_Q, K_GEMM_KV, K_GEMM_O,
+	K_GEMM_GU, K_GEMM_DOWN, K_LOGITS, K_KV_ROPE, K_ROPE, K_ATTN, K_SILU,
+	K_ARGMAX, NKINDS
+};
+
+enum { PH_PREFILL, PH_DECODE, PH_VERIFY, NPHASES };
+
+enum { MAX_DIMS = 8 };
+
+static const struct {
+	const char *kernel;
+	int weighted;           /* takes the weights' dtype (wdtype) */
+	int ndims;
+	const char *dims[MAX_DIMS];     /* the kernel's dims, in its order */
+} kinds[NKINDS] = {
+	[K_EMBED] = { "embedding", 1, 3, { "T", "V", "H" } },
+	[K_RMSNORM] = { "rmsnorm", 1, 2, { "R", "H" } },
+	[K_ADD_RMSNORM] = { "add_rmsnorm", 1, 2, { "R", "H" } },
+	[K_GEMM_Q] = { "gemm", 1, 3, { "M", "N", "K" } },
+	[K_GEMM_KV] = { "gemm", 1, 3, { "M", "N", "K" } },
+	[K_GEMM_O] = { "gemm", 1, 3, { "M", "N", "K" } },
+	[K_GEMM_GU] = { "gemm", 1, 3, { "M", "N", "K" } },
+	[K_GEMM_DOWN] = { "gemm", 1, 3, { "M", "N", "K" } },
+	[K_LOGITS] = { "gemm", 1, 3, { "M", "N", "K" } },
+	[K_KV_ROPE] = { "kv_append_rope", 0, 6,
+	    { "B", "T", "Hkv", "D", "S", "P" } },
+	[K_ROPE] = { "rope", 0, 4, { "T", "Hn", "D", "P" } },
+	[K_ATTN] = { "attention_prefill", 0, 7,
+	    { "B", "T", "Hq", "Hkv", "D", "S", "Sc" } },
+	[K_SILU] = { "silu_mul", 0, 2, { "T", "F" } },
+	[K_ARGMAX] = { "argmax", 0, 2, { "R", "N" } },
+};
+
+/* The dims of KIND for T rows, in the kernel's order. */
+static void dims_of(const config_t *c, int kind, int64_t T, int64_t *v)
+{
+	const int64_t H = c->hidden, Dq = (int64_t)c->hq * c->hd,
+	    Dkv = (int64_t)c->hkv * c->hd;
+
+	switch (kind) {
+	case K_EMBED: v[0] = T; v[1] = c->vocab; v[2] = H; break;
+	case K_RMSNORM:
+	case K_ADD_RMSNORM: v[0] = T; v[1] = H; break;
+	case K_GEMM_Q: v[0] = T; v[1] = Dq; v[2] = H; break;
+	case K_GEMM_KV: v[0] = T; v[1] = Dkv; v[2] = H; break;
+	case K_GEMM_O: v[0] = T; v[1] = H; v[2] = Dq; break;
+	case K_GEMM_GU: v[0] = T; v[1] = 2 * (int64_t)c->ffn; v[2] = H; break;
+	case K_GEMM_DOWN: v[0] = T; v[1] = H; v[2] = c->ffn; break;
+	case K_LOGITS: v[0] = T; v[1] = c->vocab; v[2] = H; break;
+	case K_KV_ROPE:
+		v[0] = 1; v[1] = T; v[2] = c->hkv; v[3] = c->hd;
+		v[4] = c->max_seq; v[5] = c->max_seq;
+		break;
+	case K_ROPE: v[0] = T; v[1] = c->hq; v[2] = c->hd; v[3] = c->max_seq;
+		break;
+	case K_ATTN:
+		v[0] = 1; v[1] = T; v[2] = c->hq; v[3] = c->hkv; v[4] = c->hd;
+		v[5] = c->max_seq; v[6] = c->max_seq;
+		break;
+	case K_SILU: v[0] = T; v[1] = c->ffn; break;
+	case K_ARGMAX: v[0] = T; v[1] = c->vocab; break;
+	}
+}
+
+/* ---- a loaded kernel ---- */
+
+enum { P_BUF, P_I64, P_F32 };
+
+typedef struct {
+	char name[16];
+	int kind;
+} param_t;
+
+typedef struct {
+	char key[512];          /* the request, to share one artifact */
+	char variant[32];
+	kspec_cpu_kernel_t *cpu;
+	cl_program prog;
+	cl_kernel clk;
+	param_t params[MAX_PARAMS];
+	int nparams;
+	char groups[256];       /* launch.groups: a number or an expression */
+	int64_t lanes;
+} kern_t;
+
+typedef struct {
+	model_t *m;
+	const opts_t *o;
+	kspec_client_t *client;
+	/* opencl */
+	cl_context ctx;
+	cl_command_queue queue;
+	cl_device_id dev;
+	/* the kernels: kern[phase][kind] points into loaded */
+	kern_t *loaded;
+	int nloaded;
+	kern_t *kern[NPHASES][NKINDS];
+	int64_t width[NPHASES]; /* T of each phase (0: not used) */
+	/* activations, for the widest phase */
+	buf_t ids, pos, pos1, lens, res, h, q, k, v, att, tmp, gu, act, hl,
+	    logits, next, cs;
+	buf_t *kc, *vc;         /* the model's caches, per layer */
+	buf_t *dkc, *dvc;       /* the draft's (--verify) */
+	float *host_logits;
+	int32_t *host_next;
+} engine_t;
+
+/* ---- buffers on either backend ---- */
+
+static void buf_init(engine_t *e, buf_t *b, size_t bytes, const char *dtype,
+    void *data)
+{
+	cl_int rc;
+
+	memset(b, 0, sizeof *b);
+	b->bytes = bytes;
+	b->dtype = dtype;
+	if (!e->o->opencl) {
+		if (data != NULL) {
+			b->host = data;   /* borrowed: the caller keeps it */
+		} else {
+			b->host = xcalloc(1, bytes);
+			b->owned = 1;
+		}
+		return;
+	}
+	b->mem = clCreateBuffer(e->ctx, CL_MEM_READ_WRITE |
+	    (data ? CL_MEM_COPY_HOST_PTR : 0), bytes, data, &rc);
+	if (b->mem == NULL)
+		die("clCreateBuffer of %zu bytes: %d", bytes, rc);
+	if (data == NULL) {
+		void *zero = xcalloc(1, bytes);
+
+		rc = clEnqueueWriteBuffer(e->queue, b->mem, CL_TRUE, 0, bytes,
+		    zero, 0, NULL, NULL);
+		free(zero);
+		if (rc != CL_SUCCESS)
+			die("clEnqueueWriteBuffer: %d", rc);
+	}
+}
+
+static void buf_close(buf_t *b)
+{
+	if (b->owned)
+		free(b->host);
+	if (b->mem)
+		clReleaseMemObject(b->mem);
+	memset(b, 0, sizeof *b);
+}
+
+static void buf_write(engine_t *e, buf_t *b, const void *src, size_t bytes)
+{
+	cl_int rc;
+
+	if (!e->o->opencl) {
+		memcpy(b->host, src, bytes);
+		return;
+	}
+	rc = clEnqueueWriteBuffer(e->queue, b->mem, CL_TRUE, 0, bytes, src, 0,
+	    NULL, NULL);
+	if (rc != CL_SUCCESS)
+		die("clEnqueueWriteBuffer: %d", rc);
+}
+
+static void buf_read(engine_t *e, buf_t *b, void *dst, size_t bytes)
+{
+	cl_int rc;
+
+	if (!e->o->opencl) {
+		memcpy(dst, b->host, bytes);
+		return;
+	}
+	rc = clEnqueueReadBuffer(e->queue, b->mem, CL_TRUE, 0, bytes, dst, 0,
+	    NULL, NULL);
+	if (rc != CL_SUCCESS)
+		die("clEnqueueReadBuffer: %d", rc);
+}
+
+static void buf_copy(engine_t *e, buf_t *dst, buf_t *src, size_t off,
+    size_t bytes)
+{
+	cl_int rc;
+
+	if (!e->o->opencl) {
+		memcpy(dst->host, (char *)src->host + off, bytes);
+		return;
+	}
+	rc = clEnqueueCopyBuffer(e->queue, src->mem, dst->mem, off, 0, bytes,
+	    0, NULL, NULL);
+	if (rc != CL_SUCCESS)
+		die("clEnqueueCopyBuffer: %d", rc);
+}
+
+/* ---- launch.groups on OpenCL ---- */
+
+/*
+ * The reply's launch.groups is an integer or a C expression of the
+ * dynamic dims (docs/protocol.md): integers, dim names, + - * / % and
+ * parentheses, evaluated in int64 as C does.  libkspec evaluates it for
+ * cpu calls; an OpenCL host evaluates it itself.
+ */
+typedef struct {
+	const char *s;
+	const char *const *names;
+	const int64_t *values;
+	int n;
+	int bad;
+} expr_t;
+
+static int64_t expr_sum(expr_t *x);
+
+static int64_t expr_atom(expr_t *x)
+{
+	int64_t v = 0;
+	int i;
+
+	while (*x->s == ' ')
+		x->s++;
+	if (*x->s == '(') {
+		x->s++;
+		v = expr_sum(x);
+		while (*x->s == ' ')
+			x->s++;
+		if (*x->s++ != ')')
+			x->bad = 1;
+		return v;
+	}
+	if (*x->s >= '0' && *x->s <= '9')
+		return strtoll(x->s, (char **)&x->s, 10);
+	for (i = 0; i < x->n; i++) {
+		size_t len = strlen(x->names[i]);
+		char after = x->s[len];
+
+		if (strncmp(x->s, x->names[i], len) == 0 && after != '_' &&
+		    !(after >= 'A' && after <= 'Z') &&
+		    !(after >= 'a' && after <= 'z') &&
+		    !(after >= '0' && after <= '9')) {
+			x->s += len;
+			return x->values[i];
+		}
+	}
+	x->bad = 1;
+	return 0;
+}
+
+static int64_t expr_product(expr_t *x)
+{
+	int64_t v = expr_atom(x), r;
+	char op;
+
+	for (;;) {
+		while (*x->s == ' ')
+			x->s++;
+		op = *x->s;
+		if (op != '*' && op != '/' && op != '%')
+			return v;
+		x->s++;
+		r = expr_atom(x);
+		if (op != '*' && r == 0) {
+			x->bad = 1;
+			return 0;
+		}
+		v = op == '*' ? v * r : op == '/' ? v / r : v % r;
+	}
+}
+
+static int64_t expr_sum(expr_t *x)
+{
+	int64_t v = expr_product(x);
+	char op;
+
+	for (;;) {
+		while (*x->s == ' ')
+			x->s++;
+		op = *x->s;
+		if (op != '+' && op != '-')
+			return v;
+		x->s++;
+		v = op == '+' ? v + expr_product(x) : v - expr_product(x);
+	}
+}
+
+static int64_t groups_of(const kern_t *k, int kind, const int64_t *dimv)
+{
+	expr_t x = { k->groups, kinds[kind].dims, dimv, kinds[kind].ndims, 0 };
+	int64_t v = expr_sum(&x);
+
+	if (x.bad || *x.s != '\0' || v < 0)
+		die("cannot evaluate launch.groups \"%s\"", k->groups);
+	return v;
+}
+
+/* ---- start-up: one get_many, each artifact loaded once ---- */
+
+static void spec_key(const engine_t *e, int kind, int64_t T, char *key,
+    size_t len)
+{
+	int64_t v[MAX_DIMS];
+	size_t off;
+	int i;
+
+	dims_of(&e->m->c, kind, T, v);
+	off = (size_t)snprintf(key, len, "%s", kinds[kind].kernel);
+	for (i = 0; i < kinds[kind].ndims && off < len; i++)
+		off += (size_t)snprintf(key + off, len - off, " %s=%" PRId64,
+		    kinds[kind].dims[i], e->o->general ? (int64_t)-1 : v[i]);
+}
+
+static void parse_meta(kern_t *k, const kspec_artifact_t *a)
+{
+	cJSON *m = cJSON_ParseWithLength(a->meta, a->meta_len);
+	const cJSON *p, *launch, *g;
+
+	if (m == NULL)
+		die("%s: the reply is not JSON", a->kernel);
+	snprintf(k->variant, sizeof k->variant, "%s", a->variant);
+	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(m, "params")) {
+		const char *name = cJSON_GetStringValue(
+		    cJSON_GetObjectItemCaseSensitive(p, "name"));
+		const char *kind = cJSON_GetStringValue(
+		    cJSON_GetObjectItemCaseSensitive(p, "kind"));
+		const char *dt = cJSON_GetStringValue(
+		    cJSON_GetObjectItemCaseSensitive(p, "dtype"));
+		param_t *q = &k->params[k->nparams];
+
+		if (!name || !kind || !dt || k->nparams == MAX_PARAMS)
+			die("%s: malformed params", a->kernel);
+		snprintf(q->name, sizeof q->name, "%s", name);
+		q->kind = strcmp(kind, "buffer") == 0 ? P_BUF :
+		    strcmp(dt, "i64") == 0 ? P_I64 : P_F32;
+		k->nparams++;
+	}
+	launch = cJSON_GetObjectItemCaseSensitive(m, "launch");
+	g = cJSON_GetObjectItemCaseSensitive(launch, "groups");
+	if (cJSON_IsNumber(g))
+		snprintf(k->groups, sizeof k->groups, "%.0f", g->valuedouble);
+	else if (cJSON_IsString(g))
+		snprintf(k->groups, sizeof k->groups, "%s", g->valuestring);
+	else
+		die("%s: no launch.groups", a->kernel);
+	g = cJSON_GetObjectItemCaseSensitive(launch, "lanes");
+	k->lanes = cJSON_IsNumber(g) ? (int64_t)g->valuedouble : 32;
+	cJSON_Delete(m);
+}
+
+static void load_cl(engine_t *e, kern_t *k, const kspec_artifact_t *a)
+{
+	const unsigned char *bytes = a->bytes;
+	size_t len = a->len;
+	cl_int rc, status;
+
+	k->prog = clCreateProgramWithBinary(e->ctx, 1, &e->dev, &len, &bytes,
+	    &status, &rc);
+	if (k->prog == NULL)
+		die("%s: clCreateProgramWithBinary: %d/%d", a->entry, rc,
+		    status);
+	rc = clBuildProgram(k->prog, 1, &e->dev, NULL, NULL, NULL);
+	if (rc != CL_SUCCESS)
+		die("%s: clBuildProgram: %d", a->entry, rc);
+	k->clk = clCreateKernel(k->prog, a->entry, &rc);
+	if (k->clk == NULL)
+		die("%s: clCreateKernel: %d", a->entry, rc);
+}
+
+static void engine_load(engine_t *e)
+{
+	enum { MAXREQ = NPHASES * NKINDS };
+	kspec_get_spec_t specs[MAXREQ];
+	kspec_dim_t shape[MAXREQ][MAX_DIMS];
+	kspec_artifact_t *arts[MAXREQ];
+	int errs[MAXREQ], ph, kind, i, n = 0, rc;
+	char key[512], err[512];
+	double t0, t1;
+
+	memset(specs, 0, sizeof specs);
+	e->loaded = xcalloc(MAXREQ, sizeof *e->loaded);
+	for (ph = 0; ph < NPHASES; ph++)
+	for (kind = 0; kind < NKINDS && e->width[ph]; kind++) {
+		int64_t T = e->width[ph], v[MAX_DIMS];
+		int d;
+
+		/* Prefill takes the logits of its last row only: decode's. */
+		if (ph == PH_PREFILL && (kind == K_LOGITS || kind == K_ARGMAX))
+			continue;
+		spec_key(e, kind, T, key, sizeof key);
+		for (i = 0; i < n; i++)
+			if (strcmp(e->loaded[i].key, key) == 0)
+				break;
+		e->kern[ph][kind] = &e->loaded[i];
+		if (i < n)
+			continue;
+		snprintf(e->loaded[n].key, sizeof e->loaded[n].key, "%s", key);
+		dims_of(&e->m->c, kind, T, v);
+		for (d = 0; d < kinds[kind].ndims; d++) {
+			shape[n][d].name = kinds[kind].dims[d];
+			shape[n][d].value = v[d];
+		}
+		specs[n].kernel = kinds[kind].kernel;
+		specs[n].backend = e->o->opencl ? "opencl" : "cpu";
+		specs[n].dtype = "f32";
+		specs[n].wdtype = kinds[kind].weighted && e->m->bf16 ? "bf16" :
+		    NULL;
+		if (e->o->general) {
+			specs[n].dynamic = kinds[kind].dims;
+			specs[n].ndynamic = (size_t)kinds[kind].ndims;
+		} else {
+			specs[n].shape = shape[n];
+			specs[n].nshape = (size_t)kinds[kind].ndims;
+		}
+		n++;
+	}
+	e->kern[PH_PREFILL][K_LOGITS] = e->kern[PH_DECODE][K_LOGITS];
+	e->kern[PH_PREFILL][K_ARGMAX] = e->kern[PH_DECODE][K_ARGMAX];
+	e->nloaded = n;
+	t0 = now_ms();
+	rc = kspec_get_many(e->client, specs, (size_t)n, arts, errs);
+	if (rc != 0) {
+		for (i = 0; i < n; i++)
+			if (errs[i] != 0)
+				fprintf(stderr, "llama: get %s: %s\n",
+				    e->loaded[i].key, kspec_err_name(errs[i]));
+		die("get_many: %s: %s", kspec_err_name(rc),
+		    kspec_last_error(e->client, NULL));
+	}
+	t1 = now_ms();
+	for (i = 0; i < n; i++) {
+		kern_t *k = &e->loaded[i];
+
+		parse_meta(k, arts[i]);
+		if (e->o->opencl)
+			load_cl(e, k, arts[i]);
+		else if (kspec_cpu_load(arts[i], &k->cpu, NULL, err,
+		    sizeof err) != 0)
+			die("load %s: %s", k->key, err);
+		if (!e->o->quiet)
+			fprintf(stderr, "llama: %-60s %-10s %s\n", k->key,
+			    k->variant, arts[i]->source);
+		kspec_artifact_free(arts[i]);
+	}
+	if (!e->o->quiet)
+		fprintf(stderr, "llama: %d kernels in one get_many, %.1f ms\n",
+		    n, t1 - t0);
+}
+
+/* ---- one call ---- */
+
+typedef struct {
+	const char *name;
+	buf_t *buf;
+} bind_t;
+
+#define BIND(n, b) { n, b }
+
+/*
+ * Calls the kernel of KIND in phase PH for T rows, its arguments in the
+ * reply's params order: each buffer bound by name from BINDS, each
+ * dynamic dim from dims_of, the f32 scalar (eps or scale) SCALAR.  On the
+ * cpu through kspec_cpu_call, which checks every buffer against the
+ * reply's dims and dtype before it runs; on OpenCL enqueued in order on
+ * the one queue (read back by the blocking reads of forward).
+ */
+static void call(engine_t *e, int ph, int kind, int64_t T,
+    const bind_t *binds, int nbinds, float scalar)
+{
+	const kern_t *k = e->kern[ph][kind];
+	int64_t dimv[MAX_DIMS];
+	kspec_arg_t args[MAX_PARAMS];
+	buf_t *bufs[MAX_PARAMS] = { 0 };
+	char err[512];
+	int i, j;
+
+	dims_of(&e->m->c, kind, T, dimv);
+	for (i = 0; i < k->nparams; i++) {
+		const param_t *p = &k->params[i];
+
+		if (p->kind == P_BUF) {
+			for (j = 0; j < nbinds; j++)
+				if (strcmp(binds[j].name, p->name) == 0)
+					break;
+			if (j == nbinds)
+				die("%s: no buffer for %s", k->key, p->name);
+			bufs[i] = binds[j].buf;
+			args[i] = kspec_arg_typed(bufs[i]->host,
+			    bufs[i]->bytes, bufs[i]->dtype);
+		} else if (p->kind == P_I64) {
+			for (j = 0; j < kinds[kind].ndims; j++)
+				if (strcmp(kinds[kind].dims[j], p->name) == 0)
+					break;
+			if (j == kinds[kind].ndims)
+				die("%s: unknown dim %s", k->key, p->name);
+			args[i] = kspec_arg_i64(dimv[j]);
+		} else {
+			args[i] = kspec_arg_f32(scalar);   /* eps or scale */
+		}
+	}
+	if (!e->o->opencl) {
+		if (kspec_cpu_call(k->cpu, args, (size_t)k->nparams,
+		    e->o->threads, err, sizeof err) != 0)
+			die("%s: %s", k->key, err);
+		return;
+	}
+	{
+		size_t local = (size_t)k->lanes, global;
+		cl_int rc = CL_SUCCESS;
+
+		global = (size_t)groups_of(k, kind, dimv) * local;
+		for (i = 0; i < k->nparams && rc == CL_SUCCESS; i++) {
+			if (k->params[i].kind == P_BUF) {
+				rc = clSetKernelArg(k->clk, (cl_uint)i,
+				    sizeof(cl_mem), &bufs[i]->mem);
+			} else if (k->params[i].kind == P_I64) {
+				cl_long v = args[i].i64;
+
+				rc = clSetKernelArg(k->clk, (cl_uint)i,
+				    sizeof v, &v);
+			} else {
+				cl_float v = args[i].f32;
+
+				rc = clSetKernelArg(k->clk, (cl_uint)i,
+				    sizeof v, &v);
+			}
+		}
+		if (rc != CL_SUCCESS)
+			die("%s: clSetKernelArg %d: %d", k->key, i, rc);
+		if (global > 0)
+			rc = clEnqueueNDRangeKernel(e->queue, k->clk, 1, NULL,
+			    &global, &local, 0, NULL, NULL);
+		if (rc != CL_SUCCESS)
+			die("%s: clEnqueueNDRangeKernel: %d", k->key, rc);
+	}
+}
+
+/* ---- the model's weights ---- */
+
+static float uniform(uint64_t *rng)      /* [-1, 1) */
+{
+	return (float)((double)(ref_rand(rng) >> 11) /
+	    (double)(1ull << 53) * 2.0 - 1.0);
+}
+
+/* N values U(-1,1) * SCALE + BIAS; in bf16 mode rounded to bf16, so that
+ * f holds exactly what the engine's bf16 buffer holds. */
+static void tensor_init(model_t *m, tensor_t *t, int64_t n, float scale,
+    float bias)
+{
+	int64_t i;
+
+	t->n = n;
+	t->f = xcalloc((size_t)n, sizeof(float));
+	for (i = 0; i < n; i++) {
+		float v = uniform(&m->rng) * scale + bias;
+
+		t->f[i] = m->bf16 ? ref_bf16_to_f32(ref_f32_to_bf16(v)) : v;
+	}
+}
+
+/*
+ * Seeded weights, scaled to keep activations near unit size: a gemm's
+ * W is U(-1,1) * sqrt(3/K) (unit variance out for unit variance in), norm
+ * weights 1 + U(-1,1)/10, the embedding U(-1,1).
+ */
+static void model_init(model_t *m, const config_t *c, int bf16, uint64_t seed)
+{
+	const int64_t H = c->hidden, Dq = (int64_t)c->hq * c->hd,
+	    Dkv = (int64_t)c->hkv * c->hd, F = c->ffn;
+	int l, p, i;
+
+	memset(m, 0, sizeof *m);
+	m->c = *c;
+	m->bf16 = bf16;
+	m->rng = seed * 0x9E3779B97F4A7C15ull + 1;
+	tensor_init(m, &m->embed, c->vocab * H, 1.0f, 0.0f);
+	m->layer = xcalloc((size_t)c->layers, sizeof *m->layer);
+	for (l = 0; l < c->layers; l++) {
+		layer_t *y = &m->layer[l];
+
+		tensor_init(m, &y->attn_norm, H, 0.1f, 1.0f);
+		tensor_init(m, &y->wq, Dq * H, sqrtf(3.0f / (float)H), 0);
+		tensor_init(m, &y->wk, Dkv * H, sqrtf(3.0f / (float)H), 0);
+		tensor_init(m, &y->wv, Dkv * H, sqrtf(3.0f / (float)H), 0);
+		tensor_init(m, &y->wo, H * Dq, sqrtf(3.0f / (float)Dq), 0);
+		tensor_init(m, &y->ffn_norm, H, 0.1f, 1.0f);
+		tensor_init(m, &y->wgu, 2 * F * H, sqrtf(3.0f / (float)H), 0);
+		tensor_init(m, &y->wd, H * F, sqrtf(3.0f / (float)F), 0);
+	}
+	tensor_init(m, &m->final_norm, H, 0.1f, 1.0f);
+	tensor_init(m, &m->wout, c->vocab * H, sqrtf(3.0f / (float)H), 0);
+	/* The rope table: theta 10000, half-split pairs, f32. */
+	m->cs = xcalloc((size_t)c->max_seq * c->hd, sizeof(float));
+	for (p = 0; p < c->max_seq; p++)
+		for (i = 0; i < c->hd / 2; i++) {
+			double a = p * pow(10000.0, -2.0 * i / c->hd);
+
+			m->cs[p * c->hd + i] = (float)cos(a);
+			m->cs[p * c->hd + c->hd / 2 + i] = (float)sin(a);
+		}
+}
+
+/* Every weight of M into OUT (room for 3 + 8 * layers); returns the count. */
+static int model_tensors(model_t *m, tensor_t **out)
+{
+	int n = 0, l;
+
+	out[n++] = &m->embed;
+	for (l = 0; l < m->c.layers; l++) {
+		layer_t *y = &m->layer[l];
+
+		out[n++] = &y->attn_norm;
+		out[n++] = &y->wq;
+		out[n++] = &y->wk;
+		out[n++] = &y->wv;
+		out[n++] = &y->wo;
+		out[n++] = &y->ffn_norm;
+		out[n++] = &y->wgu;
+		out[n++] = &y->wd;
+	}
+	out[n++] = &m->final_norm;
+	out[n++] = &m->wout;
+	return n;
+}
+
+static void model_free(model_t *m)
+{
+	tensor_t *t[3 + 8 * 64];
+	int i, n = model_tensors(m, t);
+
+	for (i = 0; i < n; i++)
+		free(t[i]->f);
+	free(m->layer);
+	free(m->cs);
+}
+
+static void tensor_upload(engine_t *e, tensor_t *t)
+{
+	uint16_t *w;
+	int64_t i;
+
+	if (!e->m->bf16) {
+		buf_init(e, &t->b, (size_t)t->n * 4, "f32", t->f);
+		return;
+	}
+	w = xcalloc((size_t)t->n, 2);
+	for (i = 0; i < t->n; i++)
+		w[i] = ref_f32_to_bf16(t->f[i]);
+	buf_init(e, &t->b, (size_t)t->n * 2, "bf16", w);
+	if (e->o->opencl)
+		free(w);                /* copied to the device */
+	else
+		t->b.owned = 1;         /* the cpu buffer is w itself */
+}
+
+/* ---- the engine ---- */
+
+static void cl_open(engine_t *e)
+{
+	cl_platform_id plats[8];
+	cl_uint np = 0, i, nd;
+	cl_int rc;
+
+	if (clGetPlatformIDs(8, plats, &np) != CL_SUCCESS || np == 0)
+		die("no OpenCL platform");
+	for (i = 0; i < np; i++)
+		if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, 1, &e->dev,
+		    &nd) == CL_SUCCESS && nd > 0)
+			break;
+	if (i == np)
+		die("no OpenCL device");
+	e->ctx = clCreateContext(NULL, 1, &e->dev, NULL, NULL, &rc);
+	if (e->ctx == NULL)
+		die("clCreateContext: %d", rc);
+	e->queue = clCreateCommandQueue(e->ctx, e->dev, 0, &rc);
+	if (e->queue == NULL)
+		die("clCreateCommandQueue: %d", rc);
+}
+
+static void engine_open(engine_t *e, model_t *m, const opts_t *o)
+{
+	const config_t *c = &m->c;
+	const size_t H = (size_t)c->hidden, Dq = (size_t)c->hq * c->hd,
+	    Dkv = (size_t)c->hkv * c->hd, F = (size_t)c->ffn,
+	    V = (size_t)c->vocab;
+	size_t T, kv = (size_t)c->max_seq * Dkv * 4;
+	tensor_t *t[3 + 8 * 64];
+	int l, rc, i, nt;
+
+	memset(e, 0, sizeof *e);
+	e->m = m;
+	e->o = o;
+	e->width[PH_PREFILL] = o->prompt;
+	e->width[PH_DECODE] = 1;
+	e->width[PH_VERIFY] = o->verify;
+	T = (size_t)(o->prompt > o->verify ? o->prompt : o->verify);
+	/* A daemon started just before may not listen yet: 10 s of tries. */
+	for (i = 0; i < 100; i++) {
+		rc = kspec_connect(o->socket, &e->client);
+		if (rc != KSPEC_E_CONNECT || i == 99)
+			break;
+		kspec_close(e->client);
+		nanosleep(&(struct timespec){ 0, 100000000 }, NULL);
+	}
+	if (rc != 0)
+		die("connect: %s", kspec_last_error(e->client, NULL));
+	if (o->opencl)
+		cl_open(e);
+	engine_load(e);
+	nt = model_tensors(m, t);
+	for (i = 0; i < nt; i++)
+		tensor_upload(e, t[i]);
+	buf_init(e, &e->cs, (size_t)c->max_seq * c->hd * 4, "f32", m->cs);
+	buf_init(e, &e->ids, T * 4, "i32", NULL);
+	buf_init(e, &e->pos, T * 4, "i32", NULL);
+	buf_init(e, &e->pos1, 4, "i32", NULL);
+	buf_init(e, &e->lens, 4, "i32", NULL);
+	buf_init(e, &e->res, T * H * 4, "f32", NULL);
+	buf_init(e, &e->h, T * H * 4, "f32", NULL);
+	buf_init(e, &e->q, T * Dq * 4, "f32", NULL);
+	buf_init(e, &e->k, T * Dkv * 4, "f32", NULL);
+	buf_init(e, &e->v, T * Dkv * 4, "f32", NULL);
+	buf_init(e, &e->att, T * Dq * 4, "f32", NULL);
+	buf_init(e, &e->tmp, T * H * 4, "f32", NULL);
+	buf_init(e, &e->gu, T * 2 * F * 4, "f32", NULL);
+	buf_init(e, &e->act, T * F * 4, "f32", NULL);
+	buf_init(e, &e->hl, T * H * 4, "f32", NULL);
+	buf_init(e, &e->logits, T * V * 4, "f32", NULL);
+	buf_init(e, &e->next, T * 4, "i32", NULL);
+	e->kc = xcalloc((size_t)c->layers, sizeof *e->kc);
+	e->vc = xcalloc((size_t)c->layers, sizeof *e->vc);
+	e->dkc = xcalloc((size_t)c->layers, sizeof *e->dkc);
+	e->dvc = xcalloc((size_t)c->layers, sizeof *e->dvc);
+	for (l = 0; l < c->layers; l++) {
+		buf_init(e, &e->kc[l], kv, "f32", NULL);
+		buf_init(e, &e->vc[l], kv, "f32", NULL);
+		if (o->verify && l < o->draft_layers) {
+			buf_init(e, &e->dkc[l], kv, "f32", NULL);
+			buf_init(e, &e->dvc[l], kv, "f32", NULL);
+		}
+	}
+	e->host_logits = xcalloc(T * V, sizeof(float));
+	e->host_next = xcalloc(T, sizeof(int32_t));
+}
+
+static void engine_close(engine_t *e)
+{
+	model_t *m = e->m;
+	tensor_t *t[3 + 8 * 64];
+	int i, l, nt = model_tensors(m, t);
+
+	for (i = 0; i < e->nloaded; i++) {
+		if (e->loaded[i].cpu)
+			kspec_cpu_unload(e->loaded[i].cpu);
+		if (e->loaded[i].clk)
+			clReleaseKernel(e->loaded[i].clk);
+		if (e->loaded[i].prog)
+			clReleaseProgram(e->loaded[i].prog);
+	}
+	free(e->loaded);
+	buf_t *bufs[] = { &e->ids, &e->pos, &e->pos1, &e->lens, &e->res,
+	    &e->h, &e->q, &e->k, &e->v, &e->att, &e->tmp, &e->gu, &e->act,
+	    &e->hl, &e->logits, &e->next, &e->cs };
+	for (i = 0; i < (int)(sizeof bufs / sizeof bufs[0]); i++)
+		buf_close(bufs[i]);
+	for (i = 0; i < nt; i++)
+		buf_close(&t[i]->b);
+	for (l = 0; l < m->c.layers; l++) {
+		buf_close(&e->kc[l]);
+		buf_close(&e->vc[l]);
+		buf_close(&e->dkc[l]);
+		buf_close(&e->dvc[l]);
+	}
+	free(e->kc);
+	free(e->vc);
+	free(e->dkc);
+	free(e->dvc);
+	free(e->host_logits);
+	free(e->host_next);
+	if (e->queue)
+		clReleaseCommandQueue(e->queue);
+	if (e->ctx)
+		clReleaseContext(e->ctx);
+	kspec_close(e->client);
+}
+
+/*
+ * Runs the T tokens IDS at positions START .. START+T-1 (phase PH, whose
+ * width is T) through the first NLAYERS layers and the head, appending
+ * their keys and values to the caches KC, VC; leaves the logits of the
+ * last NL rows (NL is 1, or T for a verify) in host_logits and their
+ * greedy picks in host_next.  The draft is the model cut to its first
+ * layers, with caches of its own.
+ */
+static void forward(engine_t *e, int ph, const int32_t *ids, int T,
+    int start, int NL, int nlayers, buf_t *kc, buf_t *vc)
+{
+	model_t *m = e->m;
+	const config_t *c = &m->c;
+	int32_t pos[1024], one;
+	const float scale = 1.0f / sqrtf((float)c->hd);
+	int l, t, lph = NL == 1 ? PH_DECODE : ph;
+
+	if (T > (int)(sizeof pos / sizeof pos[0]) || start + T > c->max_seq)
+		die("%d tokens at %d do not fit", T, start);
+	for (t = 0; t < T; t++)
+		pos[t] = start + t;
+	buf_write(e, &e->ids, ids, (size_t)T * 4);
+	buf_write(e, &e->pos, pos, (size_t)T * 4);
+	one = start;
+	buf_write(e, &e->pos1, &one, 4);
+	one = start + T;
+	buf_write(e, &e->lens, &one, 4);
+	{
+		bind_t b[] = { BIND("ids", &e->ids),
+		    BIND("table", &m->embed.b), BIND("y", &e->res) };
+		call(e, ph, K_EMBED, T, b, 3, 0);
+	}
+	for (l = 0; l < nlayers; l++) {
+		layer_t *y = &m->layer[l];
+		tensor_t *next = l + 1 < nlayers ?
+		    &m->layer[l + 1].attn_norm : &m->final_norm;
+
+		if (l == 0) {
+			bind_t b[] = { BIND("x", &e->res),
+			    BIND("w", &y->attn_norm.b),
+			    BIND("y", &e->h) };
+			call(e, ph, K_RMSNORM, T, b, 3, RMS_EPS);
+		}
+		{
+			bind_t bq[] = { BIND("x", &e->h),
+			    BIND("W", &y->wq.b), BIND("y", &e->q) };
+			bind_t bk[] = { BIND("x", &e->h),
+			    BIND("W", &y->wk.b), BIND("y", &e->k) };
+			bind_t bv[] = { BIND("x", &e->h),
+			    BIND("W", &y->wv.b), BIND("y", &e->v) };
+			call(e, ph, K_GEMM_Q, T, bq, 3, 0);
+			call(e, ph, K_GEMM_KV, T, bk, 3, 0);
+			call(e, ph, K_GEMM_KV, T, bv, 3, 0);
+		}
+		{
+			bind_t ba[] = { BIND("k", &e->k), BIND("v", &e->v),
+			    BIND("pos", &e->pos1), BIND("cs", &e->cs),
+			    BIND("k_cache", &kc[l]),
+			    BIND("v_cache", &vc[l]) };
+			bind_t br[] = { BIND("x", &e->q), BIND("pos", &e->pos),
+			    BIND("cs", &e->cs) };
+			bind_t bt[] = { BIND("q", &e->q), BIND("k", &kc[l]),
+			    BIND("v", &vc[l]), BIND("lens", &e->lens),
+			    BIND("o", &e->att) };
+			call(e, ph, K_KV_ROPE, T, ba, 6, 0);
+			call(e, ph, K_ROPE, T, br, 3, 0);
+			call(e, ph, K_ATTN, T, bt, 5, scale);
+		}
+		{
+			bind_t bo[] = { BIND("x", &e->att),
+			    BIND("W", &y->wo.b), BIND("y", &e->tmp) };
+			bind_t bn[] = { BIND("x", &e->tmp),
+			    BIND("res", &e->res),
+			    BIND("w", &y->ffn_norm.b),
+			    BIND("y", &e->h) };
+			bind_t bg[] = { BIND("x", &e->h),
+			    BIND("W", &y->wgu.b), BIND("y", &e->gu) };
+			bind_t bs[] = { BIND("gu", &e->gu),
+			    BIND("y", &e->act) };
+			bind_t bd[] = { BIND("x", &e->act),
+			    BIND("W", &y->wd.b), BIND("y", &e->tmp) };
+			bind_t bn2[] = { BIND("x", &e->tmp),
+			    BIND("res", &e->res),
+			    BIND("w", &next->b), BIND("y", &e->h) };
+			call(e, ph, K_GEMM_O, T, bo, 3, 0);
+			call(e, ph, K_ADD_RMSNORM, T, bn, 4, RMS_EPS);
+			call(e, ph, K_GEMM_GU, T, bg, 3, 0);
+			call(e, ph, K_SILU, T, bs, 2, 0);
+			call(e, ph, K_GEMM_DOWN, T, bd, 3, 0);
+			call(e, ph, K_ADD_RMSNORM, T, bn2, 4, RMS_EPS);
+		}
+	}
+	buf_copy(e, &e->hl, &e->h, (size_t)(T - NL) * c->hidden * 4,
+	    (size_t)NL * c->hidden * 4);
+	{
+		bind_t bl[] = { BIND("x", &e->hl),
+		    BIND("W", &m->wout.b), BIND("y", &e->logits) };
+		bind_t bm[] = { BIND("x", &e->logits), BIND("idx", &e->next) };
+		call(e, lph, K_LOGITS, NL, bl, 3, 0);
+		call(e, lph, K_ARGMAX, NL, bm, 2, 0);
+	}
+	buf_read(e, &e->logits, e->host_logits, (size_t)NL * c->vocab * 4);
+	buf_read(e, &e->next, e->host_next, (size_t)NL * 4);
+}
+
+/* ---- the float64 reference ---- */
+
+static void ref_norm(const double *x, const float *w, double *y, int H)
+{
+	double ss = 0;
+	int j;
+
+	for (j = 0; j < H; j++)
+		ss += x[j] * x[j];
+	ss = 1.0 / sqrt(ss / H + (double)RMS_EPS);
+	for (j = 0; j < H; j++)
+		y[j] = x[j] * ss * w[j];
+}
+
+static void ref_linear(const float *W, const double *x, double *y, int N,
+    int K)
+{
+	int n, k;
+
+	for (n = 0; n < N; n++) {
+		double s = 0;
+
+		for (k = 0; k < K; k++)
+			s += (double)W[(int64_t)n * K + k] * x[k];
+		y[n] = s;
+	}
+}
+
+static void ref_rope(const float *cs, double *x, int D)
+{
+	int i;
+
+	for (i = 0; i < D / 2; i++) {
+		double x0 = x[i], x1 = x[D / 2 + i], c = cs[i], s = cs[D / 2 + i];
+
+		x[i] = x0 * c - x1 * s;
+		x[D / 2 + i] = x1 * c + x0 * s;
+	}
+}
+
+typedef struct {
+	const model_t *m;
+	double *kc, *vc;        /* [layer][max_seq][hkv*hd] */
+	double *res, *h, *q, *k, *v, *att, *tmp, *gu, *act, *sc;
+} ref_t;
+
+/* One token at position POS through the float64 model; LOGITS gets V. */
+static void ref_step(ref_t *r, int32_t tok, int pos, double *logits)
+{
+	const config_t *c = &r->m->c;
+	const int H = c->hidden, D = c->hd, Dq = c->hq * D, Dkv = c->hkv * D,
+	    F = c->ffn, G = c->hq / c->hkv;
+	int l, j, h, p;
+
+	for (j = 0; j < H; j++)
+		r->res[j] = tok >= 0 && tok < c->vocab ?
+		    r->m->embed.f[(int64_t)tok * H + j] : 0.0;
+	for (l = 0; l < c->layers; l++) {
+		const layer_t *y = &r->m->layer[l];
+		double *kc = r->kc + (size_t)l * c->max_seq * Dkv;
+		double *vc = r->vc + (size_t)l * c->max_seq * Dkv;
+
+		ref_norm(r->res, y->attn_norm.f, r->h, H);
+		ref_linear(y->wq.f, r->h, r->q, Dq, H);
+		ref_linear(y->wk.f, r->h, r->k, Dkv, H);
+		ref_linear(y->wv.f, r->h, r->v, Dkv, H);
+		for (h = 0; h < c->hq; h++)
+			ref_rope(r->m->cs + (size_t)pos * D, r->q + h * D, D);
+		for (h = 0; h < c->hkv; h++)
+			ref_rope(r->m->cs + (size_t)pos * D, r->k + h * D, D);
+		memcpy(kc + (size_t)pos * Dkv, r->k, sizeof(double) * Dkv);
+		memcpy(vc + (size_t)pos * Dkv, r->v, sizeof(double) * Dkv);
+		for (h = 0; h < c->hq; h++) {
+			const int kvh = h / G;
+			double mx = -INFINITY, sum = 0;
+
+			for (p = 0; p <= pos; p++) {
+				double s = 0;
+
+				for (j = 0; j < D; j++)
+					s += r->q[h * D + j] *
+					    kc[(size_t)p * Dkv + kvh * D + j];
+				r->sc[p] = s / sqrt((double)D);
+				mx = fmax(mx, r->sc[p]);
+			}
+			for (p = 0; p <= pos; p++) {
+				r->sc[p] = exp(r->sc[p] - mx);
+				sum += r->sc[p];
+			}
+			for (j = 0; j < D; j++) {
+				double a = 0;
+
+				for (p = 0; p <= pos; p++)
+					a += r->sc[p] *
+					    vc[(size_t)p * Dkv + kvh * D + j];
+				r->att[h * D + j] = a / sum;
+			}
+		}
+		ref_linear(y->wo.f, r->att, r->tmp, H, Dq);
+		for (j = 0; j < H; j++)
+			r->res[j] += r->tmp[j];
+		ref_norm(r->res, y->ffn_norm.f, r->h, H);
+		ref_linear(y->wgu.f, r->h, r->gu, 2 * F, H);
+		for (j = 0; j < F; j++) {
+			double g = r->gu[j];
+
+			r->act[j] = g / (1.0 + exp(-g)) * r->gu[F + j];
+		}
+		ref_linear(y->wd.f, r->act, r->tmp, H, F);
+		for (j = 0; j < H; j++)
+			r->res[j] += r->tmp[j];
+	}
+	ref_norm(r->res, r->m->final_norm.f, r->h, H);
+	ref_linear(r->m->wout.f, r->h, logits, c->vocab, H);
+}
+
+static void ref_open(ref_t *r, const model_t *m)
+{
+	const config_t *c = &m->c;
+	size_t Dkv = (size_t)c->hkv * c->hd, big = (size_t)c->hidden;
+
+	if ((size_t)c->hq * c->hd > big)
+		big = (size_t)c->hq * c->hd;
+	memset(r, 0, sizeof *r);
+	r->m = m;
+	r->kc = xcalloc((size_t)c->layers * c->max_seq * Dkv, sizeof(double));
+	r->vc = xcalloc((size_t)c->layers * c->max_seq * Dkv, sizeof(double));
+	r->res = xcalloc(big, sizeof(double));
+	r->h = xcalloc(big, sizeof(double));
+	r->q = xcalloc(big, sizeof(double));
+	r->k = xcalloc(Dkv, sizeof(double));
+	r->v = xcalloc(Dkv, sizeof(double));
+	r->att = xcalloc(big, sizeof(double));
+	r->tmp = xcalloc(big, sizeof(double));
+	r->gu = xcalloc(2 * (size_t)c->ffn, sizeof(double));
+	r->act = xcalloc((size_t)c->ffn, sizeof(double));
+	r->sc = xcalloc((size_t)c->max_seq, sizeof(double));
+}
+
+static void ref_close(ref_t *r)
+{
+	double *all[] = { r->kc, r->vc, r->res, r->h, r->q, r->k, r->v,
+	    r->att, r->tmp, r->gu, r->act, r->sc };
+	size_t i;
+
+	for (i = 0; i < sizeof all / sizeof all[0]; i++)
+		free(all[i]);
+}
+
+/* ---- the run ---- */
+
+static void prompt_of(const opts_t *o, int32_t *p)
+{
+	uint64_t s = o->seed * 0xD1B54A32D192ED03ull + 7;
+	int i;
+
+	for (i = 0; i < o->prompt; i++)
+		p[i] = (int32_t)(ref_rand(&s) % (uint64_t)o->cfg->vocab);
+}
+
+static void dump_write(const char *path, int V, int elem, int steps,
+    const int32_t *toks, const void *logits)
+{
+	FILE *f = fopen(path, "wb");
+	int32_t hdr[4] = { DUMP_MAGIC, V, elem, steps };
+	int s;
+
+	if (f == NULL)
+		die("%s: %s", path, strerror(errno));
+	fwrite(hdr, sizeof hdr, 1, f);
+	for (s = 0; s < steps; s++) {
+		fwrite(&toks[s], 4, 1, f);
+		fwrite((const char *)logits + (size_t)s * V * elem,
+		    (size_t)elem, (size_t)V, f);
+	}
+	if (fclose(f) != 0)
+		die("%s: write failed", path);
+}
+
+/* The tokens of an engine dump (the trajectory to follow). */
+static int32_t *dump_tokens(const char *path, int V, int *steps)
+{
+	FILE *f = fopen(path, "rb");
+	int32_t hdr[4], *toks;
+	int s;
+
+	if (f == NULL)
+		die("%s: %s", path, strerror(errno));
+	if (fread(hdr, sizeof hdr, 1, f) != 1 || hdr[0] != DUMP_MAGIC ||
+	    hdr[1] != V || hdr[3] < 0)
+		die("%s: not a dump of this config", path);
+	*steps = hdr[3];
+	toks = xcalloc((size_t)hdr[3], 4);
+	for (s = 0; s < hdr[3]; s++)
+		if (fread(&toks[s], 4, 1, f) != 1 ||
+		    fseek(f, (long)hdr[1] * hdr[2], SEEK_CUR) != 0)
+			die("%s: truncated", path);
+	fclose(f);
+	return toks;
+}
+
+static int run_reference(const model_t *m, const opts_t *o)
+{
+	const int V = m->c.vocab;
+	int32_t *follow = NULL, *toks, prompt[1024];
+	double *logits;
+	int steps = o->steps, s, t;
+	ref_t r;
+
+	if (o->follow)
+		follow = dump_tokens(o->follow, V, &steps);
+	if (o->prompt + steps > m->c.max_seq)
+		die("prompt + steps exceed max_seq %d", m->c.max_seq);
+	toks = xcalloc((size_t)steps + 1, 4);
+	logits = xcalloc((size_t)(steps + 1) * V, sizeof(double));
+	prompt_of(o, prompt);
+	ref_open(&r, m);
+	for (t = 0; t < o->prompt; t++)
+		ref_step(&r, prompt[t], t, logits);
+	for (s = 0; s < steps; s++) {
+		double *lg = logits + (size_t)s * V;
+		int j, best = 0;
+
+		if (s > 0)
+			ref_step(&r, follow ? follow[s - 1] : toks[s - 1],
+			    o->prompt + s - 1, lg);
+		for (j = 1; j < V; j++)
+			if (lg[j] > lg[best])
+				best = j;
+		toks[s] = best;
+		if (!o->quiet)
+			printf("%d%c", best, s + 1 < steps ? ' ' : '\n');
+	}
+	if (o->dump)
+		dump_write(o->dump, V, 8, steps, toks, logits);
+	ref_close(&r);
+	free(follow);
+	free(toks);
+	free(logits);
+	return 0;
+}
+
+/*
+ * Greedy speculative decoding from toks[0] (the prefill's pick): per
+ * round the draft (the first draft_layers layers, its own caches) decodes
+ * W - 1 proposals after the last committed token; one verify step runs
+ * the last token and the proposals, T = W rows, through the model; the
+ * proposals are accepted while each equals the model's pick of the row
+ * before it, and the model's pick after the last accepted one is
+ * committed too.  Every row of the verify computes what a decode step at
+ * its position would (each kernel's rows are independent and in the same
+ * order), so the committed tokens and logits are greedy decode's, bit for
+ * bit (the gate checks it).  Stale cache rows past a rejection are
+ * overwritten by the next round before any length reaches them.
+ */
+static void speculate(engine_t *e, const int32_t *prompt, int32_t *toks,
+    float *logits)
+{
+	const opts_t *o = e->o;
+	const int V = e->m->c.vocab, W = o->verify, DL = o->draft_layers;
+	int32_t cand[64];
+	int ns = 1, rounds = 0, accepted = 0, i, a;
+
+	forward(e, PH_PREFILL, prompt, o->prompt, 0, 1, DL, e->dkc, e->dvc);
+	while (ns < o->steps) {
+		const int n = o->prompt + ns - 1;     /* position of cand[0] */
+
+		cand[0] = toks[ns - 1];
+		for (i = 1; i < W; i++) {
+			forward(e, PH_DECODE, &cand[i - 1], 1, n + i - 1, 1, DL,
+			    e->dkc, e->dvc);
+			cand[i] = e->host_next[0];
+		}
+		forward(e, PH_VERIFY, cand, W, n, W, e->m->c.layers, e->kc,
+		    e->vc);
+		for (a = 0; a < W - 1 && cand[a + 1] == e->host_next[a]; a++)
+			;
+		for (i = 0; i <= a && ns < o->steps; i++, ns++) {
+			toks[ns] = e->host_next[i];
+			memcpy(logits + (size_t)ns * V, e->host_logits +
+			    (size_t)i * V, (size_t)V * sizeof(float));
+		}
+		/* The draft's cache lacks the last proposal when all pass
+		 * (after the commit: the draft's step reuses host_next). */
+		if (a == W - 1 && ns < o->steps)
+			forward(e, PH_DECODE, &cand[W - 1], 1, n + W - 1, 1, DL,
+			    e->dkc, e->dvc);
+		rounds++;
+		accepted += a;
+	}
+	if (!o->quiet)
+		fprintf(stderr, "llama: verify W=%d: %d rounds, %.2f of %d "
+		    "proposals accepted per round\n", W, rounds, rounds ?
+		    (double)accepted / rounds : 0.0, W - 1);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * --trials N: N more runs of the prefill and the greedy decode after the
+ * first (which is the warm-up); prints one line, "timing prefill_ms MED
+ * MIN MAX decode_ms MED MIN MAX", per-token decode time over steps 1 ..
+ * steps-1, for bench/llama to read.
+ */
+static void time_trials(engine_t *e, const int32_t *prompt, int32_t *toks)
+{
+	const opts_t *o = e->o;
+	double pre[64], dec[64], t0, t1;
+	int n = o->trials < 64 ? o->trials : 64, t, s, L = e->m->c.layers;
+
+	for (t = 0; t < n; t++) {
+		t0 = now_ms();
+		forward(e, PH_PREFILL, prompt, o->prompt, 0, 1, L, e->kc, e->vc);
+		t1 = now_ms();
+		pre[t] = t1 - t0;
+		for (s = 1; s < o->steps; s++)
+			forward(e, PH_DECODE, &toks[s - 1], 1, o->prompt + s - 1,
+			    1, L, e->kc, e->vc);
+		dec[t] = o->steps > 1 ? (now_ms() - t1) / (o->steps - 1) : 0;
+	}
+	qsort(pre, (size_t)n, sizeof pre[0], cmp_double);
+	qsort(dec, (size_t)n, sizeof dec[0], cmp_double);
+	printf("timing prefill_ms %.3f %.3f %.3f decode_ms %.4f %.4f %.4f\n",
+	    pre[n / 2], pre[0], pre[n - 1], dec[n / 2], dec[0], dec[n - 1]);
+	fflush(stdout);
+}
+
+static int run_engine(model_t *m, const opts_t *o)
+{
+	const int V = m->c.vocab;
+	int32_t prompt[1024], *toks;
+	float *logits;
+	double t0, t1, t2;
+	int s, L = m->c.layers;
+	engine_t e;
+
+	if (o->prompt < 1 || o->prompt > 1024 || o->steps < 1 ||
+	    o->prompt + o->steps + o->verify > m->c.max_seq)
+		die("prompt %d + steps %d (+ verify %d) must fit max_seq %d",
+		    o->prompt, o->steps, o->verify, m->c.max_seq);
+	toks = xcalloc((size_t)o->steps + 1, 4);
+	logits = xcalloc((size_t)(o->steps + 1) * V, sizeof(float));
+	prompt_of(o, prompt);
+	engine_open(&e, m, o);
+	t0 = now_ms();
+	forward(&e, PH_PREFILL, prompt, o->prompt, 0, 1, L, e.kc, e.vc);
+	t1 = now_ms();
+	toks[0] = e.host_next[0];
+	memcpy(logits, e.host_logits, (size_t)V * sizeof(float));
+	if (o->verify)
+		speculate(&e, prompt, toks, logits);
+	for (s = 1; s < o->steps && !o->verify; s++) {
+		forward(&e, PH_DECODE, &toks[s - 1], 1, o->prompt + s - 1, 1, L,
+		    e.kc, e.vc);
+		toks[s] = e.host_next[0];
+		memcpy(logits + (size_t)s * V, e.host_logits,
+		    (size_t)V * sizeof(float));
+	}
+	t2 = now_ms();
+	for (s = 0; s < o->steps && !o->quiet; s++)
+		printf("%d%c", toks[s], s + 1 < o->steps ? ' ' : '\n');
+	if (!o->quiet)
+		fprintf(stderr, "llama: prefill %d tokens %.2f ms, decode %.3f "
+		    "ms/token\n", o->prompt, t1 - t0, o->steps > 1 ?
+		    (t2 - t1) / (o->steps - 1) : 0.0);
+	if (o->dump)
+		dump_write(o->dump, V, 4, o->steps, toks, logits);
+	if (o->trials > 0)
+		time_trials(&e, prompt, toks);
+	engine_close(&e);
+	free(toks);
+	free(logits);
+	return 0;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+	    "usage: llama [--config small|8b2l] [--bf16] [--general] "
+	    "[--threads N]\n"
+	    "             [--backend cpu|opencl] [--prompt N] [--steps N] "
+	    "[--seed N]\n"
+	    "             [--verify W] [--draft-layers N] [--socket PATH]\n"
+	    "             [--dump FILE] [--trials N] [--quiet]\n"
+	    "       llama --reference [--follow DUMP] ... (float64, no "
+	    "daemon)\n");
+	exit(2);
+}
+
+/* The options: flags set an int to 1, the others take a value. */
+enum { O_FLAG, O_INT, O_STR };
+
+static const struct {
+	const char *name;
+	int kind;
+	size_t off;
+} options[] = {
+	{ "--bf16", O_FLAG, offsetof(opts_t, bf16) },
+	{ "--general", O_FLAG, offsetof(opts_t, general) },
+	{ "--reference", O_FLAG, offsetof(opts_t, reference) },
+	{ "--quiet", O_FLAG, offsetof(opts_t, quiet) },
+	{ "--threads", O_INT, offsetof(opts_t, threads) },
+	{ "--prompt", O_INT, offsetof(opts_t, prompt) },
+	{ "--steps", O_INT, offsetof(opts_t, steps) },
+	{ "--verify", O_INT, offsetof(opts_t, verify) },
+	{ "--draft-layers", O_INT, offsetof(opts_t, draft_layers) },
+	{ "--trials", O_INT, offsetof(opts_t, trials) },
+	{ "--seed", O_INT, offsetof(opts_t, seed) },
+	{ "--socket", O_STR, offsetof(opts_t, socket) },
+	{ "--dump", O_STR, offsetof(opts_t, dump) },
+	{ "--follow", O_STR, offsetof(opts_t, follow) },
+	{ "--config", O_STR, offsetof(opts_t, config) },
+	{ "--backend", O_STR, offsetof(opts_t, backend) },
+};
+
+int main(int argc, char **argv)
+{
+	opts_t o = { .config = "small", .backend = "cpu", .prompt = -1,
+	    .steps = -1, .seed = 1 };
+	model_t m;
+	size_t c;
+	int i, rc;
+
+	for (i = 1; i < argc; i++) {
+		char *field, *end;
+
+		for (c = 0; c < sizeof options / sizeof options[0]; c++)
+			if (strcmp(argv[i], options[c].name) == 0)
+				break;
+		if (c == sizeof options / sizeof options[0] ||
+		    (options[c].kind != O_FLAG && i + 1 == argc))
+			usage();
+		field = (char *)&o + options[c].off;
+		if (options[c].kind == O_FLAG) {
+			*(int *)field = 1;
+		} else if (options[c].kind == O_STR) {
+			*(const char **)field = argv[++i];
+		} else {
+			long v = strtol(argv[++i], &end, 10);
+
+			if (*end != '\0' || v < 0 || v > INT32_MAX)
+				die("%s takes a number (got %s)", argv[i - 1],
+				    argv[i]);
+			*(int *)field = (int)v;
+		}
+	}
+	for (c = 0; c < sizeof configs / sizeof configs[0]; c++)
+		if (strcmp(configs[c].name, o.config) == 0)
+			o.cfg = &configs[c];
+	if (o.cfg == NULL)
+		die("unknown config %s", o.config);
+	if (strcmp(o.backend, "opencl") == 0)
+		o.opencl = 1;
+	else if (strcmp(o.backend, "cpu") != 0)
+		die("unknown backend %s", o.backend);
+	if (o.verify != 0 && (o.verify < 2 || o.verify > 8))
+		die("--verify takes a width of 2 to 8");
+	if (o.prompt < 0)
+		o.prompt = o.cfg->prompt;
+	if (o.steps < 0)
+		o.steps = o.cfg->steps;
+	if (o.cfg->layers > 64)
+		die("at most 64 layers");
+	if (o.draft_layers == 0)
+		o.draft_layers = 1;
+	if (o.draft_layers < 1 || o.draft_layers > o.cfg->layers)
+		die("--draft-layers must be 1..%d", o.cfg->layers);
+	if (o.threads < 0 || o.threads > KSPEC_MAX_THREADS)
+		die("--threads must be 0..%d", KSPEC_MAX_THREADS);
+	model_init(&m, o.cfg, o.bf16, o.seed);
+	if (!o.quiet)
+		fprintf(stderr, "llama: config %s: hidden %d, %d layers, %d/%d "
+		    "heads of %d, ffn %d, vocab %d, max_seq %d, %s weights\n",
+		    o.cfg->name, o.cfg->hidden, o.cfg->layers, o.cfg->hq,
+		    o.cfg->hkv, o.cfg->hd, o.cfg->ffn, o.cfg->vocab,
+		    o.cfg->max_seq, o.bf16 ? "bf16" : "f32");
+	rc = o.reference ? run_reference(&m, &o) : run_engine(&m, &o);
+	model_free(&m);
+	return rc;
+}

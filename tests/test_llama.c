@@ -1,0 +1,341 @@
+/*
+ * The consuming-model gate: examples/llama (a Llama-style model of the
+ * small config, seeded weights) run as a process against a real kspecd.
+ * Its token trajectory and every step's logits are bitwise identical
+ * across specialized and general kernels, 1 and N threads, and cpu and
+ * OpenCL, in f32 and with bf16 weights; and the trajectory matches the
+ * float64 model of the same weights (the engine's --reference,
+ * teacher-forced on the engine's tokens) at every step whose top-2 margin
+ * exceeds twice the f32 error bound below.  Speculative decoding (a draft
+ * of the same weights, verify steps of a constant width) commits greedy
+ * decode's tokens and logits bit for bit.
+ *
+ * The f32 error bound, EPS = 2^-10 on every logit.  The small config's
+ * logits are below 8 in magnitude.  A worst-case linear bound sums the
+ * reduction lengths along the longest path (per layer q/k/v 256, scores
+ * 64, positions up to 64, o 256, gate/up 256, down 640; two layers and the
+ * logits' 256: about 3300) times u = 2^-24 times the logits' scale (8):
+ * 1.6e-3; the rounding errors of a long reduction grow like its square
+ * root, not its length, in practice, and the measured maximum is about
+ * 1e-6.  2^-10 (9.8e-4) sits between them, and with it a near-tie (top-2
+ * margin at most 2 EPS, where an f32 rounding could swap the pick) is
+ * skipped and counted; at least half of the steps must be compared.
+ */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "e2e.h"
+
+#define EPS 0x1p-10
+#define DUMP_MAGIC 0x4b4c4c47
+
+E2E_SUITE(llama, 240);
+
+/* A dump of the engine (logits f32) or of the reference (f64), read as
+ * doubles. */
+typedef struct {
+	int V, elem, steps;
+	int32_t *tok;
+	double *logit;          /* steps x V */
+	void *raw;              /* the file's bytes */
+	size_t len;
+} dump_t;
+
+static void dump_read(const char *path, dump_t *d)
+{
+	FILE *f = fopen(path, "rb");
+	int32_t hdr[4];
+	const char *p;
+	int s, j;
+
+	memset(d, 0, sizeof *d);
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	fseek(f, 0, SEEK_END);
+	d->len = (size_t)ftell(f);
+	fseek(f, 0, SEEK_SET);
+	d->raw = malloc(d->len);
+	cr_assert_eq(fread(d->raw, 1, d->len, f), d->len);
+	fclose(f);
+	memcpy(hdr, d->raw, sizeof hdr);
+	cr_assert_eq(hdr[0], DUMP_MAGIC, "%s: not a dump", path);
+	d->V = hdr[1];
+	d->elem = hdr[2];
+	d->steps = hdr[3];
+	cr_assert_eq(d->len, 16 + (size_t)d->steps * (4 + (size_t)d->V *
+	    d->elem), "%s: size", path);
+	d->tok = malloc((size_t)d->steps * 4);
+	d->logit = malloc((size_t)d->steps * d->V * sizeof(double));
+	p = (const char *)d->raw + 16;
+	for (s = 0; s < d->steps; s++) {
+		memcpy(&d->tok[s], p, 4);
+		p += 4;
+		for (j = 0; j < d->V; j++, p += d->elem) {
+			float f32;
+
+			if (d->elem == 4) {
+				memcpy(&f32, p, 4);
+				d->logit[(size_t)s * d->V + j] = f32;
+			} else {
+				memcpy(&d->logit[(size_t)s * d->V + j], p, 8);
+			}
+		}
+	}
+}
+
+static void dump_free(dump_t *d)
+{
+	free(d->tok);
+	free(d->logit);
+	free(d->raw);
+}
+
+/* Runs build/examples/llama with ARGS (NULL-terminated) and --socket;
+ * returns its exit status. */
+static int engine(const char *const *args)
+{
+	char bin[512];
+	const char *argv[32];
+	int n = 0, i, st;
+	pid_t pid;
+
+	snprintf(bin, sizeof bin, "%s/examples/llama", e2e_build_dir());
+	argv[n++] = bin;
+	argv[n++] = "--quiet";
+	argv[n++] = "--socket";
+	argv[n++] = D.sock;
+	for (i = 0; args[i] && n < 31; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int nul = open("/dev/null", O_WRONLY);
+
+		dup2(nul, 1);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* D.dir/NAME */
+static const char *path_of(const char *name)
+{
+	static char p[8][400];
+	static int i;
+
+	i = (i + 1) % 8;
+	snprintf(p[i], sizeof p[i], "%s/%s", D.dir, name);
+	return p[i];
+}
+
+/* 1 when the two dumps hold the same bytes; else logs the first step and
+ * logit that differ. */
+static int same_bits(const char *a, const char *b)
+{
+	dump_t x, y;
+	int s, j, same = 1;
+
+	dump_read(a, &x);
+	dump_read(b, &y);
+	if (x.len != y.len || memcmp(x.raw, y.raw, x.len) != 0) {
+		same = 0;
+		for (s = 0; s < x.steps && s < y.steps; s++) {
+			if (x.tok[s] != y.tok[s]) {
+				cr_log_info("step %d: token %d vs %d", s,
+				    x.tok[s], y.tok[s]);
+				break;
+			}
+			for (j = 0; j < x.V; j++)
+				if (memcmp(&x.logit[(size_t)s * x.V + j],
+				    &y.logit[(size_t)s * y.V + j], 8))
+					break;
+			if (j < x.V) {
+				cr_log_info("step %d logit %d: %a vs %a", s, j,
+				    x.logit[(size_t)s * x.V + j],
+				    y.logit[(size_t)s * y.V + j]);
+				break;
+			}
+		}
+	}
+	dump_free(&x);
+	dump_free(&y);
+	return same;
+}
+
+/*
+ * The engine dump E against the float64 dump R (teacher-forced on E's
+ * tokens): every logit within EPS, and E's token R's argmax at every step
+ * whose f64 top-2 margin exceeds 2 EPS.  Returns 1 when both hold and at
+ * least half of the steps were compared.
+ */
+static int matches_f64(const char *e, const char *r)
+{
+	dump_t x, y;
+	double maxerr = 0;
+	int s, j, ok = 1, compared = 0;
+
+	dump_read(e, &x);
+	dump_read(r, &y);
+	cr_assert_eq(x.elem, 4);
+	cr_assert_eq(y.elem, 8);
+	cr_assert_eq(x.steps, y.steps);
+	for (s = 0; s < x.steps; s++) {
+		const double *a = x.logit + (size_t)s * x.V;
+		const double *b = y.logit + (size_t)s * y.V;
+		double top = -INFINITY, second = -INFINITY;
+
+		for (j = 0; j < x.V; j++) {
+			double err = fabs(a[j] - b[j]);
+
+			if (!(err <= EPS)) {
+				if (ok)
+					cr_log_info("step %d logit %d: f32 %.9g "
+					    "f64 %.9g", s, j, a[j], b[j]);
+				ok = 0;
+			}
+			if (err > maxerr)
+				maxerr = err;
+			if (b[j] > top) {
+				second = top;
+				top = b[j];
+			} else if (b[j] > second) {
+				second = b[j];
+			}
+		}
+		if (top - second <= 2 * EPS) {
+			cr_log_info("step %d: near-tie (margin %.3g), not "
+			    "compared", s, top - second);
+			continue;
+		}
+		compared++;
+		if (x.tok[s] != y.tok[s]) {
+			cr_log_info("step %d: token %d, float64 %d", s,
+			    x.tok[s], y.tok[s]);
+			ok = 0;
+		}
+	}
+	cr_log_info("%s: %d of %d steps compared, max |f32 - f64| %.3g",
+	    e, compared, x.steps, maxerr);
+	dump_free(&x);
+	dump_free(&y);
+	return ok && 2 * compared >= x.steps;
+}
+
+/* Flips the lowest bit of the last logit of DUMP's step 3, into OUT. */
+static void plant_flip(const char *dump, const char *out)
+{
+	dump_t x;
+	FILE *f;
+	char *p;
+
+	dump_read(dump, &x);
+	p = (char *)x.raw + 16 + (size_t)4 * (4 + (size_t)x.V * 4) - 4;
+	*p ^= 1;
+	f = fopen(out, "wb");
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite(x.raw, 1, x.len, f), x.len);
+	fclose(f);
+	dump_free(&x);
+}
+
+/* Runs the f32 or bf16 model specialized on one thread, general on one,
+ * specialized on 2 and general on 3; all four dumps have the same bytes,
+ * and match the float64 model. */
+static void gate(const char *w)
+{
+	const char *spec = path_of("spec.bin"), *gen = path_of("gen.bin");
+	const char *t2 = path_of("t2.bin"), *g3 = path_of("g3.bin");
+	const char *ref = path_of("ref.bin");
+	const char *a1[] = { "--threads", "1", "--dump", spec, w, NULL };
+	const char *a2[] = { "--general", "--threads", "1", "--dump", gen, w,
+	    NULL };
+	const char *a3[] = { "--threads", "2", "--dump", t2, w, NULL };
+	const char *a4[] = { "--general", "--threads", "3", "--dump", g3, w,
+	    NULL };
+	const char *a5[] = { "--reference", "--follow", spec, "--dump", ref,
+	    w, NULL };
+
+	cr_assert_eq(engine(a1), 0, "the specialized engine failed");
+	cr_assert_eq(engine(a2), 0, "the general engine failed");
+	cr_assert_eq(engine(a3), 0);
+	cr_assert_eq(engine(a4), 0);
+	cr_assert(same_bits(spec, gen), "specialized != general");
+	cr_assert(same_bits(spec, t2), "1 thread != 2 threads");
+	cr_assert(same_bits(spec, g3), "specialized != general on 3 threads");
+	cr_assert_eq(engine(a5), 0, "the float64 reference failed");
+	cr_assert(matches_f64(spec, ref), "the trajectory is not float64's");
+}
+
+Test(llama, f32_model_is_bitwise_across_variants_and_threads_and_matches_float64)
+{
+	gate(NULL);
+}
+
+Test(llama, bf16_weights_model_is_bitwise_across_variants_and_threads_and_matches_float64)
+{
+	gate("--bf16");
+}
+
+/* Each checker catches a planted bug: one flipped bit in one logit, and
+ * a float64 model of other weights (seed 2) that follows the same
+ * trajectory. */
+Test(llama, the_gate_checkers_catch_planted_bugs)
+{
+	const char *spec = path_of("spec.bin"), *flip = path_of("flip.bin");
+	const char *ref = path_of("ref2.bin");
+	const char *a1[] = { "--steps", "8", "--dump", spec, NULL };
+	const char *a2[] = { "--reference", "--seed", "2", "--follow", spec,
+	    "--steps", "8", "--dump", ref, NULL };
+
+	cr_assert_eq(engine(a1), 0);
+	plant_flip(spec, flip);
+	cr_assert_not(same_bits(spec, flip), "a flipped logit bit passed");
+	cr_assert_eq(engine(a2), 0);
+	cr_assert_not(matches_f64(spec, ref), "other weights passed");
+}
+
+/* Speculative decoding commits greedy decode's tokens and logits, bit for
+ * bit: a one-layer draft at W = 3 (verify rows through gemm small_m,
+ * proposals mostly rejected) and the whole model as its own draft at
+ * W = 4 (every proposal accepted, gemm general). */
+Test(llama, speculative_verify_commits_the_bits_of_greedy_decode)
+{
+	const char *greedy = path_of("greedy.bin"), *v3 = path_of("v3.bin");
+	const char *v4 = path_of("v4.bin");
+	const char *a1[] = { "--dump", greedy, NULL };
+	const char *a2[] = { "--verify", "3", "--dump", v3, NULL };
+	const char *a3[] = { "--verify", "4", "--draft-layers", "2",
+	    "--dump", v4, NULL };
+
+	cr_assert_eq(engine(a1), 0);
+	cr_assert_eq(engine(a2), 0, "the W = 3 verify failed");
+	cr_assert_eq(engine(a3), 0, "the W = 4 verify failed");
+	cr_assert(same_bits(greedy, v3), "verify W = 3 != greedy decode");
+	cr_assert(same_bits(greedy, v4), "verify W = 4 != greedy decode");
+}
+
+Test(llama, opencl_gives_the_bits_of_the_cpu)
+{
+	const char *cpu = path_of("cpu.bin"), *cl = path_of("cl.bin");
+	const char *a1[] = { "--dump", cpu, NULL };
+	const char *a2[] = { "--backend", "opencl", "--dump", cl, NULL };
+	cl_platform_id plat[8];
+	cl_device_id dev;
+	cl_uint np = 0, nd = 0, i;
+
+	if (clGetPlatformIDs(8, plat, &np) != CL_SUCCESS)
+		np = 0;
+	for (i = 0; i < np; i++)
+		if (clGetDeviceIDs(plat[i], CL_DEVICE_TYPE_ALL, 1, &dev, &nd) ==
+		    CL_SUCCESS && nd > 0)
+			break;
+	if (i == np)
+		cr_skip_test("no OpenCL device");
+	cr_assert_eq(engine(a1), 0);
+	cr_assert_eq(engine(a2), 0, "the OpenCL engine failed");
+	cr_assert(same_bits(cpu, cl), "cpu != opencl");
+}
