@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lookup.h"
+#include "srv.h"
 
 /* A get or warm item waiting for a canary. */
 struct ks_canary_wait {
@@ -167,10 +167,15 @@ static void answer_waiter(ks_srv_t *srv, ks_canary_wait_t *cw, int rc,
 	char err[512];
 
 	err[0] = '\0';
-	if (rc == KS_OK)
-		rc = ks_lookup_join(srv, &cw->g, cw->prio, cw->w, err,
-		    sizeof err);
-	else
+	/* Its canary has passed: straight to its flight (a stopping daemon
+	 * ends deferred waiters in ks_canary_stop). */
+	if (rc == KS_OK && srv->stopping) {
+		rc = KS_E_SHUTTING_DOWN;
+		snprintf(err, sizeof err, "daemon is shutting down");
+	} else if (rc == KS_OK) {
+		rc = ks_flight_join(&srv->flights, &cw->g, cw->prio, cw->w,
+		    err, sizeof err);
+	} else
 		snprintf(err, sizeof err, "%s", msg);
 	if (rc != KS_OK) {
 		ks_flight_t f;

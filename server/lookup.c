@@ -72,6 +72,17 @@ int ks_lookup_cached(ks_srv_t *srv, const ks_get_t *g, int probe,
 	return KS_E_NOT_FOUND;
 }
 
+int ks_lookup_has(ks_srv_t *srv, const ks_hash_t *key)
+{
+	char hex[KS_HASH_HEX];
+	ks_hash_t have;
+
+	if (ks_hot_has(srv->hot, key))
+		return 1;
+	ks_hash_hex(key, hex);
+	return ks_store_keys_with_prefix(srv->store, hex, &have, 1) == 1;
+}
+
 int ks_lookup_join(ks_srv_t *srv, const ks_get_t *g, int prio,
     ks_waiter_t *w, char *err, size_t errlen)
 {

@@ -27,6 +27,10 @@ int ks_lookup_cached(ks_srv_t *srv, const ks_get_t *g, int probe,
  */
 int ks_lookup_join(ks_srv_t *srv, const ks_get_t *g, int prio,
     ks_waiter_t *w, char *err, size_t errlen);
+/* 1 when KEY is in the memory tier or the store (its key index), without
+ * counting, touching or reading the row: what ready and deployments count
+ * as cached. */
+int ks_lookup_has(ks_srv_t *srv, const ks_hash_t *key);
 /* Hands the uses the memory tier recorded to the store (in batches: a
  * hit costs the store nothing); every second and at shutdown. */
 void ks_lookup_record_uses(ks_srv_t *srv);

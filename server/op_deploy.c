@@ -301,7 +301,7 @@ static void list_one(ks_srv_t *srv, ks_buf_t *out, const dep_row_t *d,
 
 			if (ks_keys_normalize(&srv->keys, &req.items[i], &g,
 			    err, sizeof err) == KS_OK)
-				cached += ks_srv_cached(srv, &g.key);
+				cached += ks_lookup_has(srv, &g.key);
 		}
 	}
 	ks_store_misses(srv->store, d->name, add_count, &late);
@@ -485,7 +485,7 @@ static void repin_one(ks_srv_t *srv, const dep_row_t *d)
 			continue;
 		}
 		keys[n++] = g.key;
-		if (ks_srv_cached(srv, &g.key)) {
+		if (ks_lookup_has(srv, &g.key)) {
 			cached++;
 		} else if (d->pins && ks_store_pinned(srv->store, d->name,
 		    &g.key) == 0) {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lookup.h"
 #include "ops.h"
 
 typedef struct {
@@ -28,16 +29,6 @@ typedef struct {
 	char name[KS_MAX_NAME + 1];  /* of a deployment, or "" */
 } ready_t;
 
-int ks_srv_cached(ks_srv_t *srv, const ks_hash_t *key)
-{
-	char hex[KS_HASH_HEX];
-	ks_hash_t have;
-
-	if (ks_hot_has(srv->hot, key))
-		return 1;
-	ks_hash_hex(key, hex);
-	return ks_store_keys_with_prefix(srv->store, hex, &have, 1) == 1;
-}
 
 static void ready_reply(ks_mail_t *m)
 {
@@ -51,7 +42,7 @@ static void ready_reply(ks_mail_t *m)
 	for (i = 0; i < r->n; i++) {
 		ready_item_t *it = &r->items[i];
 
-		it->cached = it->code == KS_OK && ks_srv_cached(srv, &it->key);
+		it->cached = it->code == KS_OK && ks_lookup_has(srv, &it->key);
 		cached += it->cached;
 	}
 	/* A deployment found ready: from now on its clients' misses are

@@ -46,10 +46,6 @@ void ks_deploy_states_free(ks_srv_t *srv);
  * --from-misses --deployment`). */
 void ks_deploy_late(ks_srv_t *srv, const ks_get_t *g);
 
-/* 1 when KEY is in the memory tier or the store (its key index): what
- * ready counts as cached (op_ready.c). */
-int ks_srv_cached(ks_srv_t *srv, const ks_hash_t *key);
-
 /* The fields of the stats reply, each after a comma (docs/protocol.md):
  * the same for the stats op and the metrics listener's /api/stats. */
 void ks_stats_fields(ks_srv_t *srv, ks_buf_t *out);
