@@ -8,8 +8,10 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "ref.h"
+#include "ref_rope.h"
 
 /* y[t] = table[ids[t]] (of WDTYPE) converted through f32 to DTYPE; zeros
  * for an id outside [0, V). */
@@ -61,48 +63,38 @@ static inline void ref_argmax(const void *x, int32_t *idx, int dtype,
  * k_cache[b][p][h] = rope(k[b][t][h]) at p = pos[b] + t (the pairs i <
  * D/2, floor for an odd D whose last column is copied), v_cache[b][p][h] =
  * v[b][t][h], for 0 <= p < min(S, P); nothing else written.  The table
- * cs is of CSDTYPE.
+ * cs is of CSDTYPE.  By definition: the copy, then rope in place over the
+ * cache rows written (ref_rope_mixed, its positions -1 elsewhere).
  */
 static inline void ref_kv_append_rope_mixed(const void *k, const void *v,
     const int32_t *pos, const void *cs, void *kc, void *vc, int dtype,
     int csdtype, int64_t B, int64_t T, int64_t Hkv, int64_t D, int64_t S,
     int64_t P)
 {
-	int64_t b, t, h, i, half = D / 2;
+	int32_t *rows = malloc(sizeof *rows * (size_t)(B * S));
+	int64_t b, t, i, n = Hkv * D;
 
+	if (!rows)
+		abort();
+	for (i = 0; i < B * S; i++)
+		rows[i] = -1;
 	for (b = 0; b < B; b++)
 		for (t = 0; t < T; t++) {
 			int64_t p = (int64_t)pos[b] + t;
+			int64_t so = (b * T + t) * n, co = (b * S + p) * n;
 
 			if (p < 0 || p >= S || p >= P)
 				continue;
-			for (h = 0; h < Hkv; h++) {
-				int64_t so = ((b * T + t) * Hkv + h) * D;
-				int64_t co = ((b * S + p) * Hkv + h) * D;
-
-				for (i = 0; i < half; i++) {
-					float c = ref_load(cs, csdtype,
-					    p * D + i);
-					float s = ref_load(cs, csdtype,
-					    p * D + half + i);
-					float x0 = ref_load(k, dtype, so + i);
-					float x1 = ref_load(k, dtype,
-					    so + half + i);
-					float x0c = x0 * c, x1s = x1 * s;
-					float x1c = x1 * c, x0s = x0 * s;
-
-					ref_store(kc, dtype, co + i, x0c - x1s);
-					ref_store(kc, dtype, co + half + i,
-					    x1c + x0s);
-				}
-				if (D % 2 != 0)
-					ref_store(kc, dtype, co + D - 1,
-					    ref_load(k, dtype, so + D - 1));
-				for (i = 0; i < D; i++)
-					ref_store(vc, dtype, co + i,
-					    ref_load(v, dtype, so + i));
+			for (i = 0; i < n; i++) {
+				ref_store(kc, dtype, co + i,
+				    ref_load(k, dtype, so + i));
+				ref_store(vc, dtype, co + i,
+				    ref_load(v, dtype, so + i));
 			}
+			rows[b * S + p] = (int32_t)p;
 		}
+	ref_rope_mixed(kc, rows, cs, dtype, csdtype, B * S, Hkv, D, P);
+	free(rows);
 }
 
 static inline void ref_kv_append_rope(const void *k, const void *v,

@@ -350,6 +350,27 @@ static inline double e2e_stat(const char *sock, const char *name)
 	return v;
 }
 
+/* 1 when the daemon at SOCK lists BACKEND as available in its hello, 0
+ * when not, -1 when it does not answer. */
+static inline int e2e_backend_available(const char *sock, const char *backend)
+{
+	const cJSON *b;
+	e2e_reply_t r;
+	int yes = 0;
+
+	if (e2e_call(sock, "{\"op\":\"hello\"}", &r))
+		return -1;
+	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(r.h,
+	    "backends"))
+		if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(b,
+		    "name")) && strcmp(cJSON_GetObjectItemCaseSensitive(b,
+		    "name")->valuestring, backend) == 0)
+			yes = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b,
+			    "available"));
+	e2e_reply_free(&r);
+	return yes;
+}
+
 /* One warm request of ITEMS (a comma-separated list of get-specs) to the
  * daemon at SOCK: how many items there were, or -1 when the request or an
  * item failed (MSG says which). */

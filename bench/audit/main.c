@@ -25,19 +25,10 @@ static void die(const char *what)
 /* Whether the daemon's hello lists BACKEND as available. */
 static int available(const char *backend)
 {
-	const cJSON *b;
-	e2e_reply_t r;
-	int yes = 0;
+	int yes = e2e_backend_available(d.sock, backend);
 
-	if (e2e_call(d.sock, "{\"op\":\"hello\"}", &r))
+	if (yes < 0)
 		die("hello failed");
-	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(r.h,
-	    "backends"))
-		if (strcmp(cJSON_GetObjectItemCaseSensitive(b, "name")->
-		    valuestring, backend) == 0)
-			yes = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b,
-			    "available"));
-	e2e_reply_free(&r);
 	return yes;
 }
 
