@@ -43,6 +43,7 @@ static const canary_case_t cases[] = {
 	{ "gemm", { 1, 37, 100 }, 7 },                 /* gemv_m1 */
 	{ "gemm", { 3, 37, 100 }, 7 },                 /* small_m */
 	{ "gemm", { 5, 37, 100 }, 0 },                 /* general */
+	{ "gemm", { 9, 37, 100 }, 7 },                 /* blocked */
 	{ "rmsnorm", { 3, 100 }, 3 },                  /* row_local: f16, bf16 */
 	{ "rmsnorm", { 3, 100 }, 0 },
 	{ "add_rmsnorm", { 3, 100 }, 3 },

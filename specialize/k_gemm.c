@@ -32,8 +32,10 @@
  * rows there); `small_m` (guard: M is a constant in 2..3, a narrow
  * speculative-decoding verify step; wider ones run general's tile), grid (N +
  * 3) / 4, n0 = group * 4, and the work-group computes the RB outputs for all M
- * rows (M * RB lane accumulators). All three do the same arithmetic per output,
- * so they agree bit for bit. gemm has no non-exact variant: mode "fast" selects
+ * rows (M * RB lane accumulators); `blocked` (guard: M is a constant of 8 or
+ * more: prefill), grid ceil(M / 8) * ceil(N / 8) in bands (build_blocked),
+ * an 8 x 8 macro tile per work-group of 16 lanes, k in blocks of KB.  All
+ * four do the same arithmetic per output, so they agree bit for bit. gemm has no non-exact variant: mode "fast" selects
  * exactly what "exact" selects.
  */
 #include "specialize.h"
@@ -47,17 +49,22 @@ enum {
 	MB = 4,         /* rows of x per work-group (general) */
 	TILE_MAX = 4,   /* the most rows of one tile (MB, small_m's M) */
 	SMALL_M_MAX = 3,        /* measured: a loss beside general at 8, 16 */
+	/* blocked (measured, bench/kernels): a macro tile of SM x SN 4 x 4
+	 * sub-tiles, k in blocks of KB, bands of BAND macro rows. */
+	SM = 2, SN = 2, KB = 256, BAND = 8,
+	BLOCKED_M_MIN = 4 * SM, /* one macro tile of rows; 1.2x general at 8 */
 };
 
 static const char *const gemm_dims[] = { "M", "N", "K" };
 enum { DIM_M, DIM_N, DIM_K };
 
 static const char *const gemm_variants[] = {
-	"general", "gemv_m1", "small_m" };
+	"general", "gemv_m1", "small_m", "blocked" };
 static const char *const gemm_guards[] = {
 	"any M, N, K, constant or dynamic",
 	"M is the constant 1",
 	"M is a constant in 2..3",
+	"M is a constant of 8 or more",
 };
 
 _Static_assert(SMALL_M_MAX <= TILE_MAX && MB <= TILE_MAX,
@@ -75,6 +82,8 @@ static const char *gemm_select(const ks_spec_t *spec)
 
 	if (m->is_const && m->value == 1)
 		return "gemv_m1";
+	if (m->is_const && m->value >= BLOCKED_M_MIN)
+		return "blocked";
 	return is_small_m(m) ? "small_m" : "general";
 }
 
@@ -179,7 +188,7 @@ static void accumulate(gemm_t *g, ks_stmt_t *block, const char *xname,
  * fma(xv, wv[r], acc[m][r]), the operands in the order of accumulate().
  * PFX names the lane variables ("v" in the main loop, "t" in the tail).
  */
-static void accumulate_rows(gemm_t *g, ks_stmt_t *block, char pfx,
+static void accumulate_rows(gemm_t *g, ks_stmt_t *block, const char *pfx,
     int k_var, int64_t M, const int *xo, const int *wo, const int *acc)
 {
 	char name[32];
@@ -188,13 +197,13 @@ static void accumulate_rows(gemm_t *g, ks_stmt_t *block, char pfx,
 	ks_expr_t *xi;
 
 	for (r = 0; r < RB; r++) {
-		snprintf(name, sizeof name, "w%c%d", pfx, r);
+		snprintf(name, sizeof name, "w%s%d", pfx, r);
 		wv[r] = decl(g, block, name, KS_TY_F32, KS_VAR_LANE,
 		    ks_x_load(g->k, g->W, bin(g, KS_OP_ADD, var(g, wo[r]),
 		    var(g, k_var))));
 	}
 	for (m = 0; m < M; m++) {
-		snprintf(name, sizeof name, "x%c%d", pfx, (int)m);
+		snprintf(name, sizeof name, "x%s%d", pfx, (int)m);
 		xi = xo != NULL ? var(g, xo[m]) : bin(g, KS_OP_MUL, c64(g, m),
 		    par(g, g->K));
 		xv = decl(g, block, name, KS_TY_F32, KS_VAR_LANE,
@@ -294,7 +303,7 @@ static void build_tile(gemm_t *g, ks_stmt_t *block, int64_t rows, int m0,
 	ks_s_append(k, loop->body, lanes);
 	kv = decl(g, lanes->body, "tk", KS_TY_I64, KS_VAR_LANE,
 	    bin(g, KS_OP_ADD, var(g, k0), ks_x_lane(k)));
-	accumulate_rows(g, lanes->body, 'v', kv, rows, xo, wo, acc);
+	accumulate_rows(g, lanes->body, "v", kv, rows, xo, wo, acc);
 
 	tail = ks_s_if(k, bin(g, KS_OP_NE, bin(g, KS_OP_REM, par(g, g->K),
 	    c64(g, NLANES)), c64(g, 0)));
@@ -305,7 +314,7 @@ static void build_tile(gemm_t *g, ks_stmt_t *block, int64_t rows, int m0,
 	    bin(g, KS_OP_ADD, k_main(g), ks_x_lane(k)));
 	guard = ks_s_if(k, bin(g, KS_OP_LT, var(g, kt), par(g, g->K)));
 	ks_s_append(k, lanes->body, guard);
-	accumulate_rows(g, guard->body, 't', kt, rows, xo, wo, acc);
+	accumulate_rows(g, guard->body, "t", kt, rows, xo, wo, acc);
 
 	/* y[(m0 + i) * N + n0 + r] for n0 + r < N and m0 + i < M, one guard
 	 * per output (the emitters evaluate a store's reduction before its
@@ -345,6 +354,176 @@ static void decl_wo(gemm_t *g, ks_stmt_t *block, int n0, int *wo)
 		    c64(g, 1))), par(g, g->K)));
 }
 
+/* Appends to BLOCK a uniform i64 variable NAME = E. */
+static int ulet(gemm_t *g, ks_stmt_t *block, const char *name, ks_expr_t *e)
+{
+	return decl(g, block, name, KS_TY_I64, KS_VAR_UNIFORM, e);
+}
+
+/* Sub-tile (SI, SJ) of a macro tile BN wide: its 4 row offsets into x
+ * (SXO), into W (SWO) and its 16 accumulators (SACC, row-major) out of
+ * the macro tile's XO, WO and ACC. */
+static void sub_sets(int si, int sj, int64_t BN, const int *xo,
+    const int *wo, const int *acc, int *sxo, int *swo, int *sacc)
+{
+	int i, j;
+
+	for (i = 0; i < 4; i++) {
+		sxo[i] = xo[si * 4 + i];
+		swo[i] = wo[sj * 4 + i];
+		for (j = 0; j < 4; j++)
+			sacc[i * 4 + j] = acc[(si * 4 + i) * BN + sj * 4 + j];
+	}
+}
+
+/*
+ * blocked: a work-group of 16 lanes computes the BM x BN macro tile at
+ * (m0, n0) as SM x SN sub-tiles of 4 x 4.  Canonical lane l of an output
+ * is accumulator a of lane l (l < 16) or b of lane l - 16: one 16-wide
+ * vector each, so a sub-tile's 16 accumulators and its operands fit the
+ * registers of an AVX-512 CPU, where 32-lane ones (two vectors each) do
+ * not.  k runs in blocks of KB; per block every sub-tile runs the block's
+ * chunks for its a lanes (k = k0 + lane) and then its b lanes (k = k0 +
+ * 16 + lane), so the block's BM rows of x and BN rows of W are loaded
+ * from memory once and then reused from the first-level cache by all
+ * sub-tiles.  The tail chunk runs once, both halves.  Every lane still
+ * accumulates its k in increasing order, and a = a + b followed by a
+ * 16-lane reduction is the 32-lane tree (its first level is lane l plus
+ * lane l + 16, in that order), so the result is general's, bit for bit.
+ * Groups run in bands of BAND macro rows: inside a band the macro row
+ * varies fastest, so consecutive groups share W's macro column and the
+ * band's rows of x stay in the second-level cache while W streams past
+ * once per band.  M is a constant (the guard), so mtn and the last
+ * band's size fold.
+ */
+static void build_blocked(gemm_t *g, ks_stmt_t *body, int64_t M)
+{
+	ks_ir_kernel_t *k = g->k;
+	const int64_t BM = 4 * SM, BN = 4 * SN, mtn = (M + BM - 1) / BM;
+	int xo[64], wo[64], acc[2][64 * 64], sxo[4], swo[4], sacc[16];
+	int ntn, band, nbin, within, mt, nt, m0, n0, kb, k0, kt, i, j, si, sj;
+	int h;
+	ks_stmt_t *kloop, *loop, *lanes, *tail, *guard, *sums;
+	char name[48], pfx[48];
+
+	ntn = ulet(g, body, "ntn", bin(g, KS_OP_DIV, bin(g, KS_OP_ADD,
+	    par(g, g->N), c64(g, BN - 1)), c64(g, BN)));
+	k->grid = bin(g, KS_OP_MUL, c64(g, mtn), bin(g, KS_OP_DIV,
+	    bin(g, KS_OP_ADD, par(g, g->N), c64(g, BN - 1)), c64(g, BN)));
+	band = ulet(g, body, "band", bin(g, KS_OP_DIV, ks_x_group(k),
+	    bin(g, KS_OP_MUL, c64(g, BAND), var(g, ntn))));
+	nbin = ulet(g, body, "nbin", bin(g, KS_OP_MIN, c64(g, BAND),
+	    bin(g, KS_OP_SUB, c64(g, mtn), bin(g, KS_OP_MUL, var(g, band),
+	    c64(g, BAND)))));
+	within = ulet(g, body, "within", bin(g, KS_OP_SUB, ks_x_group(k),
+	    bin(g, KS_OP_MUL, bin(g, KS_OP_MUL, var(g, band), c64(g, BAND)),
+	    var(g, ntn))));
+	nt = ulet(g, body, "nt", bin(g, KS_OP_DIV, var(g, within),
+	    var(g, nbin)));
+	mt = ulet(g, body, "mt", bin(g, KS_OP_ADD, bin(g, KS_OP_MUL,
+	    var(g, band), c64(g, BAND)), bin(g, KS_OP_REM, var(g, within),
+	    var(g, nbin))));
+	m0 = ulet(g, body, "m0", bin(g, KS_OP_MUL, var(g, mt), c64(g, BM)));
+	n0 = ulet(g, body, "n0", bin(g, KS_OP_MUL, var(g, nt), c64(g, BN)));
+	for (i = 0; i < BM; i++) {
+		snprintf(name, sizeof name, "xo%d", i);
+		xo[i] = ulet(g, body, name, bin(g, KS_OP_MUL, bin(g, KS_OP_MIN,
+		    bin(g, KS_OP_ADD, var(g, m0), c64(g, i)), c64(g, M - 1)),
+		    par(g, g->K)));
+	}
+	for (j = 0; j < BN; j++) {
+		snprintf(name, sizeof name, "wo%d", j);
+		wo[j] = ulet(g, body, name, bin(g, KS_OP_MUL, bin(g, KS_OP_MIN,
+		    bin(g, KS_OP_ADD, var(g, n0), c64(g, j)), bin(g, KS_OP_SUB,
+		    par(g, g->N), c64(g, 1))), par(g, g->K)));
+	}
+	for (h = 0; h < 2; h++)
+		for (i = 0; i < BM; i++)
+			for (j = 0; j < BN; j++) {
+				snprintf(name, sizeof name, "acc%c%d_%d",
+				    "ab"[h], i, j);
+				acc[h][i * BN + j] = decl(g, body, name,
+				    KS_TY_F32, KS_VAR_LANE, ks_x_f32(k, 0.0f));
+			}
+
+	/* for kb in [0, K - K % 32) step KB: per sub-tile and half h, the
+	 * chunks k0 of [kb, min(kb + KB, K - K % 32)), k = k0 + 16h + lane. */
+	kb = ks_ir_var(k, "kb", KS_TY_I64, KS_VAR_UNIFORM);
+	kloop = ks_s_for(k, kb, c64(g, 0), k_main(g), KB);
+	ks_s_append(k, body, kloop);
+	for (si = 0; si < SM; si++)
+		for (sj = 0; sj < SN; sj++)
+			for (h = 0; h < 2; h++) {
+				sub_sets(si, sj, BN, xo, wo, acc[h], sxo, swo,
+				    sacc);
+				snprintf(name, sizeof name, "k0%c%d_%d",
+				    "ab"[h], si, sj);
+				k0 = ks_ir_var(k, name, KS_TY_I64,
+				    KS_VAR_UNIFORM);
+				loop = ks_s_for(k, k0, var(g, kb), bin(g,
+				    KS_OP_MIN, bin(g, KS_OP_ADD, var(g, kb),
+				    c64(g, KB)), k_main(g)), NLANES);
+				ks_s_append(k, kloop->body, loop);
+				lanes = ks_s_lanes(k);
+				ks_s_append(k, loop->body, lanes);
+				snprintf(name, sizeof name, "k%c%d_%d",
+				    "ab"[h], si, sj);
+				kt = decl(g, lanes->body, name, KS_TY_I64,
+				    KS_VAR_LANE, bin(g, KS_OP_ADD, bin(g,
+				    KS_OP_ADD, var(g, k0), c64(g, 16 * h)),
+				    ks_x_lane(k)));
+				snprintf(pfx, sizeof pfx, "v%c%d_%d_", "ab"[h],
+				    si, sj);
+				accumulate_rows(g, lanes->body, pfx, kt, 4,
+				    sxo, swo, sacc);
+			}
+
+	/* The tail chunk, once for the whole tile. */
+	tail = ks_s_if(k, bin(g, KS_OP_NE, bin(g, KS_OP_REM, par(g, g->K),
+	    c64(g, NLANES)), c64(g, 0)));
+	ks_s_append(k, body, tail);
+	for (h = 0; h < 2; h++) {
+		lanes = ks_s_lanes(k);
+		ks_s_append(k, tail->body, lanes);
+		snprintf(name, sizeof name, "kt%c", "ab"[h]);
+		kt = decl(g, lanes->body, name, KS_TY_I64, KS_VAR_LANE,
+		    bin(g, KS_OP_ADD, bin(g, KS_OP_ADD, k_main(g),
+		    c64(g, 16 * h)), ks_x_lane(k)));
+		guard = ks_s_if(k, bin(g, KS_OP_LT, var(g, kt), par(g, g->K)));
+		ks_s_append(k, lanes->body, guard);
+		for (si = 0; si < SM; si++)
+			for (sj = 0; sj < SN; sj++) {
+				sub_sets(si, sj, BN, xo, wo, acc[h], sxo, swo,
+				    sacc);
+				snprintf(pfx, sizeof pfx, "t%c%d_%d_", "ab"[h],
+				    si, sj);
+				accumulate_rows(g, guard->body, pfx, kt, 4,
+				    sxo, swo, sacc);
+			}
+	}
+
+	/* The tree's first level, lane l + lane l + 16 of the 32 canonical
+	 * lanes, then the 16-lane tree; one guarded store per output. */
+	sums = ks_s_lanes(k);
+	ks_s_append(k, body, sums);
+	for (i = 0; i < BM * BN; i++)
+		ks_s_append(k, sums->body, ks_s_assign(k, acc[0][i], bin(g,
+		    KS_OP_ADD, var(g, acc[0][i]), var(g, acc[1][i]))));
+	for (j = 0; j < BN; j++)
+		for (i = 0; i < BM; i++) {
+			guard = ks_s_if(k, bin(g, KS_OP_AND, bin(g, KS_OP_LT,
+			    bin(g, KS_OP_ADD, var(g, n0), c64(g, j)),
+			    par(g, g->N)), bin(g, KS_OP_LT, bin(g, KS_OP_ADD,
+			    var(g, m0), c64(g, i)), c64(g, M))));
+			ks_s_append(k, body, guard);
+			ks_s_append(k, guard->body, ks_s_store(k, g->y,
+			    bin(g, KS_OP_ADD, bin(g, KS_OP_MUL, bin(g,
+			    KS_OP_ADD, var(g, m0), c64(g, i)), par(g, g->N)),
+			    bin(g, KS_OP_ADD, var(g, n0), c64(g, j))),
+			    ks_x_reduce(k, KS_RED_SUM, acc[0][i * BN + j])));
+		}
+}
+
 static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 {
 	gemm_t g = { 0 };
@@ -361,9 +540,13 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	else if (strcmp(variant, "small_m") == 0 &&
 	    is_small_m(&spec->dims[DIM_M]))
 		general = -1;
+	else if (strcmp(variant, "blocked") == 0 &&
+	    spec->dims[DIM_M].is_const &&
+	    spec->dims[DIM_M].value >= BLOCKED_M_MIN)
+		general = -2;
 	else
 		return NULL;
-	k = ks_ir_new("gemm", variant, NLANES);
+	k = ks_ir_new("gemm", variant, general == -2 ? NLANES / 2 : NLANES);
 	g.k = k;
 	g.x = ks_ir_buffer(k, "x", spec->dtype, KS_ACCESS_READ);
 	g.W = ks_ir_buffer(k, "W", spec->wdtype, KS_ACCESS_READ);
@@ -375,6 +558,10 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	g.N = ks_ir_scalar(k, "N", KS_TY_I64);
 	g.K = ks_ir_scalar(k, "K", KS_TY_I64);
 	body = k->body;
+	if (general == -2) {
+		build_blocked(&g, body, spec->dims[DIM_M].value);
+		return k;
+	}
 	if (general < 0) {
 		/* small_m: ceil(N / RB) groups, all M rows in each. */
 		k->grid = bin(&g, KS_OP_DIV, bin(&g, KS_OP_ADD, par(&g, g.N),
@@ -431,11 +618,11 @@ const ks_kernel_def_t ks_kernel_gemm = {
 	.name = "gemm",
 	.summary = "y[m][n] = sum_k x[m][k] * W[n][k]; x MxK, W NxK, y MxN, "
 	    "row-major",
-	.version = 4,
+	.version = 5,
 	.dims = gemm_dims,
 	.ndims = 3,
 	.variants = gemm_variants,
-	.nvariants = 3,
+	.nvariants = 4,
 	.select = gemm_select,
 	.guards = gemm_guards,
 	.check = gemm_check,

@@ -669,8 +669,9 @@ int ks_ir_verify(const ks_ir_kernel_t *k, char *err, size_t errlen)
 	if (k->grid->type != KS_TY_I64)
 		fail(&v, "grid is %s, expected i64",
 		    ks_ty_name(k->grid->type));
-	if (v.has_reduce && k->nlanes != 32)
-		fail(&v, "reduce needs 32 lanes, kernel has %d", k->nlanes);
+	if (v.has_reduce && (k->nlanes & (k->nlanes - 1)) != 0)
+		fail(&v, "reduce needs a power of two lanes, kernel has %d",
+		    k->nlanes);
 out:
 	free(v.declared);
 	free(v.visible);

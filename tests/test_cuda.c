@@ -241,6 +241,7 @@ static const struct {
 	{ "general", 0, 0, 0 }, { "general", 17, 100, 4100 },
 	{ "gemv_m1", 1, 4096, 4096 }, { "gemv_m1", 1, 0, 0 },
 	{ "small_m", 2, 4096, 4096 }, { "small_m", 3, 0, 0 },
+	{ "blocked", 512, 4096, 4096 }, { "blocked", 9, 0, 0 },
 };
 
 Test(cuda, every_gemm_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)

@@ -161,14 +161,17 @@ Test(e2e, general_at_m1_is_bitwise_equal_to_gemv_m1)
 	}
 }
 
-/* Just outside gemv_m1 (M=2) and small_m (M=4), and the awkward shapes
- * inside them, all bit for bit against the canonical reference. */
+/* Just outside gemv_m1 (M=2), small_m (M=4) and blocked (M=7), and the
+ * awkward shapes inside them, all bit for bit against the canonical
+ * reference. */
 Test(e2e, shapes_around_each_specialization_stay_exact)
 {
 	free(check_gemm("f32", 2, 64, 96, "small_m"));
 	free(check_gemm("bf16", 3, 33, 64, "small_m"));
 	free(check_gemm("bf16", 4, 33, 64, "general"));
-	free(check_gemm("bf16", 17, 33, 64, "general"));
+	free(check_gemm("bf16", 7, 33, 64, "general"));
+	free(check_gemm("bf16", 8, 33, 64, "blocked"));
+	free(check_gemm("f16", 17, 33, 4100, "blocked"));
 	free(check_gemm("f32", 1, 37, 4100, "gemv_m1"));  /* K % 32 != 0 */
 	free(check_gemm("f16", 3, 1, 4100, "small_m"));   /* N = 1 */
 	free(check_gemm("f32", 1, 1, 5, "gemv_m1"));

@@ -271,7 +271,7 @@ Test(gemm, general_shapes_are_bitwise_canonical)
 	static const shape_t shapes[] = {
 		{ 2, 256, 4096, 0, 0, 0 },      /* small_m width */
 		{ 4, 100, 300, 0, 0, 0 },       /* just past small_m */
-		{ 17, 100, 300, 0, 0, 0 },      /* 4 tiles and one row */
+		{ 7, 100, 300, 0, 0, 0 },       /* a tile and 3 rows */
 		{ 3, 50, 4100, 0, 0, 0 },       /* K not a multiple of 32 */
 		{ 4, 1, 777, 0, 0, 0 },         /* N = 1 */
 		{ 3, 5, 64, 0, 0, 0 },          /* N = 5: a partial row block */
@@ -284,6 +284,27 @@ Test(gemm, general_shapes_are_bitwise_canonical)
 	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
 		for (d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++)
 			check_shape(&shapes[i], dtypes[d]);
+}
+
+/* blocked (constant M >= 8): partial macro tiles in M and N, a partial
+ * band of macro rows, k blocks with and without a tail chunk, K below one
+ * chunk, N and K dynamic; each bitwise the canonical reference. */
+Test(gemm, blocked_shapes_are_bitwise_canonical)
+{
+	static const shape_t shapes[] = {
+		{ 8, 8, 32, 0, 0, 0 },          /* one macro tile, one chunk */
+		{ 16, 33, 4100, 0, 0, 0 },      /* K tail; N one past a tile */
+		{ 40, 100, 300, 0, 0, 0 },      /* one partial band of 5 */
+		{ 136, 20, 600, 0, 0, 0 },      /* bands of 8, 8 and 1 */
+		{ 9, 37, 1000, 0, 1, 1 },       /* 1 row past a tile; N, K dyn */
+		{ 64, 5, 31, 0, 0, 0 },         /* K < 32: the tail alone */
+	};
+	size_t i, d;
+
+	for (i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+		for (d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++)
+			cr_assert_str_eq(check_shape(&shapes[i], dtypes[d]),
+			    "blocked", "M=%lld", (long long)shapes[i].M);
 }
 
 /* The bitwise checker is not vacuous: a reference that sums the lanes in

@@ -49,6 +49,7 @@ static const mcase_t cases[] = {
 	{ "gemm", "general", { 2, 9, 64 } },           /* no tail chunk */
 	{ "gemm", "gemv_m1", { 1, 37, 100 } },
 	{ "gemm", "small_m", { 3, 37, 100 } },
+	{ "gemm", "blocked", { 9, 37, 100 } },
 	{ "rmsnorm", "general", { 3, 100 } },
 	{ "rmsnorm", "general", { 2, 64 } },
 	{ "rmsnorm", "row_local", { 3, 100 } },

@@ -113,7 +113,8 @@ static void gemm_prog_close(gemm_prog_t *g)
 
 /*
  * Every variant for DT: `general` with M, N, K dynamic; `gemv_m1` (M = 1)
- * and `small_m` at M = 2 and 3, each with N, K dynamic; at shapes with
+ * `small_m` at M = 2 and 3 and `blocked` at M = 9 and 136, each with N, K
+ * dynamic; at shapes with
  * both K tails, N = 1 and partial row blocks, and M just outside each
  * specialization (1, 2, 3, 4, 17).
  */
@@ -161,6 +162,16 @@ static void check_gemm_dtype(ks_dtype_t dt)
 	gemm_prog(&e, &g, "small_m", dt, 3, 0, 0);
 	check_gemm(&e, &g, dt, 3, 5, 4100);
 	check_gemm(&e, &g, dt, 3, 1, 100);
+	gemm_prog_close(&g);
+
+	/* blocked (16 lanes, macro tiles of 8 x 8 in bands of 8): M = 9 (a
+	 * partial macro tile) and 136 (bands of 8, 8 and 1), N, K dynamic. */
+	gemm_prog(&e, &g, "blocked", dt, 9, 0, 0);
+	for (i = 0; i < sizeof nk_shapes / sizeof *nk_shapes; i++)
+		check_gemm(&e, &g, dt, 9, nk_shapes[i][0], nk_shapes[i][1]);
+	gemm_prog_close(&g);
+	gemm_prog(&e, &g, "blocked", dt, 136, 0, 0);
+	check_gemm(&e, &g, dt, 136, 20, 600);
 	gemm_prog_close(&g);
 	env_close(&e);
 }

@@ -1123,7 +1123,7 @@ static const char *selected(ks_mode_t mode, int64_t m)
 	return ks_kernel_gemm.select(&spec);
 }
 
-Test(specialize, select_picks_gemv_m1_small_m_and_general_by_m)
+Test(specialize, select_picks_gemv_m1_small_m_blocked_and_general_by_m)
 {
 	ks_ir_kernel_t *k;
 	int64_t m;
@@ -1133,14 +1133,16 @@ Test(specialize, select_picks_gemv_m1_small_m_and_general_by_m)
 		cr_assert_str_eq(selected(KS_MODE_EXACT, m), "small_m",
 		    "M=%lld", (long long)m);
 	cr_assert_str_eq(selected(KS_MODE_EXACT, 4), "general");
-	cr_assert_str_eq(selected(KS_MODE_EXACT, 16), "general");
-	cr_assert_str_eq(selected(KS_MODE_EXACT, 17), "general");
-	cr_assert_str_eq(selected(KS_MODE_EXACT, 4096), "general");
+	cr_assert_str_eq(selected(KS_MODE_EXACT, 7), "general");
+	cr_assert_str_eq(selected(KS_MODE_EXACT, 8), "blocked");
+	cr_assert_str_eq(selected(KS_MODE_EXACT, 17), "blocked");
+	cr_assert_str_eq(selected(KS_MODE_EXACT, 4096), "blocked");
 	cr_assert_str_eq(selected(KS_MODE_EXACT, DYN), "general");
 	/* gemm has no fast variant: fast selects what exact selects. */
 	cr_assert_str_eq(selected(KS_MODE_FAST, 1), "gemv_m1");
 	cr_assert_str_eq(selected(KS_MODE_FAST, 2), "small_m");
-	cr_assert_str_eq(selected(KS_MODE_FAST, 17), "general");
+	cr_assert_str_eq(selected(KS_MODE_FAST, 5), "general");
+	cr_assert_str_eq(selected(KS_MODE_FAST, 17), "blocked");
 	k = gemm(KS_DTYPE_F32, 1, 8, 8);
 	cr_assert_str_eq(k->variant, "gemv_m1");
 	cr_assert_str_eq(k->entry, "ks_gemm_gemv_m1");
@@ -1148,11 +1150,18 @@ Test(specialize, select_picks_gemv_m1_small_m_and_general_by_m)
 	k = gemm(KS_DTYPE_F32, 2, 8, 8);
 	cr_assert_str_eq(k->entry, "ks_gemm_small_m");
 	ks_ir_free(k);
-	k = gemm(KS_DTYPE_F32, 17, 8, 8);
+	k = gemm(KS_DTYPE_F32, 5, 8, 8);
 	cr_assert_str_eq(k->entry, "ks_gemm_general");
+	ks_ir_free(k);
+	k = gemm(KS_DTYPE_F32, 17, 8, 8);
+	cr_assert_str_eq(k->entry, "ks_gemm_blocked");
+	cr_assert_eq(k->nlanes, 16);
 	ks_ir_free(k);
 	cr_assert_str_eq(ks_kernel_gemm.variants[2], "small_m");
 	cr_assert_str_eq(ks_kernel_gemm.guards[2], "M is a constant in 2..3");
+	cr_assert_str_eq(ks_kernel_gemm.variants[3], "blocked");
+	cr_assert_str_eq(ks_kernel_gemm.guards[3],
+	    "M is a constant of 8 or more");
 }
 
 /* small_m is built only where its guard holds: a dynamic M or one past 3

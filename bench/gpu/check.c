@@ -1,12 +1,13 @@
 /*
  * bench/gpu/check: runs kspec's cuda artifacts on a real GPU.
  *
- * Every gemm variant (general, gemv_m1, small_m) x dtype (f32, f16, bf16)
- * is specialized and compiled by the cuda backend itself (NVRTC, linked in
- * from the sources, for the device's own sm_XX), as PTX and as cubin,
- * loaded with the CUDA driver API (libcuda.so.1 through dlopen, never
- * linked), run on random data, and compared bit for bit with the canonical
- * reference of ref/ref.h.  Then every other kernel of the library
+ * Every gemm variant (general, gemv_m1, small_m, blocked) x dtype (f32,
+ * f16, bf16) is specialized and compiled by the cuda backend itself
+ * (NVRTC, linked in from the sources, for the device's own sm_XX), as PTX
+ * and as cubin, loaded with the CUDA driver API (libcuda.so.1 through
+ * dlopen, never linked), run on random data, and compared bit for bit
+ * with the canonical reference of ref/ref.h.  Then every other kernel of
+ * the library
  * (rmsnorm, add_rmsnorm, softmax, rope, silu_mul, attention_decode), each
  * variant at small shapes with constant and dynamic dims, as cubin,
  * against the plain-C references of ref/ref_*.h (ref/kernels.h): bit
@@ -798,6 +799,9 @@ int main(void)
 		check_case(target, "small_m", dts[d], 2, 9, 4100, 1);
 		check_case(target, "small_m", dts[d], 3, 33, 100, 1);
 		check_case(target, "small_m", dts[d], 3, 4096, 4096, 7);
+		check_case(target, "blocked", dts[d], 9, 37, 100, 1);
+		check_case(target, "blocked", dts[d], 136, 20, 600, 7);
+		check_case(target, "blocked", dts[d], 512, 4096, 4096, 7);
 	}
 	for (d = 0; d < sizeof dts / sizeof dts[0]; d++)
 		for (i = 0; i < sizeof gpu_cases / sizeof gpu_cases[0]; i++)

@@ -16,8 +16,9 @@
  *     constant shape, and the selected variant against the same kernel with
  *     every dim dynamic (what binding the constants is worth).
  * Each figure is the median of TRIALS trials with min..max; a trial repeats
- * the call until it lasts about 20 ms.  Usage: kernels [FILTER] runs only
- * the cases whose kernel name contains FILTER.
+ * the call until it lasts about 20 ms.  Usage: kernels [FILTER [LABEL]]
+ * runs only the cases whose kernel name contains FILTER (and whose label
+ * contains LABEL: `kernels gemm prefill`).
  */
 #include <cblas.h>
 
@@ -58,6 +59,8 @@ static const case_t cases[] = {
 	{ "gemm", "verify 8 tokens", BF16, { 8, 4096, 4096 }, 0 },
 	{ "gemm", "verify 16 tokens", BF16, { 16, 4096, 4096 }, 0 },
 	{ "gemm", "prefill 512", F32, { 512, 4096, 4096 }, 2 },
+	{ "gemm", "prefill 512 up", F32, { 512, 14336, 4096 }, 2 },
+	{ "gemm", "prefill 512 down", F32, { 512, 4096, 14336 }, 2 },
 	{ "rmsnorm", "decode", BF16, { 1, 4096 }, 0 },
 	{ "rmsnorm", "prefill 512", BF16, { 512, 4096 }, 0 },
 	{ "rmsnorm", "prefill 512", F32, { 512, 4096 }, 0 },
@@ -369,6 +372,8 @@ int main(int argc, char **argv)
 	    "once\n\n", TRIALS, TRIAL_NS / 1e6);
 	for (i = 0; i < sizeof cases / sizeof *cases; i++) {
 		if (argc > 1 && strstr(cases[i].kernel, argv[1]) == NULL)
+			continue;
+		if (argc > 2 && strstr(cases[i].label, argv[2]) == NULL)
 			continue;
 		bench_case(&cases[i]);
 		fflush(stdout);

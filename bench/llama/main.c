@@ -5,8 +5,9 @@
  * prompt in tokens/s and greedy decode after it in ms/token.  Beside it,
  * in the same run: a plain C reference of the same math (loops, one
  * thread) and, when /usr/bin/python3 can import torch, PyTorch CPU
- * (bench/llama/torch_ref.py: F.linear for prefill, torch.mv for decode,
- * f32) with OpenBLAS's thread count pinned through OPENBLAS_NUM_THREADS.
+ * (bench/llama/torch_ref.py: F.linear for prefill; decode through
+ * torch.mv and, a second row, through F.linear; f32) with OpenBLAS's
+ * thread count pinned through OPENBLAS_NUM_THREADS.
  * Medians with min..max over TRIALS runs after a warm-up.
  */
 #include <sys/wait.h>
@@ -25,7 +26,8 @@ enum { H = 4096, L = 2, HQ = 32, HKV = 8, D = 128, FF = 14336, V = 32000,
 
 typedef struct {
 	double pre[3], dec[3];  /* median, min, max: ms */
-	int ok;
+	double dec_lin[3];      /* PyTorch's F.linear decode, when printed */
+	int ok, has_lin;
 } figures_t;
 
 /* Runs CMD (a shell line), reads "<TAG> prefill_ms a b c decode_ms a b c"
@@ -53,6 +55,11 @@ static int run_and_read(const char *cmd, figures_t *f)
 		    &z) == 3) {
 			f->dec[0] = x, f->dec[1] = y, f->dec[2] = z;
 			f->ok = 1;
+		} else if (sscanf(line, "torch decode_linear_ms %lf %lf %lf",
+		    &x, &y, &z) == 3) {
+			f->dec_lin[0] = x, f->dec_lin[1] = y;
+			f->dec_lin[2] = z;
+			f->has_lin = 1;
 		}
 	}
 	return pclose(p) == 0 && f->ok ? 0 : -1;
@@ -392,10 +399,16 @@ int main(void)
 			    "OMP_NUM_THREADS=%d /usr/bin/python3 "
 			    "bench/llama/torch_ref.py %d %d %d %d", threads[ti],
 			    threads[ti], PROMPT, STEPS, TRIALS, threads[ti]);
-			if (run_and_read(cmd, &f) != 0)
+			if (run_and_read(cmd, &f) != 0) {
 				printf("%-22s failed: %s\n", "PyTorch CPU", cmd);
-			else
-				row("PyTorch CPU", "f32", threads[ti], &f);
+			} else {
+				row("PyTorch torch.mv", "f32", threads[ti], &f);
+				if (f.has_lin) {
+					memcpy(f.dec, f.dec_lin, sizeof f.dec);
+					row("PyTorch F.linear", "f32",
+					    threads[ti], &f);
+				}
+			}
 			fflush(stdout);
 		}
 	}

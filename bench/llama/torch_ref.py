@@ -1,13 +1,16 @@
 """PyTorch CPU beside examples/llama in bench/llama: the 8b2l model's math
 (the same config and shapes, random f32 weights), prefill through
-F.linear on the whole prompt and decode through torch.mv per token.
+F.linear on the whole prompt; decode through torch.mv per token, and again
+from the same prefill through F.linear (a 1-row GEMM per weight, what a
+model written with nn.Linear runs).
 
 Usage: torch_ref.py PROMPT STEPS TRIALS THREADS.  bench/llama sets
 OPENBLAS_NUM_THREADS and OMP_NUM_THREADS to THREADS before it starts this
 (Debian's torch runs its BLAS on OpenBLAS, whose own pool
 torch.set_num_threads does not size); this also calls
 torch.set_num_threads(THREADS).  Prints one line per path:
-"torch PATH MED MIN MAX", prefill_ms or decode_ms.
+"torch PATH MED MIN MAX", prefill_ms, decode_ms (torch.mv) or
+decode_linear_ms (F.linear).
 """
 import math
 import sys
@@ -94,19 +97,27 @@ def main():
                         .manual_seed(2))
     caches = [(torch.zeros(prompt + steps, HKV, D),
                torch.zeros(prompt + steps, HKV, D)) for _ in range(L)]
-    pre, dec = [], []
+    pre, dec, dec_lin = [], [], []
     with torch.no_grad():
         for t in range(trials + 1):        # the first is the warm-up
             t0 = time.perf_counter()
-            tok = forward(m, ids, 0, caches, cos, sin, linear)
+            first = forward(m, ids, 0, caches, cos, sin, linear)
             t1 = time.perf_counter()
+            tok = first
             for s in range(1, steps):
                 tok = forward(m, tok, prompt + s - 1, caches, cos, sin, mv)
             t2 = time.perf_counter()
+            tok = first
+            for s in range(1, steps):
+                tok = forward(m, tok, prompt + s - 1, caches, cos, sin,
+                              linear)
+            t3 = time.perf_counter()
             if t > 0:
                 pre.append((t1 - t0) * 1e3)
                 dec.append((t2 - t1) * 1e3 / max(steps - 1, 1))
-    for name, v in (("prefill_ms", pre), ("decode_ms", dec)):
+                dec_lin.append((t3 - t2) * 1e3 / max(steps - 1, 1))
+    for name, v in (("prefill_ms", pre), ("decode_ms", dec),
+                    ("decode_linear_ms", dec_lin)):
         v.sort()
         print("torch %s %.4f %.4f %.4f" % (name, v[len(v) // 2], v[0],
                                            v[-1]))
