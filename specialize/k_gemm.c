@@ -49,10 +49,14 @@ enum {
 	MB = 4,         /* rows of x per work-group (general) */
 	TILE_MAX = 4,   /* the most rows of one tile (MB, small_m's M) */
 	SMALL_M_MAX = 3,        /* measured: a loss beside general at 8, 16 */
-	/* blocked (measured, bench/kernels): a macro tile of SM x SN 4 x 4
-	 * sub-tiles, k in blocks of KB, bands of BAND macro rows. */
+	/* blocked (measured, bench/kernels): a macro tile of SM x SN
+	 * sub-tiles of SR rows of x by SC rows of W, k in blocks of KB,
+	 * bands of BAND macro rows.  4 x 6 and 6 x 4 sub-tiles measured the
+	 * same as 4 x 4 at M = 512 and compile slower. */
+	SR = 4, SC = 4,
 	SM = 2, SN = 2, KB = 256, BAND = 8,
-	BLOCKED_M_MIN = 4 * SM, /* one macro tile of rows; 1.2x general at 8 */
+	BM_MAX = SR * SM, BN_MAX = SC * SN,
+	BLOCKED_M_MIN = 8,      /* one macro tile of rows; 1.2x general at 8 */
 };
 
 static const char *const gemm_dims[] = { "M", "N", "K" };
@@ -183,20 +187,22 @@ static void accumulate(gemm_t *g, ks_stmt_t *block, const char *xname,
 
 /*
  * Appends to BLOCK, inside LANES, the accumulation of element K_VAR (a lane
- * variable) for M rows of x and the RB rows of W (small_m): wv[r] =
- * W[wo[r] + k] once, then per row m xv = x[m * K + k] and acc[m][r] =
- * fma(xv, wv[r], acc[m][r]), the operands in the order of accumulate().
- * PFX names the lane variables ("v" in the main loop, "t" in the tail).
+ * variable) for M rows of x and NW (at most 8) rows of W: wv[r] =
+ * W[wo[r] + k] once, then per row m xv = x[xo[m] + k] (x[m * K + k] when
+ * XO is NULL) and acc[m * NW + r] = fma(xv, wv[r], acc[m * NW + r]), the
+ * operands in the order of accumulate().  PFX names the lane variables
+ * ("v" in the main loop, "t" in the tail).
  */
 static void accumulate_rows(gemm_t *g, ks_stmt_t *block, const char *pfx,
-    int k_var, int64_t M, const int *xo, const int *wo, const int *acc)
+    int k_var, int64_t M, int nw, const int *xo, const int *wo,
+    const int *acc)
 {
 	char name[32];
-	int r, wv[RB], xv;
+	int r, wv[8], xv;
 	int64_t m;
 	ks_expr_t *xi;
 
-	for (r = 0; r < RB; r++) {
+	for (r = 0; r < nw; r++) {
 		snprintf(name, sizeof name, "w%s%d", pfx, r);
 		wv[r] = decl(g, block, name, KS_TY_F32, KS_VAR_LANE,
 		    ks_x_load(g->k, g->W, bin(g, KS_OP_ADD, var(g, wo[r]),
@@ -209,10 +215,10 @@ static void accumulate_rows(gemm_t *g, ks_stmt_t *block, const char *pfx,
 		xv = decl(g, block, name, KS_TY_F32, KS_VAR_LANE,
 		    ks_x_load(g->k, g->x, bin(g, KS_OP_ADD, xi,
 		    var(g, k_var))));
-		for (r = 0; r < RB; r++)
+		for (r = 0; r < nw; r++)
 			ks_s_append(g->k, block, ks_s_assign(g->k,
-			    acc[m * RB + r], ks_x_fma(g->k, var(g, xv),
-			    var(g, wv[r]), var(g, acc[m * RB + r]))));
+			    acc[m * nw + r], ks_x_fma(g->k, var(g, xv),
+			    var(g, wv[r]), var(g, acc[m * nw + r]))));
 	}
 }
 
@@ -303,7 +309,7 @@ static void build_tile(gemm_t *g, ks_stmt_t *block, int64_t rows, int m0,
 	ks_s_append(k, loop->body, lanes);
 	kv = decl(g, lanes->body, "tk", KS_TY_I64, KS_VAR_LANE,
 	    bin(g, KS_OP_ADD, var(g, k0), ks_x_lane(k)));
-	accumulate_rows(g, lanes->body, "v", kv, rows, xo, wo, acc);
+	accumulate_rows(g, lanes->body, "v", kv, rows, RB, xo, wo, acc);
 
 	tail = ks_s_if(k, bin(g, KS_OP_NE, bin(g, KS_OP_REM, par(g, g->K),
 	    c64(g, NLANES)), c64(g, 0)));
@@ -314,7 +320,7 @@ static void build_tile(gemm_t *g, ks_stmt_t *block, int64_t rows, int m0,
 	    bin(g, KS_OP_ADD, k_main(g), ks_x_lane(k)));
 	guard = ks_s_if(k, bin(g, KS_OP_LT, var(g, kt), par(g, g->K)));
 	ks_s_append(k, lanes->body, guard);
-	accumulate_rows(g, guard->body, "t", kt, rows, xo, wo, acc);
+	accumulate_rows(g, guard->body, "t", kt, rows, RB, xo, wo, acc);
 
 	/* y[(m0 + i) * N + n0 + r] for n0 + r < N and m0 + i < M, one guard
 	 * per output (the emitters evaluate a store's reduction before its
@@ -368,12 +374,14 @@ static void sub_sets(int si, int sj, int64_t BN, const int *xo,
 {
 	int i, j;
 
-	for (i = 0; i < 4; i++) {
-		sxo[i] = xo[si * 4 + i];
-		swo[i] = wo[sj * 4 + i];
-		for (j = 0; j < 4; j++)
-			sacc[i * 4 + j] = acc[(si * 4 + i) * BN + sj * 4 + j];
-	}
+	for (i = 0; i < SR; i++)
+		sxo[i] = xo[si * SR + i];
+	for (j = 0; j < SC; j++)
+		swo[j] = wo[sj * SC + j];
+	for (i = 0; i < SR; i++)
+		for (j = 0; j < SC; j++)
+			sacc[i * SC + j] = acc[(si * SR + i) * BN + sj * SC +
+			    j];
 }
 
 /*
@@ -399,8 +407,9 @@ static void sub_sets(int si, int sj, int64_t BN, const int *xo,
 static void build_blocked(gemm_t *g, ks_stmt_t *body, int64_t M)
 {
 	ks_ir_kernel_t *k = g->k;
-	const int64_t BM = 4 * SM, BN = 4 * SN, mtn = (M + BM - 1) / BM;
-	int xo[64], wo[64], acc[2][64 * 64], sxo[4], swo[4], sacc[16];
+	const int64_t BM = SR * SM, BN = SC * SN, mtn = (M + BM - 1) / BM;
+	int xo[BM_MAX], wo[BN_MAX], acc[2][BM_MAX * BN_MAX], sxo[SR], swo[SC],
+	    sacc[SR * SC];
 	int ntn, band, nbin, within, mt, nt, m0, n0, kb, k0, kt, i, j, si, sj;
 	int h;
 	ks_stmt_t *kloop, *loop, *lanes, *tail, *guard, *sums;
@@ -474,8 +483,8 @@ static void build_blocked(gemm_t *g, ks_stmt_t *body, int64_t M)
 				    ks_x_lane(k)));
 				snprintf(pfx, sizeof pfx, "v%c%d_%d_", "ab"[h],
 				    si, sj);
-				accumulate_rows(g, lanes->body, pfx, kt, 4,
-				    sxo, swo, sacc);
+				accumulate_rows(g, lanes->body, pfx, kt, SR,
+				    SC, sxo, swo, sacc);
 			}
 
 	/* The tail chunk, once for the whole tile. */
@@ -497,8 +506,8 @@ static void build_blocked(gemm_t *g, ks_stmt_t *body, int64_t M)
 				    sacc);
 				snprintf(pfx, sizeof pfx, "t%c%d_%d_", "ab"[h],
 				    si, sj);
-				accumulate_rows(g, guard->body, pfx, kt, 4,
-				    sxo, swo, sacc);
+				accumulate_rows(g, guard->body, pfx, kt, SR,
+				    SC, sxo, swo, sacc);
 			}
 	}
 
