@@ -51,8 +51,9 @@ enum {
 	SMALL_M_MAX = 3,        /* measured: a loss beside general at 8, 16 */
 	/* blocked (measured, bench/kernels): a macro tile of SM x SN
 	 * sub-tiles of SR rows of x by SC rows of W, k in blocks of KB,
-	 * bands of BAND macro rows.  4 x 6 and 6 x 4 sub-tiles measured the
-	 * same as 4 x 4 at M = 512 and compile slower. */
+	 * bands of BAND macro rows.  4 x 6 and 6 x 4 sub-tiles and a 16 x 8
+	 * macro tile measured the same at M = 512 and compile slower; KB =
+	 * 512 measured slower (the block's rows no longer fit L1). */
 	SR = 4, SC = 4,
 	SM = 2, SN = 2, KB = 256, BAND = 8,
 	BM_MAX = SR * SM, BN_MAX = SC * SN,
