@@ -35,8 +35,9 @@
  * rows (M * RB lane accumulators); `blocked` (guard: M is a constant of 8 or
  * more: prefill), grid ceil(M / 8) * ceil(N / 8) in bands (build_blocked),
  * an 8 x 8 macro tile per work-group of 16 lanes, k in blocks of KB.  All
- * four do the same arithmetic per output, so they agree bit for bit. gemm has no non-exact variant: mode "fast" selects
- * exactly what "exact" selects.
+ * four do the same arithmetic per output, so they agree bit for bit.  gemm
+ * has no non-exact variant: mode "fast" selects exactly what "exact"
+ * selects.
  */
 #include "specialize.h"
 
@@ -347,18 +348,25 @@ static void build_tile(gemm_t *g, ks_stmt_t *block, int64_t rows, int m0,
 		}
 }
 
-/* Declares wo0..wo3 in BLOCK: the offsets into W of rows n0..n0+3, each
- * clamped to the last row (see the header). */
-static void decl_wo(gemm_t *g, ks_stmt_t *block, int n0, int *wo)
+/*
+ * Declares PFX0 .. PFX<n-1> in BLOCK, the offsets into a row-major buffer
+ * of K columns of rows base + i, each clamped to the last row, ROWS - 1
+ * (see the header): OUT[i] = min(base + i, ROWS - 1) * K.  ROWS is the
+ * parameter M (x) or N (W).
+ */
+static void decl_rows(gemm_t *g, ks_stmt_t *block, const char *pfx, int base,
+    int n, int rows, int *out)
 {
-	static const char *const wo_names[RB] = { "wo0", "wo1", "wo2", "wo3" };
-	int r;
+	char name[16];
+	int i;
 
-	for (r = 0; r < RB; r++)
-		wo[r] = decl(g, block, wo_names[r], KS_TY_I64, KS_VAR_UNIFORM,
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof name, "%s%d", pfx, i);
+		out[i] = decl(g, block, name, KS_TY_I64, KS_VAR_UNIFORM,
 		    bin(g, KS_OP_MUL, bin(g, KS_OP_MIN, bin(g, KS_OP_ADD,
-		    var(g, n0), c64(g, r)), bin(g, KS_OP_SUB, par(g, g->N),
-		    c64(g, 1))), par(g, g->K)));
+		    var(g, base), c64(g, i)), bin(g, KS_OP_SUB,
+		    par(g, rows), c64(g, 1))), par(g, g->K)));
+	}
 }
 
 /* Appends to BLOCK a uniform i64 variable NAME = E. */
@@ -435,18 +443,8 @@ static void build_blocked(gemm_t *g, ks_stmt_t *body, int64_t M)
 	    var(g, nbin))));
 	m0 = ulet(g, body, "m0", bin(g, KS_OP_MUL, var(g, mt), c64(g, BM)));
 	n0 = ulet(g, body, "n0", bin(g, KS_OP_MUL, var(g, nt), c64(g, BN)));
-	for (i = 0; i < BM; i++) {
-		snprintf(name, sizeof name, "xo%d", i);
-		xo[i] = ulet(g, body, name, bin(g, KS_OP_MUL, bin(g, KS_OP_MIN,
-		    bin(g, KS_OP_ADD, var(g, m0), c64(g, i)), c64(g, M - 1)),
-		    par(g, g->K)));
-	}
-	for (j = 0; j < BN; j++) {
-		snprintf(name, sizeof name, "wo%d", j);
-		wo[j] = ulet(g, body, name, bin(g, KS_OP_MUL, bin(g, KS_OP_MIN,
-		    bin(g, KS_OP_ADD, var(g, n0), c64(g, j)), bin(g, KS_OP_SUB,
-		    par(g, g->N), c64(g, 1))), par(g, g->K)));
-	}
+	decl_rows(g, body, "xo", m0, BM, g->M, xo);
+	decl_rows(g, body, "wo", n0, BN, g->N, wo);
 	for (h = 0; h < 2; h++)
 		for (i = 0; i < BM; i++)
 			for (j = 0; j < BN; j++) {
@@ -539,24 +537,24 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	gemm_t g = { 0 };
 	ks_ir_kernel_t *k;
 	ks_stmt_t *body;
-	int nb, m0, n0, yo, xo[MB], wo[RB], general, i;
-	char name[16];
+	int nb, m0, n0, yo, xo[MB], wo[RB];
+	enum { GENERAL, GEMV_M1, SMALL_M, BLOCKED } v;
 
 	if (strcmp(variant, "gemv_m1") == 0 && spec->dims[DIM_M].is_const &&
 	    spec->dims[DIM_M].value == 1)
-		general = 0;
+		v = GEMV_M1;
 	else if (strcmp(variant, "general") == 0)
-		general = 1;
+		v = GENERAL;
 	else if (strcmp(variant, "small_m") == 0 &&
 	    is_small_m(&spec->dims[DIM_M]))
-		general = -1;
+		v = SMALL_M;
 	else if (strcmp(variant, "blocked") == 0 &&
 	    spec->dims[DIM_M].is_const &&
 	    spec->dims[DIM_M].value >= BLOCKED_M_MIN)
-		general = -2;
+		v = BLOCKED;
 	else
 		return NULL;
-	k = ks_ir_new("gemm", variant, general == -2 ? NLANES / 2 : NLANES);
+	k = ks_ir_new("gemm", variant, v == BLOCKED ? NLANES / 2 : NLANES);
 	g.k = k;
 	g.x = ks_ir_buffer(k, "x", spec->dtype, KS_ACCESS_READ);
 	g.W = ks_ir_buffer(k, "W", spec->wdtype, KS_ACCESS_READ);
@@ -568,22 +566,22 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	g.N = ks_ir_scalar(k, "N", KS_TY_I64);
 	g.K = ks_ir_scalar(k, "K", KS_TY_I64);
 	body = k->body;
-	if (general == -2) {
+	if (v == BLOCKED) {
 		build_blocked(&g, body, spec->dims[DIM_M].value);
 		return k;
 	}
-	if (general < 0) {
+	if (v == SMALL_M) {
 		/* small_m: ceil(N / RB) groups, all M rows in each. */
 		k->grid = bin(&g, KS_OP_DIV, bin(&g, KS_OP_ADD, par(&g, g.N),
 		    c64(&g, RB - 1)), c64(&g, RB));
 		n0 = decl(&g, body, "n0", KS_TY_I64, KS_VAR_UNIFORM,
 		    bin(&g, KS_OP_MUL, ks_x_group(k), c64(&g, RB)));
-		decl_wo(&g, body, n0, wo);
+		decl_rows(&g, body, "wo", n0, RB, g.N, wo);
 		build_tile(&g, body, spec->dims[DIM_M].value, -1, n0, NULL,
 		    wo);
 		return k;
 	}
-	if (!general) {
+	if (v == GEMV_M1) {
 		/* gemv_m1: ceil(N / RB) groups, one row. */
 		k->grid = bin(&g, KS_OP_DIV, bin(&g, KS_OP_ADD, par(&g, g.N),
 		    c64(&g, RB - 1)), c64(&g, RB));
@@ -591,7 +589,7 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 		    bin(&g, KS_OP_MUL, ks_x_group(k), c64(&g, RB)));
 		yo = decl(&g, body, "yo", KS_TY_I64, KS_VAR_UNIFORM,
 		    var(&g, n0));
-		decl_wo(&g, body, n0, wo);
+		decl_rows(&g, body, "wo", n0, RB, g.N, wo);
 		build_row(&g, body, n0, -1, yo, wo);
 		return k;
 	}
@@ -610,16 +608,10 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	n0 = decl(&g, body, "n0", KS_TY_I64, KS_VAR_UNIFORM,
 	    bin(&g, KS_OP_MUL, bin(&g, KS_OP_REM, ks_x_group(k),
 	    var(&g, nb)), c64(&g, RB)));
-	decl_wo(&g, body, n0, wo);
+	decl_rows(&g, body, "wo", n0, RB, g.N, wo);
 
 	/* The rows' offsets into x, clamped to the last row. */
-	for (i = 0; i < MB; i++) {
-		snprintf(name, sizeof name, "xo%d", i);
-		xo[i] = decl(&g, body, name, KS_TY_I64, KS_VAR_UNIFORM,
-		    bin(&g, KS_OP_MUL, bin(&g, KS_OP_MIN, bin(&g, KS_OP_ADD,
-		    var(&g, m0), c64(&g, i)), bin(&g, KS_OP_SUB, par(&g, g.M),
-		    c64(&g, 1))), par(&g, g.K)));
-	}
+	decl_rows(&g, body, "xo", m0, MB, g.M, xo);
 	build_tile(&g, body, MB, m0, n0, xo, wo);
 	return k;
 }

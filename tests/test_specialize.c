@@ -473,6 +473,33 @@ Test(specialize, verifier_rejects_uniform_assign_inside_lanes)
 	expect_invalid(k, "uniform variable u assigned inside LANES");
 }
 
+/* A reduction's tree halves the lanes down to one: 16 lanes pass (gemm's
+ * blocked has them), 24 do not. */
+Test(specialize, verifier_allows_reduce_at_power_of_two_lanes_only)
+{
+	static const int lanes_of[] = { 16, 24 };
+	char err[256];
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		ks_ir_kernel_t *k = ks_ir_new("tiny", "v", lanes_of[i]);
+		int y = ks_ir_buffer(k, "y", KS_DTYPE_F32, KS_ACCESS_WRITE);
+		int acc = ks_ir_var(k, "acc", KS_TY_F32, KS_VAR_LANE);
+
+		k->grid = c64(k, 1);
+		ks_s_append(k, k->body, ks_s_decl(k, acc, ks_x_f32(k, 1.0f)));
+		ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+		    ks_x_reduce(k, KS_RED_SUM, acc)));
+		if (lanes_of[i] == 24) {
+			expect_invalid(k, "reduce needs a power of two lanes");
+			continue;
+		}
+		cr_assert_eq(ks_ir_verify(k, err, sizeof err), KS_OK, "%s",
+		    err);
+		ks_ir_free(k);
+	}
+}
+
 Test(specialize, verifier_rejects_type_mismatches)
 {
 	int y, x, n, u;
