@@ -44,6 +44,12 @@ static const canary_case_t cases[] = {
 	{ "gemm", { 3, 37, 100 }, 7 },                 /* small_m */
 	{ "gemm", { 5, 37, 100 }, 0 },                 /* general */
 	{ "gemm", { 9, 37, 100 }, 7 },                 /* blocked */
+	{ "gemm_packed", { 13, 37, 100 }, 7 },          /* partial panels */
+	{ "gemm_packed", { 13, 37, 100 }, 0 },
+	{ "gemm_pack_x", { 13, 100 }, 3 },              /* partial panels */
+	{ "gemm_pack_x", { 13, 100 }, 0 },
+	{ "gemm_pack_w", { 37, 100 }, 3 },
+	{ "gemm_pack_w", { 37, 100 }, 0 },
 	{ "rmsnorm", { 3, 100 }, 3 },                  /* row_local: f16, bf16 */
 	{ "rmsnorm", { 3, 100 }, 0 },
 	{ "add_rmsnorm", { 3, 100 }, 3 },

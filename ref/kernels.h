@@ -41,6 +41,17 @@ static inline void ref_kernel_mixed(const ks_kernel_def_t *def,
 		    V_("N"), V_("K"));
 		return;
 	}
+	if (strcmp(def->name, "gemm_packed") == 0) {
+		ref_gemm_packed(B_("xp"), B_("Wp"), B_("y"), d, w, V_("M"),
+		    V_("N"), V_("K"));
+		return;
+	}
+	if (strcmp(def->name, "gemm_pack_x") == 0 ||
+	    strcmp(def->name, "gemm_pack_w") == 0) {
+		ref_pack_panels(B_("in"), B_("out"), d, V_("R"), V_("K"),
+		    def->name[10] == 'x' ? 8 : 32);
+		return;
+	}
 	if (strcmp(def->name, "rmsnorm") == 0 ||
 	    strcmp(def->name, "add_rmsnorm") == 0) {
 		row = malloc(sizeof(float) * (size_t)V_("H"));

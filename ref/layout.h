@@ -64,6 +64,15 @@ static inline int layout(const ks_kernel_def_t *def, const int64_t *v,
 		B_("x", D_("M") * D_("K"), 0, 0);
 		B_("W", D_("N") * D_("K"), 0, 0);
 		B_("y", D_("M") * D_("N"), 0, 1);
+	} else if (strcmp(n, "gemm_packed") == 0) {
+		B_("xp", ref_panel_elems(D_("M"), D_("K"), 8), 0, 0);
+		B_("Wp", ref_panel_elems(D_("N"), D_("K"), 32), 0, 0);
+		B_("y", D_("M") * D_("N"), 0, 1);
+	} else if (strcmp(n, "gemm_pack_x") == 0 ||
+	    strcmp(n, "gemm_pack_w") == 0) {
+		B_("in", D_("R") * D_("K"), 0, 0);
+		B_("out", ref_panel_elems(D_("R"), D_("K"),
+		    n[10] == 'x' ? 8 : 32), 0, 1);
 	} else if (strcmp(n, "rmsnorm") == 0 ||
 	    strcmp(n, "add_rmsnorm") == 0) {
 		B_("x", D_("R") * D_("H"), 0, 0);
@@ -200,6 +209,7 @@ static inline double moved(const ks_kernel_def_t *def, const int64_t *v,
 		double size = b[i].i32 ? 4 : (double)es;
 
 		if (strcmp(b[i].name, "y") == 0 || strcmp(b[i].name, "o") == 0 ||
+		    strcmp(b[i].name, "out") == 0 ||
 		    strcmp(b[i].name, "idx") == 0 ||
 		    strcmp(b[i].name, "k_cache") == 0 ||
 		    strcmp(b[i].name, "v_cache") == 0)

@@ -223,6 +223,62 @@ static inline void ref_gemm(const void *x, const void *w, void *y, int dtype,
 	ref_gemm_mixed(x, w, y, dtype, dtype, M, N, K);
 }
 
+/* Elements of the panel layout (gemm_pack_x/w, gemm_packed) of an R x K
+ * matrix in panels of T rows: ceil(R / T) * T * 32 * ceil(K / 32). */
+static inline int64_t ref_panel_elems(int64_t R, int64_t K, int64_t T)
+{
+	return (R + T - 1) / T * T * 32 * ((K + 31) / 32);
+}
+
+/* Index of row r, column c in that layout: element (t, l, j, i) at
+ * ((t * 32 + l) * J + j) * T + i is row t * T + i, column l + 32 j. */
+static inline int64_t ref_panel_at(int64_t r, int64_t c, int64_t K,
+    int64_t T)
+{
+	return ((r / T * 32 + c % 32) * ((K + 31) / 32) + c / 32) * T + r % T;
+}
+
+/* gemm_pack_x (T = 8) and gemm_pack_w (T = 32) by their definition:
+ * IN's R x K elements at their panel
+ * places, 0.0 in the padding. */
+static inline void ref_pack_panels(const void *in, void *out, int dtype,
+    int64_t R, int64_t K, int64_t T)
+{
+	int64_t n = ref_panel_elems(R, K, T), i, r, c;
+
+	for (i = 0; i < n; i++)
+		ref_store(out, dtype, i, 0.0f);
+	for (r = 0; r < R; r++)
+		for (c = 0; c < K; c++)
+			ref_store(out, dtype, ref_panel_at(r, c, K, T),
+			    ref_load(in, dtype, r * K + c));
+}
+
+/* gemm_packed: gemm's canonical order on x read from XP (panels of 8
+ * rows) and W from WP (panels of 32), of dtypes DTYPE and WDTYPE. */
+static inline void ref_gemm_packed(const void *xp, const void *wp, void *y,
+    int dtype, int wdtype, int64_t M, int64_t N, int64_t K)
+{
+	int64_t m, n, k;
+	float v[32];
+	int l, s;
+
+	for (m = 0; m < M; m++)
+		for (n = 0; n < N; n++) {
+			for (l = 0; l < 32; l++)
+				v[l] = 0.0f;
+			for (k = 0; k < K; k++)
+				v[k % 32] = fmaf(ref_load(xp, dtype,
+				    ref_panel_at(m, k, K, 8)), ref_load(wp,
+				    wdtype, ref_panel_at(n, k, K, 32)),
+				    v[k % 32]);
+			for (s = 16; s >= 1; s /= 2)
+				for (l = 0; l < s; l++)
+					v[l] = v[l] + v[l + s];
+			ref_store(y, dtype, m * N + n, v[0]);
+		}
+}
+
 /* Double-precision gemm for sanity checks of the canonical one. */
 static inline void ref_gemm_f64_mixed(const void *x, const void *w,
     double *y, int dtype, int wdtype, int64_t M, int64_t N, int64_t K)

@@ -25,6 +25,9 @@ static const ks_kernel_def_t *const library[] = {
 	&ks_kernel_kv_append_rope,
 	&ks_kernel_attention_prefill,
 	&ks_kernel_attention_paged,
+	&ks_kernel_gemm_packed,
+	&ks_kernel_gemm_pack_x,
+	&ks_kernel_gemm_pack_w,
 };
 
 #define NKERNELS ((int)(sizeof library / sizeof library[0]))

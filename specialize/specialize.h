@@ -447,6 +447,9 @@ extern const ks_kernel_def_t ks_kernel_argmax;
 extern const ks_kernel_def_t ks_kernel_kv_append_rope;
 extern const ks_kernel_def_t ks_kernel_attention_prefill;
 extern const ks_kernel_def_t ks_kernel_attention_paged;
+extern const ks_kernel_def_t ks_kernel_gemm_packed;
+extern const ks_kernel_def_t ks_kernel_gemm_pack_x;
+extern const ks_kernel_def_t ks_kernel_gemm_pack_w;
 
 /* The library, in a fixed order. */
 const ks_kernel_def_t *const *ks_kernels(int *count);

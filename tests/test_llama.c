@@ -2,8 +2,10 @@
  * The consuming-model gate: examples/llama (a Llama-style model of the
  * small config, seeded weights) run as a process against a real kspecd.
  * Its token trajectory and every step's logits are bitwise identical
- * across specialized and general kernels, 1 and N threads, and cpu and
- * OpenCL, in f32 and with bf16 weights; and the trajectory matches the
+ * across specialized and general kernels (the specialized engine's prefill
+ * runs gemm_packed on operands packed by gemm_pack_x/w, the general one
+ * gemm's general variant on the row-major ones), 1 and N threads, and cpu
+ * and OpenCL, in f32 and with bf16 weights; and the trajectory matches the
  * float64 model of the same weights (the engine's --reference,
  * teacher-forced on the engine's tokens) at every step whose top-2 margin
  * exceeds twice the f32 error bound below.  Speculative decoding (a draft

@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "../../include/kspec.h"
@@ -82,7 +83,7 @@ typedef struct buf {
 	cl_mem mem;             /* opencl */
 	size_t bytes;
 	const char *dtype;
-	int owned;
+	int owned;              /* 1: malloc'd; 2: mapped (big_alloc) */
 } buf_t;
 
 typedef struct {
@@ -93,6 +94,8 @@ typedef struct {
 
 typedef struct {
 	tensor_t attn_norm, wq, wk, wv, wo, ffn_norm, wgu, wd;
+	/* the gemm weights in gemm_packed's panels (packed prefill) */
+	buf_t pq, pk, pv, po, pgu, pd;
 } layer_t;
 
 typedef struct {
@@ -109,6 +112,7 @@ typedef struct {
 typedef struct {
 	const config_t *cfg;
 	int bf16, general, threads, opencl, verify, draft_layers, reference;
+	int unpacked;
 	int quiet;
 	int prompt, steps, trials, seed;
 	const char *socket, *dump, *follow, *config, *backend;
@@ -135,6 +139,24 @@ static void *xcalloc(size_t n, size_t size)
 	return p;
 }
 
+/*
+ * Zeroed memory for a big buffer (the caches, the packed weights, the
+ * activations of a long prompt), its pages faulted in at once
+ * (MAP_POPULATE) rather than one at a time by a pack's scattered first
+ * writes (transparent huge pages measured slower to fault here).
+ */
+enum { BIG_BYTES = 4 << 20 };
+
+static void *big_alloc(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+	if (p == MAP_FAILED)
+		die("mmap of %zu bytes: %s", bytes, strerror(errno));
+	return p;
+}
+
 static double now_ms(void)
 {
 	struct timespec ts;
@@ -148,8 +170,17 @@ static double now_ms(void)
 enum {
 	K_EMBED, K_RMSNORM, K_ADD_RMSNORM, K_GEMM_Q, K_GEMM_KV, K_GEMM_O,
 	K_GEMM_GU, K_GEMM_DOWN, K_LOGITS, K_KV_ROPE, K_ROPE, K_ATTN, K_SILU,
-	K_ARGMAX, NKINDS
+	K_ARGMAX,
+	/* prefill on panel-packed operands: x's panels of T rows of H, Dq
+	 * or F; each weight's panels (packed once, at start-up); gemm_packed
+	 * per weight */
+	K_PACK_XH, K_PACK_XQ, K_PACK_XF, K_PACK_WQ, K_PACK_WKV, K_PACK_WO,
+	K_PACK_WGU, K_PACK_WD, K_GP_Q, K_GP_KV, K_GP_O, K_GP_GU, K_GP_DOWN,
+	NKINDS
 };
+
+/* Rows of an x panel and of a W panel of gemm_packed (docs/kernels.md). */
+enum { PANEL_X = 8, PANEL_W = 32 };
 
 enum { PH_PREFILL, PH_DECODE, PH_VERIFY, NPHASES };
 
@@ -160,6 +191,8 @@ static const struct {
 	int weighted;           /* takes the weights' dtype (wdtype) */
 	int ndims;
 	const char *dims[MAX_DIMS];     /* the kernel's dims, in its order */
+	int packed;             /* 1: only with packed prefill; 2: and its
+	                           dtype is the weights' (a weight's pack) */
 } kinds[NKINDS] = {
 	[K_EMBED] = { "embedding", 1, 3, { "T", "V", "H" } },
 	[K_RMSNORM] = { "rmsnorm", 1, 2, { "R", "H" } },
@@ -177,6 +210,19 @@ static const struct {
 	    { "B", "T", "Hq", "Hkv", "D", "S", "Sc" } },
 	[K_SILU] = { "silu_mul", 0, 2, { "T", "F" } },
 	[K_ARGMAX] = { "argmax", 0, 2, { "R", "N" } },
+	[K_PACK_XH] = { "gemm_pack_x", 0, 2, { "R", "K" }, 1 },
+	[K_PACK_XQ] = { "gemm_pack_x", 0, 2, { "R", "K" }, 1 },
+	[K_PACK_XF] = { "gemm_pack_x", 0, 2, { "R", "K" }, 1 },
+	[K_PACK_WQ] = { "gemm_pack_w", 0, 2, { "R", "K" }, 2 },
+	[K_PACK_WKV] = { "gemm_pack_w", 0, 2, { "R", "K" }, 2 },
+	[K_PACK_WO] = { "gemm_pack_w", 0, 2, { "R", "K" }, 2 },
+	[K_PACK_WGU] = { "gemm_pack_w", 0, 2, { "R", "K" }, 2 },
+	[K_PACK_WD] = { "gemm_pack_w", 0, 2, { "R", "K" }, 2 },
+	[K_GP_Q] = { "gemm_packed", 1, 3, { "M", "N", "K" }, 1 },
+	[K_GP_KV] = { "gemm_packed", 1, 3, { "M", "N", "K" }, 1 },
+	[K_GP_O] = { "gemm_packed", 1, 3, { "M", "N", "K" }, 1 },
+	[K_GP_GU] = { "gemm_packed", 1, 3, { "M", "N", "K" }, 1 },
+	[K_GP_DOWN] = { "gemm_packed", 1, 3, { "M", "N", "K" }, 1 },
 };
 
 /* The dims of KIND for T rows, in the kernel's order. */
@@ -207,6 +253,17 @@ static void dims_of(const config_t *c, int kind, int64_t T, int64_t *v)
 		break;
 	case K_SILU: v[0] = T; v[1] = c->ffn; break;
 	case K_ARGMAX: v[0] = T; v[1] = c->vocab; break;
+	case K_PACK_XH: v[0] = T; v[1] = H; break;
+	case K_PACK_XQ: v[0] = T; v[1] = Dq; break;
+	case K_PACK_XF: v[0] = T; v[1] = c->ffn; break;
+	case K_PACK_WQ: v[0] = Dq; v[1] = H; break;
+	case K_PACK_WKV: v[0] = Dkv; v[1] = H; break;
+	case K_PACK_WO: v[0] = H; v[1] = Dq; break;
+	case K_PACK_WGU: v[0] = 2 * (int64_t)c->ffn; v[1] = H; break;
+	case K_PACK_WD: v[0] = H; v[1] = c->ffn; break;
+	default:        /* gemm_packed: gemm's dims */
+		dims_of(c, kind - K_GP_Q + K_GEMM_Q, T, v);
+		break;
 	}
 }
 
@@ -244,9 +301,10 @@ typedef struct {
 	int nloaded;
 	kern_t *kern[NPHASES][NKINDS];
 	int64_t width[NPHASES]; /* T of each phase (0: not used) */
+	int packed;             /* prefill through gemm_packed */
 	/* activations, for the widest phase */
 	buf_t ids, pos, pos1, lens, res, h, q, k, v, att, tmp, gu, act, hl,
-	    logits, next, cs;
+	    logits, next, cs, xp;
 	buf_t *kc, *vc;         /* the model's caches, per layer */
 	buf_t *dkc, *dvc;       /* the draft's (--verify) */
 	float *host_logits;
@@ -266,6 +324,9 @@ static void buf_init(engine_t *e, buf_t *b, size_t bytes, const char *dtype,
 	if (!e->o->opencl) {
 		if (data != NULL) {
 			b->host = data;   /* borrowed: the caller keeps it */
+		} else if (bytes >= BIG_BYTES) {
+			b->host = big_alloc(bytes);
+			b->owned = 2;
 		} else {
 			b->host = xcalloc(1, bytes);
 			b->owned = 1;
@@ -289,8 +350,10 @@ static void buf_init(engine_t *e, buf_t *b, size_t bytes, const char *dtype,
 
 static void buf_close(buf_t *b)
 {
-	if (b->owned)
+	if (b->owned == 1)
 		free(b->host);
+	else if (b->owned == 2)
+		munmap(b->host, b->bytes);
 	if (b->mem)
 		clReleaseMemObject(b->mem);
 	memset(b, 0, sizeof *b);
@@ -452,6 +515,8 @@ static void spec_key(const engine_t *e, int kind, int64_t T, char *key,
 	for (i = 0; i < kinds[kind].ndims && off < len; i++)
 		off += (size_t)snprintf(key + off, len - off, " %s=%" PRId64,
 		    kinds[kind].dims[i], e->o->general ? (int64_t)-1 : v[i]);
+	if (kinds[kind].packed == 2 && e->m->bf16 && off < len)
+		snprintf(key + off, len - off, " bf16");
 }
 
 static void parse_meta(kern_t *k, const kspec_artifact_t *a)
@@ -530,6 +595,13 @@ static void engine_load(engine_t *e)
 		/* Prefill takes the logits of its last row only: decode's. */
 		if (ph == PH_PREFILL && (kind == K_LOGITS || kind == K_ARGMAX))
 			continue;
+		/* Packed prefill: the packs and gemm_packed instead of the
+		 * row-major gemms; no other phase packs. */
+		if (kinds[kind].packed && !(ph == PH_PREFILL && e->packed))
+			continue;
+		if (ph == PH_PREFILL && e->packed && kind >= K_GEMM_Q &&
+		    kind <= K_GEMM_DOWN)
+			continue;
 		spec_key(e, kind, T, key, sizeof key);
 		for (i = 0; i < n; i++)
 			if (strcmp(e->loaded[i].key, key) == 0)
@@ -545,7 +617,8 @@ static void engine_load(engine_t *e)
 		}
 		specs[n].kernel = kinds[kind].kernel;
 		specs[n].backend = e->o->opencl ? "opencl" : "cpu";
-		specs[n].dtype = "f32";
+		specs[n].dtype = kinds[kind].packed == 2 && e->m->bf16 ?
+		    "bf16" : "f32";
 		specs[n].wdtype = kinds[kind].weighted && e->m->bf16 ? "bf16" :
 		    NULL;
 		if (e->o->general) {
@@ -676,6 +749,58 @@ static void call(engine_t *e, int ph, int kind, int64_t T,
 		if (rc != CL_SUCCESS)
 			die("%s: clEnqueueNDRangeKernel: %d", k->key, rc);
 	}
+}
+
+/* ---- packed prefill ---- */
+
+/* Packs W (N x K, the weights' dtype) with the pack kind KIND into P,
+ * gemm_packed's panels of 32 rows. */
+static void pack_weight(engine_t *e, int kind, tensor_t *w, buf_t *p)
+{
+	int64_t v[MAX_DIMS];
+	size_t es = e->m->bf16 ? 2 : 4;
+
+	dims_of(&e->m->c, kind, e->width[PH_PREFILL], v);
+	buf_init(e, p, (size_t)ref_panel_elems(v[0], v[1], PANEL_W) * es,
+	    w->b.dtype, NULL);
+	{
+		bind_t b[] = { BIND("in", &w->b), BIND("out", p) };
+
+		call(e, PH_PREFILL, kind, e->width[PH_PREFILL], b, 2, 0);
+	}
+}
+
+/* Every gemm weight of every layer into its panels, once at start-up:
+ * the prefill's gemm_packed reads these; decode and verify read the
+ * row-major weights. */
+static void pack_weights(engine_t *e)
+{
+	double t0 = now_ms();
+	int l;
+
+	for (l = 0; l < e->m->c.layers; l++) {
+		layer_t *y = &e->m->layer[l];
+
+		pack_weight(e, K_PACK_WQ, &y->wq, &y->pq);
+		pack_weight(e, K_PACK_WKV, &y->wk, &y->pk);
+		pack_weight(e, K_PACK_WKV, &y->wv, &y->pv);
+		pack_weight(e, K_PACK_WO, &y->wo, &y->po);
+		pack_weight(e, K_PACK_WGU, &y->wgu, &y->pgu);
+		pack_weight(e, K_PACK_WD, &y->wd, &y->pd);
+	}
+	if (e->o->opencl)
+		clFinish(e->queue);
+	if (!e->o->quiet)
+		fprintf(stderr, "llama: gemm weights packed into panels, "
+		    "%.1f ms\n", now_ms() - t0);
+}
+
+/* x (T rows) into the panels e->xp with the pack kind KIND. */
+static void pack_x(engine_t *e, int kind, int64_t T, buf_t *x)
+{
+	bind_t b[] = { BIND("in", x), BIND("out", &e->xp) };
+
+	call(e, PH_PREFILL, kind, T, b, 2, 0);
 }
 
 /* ---- the model's weights ---- */
@@ -837,6 +962,7 @@ static void engine_open(engine_t *e, model_t *m, const opts_t *o)
 	e->width[PH_PREFILL] = o->prompt;
 	e->width[PH_DECODE] = 1;
 	e->width[PH_VERIFY] = o->verify;
+	e->packed = !o->general && !o->unpacked;
 	T = (size_t)(o->prompt > o->verify ? o->prompt : o->verify);
 	/* A daemon started just before may not listen yet: 10 s of tries. */
 	for (i = 0; i < 100; i++) {
@@ -854,6 +980,8 @@ static void engine_open(engine_t *e, model_t *m, const opts_t *o)
 	nt = model_tensors(m, t);
 	for (i = 0; i < nt; i++)
 		tensor_upload(e, t[i]);
+	if (e->packed)
+		pack_weights(e);
 	buf_init(e, &e->cs, (size_t)c->max_seq * c->hd * 4, "f32", m->cs);
 	buf_init(e, &e->ids, T * 4, "i32", NULL);
 	buf_init(e, &e->pos, T * 4, "i32", NULL);
@@ -871,6 +999,10 @@ static void engine_open(engine_t *e, model_t *m, const opts_t *o)
 	buf_init(e, &e->hl, T * H * 4, "f32", NULL);
 	buf_init(e, &e->logits, T * V * 4, "f32", NULL);
 	buf_init(e, &e->next, T * 4, "i32", NULL);
+	if (e->packed)
+		buf_init(e, &e->xp, (size_t)ref_panel_elems((int64_t)T,
+		    (int64_t)(F > H ? (F > Dq ? F : Dq) : (H > Dq ? H : Dq)),
+		    PANEL_X) * 4, "f32", NULL);
 	e->kc = xcalloc((size_t)c->layers, sizeof *e->kc);
 	e->vc = xcalloc((size_t)c->layers, sizeof *e->vc);
 	e->dkc = xcalloc((size_t)c->layers, sizeof *e->dkc);
@@ -904,12 +1036,18 @@ static void engine_close(engine_t *e)
 	free(e->loaded);
 	buf_t *bufs[] = { &e->ids, &e->pos, &e->pos1, &e->lens, &e->res,
 	    &e->h, &e->q, &e->k, &e->v, &e->att, &e->tmp, &e->gu, &e->act,
-	    &e->hl, &e->logits, &e->next, &e->cs };
+	    &e->hl, &e->logits, &e->next, &e->cs, &e->xp };
 	for (i = 0; i < (int)(sizeof bufs / sizeof bufs[0]); i++)
 		buf_close(bufs[i]);
 	for (i = 0; i < nt; i++)
 		buf_close(&t[i]->b);
 	for (l = 0; l < m->c.layers; l++) {
+		layer_t *y = &m->layer[l];
+		buf_t *p[] = { &y->pq, &y->pk, &y->pv, &y->po, &y->pgu,
+		    &y->pd };
+
+		for (i = 0; i < (int)(sizeof p / sizeof p[0]); i++)
+			buf_close(p[i]);
 		buf_close(&e->kc[l]);
 		buf_close(&e->vc[l]);
 		buf_close(&e->dkc[l]);
@@ -944,6 +1082,7 @@ static void forward(engine_t *e, int ph, const int32_t *ids, int T,
 	int32_t pos[1024], one;
 	const float scale = 1.0f / sqrtf((float)c->hd);
 	int l, t, lph = NL == 1 ? PH_DECODE : ph;
+	int packed = ph == PH_PREFILL && e->packed;
 
 	if (T > (int)(sizeof pos / sizeof pos[0]) || start + T > c->max_seq)
 		die("%d tokens at %d do not fit", T, start);
@@ -978,9 +1117,23 @@ static void forward(engine_t *e, int ph, const int32_t *ids, int T,
 			    BIND("W", &y->wk.b), BIND("y", &e->k) };
 			bind_t bv[] = { BIND("x", &e->h),
 			    BIND("W", &y->wv.b), BIND("y", &e->v) };
-			call(e, ph, K_GEMM_Q, T, bq, 3, 0);
-			call(e, ph, K_GEMM_KV, T, bk, 3, 0);
-			call(e, ph, K_GEMM_KV, T, bv, 3, 0);
+			bind_t pq[] = { BIND("xp", &e->xp),
+			    BIND("Wp", &y->pq), BIND("y", &e->q) };
+			bind_t pk[] = { BIND("xp", &e->xp),
+			    BIND("Wp", &y->pk), BIND("y", &e->k) };
+			bind_t pv[] = { BIND("xp", &e->xp),
+			    BIND("Wp", &y->pv), BIND("y", &e->v) };
+
+			if (packed) {
+				pack_x(e, K_PACK_XH, T, &e->h);
+				call(e, ph, K_GP_Q, T, pq, 3, 0);
+				call(e, ph, K_GP_KV, T, pk, 3, 0);
+				call(e, ph, K_GP_KV, T, pv, 3, 0);
+			} else {
+				call(e, ph, K_GEMM_Q, T, bq, 3, 0);
+				call(e, ph, K_GEMM_KV, T, bk, 3, 0);
+				call(e, ph, K_GEMM_KV, T, bv, 3, 0);
+			}
 		}
 		{
 			bind_t ba[] = { BIND("k", &e->k), BIND("v", &e->v),
@@ -1012,11 +1165,33 @@ static void forward(engine_t *e, int ph, const int32_t *ids, int T,
 			bind_t bn2[] = { BIND("x", &e->tmp),
 			    BIND("res", &e->res),
 			    BIND("w", &next->b), BIND("y", &e->h) };
-			call(e, ph, K_GEMM_O, T, bo, 3, 0);
+			bind_t po[] = { BIND("xp", &e->xp),
+			    BIND("Wp", &y->po), BIND("y", &e->tmp) };
+			bind_t pg[] = { BIND("xp", &e->xp),
+			    BIND("Wp", &y->pgu), BIND("y", &e->gu) };
+			bind_t pd[] = { BIND("xp", &e->xp),
+			    BIND("Wp", &y->pd), BIND("y", &e->tmp) };
+
+			if (packed) {
+				pack_x(e, K_PACK_XQ, T, &e->att);
+				call(e, ph, K_GP_O, T, po, 3, 0);
+			} else {
+				call(e, ph, K_GEMM_O, T, bo, 3, 0);
+			}
 			call(e, ph, K_ADD_RMSNORM, T, bn, 4, RMS_EPS);
-			call(e, ph, K_GEMM_GU, T, bg, 3, 0);
+			if (packed) {
+				pack_x(e, K_PACK_XH, T, &e->h);
+				call(e, ph, K_GP_GU, T, pg, 3, 0);
+			} else {
+				call(e, ph, K_GEMM_GU, T, bg, 3, 0);
+			}
 			call(e, ph, K_SILU, T, bs, 2, 0);
-			call(e, ph, K_GEMM_DOWN, T, bd, 3, 0);
+			if (packed) {
+				pack_x(e, K_PACK_XF, T, &e->act);
+				call(e, ph, K_GP_DOWN, T, pd, 3, 0);
+			} else {
+				call(e, ph, K_GEMM_DOWN, T, bd, 3, 0);
+			}
 			call(e, ph, K_ADD_RMSNORM, T, bn2, 4, RMS_EPS);
 		}
 	}
@@ -1417,7 +1592,9 @@ static void usage(void)
 {
 	fprintf(stderr,
 	    "usage: llama [--config small|8b2l] [--bf16] [--general] "
-	    "[--threads N]\n"
+	    "[--unpacked]\n"
+	    "             [--threads N]"
+	    "\n"
 	    "             [--backend cpu|opencl] [--prompt N] [--steps N] "
 	    "[--seed N]\n"
 	    "             [--verify W] [--draft-layers N] [--socket PATH]\n"
@@ -1437,6 +1614,7 @@ static const struct {
 } options[] = {
 	{ "--bf16", O_FLAG, offsetof(opts_t, bf16) },
 	{ "--general", O_FLAG, offsetof(opts_t, general) },
+	{ "--unpacked", O_FLAG, offsetof(opts_t, unpacked) },
 	{ "--reference", O_FLAG, offsetof(opts_t, reference) },
 	{ "--quiet", O_FLAG, offsetof(opts_t, quiet) },
 	{ "--threads", O_INT, offsetof(opts_t, threads) },

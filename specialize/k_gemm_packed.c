@@ -1,0 +1,370 @@
+/*
+ * gemm_packed: gemm's y[m][n] = sum_k x[m][k] * W[n][k] with x and W in
+ * the lane-major panel layout gemm_pack_x and gemm_pack_w write
+ * (docs/kernels.md,
+ * "gemm_packed"), for prefill on CPUs.
+ *
+ * xp holds x in panels of PM = 8 rows, Wp holds W in panels of PN = 32
+ * rows: with J = ceil(K / 32), element (t, l, j, i) of a panel layout of
+ * T rows, at ((t * 32 + l) * J + j) * T + i, is row t * T + i at column
+ * l + 32 j.  So one canonical lane l of a panel is J consecutive groups of
+ * T values.  y is M x N, row-major.  xp and y are of the request dtype,
+ * Wp of the weight dtype (wdtype f16 or bf16 beside f32, as gemm's W).
+ * Parameters, in ABI order: xp (read), Wp (read), y (write), M, N, K (i64).
+ *
+ * Canonical order: gemm's, bit for bit.  Lane l of 32 accumulates the k
+ * with k % 32 == l in increasing k, acc = fma(x, W, acc) in f32 from 0.0;
+ * the 32 lane sums combine in the tree with strides 16, 8, 4, 2, 1 (t[l]
+ * = t[l] + t[l + s], lower lane on the left); the sum is stored once,
+ * converted to the dtype round-to-nearest-even.
+ *
+ * Schedule (changes no arithmetic).  gemm's variants hold the 32 lanes of
+ * one output side by side, so every x and W element is a vector operand
+ * and the work per loaded byte is bounded by a tile of outputs that must
+ * fit the registers twice over.  Here the work-group's 16 lanes are 16
+ * columns n instead, and the 32 canonical lanes run one after another: for
+ * canonical lane l the group computes the PM x PN tile's lane-l sums as a
+ * rank-1 update per k = l + 32 j: 8 values of x (uniform: broadcast) times
+ * two 16-wide vectors of W, into 16 accumulators, one AVX-512 register
+ * each.  That is the register tile of a BLAS micro-kernel, and each k
+ * reads 8 + 32 elements that the panel layouts make consecutive (with
+ * 12 rows, 24 accumulators, GCC keeps the 12 broadcasts live and spills
+ * the accumulators: measured 3x slower).  The
+ * canonical lanes run in the order of the tree's leaves (l = the 5-bit
+ * reversal of i for i = 0..31: 0, 16, 8, 24, 4, ...), and after each one
+ * its sums join the tree at once: a stack of 5 partial sums per output
+ * (s0..s4), where leaf i pairs with the partials of its trailing one bits,
+ * the stored (lower-lane) one on the left.  After i = 31 the accumulators
+ * hold the root, which is stored under n < N and m < M.
+ *
+ * Groups run in bands of BAND x-panels: inside a band the x panel varies
+ * fastest, so consecutive groups read the same W panel (32 x K, 512 KB at
+ * K = 4096 in f32) from the second-level cache while the band's x panels
+ * stream past.  Rows past M - 1 and columns past N - 1 are the panels'
+ * padding (the packs write zeros there): computed, never stored.
+ * One variant, `general`: any M, N, K, constant or dynamic.
+ */
+#include "k_panel.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum {
+	LANES32 = 32,           /* canonical lanes */
+	NL = 32,                /* work-group lanes: columns of a W panel */
+	NV = 1,                 /* columns per lane */
+	PM = 8,                 /* rows of an x panel */
+	PN = NV * NL,           /* rows of a W panel */
+	NACC = PM * NV,         /* accumulators per lane */
+	LEVELS = 5,             /* log2(32): the tree's stack depth */
+	BAND = 32,              /* x panels per band (measured, see docs) */
+};
+
+static const char *const gp_dims[] = { "M", "N", "K" };
+enum { DIM_M, DIM_N, DIM_K };
+
+static const char *const gp_variants[] = { "general" };
+static const char *const gp_guards[] = {
+	"any M, N, K, constant or dynamic",
+};
+
+static const char *gp_select(const ks_spec_t *spec)
+{
+	(void)spec;
+	return "general";
+}
+
+static int gp_check(const ks_spec_t *spec, char *err, size_t errlen)
+{
+	const ks_dim_t *m = &spec->dims[DIM_M], *n = &spec->dims[DIM_N];
+	int64_t e;
+	int rc = ks_panel_check(m, &spec->dims[DIM_K], PM, "xp", err, errlen);
+
+	rc = rc ? rc : ks_panel_check(n, &spec->dims[DIM_K], PN, "Wp", err,
+	    errlen);
+	if (rc || !m->is_const || !n->is_const)
+		return rc;
+	if (!ks_mul_overflow(m->value, n->value, &e) && e <= KS_MAX_ELEMS)
+		return KS_OK;
+	if (err != NULL && errlen > 0)
+		snprintf(err, errlen, "buffer y of M*N = %lld*%lld elements "
+		    "exceeds the limit of %lld", (long long)m->value,
+		    (long long)n->value, (long long)KS_MAX_ELEMS);
+	return KS_E_TOO_LARGE;
+}
+
+/* ---- the builder ---- */
+
+typedef struct {
+	ks_ir_kernel_t *k;
+	int xp, Wp, y, M, N, K;
+} gp_t;
+
+static ks_expr_t *c64(gp_t *g, int64_t v)
+{
+	return ks_x_i64(g->k, v);
+}
+
+static ks_expr_t *par(gp_t *g, int p)
+{
+	return ks_x_param(g->k, p);
+}
+
+static ks_expr_t *var(gp_t *g, int v)
+{
+	return ks_x_var(g->k, v);
+}
+
+static ks_expr_t *bin(gp_t *g, ks_binop_t op, ks_expr_t *a, ks_expr_t *b)
+{
+	return ks_x_bin(g->k, op, a, b);
+}
+
+static ks_expr_t *add(gp_t *g, ks_expr_t *a, ks_expr_t *b)
+{
+	return bin(g, KS_OP_ADD, a, b);
+}
+
+static ks_expr_t *mul(gp_t *g, ks_expr_t *a, ks_expr_t *b)
+{
+	return bin(g, KS_OP_MUL, a, b);
+}
+
+static ks_expr_t *ceil_div(gp_t *g, ks_expr_t *a, int64_t b)
+{
+	return bin(g, KS_OP_DIV, add(g, a, c64(g, b - 1)), c64(g, b));
+}
+
+static int decl(gp_t *g, ks_stmt_t *block, const char *name, ks_ty_t t,
+    ks_var_scope_t scope, ks_expr_t *init)
+{
+	int v = ks_ir_var(g->k, name, t, scope);
+
+	ks_s_append(g->k, block, ks_s_decl(g->k, v, init));
+	return v;
+}
+
+/* Bit q of the uniform i64 variable I: (i / 2^q) % 2, a fresh tree. */
+static ks_expr_t *bit(gp_t *g, int i, int q)
+{
+	return bin(g, KS_OP_REM, bin(g, KS_OP_DIV, var(g, i),
+	    c64(g, (int64_t)1 << q)), c64(g, 2));
+}
+
+/* A LANES statement appended to BLOCK; returns its body. */
+static ks_stmt_t *lanes_in(gp_t *g, ks_stmt_t *block)
+{
+	ks_stmt_t *l = ks_s_lanes(g->k);
+
+	ks_s_append(g->k, block, l);
+	return l->body;
+}
+
+/* In LANES body B: dst[e] = src[e], the 24 values of a tile. */
+static void copy_all(gp_t *g, ks_stmt_t *b, const int *dst, const int *src)
+{
+	int e;
+
+	for (e = 0; e < NACC; e++)
+		ks_s_append(g->k, b, ks_s_assign(g->k, dst[e],
+		    var(g, src[e])));
+}
+
+/* In LANES body B: acc[e] = s[e] + acc[e], the stored partial (lower
+ * lanes) on the left. */
+static void join(gp_t *g, ks_stmt_t *b, const int *acc, const int *s)
+{
+	int e;
+
+	for (e = 0; e < NACC; e++)
+		ks_s_append(g->k, b, ks_s_assign(g->k, acc[e],
+		    add(g, var(g, s[e]), var(g, acc[e]))));
+}
+
+/* The guarded stores of the root: y[(m0 + r) * N + n0 + 16 h + lane]. */
+static void store_root(gp_t *g, ks_stmt_t *block, int m0, int n0,
+    const int *acc)
+{
+	ks_ir_kernel_t *k = g->k;
+	ks_stmt_t *b = lanes_in(g, block), *guard;
+	int r, h, col;
+
+	for (h = 0; h < NV; h++) {
+		char name[16];
+
+		snprintf(name, sizeof name, "col%d", h);
+		col = decl(g, b, name, KS_TY_I64, KS_VAR_LANE, add(g,
+		    add(g, var(g, n0), c64(g, NL * h)), ks_x_lane(k)));
+		for (r = 0; r < PM; r++) {
+			ks_expr_t *row = add(g, var(g, m0), c64(g, r));
+
+			guard = ks_s_if(k, bin(g, KS_OP_AND,
+			    bin(g, KS_OP_LT, var(g, col), par(g, g->N)),
+			    bin(g, KS_OP_LT, row, par(g, g->M))));
+			ks_s_append(k, b, guard);
+			ks_s_append(k, guard->body, ks_s_store(k, g->y,
+			    add(g, mul(g, add(g, var(g, m0), c64(g, r)),
+			    par(g, g->N)), var(g, col)),
+			    var(g, acc[r * NV + h])));
+		}
+	}
+}
+
+/*
+ * Appends to BLOCK the join of the finished leaf I (its sums in ACC) into
+ * the stack S: level q stores the value when bit q of i is 0, else adds
+ * its stored partial on the left and goes up a level; past level 4 the
+ * value is the root, stored.
+ */
+static void build_join(gp_t *g, ks_stmt_t *block, int i, int q, int m0,
+    int n0, const int *acc, int (*s)[NACC])
+{
+	ks_stmt_t *is = ks_s_if(g->k, bin(g, KS_OP_EQ, bit(g, i, q),
+	    c64(g, 0)));
+
+	ks_s_append(g->k, block, is);
+	copy_all(g, lanes_in(g, is->body), s[q], acc);
+	is->orelse = ks_s_block(g->k);
+	join(g, lanes_in(g, is->orelse), acc, s[q]);
+	if (q + 1 < LEVELS)
+		build_join(g, is->orelse, i, q + 1, m0, n0, acc, s);
+	else
+		store_root(g, is->orelse, m0, n0, acc);
+}
+
+static ks_ir_kernel_t *gp_build(const ks_spec_t *spec, const char *variant)
+{
+	gp_t g = { 0 };
+	ks_ir_kernel_t *k;
+	ks_stmt_t *body, *leaf, *jl, *b;
+	int J, tn, pn, band, nbin, within, p, t, m0, n0, xb, wb, i, l, jn;
+	int xl, wl, j, xv[PM], acc[NACC], s[LEVELS][NACC];
+	int r, h, q;
+	char name[24];
+
+	if (strcmp(variant, "general") != 0)
+		return NULL;
+	k = ks_ir_new("gemm_packed", variant, NL);
+	g.k = k;
+	g.xp = ks_ir_buffer(k, "xp", spec->dtype, KS_ACCESS_READ);
+	g.Wp = ks_ir_buffer(k, "Wp", spec->wdtype, KS_ACCESS_READ);
+	g.y = ks_ir_buffer(k, "y", spec->dtype, KS_ACCESS_WRITE);
+	ks_ir_buffer_dims(k, g.xp, "(M+7)/8,32,(K+31)/32,8");
+	ks_ir_buffer_dims(k, g.Wp, "(N+31)/32,32,(K+31)/32,32");
+	ks_ir_buffer_dims(k, g.y, "M,N");
+	g.M = ks_ir_scalar(k, "M", KS_TY_I64);
+	g.N = ks_ir_scalar(k, "N", KS_TY_I64);
+	g.K = ks_ir_scalar(k, "K", KS_TY_I64);
+	body = k->body;
+
+	/* grid ceil(M / 8) * ceil(N / 32), in bands of BAND x panels:
+	 * band = g / (BAND * pn), the band's nbin x panels vary fastest. */
+	k->grid = mul(&g, ceil_div(&g, par(&g, g.M), PM),
+	    ceil_div(&g, par(&g, g.N), PN));
+	J = decl(&g, body, "J", KS_TY_I64, KS_VAR_UNIFORM,
+	    ceil_div(&g, par(&g, g.K), LANES32));
+	tn = decl(&g, body, "tn", KS_TY_I64, KS_VAR_UNIFORM,
+	    ceil_div(&g, par(&g, g.M), PM));
+	pn = decl(&g, body, "pn", KS_TY_I64, KS_VAR_UNIFORM,
+	    ceil_div(&g, par(&g, g.N), PN));
+	band = decl(&g, body, "band", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&g, KS_OP_DIV, ks_x_group(k), mul(&g, c64(&g, BAND),
+	    var(&g, pn))));
+	nbin = decl(&g, body, "nbin", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&g, KS_OP_MIN, c64(&g, BAND), bin(&g, KS_OP_SUB,
+	    var(&g, tn), mul(&g, var(&g, band), c64(&g, BAND)))));
+	within = decl(&g, body, "within", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&g, KS_OP_SUB, ks_x_group(k), mul(&g, mul(&g,
+	    var(&g, band), c64(&g, BAND)), var(&g, pn))));
+	p = decl(&g, body, "p", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&g, KS_OP_DIV, var(&g, within), var(&g, nbin)));
+	t = decl(&g, body, "t", KS_TY_I64, KS_VAR_UNIFORM,
+	    add(&g, mul(&g, var(&g, band), c64(&g, BAND)),
+	    bin(&g, KS_OP_REM, var(&g, within), var(&g, nbin))));
+	m0 = decl(&g, body, "m0", KS_TY_I64, KS_VAR_UNIFORM,
+	    mul(&g, var(&g, t), c64(&g, PM)));
+	n0 = decl(&g, body, "n0", KS_TY_I64, KS_VAR_UNIFORM,
+	    mul(&g, var(&g, p), c64(&g, PN)));
+	xb = decl(&g, body, "xb", KS_TY_I64, KS_VAR_UNIFORM,
+	    mul(&g, mul(&g, var(&g, t), c64(&g, LANES32 * PM)), var(&g, J)));
+	wb = decl(&g, body, "wb", KS_TY_I64, KS_VAR_UNIFORM,
+	    mul(&g, mul(&g, var(&g, p), c64(&g, LANES32 * PN)), var(&g, J)));
+	for (r = 0; r < PM; r++)
+		for (h = 0; h < NV; h++) {
+			snprintf(name, sizeof name, "acc%d_%d", r, h);
+			acc[r * NV + h] = decl(&g, body, name, KS_TY_F32,
+			    KS_VAR_LANE, ks_x_f32(k, 0.0f));
+			for (q = 0; q < LEVELS; q++) {
+				snprintf(name, sizeof name, "s%d_%d_%d", q,
+				    r, h);
+				s[q][r * NV + h] = decl(&g, body, name,
+				    KS_TY_F32, KS_VAR_LANE, ks_x_f32(k, 0.0f));
+			}
+		}
+
+	/* for i in 0..31: the leaf l = rev5(i), its jn = ceil((K - l) / 32)
+	 * elements k = l + 32 j. */
+	i = ks_ir_var(k, "i", KS_TY_I64, KS_VAR_UNIFORM);
+	leaf = ks_s_for(k, i, c64(&g, 0), c64(&g, LANES32), 1);
+	ks_s_append(k, body, leaf);
+	l = decl(&g, leaf->body, "l", KS_TY_I64, KS_VAR_UNIFORM,
+	    add(&g, add(&g, add(&g, add(&g, mul(&g, bit(&g, i, 0),
+	    c64(&g, 16)), mul(&g, bit(&g, i, 1), c64(&g, 8))),
+	    mul(&g, bit(&g, i, 2), c64(&g, 4))), mul(&g, bit(&g, i, 3),
+	    c64(&g, 2))), bit(&g, i, 4)));
+	jn = decl(&g, leaf->body, "jn", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&g, KS_OP_DIV, add(&g, bin(&g, KS_OP_SUB, par(&g, g.K),
+	    var(&g, l)), c64(&g, LANES32 - 1)), c64(&g, LANES32)));
+	xl = decl(&g, leaf->body, "xl", KS_TY_I64, KS_VAR_UNIFORM,
+	    add(&g, var(&g, xb), mul(&g, mul(&g, var(&g, l), var(&g, J)),
+	    c64(&g, PM))));
+	wl = decl(&g, leaf->body, "wl", KS_TY_I64, KS_VAR_UNIFORM,
+	    add(&g, var(&g, wb), mul(&g, mul(&g, var(&g, l), var(&g, J)),
+	    c64(&g, PN))));
+	b = lanes_in(&g, leaf->body);
+	for (r = 0; r < NACC; r++)
+		ks_s_append(k, b, ks_s_assign(k, acc[r], ks_x_f32(k, 0.0f)));
+
+	/* The rank-1 updates: x's 8 values uniform, W's two vectors. */
+	j = ks_ir_var(k, "j", KS_TY_I64, KS_VAR_UNIFORM);
+	jl = ks_s_for(k, j, c64(&g, 0), var(&g, jn), 1);
+	ks_s_append(k, leaf->body, jl);
+	for (r = 0; r < PM; r++) {
+		snprintf(name, sizeof name, "xv%d", r);
+		xv[r] = decl(&g, jl->body, name, KS_TY_F32, KS_VAR_UNIFORM,
+		    ks_x_load(k, g.xp, add(&g, add(&g, var(&g, xl),
+		    mul(&g, var(&g, j), c64(&g, PM))), c64(&g, r))));
+	}
+	/* W's element is loaded in each fma (the same load, which GCC
+	 * merges), not into a lane variable: GCC turns a lane loop that only
+	 * copies a load into a memcpy to the variable's array, which then
+	 * keeps every accumulator of the loop in memory. */
+	b = lanes_in(&g, jl->body);
+	for (r = 0; r < PM; r++)
+		for (h = 0; h < NV; h++)
+			ks_s_append(k, b, ks_s_assign(k, acc[r * NV + h],
+			    ks_x_fma(k, var(&g, xv[r]), ks_x_load(k, g.Wp,
+			    add(&g, add(&g, add(&g, var(&g, wl), mul(&g,
+			    var(&g, j), c64(&g, PN))), c64(&g, NL * h)),
+			    ks_x_lane(k))), var(&g, acc[r * NV + h]))));
+
+	build_join(&g, leaf->body, i, 0, m0, n0, acc, s);
+	return k;
+}
+
+const ks_kernel_def_t ks_kernel_gemm_packed = {
+	.name = "gemm_packed",
+	.summary = "gemm on panel-packed operands (x by gemm_pack_x, W by "
+	    "gemm_pack_w); y MxN row-major",
+	.version = 1,
+	.dims = gp_dims,
+	.ndims = 3,
+	.variants = gp_variants,
+	.nvariants = 1,
+	.select = gp_select,
+	.guards = gp_guards,
+	.check = gp_check,
+	.build = gp_build,
+	.weights = "Wp",
+	.wmix = KS_WMIX_NARROW,
+};
