@@ -21,28 +21,35 @@
  * Schedule (changes no arithmetic).  gemm's variants hold the 32 lanes of
  * one output side by side, so every x and W element is a vector operand
  * and the work per loaded byte is bounded by a tile of outputs that must
- * fit the registers twice over.  Here the work-group's 16 lanes are 16
- * columns n instead, and the 32 canonical lanes run one after another: for
- * canonical lane l the group computes the PM x PN tile's lane-l sums as a
- * rank-1 update per k = l + 32 j: 8 values of x (uniform: broadcast) times
- * two 16-wide vectors of W, into 16 accumulators, one AVX-512 register
- * each.  That is the register tile of a BLAS micro-kernel, and each k
- * reads 8 + 32 elements that the panel layouts make consecutive (with
- * 12 rows, 24 accumulators, GCC keeps the 12 broadcasts live and spills
- * the accumulators: measured 3x slower).  The
- * canonical lanes run in the order of the tree's leaves (l = the 5-bit
- * reversal of i for i = 0..31: 0, 16, 8, 24, 4, ...), and after each one
- * its sums join the tree at once: a stack of 5 partial sums per output
+ * fit the registers twice over.  Here the work-group's 32 lanes are 32
+ * columns n of one W panel, and the 32 canonical lanes run one after
+ * another: for canonical lane l the group computes the PM x PN tile's
+ * lane-l sums as a rank-1 update per k = l + 32 j: 8 values of x
+ * (uniform: broadcasts) times one 32-wide vector of W, into 8
+ * accumulators (16 AVX-512 registers).  That is the register tile of a
+ * BLAS micro-kernel, and each k reads 8 + 32 elements that the panel
+ * layouts make consecutive.  (With 12 rows, 24 accumulators, GCC kept the
+ * 12 broadcasts live and spilled the accumulators: 3x slower.  With 16
+ * lanes and two W vectors each, bf16 weights vectorized at 256 bits.)
+ * The canonical lanes run in the order of the tree's leaves (l = the
+ * 5-bit reversal of i for i = 0..31: 0, 16, 8, 24, 4, ...), and after each
+ * one its sums join the tree at once: a stack of 5 partial sums per output
  * (s0..s4), where leaf i pairs with the partials of its trailing one bits,
  * the stored (lower-lane) one on the left.  After i = 31 the accumulators
  * hold the root, which is stored under n < N and m < M.
  *
- * Groups run in bands of BAND x-panels: inside a band the x panel varies
- * fastest, so consecutive groups read the same W panel (32 x K, 512 KB at
- * K = 4096 in f32) from the second-level cache while the band's x panels
- * stream past.  Rows past M - 1 and columns past N - 1 are the panels'
- * padding (the packs write zeros there): computed, never stored.
- * One variant, `general`: any M, N, K, constant or dynamic.
+ * A work-group takes G = 4 x panels against one W panel, one after
+ * another for each canonical lane, so W's lane block (J x 32 elements) is
+ * read once from memory and again from the first-level cache; groups run
+ * W panel major, so the groups of one W panel (32 x K: 512 KB at K = 4096
+ * in f32) follow each other and read it from the second-level cache while
+ * the x panels stream past.  Measured at M = 512: bands of 8, 16, 32 and
+ * 64 x panels per W panel gave 81, 97, 113 and 115 GFLOP/s at N = K =
+ * 4096 (all 64, W panel major, is best), and G = 4 took the K = 14336
+ * shape from 90 to 108 (G = 8: 113, but a compile of 2.9 s instead of
+ * 1.0 s).  Rows past M - 1 and columns past N - 1 are the panels' padding
+ * (the packs write zeros there): computed, never stored.  One variant,
+ * `general`: any M, N, K, constant or dynamic.
  */
 #include "k_panel.h"
 
@@ -57,7 +64,7 @@ enum {
 	PN = NV * NL,           /* rows of a W panel */
 	NACC = PM * NV,         /* accumulators per lane */
 	LEVELS = 5,             /* log2(32): the tree's stack depth */
-	BAND = 32,              /* x panels per band (measured, see docs) */
+	G = 4,                  /* x panels per work-group (measured) */
 };
 
 static const char *const gp_dims[] = { "M", "N", "K" };
@@ -192,7 +199,7 @@ static void store_root(gp_t *g, ks_stmt_t *block, int m0, int n0,
 	for (h = 0; h < NV; h++) {
 		char name[16];
 
-		snprintf(name, sizeof name, "col%d", h);
+		snprintf(name, sizeof name, "col%d_%d", m0, h);
 		col = decl(g, b, name, KS_TY_I64, KS_VAR_LANE, add(g,
 		    add(g, var(g, n0), c64(g, NL * h)), ks_x_lane(k)));
 		for (r = 0; r < PM; r++) {
@@ -236,11 +243,11 @@ static ks_ir_kernel_t *gp_build(const ks_spec_t *spec, const char *variant)
 {
 	gp_t g = { 0 };
 	ks_ir_kernel_t *k;
-	ks_stmt_t *body, *leaf, *jl, *b;
-	int J, tn, pn, band, nbin, within, p, t, m0, n0, xb, wb, i, l, jn;
-	int xl, wl, j, xv[PM], acc[NACC], s[LEVELS][NACC];
-	int r, h, q;
-	char name[24];
+	ks_stmt_t *body, *leaf, *jl, *b, *in;
+	int J, tn, tg, p, t0, n0, wb, i, l, jn, wl, j, m0[G], xb[G], xl;
+	int xv[PM], acc[NACC], s[G][LEVELS][NACC];
+	int r, h, q, u;
+	char name[32];
 
 	if (strcmp(variant, "general") != 0)
 		return NULL;
@@ -257,53 +264,51 @@ static ks_ir_kernel_t *gp_build(const ks_spec_t *spec, const char *variant)
 	g.K = ks_ir_scalar(k, "K", KS_TY_I64);
 	body = k->body;
 
-	/* grid ceil(M / 8) * ceil(N / 32), in bands of BAND x panels:
-	 * band = g / (BAND * pn), the band's nbin x panels vary fastest. */
-	k->grid = mul(&g, ceil_div(&g, par(&g, g.M), PM),
+	/* grid ceil(ceil(M / 8) / G) * ceil(N / 32), W panel major: group
+	 * = p * tg + the group of G x panels t0 .. t0 + G - 1. */
+	k->grid = mul(&g, ceil_div(&g, ceil_div(&g, par(&g, g.M), PM), G),
 	    ceil_div(&g, par(&g, g.N), PN));
 	J = decl(&g, body, "J", KS_TY_I64, KS_VAR_UNIFORM,
 	    ceil_div(&g, par(&g, g.K), LANES32));
 	tn = decl(&g, body, "tn", KS_TY_I64, KS_VAR_UNIFORM,
 	    ceil_div(&g, par(&g, g.M), PM));
-	pn = decl(&g, body, "pn", KS_TY_I64, KS_VAR_UNIFORM,
-	    ceil_div(&g, par(&g, g.N), PN));
-	band = decl(&g, body, "band", KS_TY_I64, KS_VAR_UNIFORM,
-	    bin(&g, KS_OP_DIV, ks_x_group(k), mul(&g, c64(&g, BAND),
-	    var(&g, pn))));
-	nbin = decl(&g, body, "nbin", KS_TY_I64, KS_VAR_UNIFORM,
-	    bin(&g, KS_OP_MIN, c64(&g, BAND), bin(&g, KS_OP_SUB,
-	    var(&g, tn), mul(&g, var(&g, band), c64(&g, BAND)))));
-	within = decl(&g, body, "within", KS_TY_I64, KS_VAR_UNIFORM,
-	    bin(&g, KS_OP_SUB, ks_x_group(k), mul(&g, mul(&g,
-	    var(&g, band), c64(&g, BAND)), var(&g, pn))));
+	tg = decl(&g, body, "tg", KS_TY_I64, KS_VAR_UNIFORM,
+	    ceil_div(&g, var(&g, tn), G));
 	p = decl(&g, body, "p", KS_TY_I64, KS_VAR_UNIFORM,
-	    bin(&g, KS_OP_DIV, var(&g, within), var(&g, nbin)));
-	t = decl(&g, body, "t", KS_TY_I64, KS_VAR_UNIFORM,
-	    add(&g, mul(&g, var(&g, band), c64(&g, BAND)),
-	    bin(&g, KS_OP_REM, var(&g, within), var(&g, nbin))));
-	m0 = decl(&g, body, "m0", KS_TY_I64, KS_VAR_UNIFORM,
-	    mul(&g, var(&g, t), c64(&g, PM)));
+	    bin(&g, KS_OP_DIV, ks_x_group(k), var(&g, tg)));
+	t0 = decl(&g, body, "t0", KS_TY_I64, KS_VAR_UNIFORM,
+	    mul(&g, bin(&g, KS_OP_REM, ks_x_group(k), var(&g, tg)),
+	    c64(&g, G)));
 	n0 = decl(&g, body, "n0", KS_TY_I64, KS_VAR_UNIFORM,
 	    mul(&g, var(&g, p), c64(&g, PN)));
-	xb = decl(&g, body, "xb", KS_TY_I64, KS_VAR_UNIFORM,
-	    mul(&g, mul(&g, var(&g, t), c64(&g, LANES32 * PM)), var(&g, J)));
 	wb = decl(&g, body, "wb", KS_TY_I64, KS_VAR_UNIFORM,
 	    mul(&g, mul(&g, var(&g, p), c64(&g, LANES32 * PN)), var(&g, J)));
+	for (u = 0; u < G; u++) {
+		snprintf(name, sizeof name, "m0_%d", u);
+		m0[u] = decl(&g, body, name, KS_TY_I64, KS_VAR_UNIFORM,
+		    mul(&g, add(&g, var(&g, t0), c64(&g, u)), c64(&g, PM)));
+		snprintf(name, sizeof name, "xb%d", u);
+		xb[u] = decl(&g, body, name, KS_TY_I64, KS_VAR_UNIFORM,
+		    mul(&g, mul(&g, add(&g, var(&g, t0), c64(&g, u)),
+		    c64(&g, LANES32 * PM)), var(&g, J)));
+	}
 	for (r = 0; r < PM; r++)
 		for (h = 0; h < NV; h++) {
 			snprintf(name, sizeof name, "acc%d_%d", r, h);
 			acc[r * NV + h] = decl(&g, body, name, KS_TY_F32,
 			    KS_VAR_LANE, ks_x_f32(k, 0.0f));
-			for (q = 0; q < LEVELS; q++) {
-				snprintf(name, sizeof name, "s%d_%d_%d", q,
-				    r, h);
-				s[q][r * NV + h] = decl(&g, body, name,
-				    KS_TY_F32, KS_VAR_LANE, ks_x_f32(k, 0.0f));
-			}
+			for (u = 0; u < G; u++)
+				for (q = 0; q < LEVELS; q++) {
+					snprintf(name, sizeof name,
+					    "s%d_%d_%d_%d", u, q, r, h);
+					s[u][q][r * NV + h] = decl(&g, body,
+					    name, KS_TY_F32, KS_VAR_LANE,
+					    ks_x_f32(k, 0.0f));
+				}
 		}
 
 	/* for i in 0..31: the leaf l = rev5(i), its jn = ceil((K - l) / 32)
-	 * elements k = l + 32 j. */
+	 * elements k = l + 32 j, and W's lane l at wl. */
 	i = ks_ir_var(k, "i", KS_TY_I64, KS_VAR_UNIFORM);
 	leaf = ks_s_for(k, i, c64(&g, 0), c64(&g, LANES32), 1);
 	ks_s_append(k, body, leaf);
@@ -315,40 +320,54 @@ static ks_ir_kernel_t *gp_build(const ks_spec_t *spec, const char *variant)
 	jn = decl(&g, leaf->body, "jn", KS_TY_I64, KS_VAR_UNIFORM,
 	    bin(&g, KS_OP_DIV, add(&g, bin(&g, KS_OP_SUB, par(&g, g.K),
 	    var(&g, l)), c64(&g, LANES32 - 1)), c64(&g, LANES32)));
-	xl = decl(&g, leaf->body, "xl", KS_TY_I64, KS_VAR_UNIFORM,
-	    add(&g, var(&g, xb), mul(&g, mul(&g, var(&g, l), var(&g, J)),
-	    c64(&g, PM))));
 	wl = decl(&g, leaf->body, "wl", KS_TY_I64, KS_VAR_UNIFORM,
 	    add(&g, var(&g, wb), mul(&g, mul(&g, var(&g, l), var(&g, J)),
 	    c64(&g, PN))));
-	b = lanes_in(&g, leaf->body);
-	for (r = 0; r < NACC; r++)
-		ks_s_append(k, b, ks_s_assign(k, acc[r], ks_x_f32(k, 0.0f)));
 
-	/* The rank-1 updates: x's 8 values uniform, W's two vectors. */
-	j = ks_ir_var(k, "j", KS_TY_I64, KS_VAR_UNIFORM);
-	jl = ks_s_for(k, j, c64(&g, 0), var(&g, jn), 1);
-	ks_s_append(k, leaf->body, jl);
-	for (r = 0; r < PM; r++) {
-		snprintf(name, sizeof name, "xv%d", r);
-		xv[r] = decl(&g, jl->body, name, KS_TY_F32, KS_VAR_UNIFORM,
-		    ks_x_load(k, g.xp, add(&g, add(&g, var(&g, xl),
-		    mul(&g, var(&g, j), c64(&g, PM))), c64(&g, r))));
+	/* Each x panel of the group in turn (those below tn), W's lane
+	 * block read again from the first-level cache. */
+	for (u = 0; u < G; u++) {
+		in = ks_s_if(k, bin(&g, KS_OP_LT, add(&g, var(&g, t0),
+		    c64(&g, u)), var(&g, tn)));
+		ks_s_append(k, leaf->body, in);
+		snprintf(name, sizeof name, "xl%d", u);
+		xl = decl(&g, in->body, name, KS_TY_I64, KS_VAR_UNIFORM,
+		    add(&g, var(&g, xb[u]), mul(&g, mul(&g, var(&g, l),
+		    var(&g, J)), c64(&g, PM))));
+		b = lanes_in(&g, in->body);
+		for (r = 0; r < NACC; r++)
+			ks_s_append(k, b, ks_s_assign(k, acc[r],
+			    ks_x_f32(k, 0.0f)));
+
+		/* The rank-1 updates: x's 8 values uniform, W's vector. */
+		snprintf(name, sizeof name, "j%d", u);
+		j = ks_ir_var(k, name, KS_TY_I64, KS_VAR_UNIFORM);
+		jl = ks_s_for(k, j, c64(&g, 0), var(&g, jn), 1);
+		ks_s_append(k, in->body, jl);
+		for (r = 0; r < PM; r++) {
+			snprintf(name, sizeof name, "xv%d_%d", u, r);
+			xv[r] = decl(&g, jl->body, name, KS_TY_F32,
+			    KS_VAR_UNIFORM, ks_x_load(k, g.xp, add(&g,
+			    add(&g, var(&g, xl), mul(&g, var(&g, j),
+			    c64(&g, PM))), c64(&g, r))));
+		}
+		/* W's element is loaded in each fma (the same load, which
+		 * GCC merges), not into a lane variable: GCC turns a lane
+		 * loop that only copies a load into a memcpy to the
+		 * variable's array, which then keeps every accumulator of
+		 * the loop in memory. */
+		b = lanes_in(&g, jl->body);
+		for (r = 0; r < PM; r++)
+			for (h = 0; h < NV; h++)
+				ks_s_append(k, b, ks_s_assign(k,
+				    acc[r * NV + h], ks_x_fma(k,
+				    var(&g, xv[r]), ks_x_load(k, g.Wp,
+				    add(&g, add(&g, add(&g, var(&g, wl),
+				    mul(&g, var(&g, j), c64(&g, PN))),
+				    c64(&g, NL * h)), ks_x_lane(k))),
+				    var(&g, acc[r * NV + h]))));
+		build_join(&g, in->body, i, 0, m0[u], n0, acc, s[u]);
 	}
-	/* W's element is loaded in each fma (the same load, which GCC
-	 * merges), not into a lane variable: GCC turns a lane loop that only
-	 * copies a load into a memcpy to the variable's array, which then
-	 * keeps every accumulator of the loop in memory. */
-	b = lanes_in(&g, jl->body);
-	for (r = 0; r < PM; r++)
-		for (h = 0; h < NV; h++)
-			ks_s_append(k, b, ks_s_assign(k, acc[r * NV + h],
-			    ks_x_fma(k, var(&g, xv[r]), ks_x_load(k, g.Wp,
-			    add(&g, add(&g, add(&g, var(&g, wl), mul(&g,
-			    var(&g, j), c64(&g, PN))), c64(&g, NL * h)),
-			    ks_x_lane(k))), var(&g, acc[r * NV + h]))));
-
-	build_join(&g, leaf->body, i, 0, m0, n0, acc, s);
 	return k;
 }
 
