@@ -48,6 +48,12 @@ static const struct {
 	/* B, T, Hq, Hkv, D, BS, MB, NB: paged decode, a paged prefill */
 	{ "attention_paged", NULL, { 2, 1, 32, 8, 128, 16, 20, 45 }, 255 },
 	{ "attention_paged", NULL, { 2, 5, 8, 8, 64, 16, 9, 20 }, 0 },
+	/* M, N, K: partial panels, a K tail, all dynamic; then constant,
+	 * more than one group of 4 x panels */
+	{ "gemm_packed", NULL, { 13, 37, 100 }, 0 },
+	{ "gemm_packed", NULL, { 72, 256, 1000 }, 7 },
+	{ "gemm_pack_x", NULL, { 13, 100 }, 0 },
+	{ "gemm_pack_w", NULL, { 37, 4100 }, 3 },
 };
 
 #endif

@@ -79,6 +79,8 @@ static const case_t cases[] = {
 	{ "rope", "prefill 512 q", BF16, { 512, 32, 128, 8192 }, 0 },
 	{ "silu_mul", "decode", BF16, { 1, 14336 }, 0 },
 	{ "silu_mul", "prefill 512", BF16, { 512, 14336 }, 0 },
+	{ "attention_prefill", "prefill 512", F32,
+	    { 1, 512, 32, 8, 128, 640, 640 }, 0 },
 	{ "attention_decode", "B=1 S=2048", BF16, { 1, 32, 8, 128, 2048 },
 	    0 },
 	{ "attention_decode", "B=1 S=8192", BF16, { 1, 32, 8, 128, 8192 },
