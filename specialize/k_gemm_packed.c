@@ -1,8 +1,7 @@
 /*
  * gemm_packed: gemm's y[m][n] = sum_k x[m][k] * W[n][k] with x and W in
  * the lane-major panel layout gemm_pack_x and gemm_pack_w write
- * (docs/kernels.md,
- * "gemm_packed"), for prefill on CPUs.
+ * (docs/kernels.md, "gemm_packed"), for prefill on CPUs.
  *
  * xp holds x in panels of PM = 8 rows, Wp holds W in panels of PN = 32
  * rows: with J = ceil(K / 32), element (t, l, j, i) of a panel layout of
@@ -167,7 +166,7 @@ static ks_stmt_t *lanes_in(gp_t *g, ks_stmt_t *block)
 	return l->body;
 }
 
-/* In LANES body B: dst[e] = src[e], the 24 values of a tile. */
+/* In LANES body B: dst[e] = src[e], a lane's NACC values. */
 static void copy_all(gp_t *g, ks_stmt_t *b, const int *dst, const int *src)
 {
 	int e;
@@ -188,7 +187,7 @@ static void join(gp_t *g, ks_stmt_t *b, const int *acc, const int *s)
 		    add(g, var(g, s[e]), var(g, acc[e]))));
 }
 
-/* The guarded stores of the root: y[(m0 + r) * N + n0 + 16 h + lane]. */
+/* The guarded stores of the root: y[(m0 + r) * N + n0 + NL h + lane]. */
 static void store_root(gp_t *g, ks_stmt_t *block, int m0, int n0,
     const int *acc)
 {
