@@ -196,7 +196,7 @@ static void store_root(gp_t *g, ks_stmt_t *block, int m0, int n0,
 	int r, h, col;
 
 	for (h = 0; h < NV; h++) {
-		char name[16];
+		char name[64];
 
 		snprintf(name, sizeof name, "col%d_%d", m0, h);
 		col = decl(g, b, name, KS_TY_I64, KS_VAR_LANE, add(g,
@@ -246,7 +246,7 @@ static ks_ir_kernel_t *gp_build(const ks_spec_t *spec, const char *variant)
 	int J, tn, tg, p, t0, n0, wb, i, l, jn, wl, j, m0[G], xb[G], xl;
 	int xv[PM], acc[NACC], s[G][LEVELS][NACC];
 	int r, h, q, u;
-	char name[32];
+	char name[64];
 
 	if (strcmp(variant, "general") != 0)
 		return NULL;
