@@ -509,6 +509,51 @@ class GemmTest(DaemonTestCase):
             k2(xb, wb, y2, 1)
         self.assertEqual(bytes(y1), bytes(y2))
 
+    def test_packed_prefill_is_gemm_bit_for_bit(self):
+        """gemm_pack_x / gemm_pack_w, then gemm_packed, from Python: y is
+        the canonical reference's (f32, and f32 with bf16 weights), on 2
+        threads too; the panel buffers' padded dims are checked before the
+        call."""
+        c = self.client()
+        M, N, K = 13, 37, 100
+        for dtype, wdtype in (("f32", "f32"), ("f32", "bf16")):
+            with self.subTest(wdtype=wdtype):
+                px = c.get("gemm_pack_x", dtype=dtype,
+                           shape={"R": M, "K": K})
+                pw = c.get("gemm_pack_w", dtype=wdtype,
+                           shape={"R": N, "K": K})
+                gp = c.get("gemm_packed", dtype=dtype, wdtype=wdtype,
+                           shape={"M": M, "N": N, "K": K})
+                self.assertEqual([(q["name"], q["dtype"]) for q in
+                                  gp.params if q["kind"] == "buffer"],
+                                 [("xp", dtype), ("Wp", wdtype),
+                                  ("y", dtype)])
+                x = nm.fill(dtype, M * K, 41)
+                w = nm.fill(wdtype, N * K, 42)
+                xb = bytearray(nm.pack(dtype, x))
+                wb = bytearray(nm.pack(wdtype, w))
+                # Panels: ceil(R / T) * T * 32 * ceil(K / 32) elements.
+                xp = bytearray(16 * 32 * 4 * nm.ELEM_SIZE[dtype])
+                wp = bytearray(64 * 32 * 4 * nm.ELEM_SIZE[wdtype])
+                y = bytearray(M * N * nm.ELEM_SIZE[dtype])
+                y2 = bytearray(len(y))
+                with kspec.load_cpu(px) as kx, kspec.load_cpu(pw) as kw, \
+                        kspec.load_cpu(gp) as kg:
+                    kx(xb, xp)
+                    kw(wb, wp)
+                    kg(xp, wp, y)
+                    kg(xp, wp, y2, threads=2)
+                    with self.assertRaisesRegex(ValueError,
+                                                "buffer Wp has"):
+                        kg(xp, wp[:-1], y)
+                xv = [nm.from_bits(dtype, u) for u in x]
+                wv = [nm.from_bits(wdtype, u) for u in w]
+                want = [nm.to_bits(dtype, nm.dot_canonical(
+                    xv[m * K:(m + 1) * K], wv[n * K:(n + 1) * K]))
+                    for m in range(M) for n in range(N)]
+                self.assertEqual(nm.unpack(dtype, y), want)
+                self.assertEqual(bytes(y2), bytes(y))
+
     def test_loader_checks_arguments(self):
         c = self.client()
         N, K = 5, 40

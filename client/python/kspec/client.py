@@ -588,15 +588,21 @@ class Client:
 
     def get(self, kernel, backend="cpu", dtype=None, shape=None, dynamic=(),
             target="auto", format=None, mode="exact", meta_only=False,
-            deployment=None):
+            deployment=None, wdtype=None):
         """Asks for the artifact of KERNEL specialized for SHAPE (a dict of
         constants; DYNAMIC names the parameters left dynamic).  Returns an
         ``Artifact`` whose bytes were checked against the reply's hash;
         raises ``KspecError`` with the daemon's code on refusal.
+        WDTYPE gives the kernel's weights their own dtype where it takes
+        one (gemm's and gemm_packed's W, the norms' w: f16 or bf16 beside
+        f32; docs/kernels.md, "Mixed precision"); it is part of the key.
         DEPLOYMENT names the deployment the get is for (not part of the
         key): a compile after that deployment was ready is counted late.
-        In ``get_many`` a spec may carry ``"deployment"`` too."""
+        In ``get_many`` a spec may carry ``"wdtype"`` and ``"deployment"``
+        too."""
         extra = {"deployment": deployment} if deployment else {}
+        if wdtype is not None:
+            extra["wdtype"] = wdtype
         req = get_request(kernel=kernel, backend=backend, dtype=dtype,
                           shape=shape, dynamic=dynamic, target=target,
                           format=format, mode=mode, meta_only=meta_only,
