@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- storage conversions ---- */
@@ -254,29 +255,34 @@ static inline void ref_pack_panels(const void *in, void *out, int dtype,
 			    ref_load(in, dtype, r * K + c));
 }
 
-/* gemm_packed: gemm's canonical order on x read from XP (panels of 8
- * rows) and W from WP (panels of 32), of dtypes DTYPE and WDTYPE. */
+/* The inverse of ref_pack_panels: the R x K row-major matrix OUT of the
+ * panels IN (the padding is not read). */
+static inline void ref_unpack_panels(const void *in, void *out, int dtype,
+    int64_t R, int64_t K, int64_t T)
+{
+	int64_t r, c;
+
+	for (r = 0; r < R; r++)
+		for (c = 0; c < K; c++)
+			ref_store(out, dtype, r * K + c, ref_load(in, dtype,
+			    ref_panel_at(r, c, K, T)));
+}
+
+/* gemm_packed by its definition: gemm (ref_gemm_mixed) on the row-major
+ * x and W that XP (panels of 8 rows, DTYPE) and WP (panels of 32,
+ * WDTYPE) hold. */
 static inline void ref_gemm_packed(const void *xp, const void *wp, void *y,
     int dtype, int wdtype, int64_t M, int64_t N, int64_t K)
 {
-	int64_t m, n, k;
-	float v[32];
-	int l, s;
+	void *x = malloc((size_t)(M * K) * 4), *w = malloc((size_t)(N * K) * 4);
 
-	for (m = 0; m < M; m++)
-		for (n = 0; n < N; n++) {
-			for (l = 0; l < 32; l++)
-				v[l] = 0.0f;
-			for (k = 0; k < K; k++)
-				v[k % 32] = fmaf(ref_load(xp, dtype,
-				    ref_panel_at(m, k, K, 8)), ref_load(wp,
-				    wdtype, ref_panel_at(n, k, K, 32)),
-				    v[k % 32]);
-			for (s = 16; s >= 1; s /= 2)
-				for (l = 0; l < s; l++)
-					v[l] = v[l] + v[l + s];
-			ref_store(y, dtype, m * N + n, v[0]);
-		}
+	if (x == NULL || w == NULL)
+		abort();
+	ref_unpack_panels(xp, x, dtype, M, K, 8);
+	ref_unpack_panels(wp, w, wdtype, N, K, 32);
+	ref_gemm_mixed(x, w, y, dtype, wdtype, M, N, K);
+	free(x);
+	free(w);
 }
 
 /* Double-precision gemm for sanity checks of the canonical one. */

@@ -16,8 +16,7 @@
  * = column: 32 consecutive elements) into a local tile, and after a
  * barrier written lane by lane l of the 32 (lane = row i < T: T
  * consecutive elements), so both the reads and the writes are
- * contiguous runs (one element per group of a lane-major walk measured 15
- * ns an element).  The load index is clamped into the matrix and a
+ * contiguous runs.  The load index is clamped into the matrix and a
  * select picks 0.0 outside it, so no index past the buffer is read.  No
  * arithmetic.  One variant each, `general`.
  */

@@ -67,16 +67,13 @@ static ks_ir_kernel_t *ir(const char *name, ks_dtype_t dt, ks_dtype_t wdt,
 	return k;
 }
 
-#define panel_elems ref_panel_elems
-#define ref_pack(in, out, dt, R, K, T) ref_pack_panels(in, out, dt, R, K, T)
-
 /* Runs a pack (PROG, panels of T rows) on IN; returns the panels plus
  * CANARY elements of 99-fill (caller frees). */
 static void *pack_run(kt_prog_t *p, ks_dtype_t dt, const void *in,
     int64_t R, int64_t K, int64_t T)
 {
 	size_t es = ks_dtype_size(dt);
-	int64_t n = panel_elems(R, K, T);
+	int64_t n = ref_panel_elems(R, K, T);
 	void *out = xmalloc(es * (size_t)(n + CANARY));
 	kt_buf_t bufs[] = {
 		{ "in", (void *)in, es * (size_t)(R * K) },
@@ -96,12 +93,12 @@ static void *pack_checked(kt_prog_t *p, ks_dtype_t dt, const void *in,
     int64_t R, int64_t K, int64_t T)
 {
 	size_t es = ks_dtype_size(dt);
-	int64_t n = panel_elems(R, K, T);
+	int64_t n = ref_panel_elems(R, K, T);
 	void *want = xmalloc(es * (size_t)(n + CANARY)), *got;
 	char who[128];
 
 	ref_fill(want, (int)dt, n + CANARY, 99);
-	ref_pack(in, want, (int)dt, R, K, T);
+	ref_pack_panels(in, want, (int)dt, R, K, T);
 	got = pack_run(p, dt, in, R, K, T);
 	snprintf(who, sizeof who, "gemm_pack %s %s R=%lld K=%lld T=%lld",
 	    p->env ? "opencl" : "cpu", ks_dtype_name(dt), (long long)R,
@@ -118,8 +115,8 @@ static void *packed_run(kt_prog_t *p, ks_dtype_t dt, ks_dtype_t wdt,
 	size_t es = ks_dtype_size(dt), ws = ks_dtype_size(wdt);
 	void *y = xmalloc(es * (size_t)(M * N + CANARY));
 	kt_buf_t bufs[] = {
-		{ "xp", (void *)xp, es * (size_t)panel_elems(M, K, PM) },
-		{ "Wp", (void *)wp, ws * (size_t)panel_elems(N, K, PN) },
+		{ "xp", (void *)xp, es * (size_t)ref_panel_elems(M, K, PM) },
+		{ "Wp", (void *)wp, ws * (size_t)ref_panel_elems(N, K, PN) },
 		{ "y", y, es * (size_t)(M * N + CANARY) },
 	};
 	kt_val_t vals[] = { { "M", M, 0 }, { "N", N, 0 }, { "K", K, 0 } };

@@ -244,14 +244,16 @@ static void plant_flip(const char *dump, const char *out)
 	dump_free(&x);
 }
 
-/* Runs the f32 or bf16 model specialized on one thread, general on one,
- * specialized on 2 and general on 3; all four dumps have the same bytes,
- * and match the float64 model. */
+/* Runs the f32 or bf16 model specialized on one thread (its prefill on
+ * packed operands), general on one, specialized on 2, general on 3, and
+ * specialized with the row-major prefill (--unpacked: gemm blocked at the
+ * small config's 8-token prompt); all five dumps have the same bytes, and
+ * match the float64 model. */
 static void gate(const char *w)
 {
 	const char *spec = path_of("spec.bin"), *gen = path_of("gen.bin");
 	const char *t2 = path_of("t2.bin"), *g3 = path_of("g3.bin");
-	const char *ref = path_of("ref.bin");
+	const char *ref = path_of("ref.bin"), *up = path_of("up.bin");
 	const char *a1[] = { "--threads", "1", "--dump", spec, w, NULL };
 	const char *a2[] = { "--general", "--threads", "1", "--dump", gen, w,
 	    NULL };
@@ -260,6 +262,8 @@ static void gate(const char *w)
 	    NULL };
 	const char *a5[] = { "--reference", "--follow", spec, "--dump", ref,
 	    w, NULL };
+	const char *a6[] = { "--unpacked", "--threads", "1", "--dump", up, w,
+	    NULL };
 
 	cr_assert_eq(engine(a1), 0, "the specialized engine failed");
 	cr_assert_eq(engine(a2), 0, "the general engine failed");
@@ -268,6 +272,8 @@ static void gate(const char *w)
 	cr_assert(same_bits(spec, gen), "specialized != general");
 	cr_assert(same_bits(spec, t2), "1 thread != 2 threads");
 	cr_assert(same_bits(spec, g3), "specialized != general on 3 threads");
+	cr_assert_eq(engine(a6), 0, "the unpacked engine failed");
+	cr_assert(same_bits(spec, up), "packed prefill != row-major prefill");
 	cr_assert_eq(engine(a5), 0, "the float64 reference failed");
 	cr_assert(matches_f64(spec, ref), "the trajectory is not float64's");
 }

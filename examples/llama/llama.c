@@ -261,8 +261,8 @@ static void dims_of(const config_t *c, int kind, int64_t T, int64_t *v)
 	case K_PACK_WO: v[0] = H; v[1] = Dq; break;
 	case K_PACK_WGU: v[0] = 2 * (int64_t)c->ffn; v[1] = H; break;
 	case K_PACK_WD: v[0] = H; v[1] = c->ffn; break;
-	default:        /* gemm_packed: gemm's dims */
-		dims_of(c, kind - K_GP_Q + K_GEMM_Q, T, v);
+	case K_GP_Q: case K_GP_KV: case K_GP_O: case K_GP_GU: case K_GP_DOWN:
+		dims_of(c, kind - K_GP_Q + K_GEMM_Q, T, v);   /* gemm's */
 		break;
 	}
 }
@@ -795,12 +795,37 @@ static void pack_weights(engine_t *e)
 		    "%.1f ms\n", now_ms() - t0);
 }
 
-/* x (T rows) into the panels e->xp with the pack kind KIND. */
-static void pack_x(engine_t *e, int kind, int64_t T, buf_t *x)
+/* The gemm_packed kind of a row-major gemm kind (K_GEMM_Q..K_GEMM_DOWN
+ * and K_GP_Q..K_GP_DOWN are in the same order). */
+static int packed_kind(int gemm_kind)
 {
-	bind_t b[] = { BIND("in", x), BIND("out", &e->xp) };
+	return gemm_kind - K_GEMM_Q + K_GP_Q;
+}
 
-	call(e, PH_PREFILL, kind, T, b, 2, 0);
+/*
+ * y = x W^T for T rows with the gemm of KIND (K_GEMM_*) in phase PH: the
+ * row-major gemm, or at a packed prefill gemm_packed on W's panels WP,
+ * after packing x into e->xp with the pack kind PACK (-1: e->xp already
+ * holds x's panels, from the previous call on the same x).
+ */
+static void linear(engine_t *e, int ph, int64_t T, int kind, int pack,
+    buf_t *x, tensor_t *w, buf_t *wp, buf_t *y)
+{
+	if (ph == PH_PREFILL && e->packed) {
+		bind_t bp[] = { BIND("in", x), BIND("out", &e->xp) };
+		bind_t b[] = { BIND("xp", &e->xp), BIND("Wp", wp),
+		    BIND("y", y) };
+
+		if (pack >= 0)
+			call(e, ph, pack, T, bp, 2, 0);
+		call(e, ph, packed_kind(kind), T, b, 3, 0);
+		return;
+	}
+	{
+		bind_t b[] = { BIND("x", x), BIND("W", &w->b), BIND("y", y) };
+
+		call(e, ph, kind, T, b, 3, 0);
+	}
 }
 
 /* ---- the model's weights ---- */
@@ -1082,7 +1107,6 @@ static void forward(engine_t *e, int ph, const int32_t *ids, int T,
 	int32_t pos[1024], one;
 	const float scale = 1.0f / sqrtf((float)c->hd);
 	int l, t, lph = NL == 1 ? PH_DECODE : ph;
-	int packed = ph == PH_PREFILL && e->packed;
 
 	if (T > (int)(sizeof pos / sizeof pos[0]) || start + T > c->max_seq)
 		die("%d tokens at %d do not fit", T, start);
@@ -1110,31 +1134,11 @@ static void forward(engine_t *e, int ph, const int32_t *ids, int T,
 			    BIND("y", &e->h) };
 			call(e, ph, K_RMSNORM, T, b, 3, RMS_EPS);
 		}
-		{
-			bind_t bq[] = { BIND("x", &e->h),
-			    BIND("W", &y->wq.b), BIND("y", &e->q) };
-			bind_t bk[] = { BIND("x", &e->h),
-			    BIND("W", &y->wk.b), BIND("y", &e->k) };
-			bind_t bv[] = { BIND("x", &e->h),
-			    BIND("W", &y->wv.b), BIND("y", &e->v) };
-			bind_t pq[] = { BIND("xp", &e->xp),
-			    BIND("Wp", &y->pq), BIND("y", &e->q) };
-			bind_t pk[] = { BIND("xp", &e->xp),
-			    BIND("Wp", &y->pk), BIND("y", &e->k) };
-			bind_t pv[] = { BIND("xp", &e->xp),
-			    BIND("Wp", &y->pv), BIND("y", &e->v) };
-
-			if (packed) {
-				pack_x(e, K_PACK_XH, T, &e->h);
-				call(e, ph, K_GP_Q, T, pq, 3, 0);
-				call(e, ph, K_GP_KV, T, pk, 3, 0);
-				call(e, ph, K_GP_KV, T, pv, 3, 0);
-			} else {
-				call(e, ph, K_GEMM_Q, T, bq, 3, 0);
-				call(e, ph, K_GEMM_KV, T, bk, 3, 0);
-				call(e, ph, K_GEMM_KV, T, bv, 3, 0);
-			}
-		}
+		/* q, k, v read the same h: packed once. */
+		linear(e, ph, T, K_GEMM_Q, K_PACK_XH, &e->h, &y->wq, &y->pq,
+		    &e->q);
+		linear(e, ph, T, K_GEMM_KV, -1, &e->h, &y->wk, &y->pk, &e->k);
+		linear(e, ph, T, K_GEMM_KV, -1, &e->h, &y->wv, &y->pv, &e->v);
 		{
 			bind_t ba[] = { BIND("k", &e->k), BIND("v", &e->v),
 			    BIND("pos", &e->pos1), BIND("cs", &e->cs),
@@ -1150,48 +1154,23 @@ static void forward(engine_t *e, int ph, const int32_t *ids, int T,
 			call(e, ph, K_ATTN, T, bt, 5, scale);
 		}
 		{
-			bind_t bo[] = { BIND("x", &e->att),
-			    BIND("W", &y->wo.b), BIND("y", &e->tmp) };
 			bind_t bn[] = { BIND("x", &e->tmp),
 			    BIND("res", &e->res),
 			    BIND("w", &y->ffn_norm.b),
 			    BIND("y", &e->h) };
-			bind_t bg[] = { BIND("x", &e->h),
-			    BIND("W", &y->wgu.b), BIND("y", &e->gu) };
 			bind_t bs[] = { BIND("gu", &e->gu),
 			    BIND("y", &e->act) };
-			bind_t bd[] = { BIND("x", &e->act),
-			    BIND("W", &y->wd.b), BIND("y", &e->tmp) };
 			bind_t bn2[] = { BIND("x", &e->tmp),
 			    BIND("res", &e->res),
 			    BIND("w", &next->b), BIND("y", &e->h) };
-			bind_t po[] = { BIND("xp", &e->xp),
-			    BIND("Wp", &y->po), BIND("y", &e->tmp) };
-			bind_t pg[] = { BIND("xp", &e->xp),
-			    BIND("Wp", &y->pgu), BIND("y", &e->gu) };
-			bind_t pd[] = { BIND("xp", &e->xp),
-			    BIND("Wp", &y->pd), BIND("y", &e->tmp) };
-
-			if (packed) {
-				pack_x(e, K_PACK_XQ, T, &e->att);
-				call(e, ph, K_GP_O, T, po, 3, 0);
-			} else {
-				call(e, ph, K_GEMM_O, T, bo, 3, 0);
-			}
+			linear(e, ph, T, K_GEMM_O, K_PACK_XQ, &e->att, &y->wo,
+			    &y->po, &e->tmp);
 			call(e, ph, K_ADD_RMSNORM, T, bn, 4, RMS_EPS);
-			if (packed) {
-				pack_x(e, K_PACK_XH, T, &e->h);
-				call(e, ph, K_GP_GU, T, pg, 3, 0);
-			} else {
-				call(e, ph, K_GEMM_GU, T, bg, 3, 0);
-			}
+			linear(e, ph, T, K_GEMM_GU, K_PACK_XH, &e->h, &y->wgu,
+			    &y->pgu, &e->gu);
 			call(e, ph, K_SILU, T, bs, 2, 0);
-			if (packed) {
-				pack_x(e, K_PACK_XF, T, &e->act);
-				call(e, ph, K_GP_DOWN, T, pd, 3, 0);
-			} else {
-				call(e, ph, K_GEMM_DOWN, T, bd, 3, 0);
-			}
+			linear(e, ph, T, K_GEMM_DOWN, K_PACK_XF, &e->act,
+			    &y->wd, &y->pd, &e->tmp);
 			call(e, ph, K_ADD_RMSNORM, T, bn2, 4, RMS_EPS);
 		}
 	}
