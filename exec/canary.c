@@ -45,7 +45,7 @@ static const canary_case_t cases[] = {
 	{ "gemm", { 5, 37, 100 }, 0 },                 /* general */
 	{ "gemm", { 9, 37, 100 }, 7 },                 /* blocked */
 	{ "gemm_packed", { 13, 37, 100 }, 7 },          /* partial panels */
-	{ "gemm_packed", { 13, 37, 100 }, 0 },
+	{ "gemm_packed", { 13, 37, 2100 }, 0 },         /* k in chunks */
 	{ "gemm_pack_x", { 13, 100 }, 3 },              /* partial panels */
 	{ "gemm_pack_x", { 13, 100 }, 0 },
 	{ "gemm_pack_w", { 37, 100 }, 3 },

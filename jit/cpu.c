@@ -297,7 +297,7 @@ typedef struct {
 	gcc_jit_function *fn;           /* function being built */
 	gcc_jit_block *blk;             /* current block */
 	gcc_jit_type *t_void, *t_bool, *t_i64, *t_u64, *t_i32, *t_u32;
-	gcc_jit_type *t_u16, *t_f32, *t_voidp;
+	gcc_jit_type *t_u16, *t_f32, *t_voidp, *t_cvoidp, *t_int;
 	gcc_jit_lvalue **var;           /* per IR var: local or lane array */
 	gcc_jit_lvalue **param;         /* per unbound param: unpacked value */
 	gcc_jit_lvalue **local;         /* per local array: a stack array */
@@ -306,6 +306,7 @@ typedef struct {
 	gcc_jit_function *helper[H_COUNT];
 	gcc_jit_function *fmaf;
 	gcc_jit_function *sqrtf, *fabsf; /* gcc builtins */
+	gcc_jit_function *prefetch;
 	int serial;                     /* for unique local and block names */
 	int rc;
 	char *err;
@@ -1243,6 +1244,26 @@ static void lower_store(lower_t *L, const ks_stmt_t *s)
 	assign(L, dst, v);
 }
 
+/* __builtin_prefetch(&p[index], 0 (read), 3 (keep in every level)). */
+static void lower_prefetch(lower_t *L, const ks_stmt_t *s)
+{
+	gcc_jit_rvalue *args[3];
+
+	if (L->param[s->param] == NULL) {
+		fail(L, "prefetch of '%s', which is not a buffer",
+		    L->k->params[s->param].name);
+		return;
+	}
+	args[0] = gcc_jit_context_new_cast(L->ctx, NULL,
+	    gcc_jit_lvalue_get_address(gcc_jit_context_new_array_access(
+	    L->ctx, NULL, rv(L->param[s->param]), lx(L, s->a)), NULL),
+	    L->t_cvoidp);
+	args[1] = gcc_jit_context_zero(L->ctx, L->t_int);
+	args[2] = gcc_jit_context_new_rvalue_from_int(L->ctx, L->t_int, 3);
+	gcc_jit_block_add_eval(L->blk, NULL, gcc_jit_context_new_call(L->ctx,
+	    NULL, L->prefetch, 3, args));
+}
+
 static void lower_if(lower_t *L, const ks_stmt_t *s)
 {
 	gcc_jit_block *bt = block(L, "if_t"), *join = block(L, "if_j");
@@ -1300,6 +1321,9 @@ static void ls(lower_t *L, const ks_stmt_t *s)
 		return;
 	case KS_S_BARRIER:
 		return;         /* LANES phases already run one after another */
+	case KS_S_PREFETCH:
+		lower_prefetch(L, s);
+		return;
 	}
 	fail(L, "statement kind %d is not valid", (int)s->kind);
 }
@@ -1458,6 +1482,11 @@ static int build(gcc_jit_context *ctx, const ks_ir_kernel_t *k,
 	L.t_u16 = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_UINT16_T);
 	L.t_f32 = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_FLOAT);
 	L.t_voidp = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_VOID_PTR);
+	L.t_cvoidp = gcc_jit_type_get_pointer(gcc_jit_type_get_const(
+	    L.t_void));
+	L.t_int = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_INT);
+	L.prefetch = gcc_jit_context_get_builtin_function(ctx,
+	    "__builtin_prefetch");
 	L.fmaf = gcc_jit_context_get_builtin_function(ctx, "__builtin_fmaf");
 	L.sqrtf = gcc_jit_context_get_builtin_function(ctx,
 	    "__builtin_sqrtf");

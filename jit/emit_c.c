@@ -748,6 +748,7 @@ static void hoist_stmt(emit_t *E, const ks_stmt_t *s,
 		return;
 	case KS_S_FOR: case KS_S_LANES:
 	case KS_S_LSTORE: case KS_S_BARRIER:    /* in LANES; not under IF */
+	case KS_S_PREFETCH:                     /* not emitted */
 		return;
 	}
 }
@@ -985,6 +986,8 @@ static void stmt(emit_t *E, const ks_stmt_t *s)
 		line(E);
 		put(E, "%s\n", E->d->barrier);
 		return;
+	case KS_S_PREFETCH:
+		return;         /* a CPU cache hint: GPUs have no use for it */
 	}
 	fail(E, "statement kind %d is not valid", (int)s->kind);
 }

@@ -563,3 +563,14 @@ ks_stmt_t *ks_s_barrier(ks_ir_kernel_t *k)
 {
 	return stmt(k, KS_S_BARRIER);
 }
+
+ks_stmt_t *ks_s_prefetch(ks_ir_kernel_t *k, int param, ks_expr_t *index)
+{
+	ks_stmt_t *s = stmt(k, KS_S_PREFETCH);
+
+	assert(param >= 0 && param < k->nparams);
+	assert(index != NULL);
+	s->param = param;
+	s->a = index;
+	return s;
+}

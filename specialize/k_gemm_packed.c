@@ -38,16 +38,25 @@
  * the stored (lower-lane) one on the left.  After i = 31 the accumulators
  * hold the root, which is stored under n < N and m < M.
  *
- * A work-group takes G = 4 x panels against one W panel, one after
- * another for each canonical lane, so W's lane block (J x 32 elements) is
- * read once from memory and again from the first-level cache; groups run
- * W panel major, so the groups of one W panel (32 x K: 512 KB at K = 4096
- * in f32) follow each other and read it from the second-level cache while
- * the x panels stream past.  Measured at M = 512: bands of 8, 16, 32 and
- * 64 x panels per W panel gave 81, 97, 113 and 115 GFLOP/s at N = K =
- * 4096 (all 64, W panel major, is best), and G = 4 took the K = 14336
- * shape from 90 to 108 (G = 8: 113, but a compile of 2.9 s instead of
- * 1.0 s).  Rows past M - 1 and columns past N - 1 are the panels' padding
+ * A work-group takes G = 4 x panels against one W panel; groups run W
+ * panel major, so the groups of one W panel (32 x K: 512 KB at K = 4096
+ * in f32) follow each other and read it from the second-level cache
+ * while the x panels stream past.  Within a group a canonical lane's k
+ * run in chunks of KC = 64: for each chunk the G x panels in turn run it
+ * against W's chunk (8 KB in f32), which stays in the first-level cache,
+ * the sums carried over between chunks in lane variables sv (the same
+ * fmas in the same order).  Beside each rank-1 update the next x block is
+ * prefetched (the next panel's chunk, else the lane's next chunk or the
+ * next lane's first), and in the last panel W's next chunk: a lane of an
+ * x panel is a separate 4 KB run at K = 4096, and the hardware
+ * prefetchers stop at pages.  Measured at M = 512 (docs/kernels.md):
+ * chunks took N = 4096, K = 14336 from 108 to 120 GFLOP/s, the
+ * prefetches N = K = 4096 from 124 to 143 (an intrinsics model of this
+ * loop); before them, bands of 8, 16, 32 and 64 x panels per W panel gave
+ * 81, 97, 113 and 115 GFLOP/s at N = K = 4096 (all 64, W panel major, is
+ * best), and G = 4 took the K = 14336 shape from 90 to 108 (G = 8: 113,
+ * but a compile of 2.9 s instead of 1.0 s).  Rows past M - 1 and columns
+ * past N - 1 are the panels' padding
  * (the packs write zeros there): computed, never stored.  One variant,
  * `general`: any M, N, K, constant or dynamic.
  */
@@ -65,6 +74,7 @@ enum {
 	NACC = PM * NV,         /* accumulators per lane */
 	LEVELS = 5,             /* log2(32): the tree's stack depth */
 	G = 4,                  /* x panels per work-group (measured) */
+	KC = 64,                /* k per lane chunk (measured) */
 };
 
 static const char *const gp_dims[] = { "M", "N", "K" };
@@ -239,13 +249,30 @@ static void build_join(gp_t *g, ks_stmt_t *block, int i, int q, int m0,
 		store_root(g, is->orelse, m0, n0, acc);
 }
 
+/* The 5-bit reversal of the uniform i64 variable I: the tree's leaf I. */
+static ks_expr_t *rev5(gp_t *g, int i)
+{
+	return add(g, add(g, add(g, add(g, mul(g, bit(g, i, 0), c64(g, 16)),
+	    mul(g, bit(g, i, 1), c64(g, 8))), mul(g, bit(g, i, 2),
+	    c64(g, 4))), mul(g, bit(g, i, 3), c64(g, 2))), bit(g, i, 4));
+}
+
+/* prefetch buffer P's element min(E, LAST) */
+static void prefetch(gp_t *g, ks_stmt_t *block, int p, ks_expr_t *e,
+    int last)
+{
+	ks_s_append(g->k, block, ks_s_prefetch(g->k, p, bin(g, KS_OP_MIN, e,
+	    var(g, last))));
+}
+
 static ks_ir_kernel_t *gp_build(const ks_spec_t *spec, const char *variant)
 {
 	gp_t g = { 0 };
 	ks_ir_kernel_t *k;
-	ks_stmt_t *body, *leaf, *jl, *b, *in;
-	int J, tn, tg, p, t0, n0, wb, i, l, jn, wl, j, m0[G], xb[G], xl;
-	int xv[PM], acc[NACC], s[G][LEVELS][NACC];
+	ks_stmt_t *body, *leaf, *chunk, *jl, *b, *in, *first, *more;
+	int J, tn, tg, p, t0, n0, wb, i, l, jn, wl, c0, c1, j, xl, xq, wq;
+	int i1, ln, xlast, wlast, m0[G], xb[G];
+	int xv[PM], acc[NACC], s[G][LEVELS][NACC], sv[G][NACC];
 	int r, h, q, u;
 	char name[64];
 
@@ -283,6 +310,13 @@ static ks_ir_kernel_t *gp_build(const ks_spec_t *spec, const char *variant)
 	    mul(&g, var(&g, p), c64(&g, PN)));
 	wb = decl(&g, body, "wb", KS_TY_I64, KS_VAR_UNIFORM,
 	    mul(&g, mul(&g, var(&g, p), c64(&g, LANES32 * PN)), var(&g, J)));
+	/* The last elements of xp and Wp: prefetches stay in the buffers. */
+	xlast = decl(&g, body, "xlast", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&g, KS_OP_SUB, mul(&g, mul(&g, var(&g, tn), var(&g, J)),
+	    c64(&g, LANES32 * PM)), c64(&g, 1)));
+	wlast = decl(&g, body, "wlast", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&g, KS_OP_SUB, mul(&g, mul(&g, ceil_div(&g, par(&g, g.N),
+	    PN), var(&g, J)), c64(&g, LANES32 * PN)), c64(&g, 1)));
 	for (u = 0; u < G; u++) {
 		snprintf(name, sizeof name, "m0_%d", u);
 		m0[u] = decl(&g, body, name, KS_TY_I64, KS_VAR_UNIFORM,
@@ -297,7 +331,11 @@ static ks_ir_kernel_t *gp_build(const ks_spec_t *spec, const char *variant)
 			snprintf(name, sizeof name, "acc%d_%d", r, h);
 			acc[r * NV + h] = decl(&g, body, name, KS_TY_F32,
 			    KS_VAR_LANE, ks_x_f32(k, 0.0f));
-			for (u = 0; u < G; u++)
+			for (u = 0; u < G; u++) {
+				snprintf(name, sizeof name, "sv%d_%d_%d", u, r,
+				    h);
+				sv[u][r * NV + h] = decl(&g, body, name,
+				    KS_TY_F32, KS_VAR_LANE, ks_x_f32(k, 0.0f));
 				for (q = 0; q < LEVELS; q++) {
 					snprintf(name, sizeof name,
 					    "s%d_%d_%d_%d", u, q, r, h);
@@ -305,18 +343,21 @@ static ks_ir_kernel_t *gp_build(const ks_spec_t *spec, const char *variant)
 					    name, KS_TY_F32, KS_VAR_LANE,
 					    ks_x_f32(k, 0.0f));
 				}
+			}
 		}
 
 	/* for i in 0..31: the leaf l = rev5(i), its jn = ceil((K - l) / 32)
-	 * elements k = l + 32 j, and W's lane l at wl. */
+	 * elements k = l + 32 j, W's lane l at wl; the next leaf ln (after
+	 * the last, the next group's first: 0), for the prefetches. */
 	i = ks_ir_var(k, "i", KS_TY_I64, KS_VAR_UNIFORM);
 	leaf = ks_s_for(k, i, c64(&g, 0), c64(&g, LANES32), 1);
 	ks_s_append(k, body, leaf);
-	l = decl(&g, leaf->body, "l", KS_TY_I64, KS_VAR_UNIFORM,
-	    add(&g, add(&g, add(&g, add(&g, mul(&g, bit(&g, i, 0),
-	    c64(&g, 16)), mul(&g, bit(&g, i, 1), c64(&g, 8))),
-	    mul(&g, bit(&g, i, 2), c64(&g, 4))), mul(&g, bit(&g, i, 3),
-	    c64(&g, 2))), bit(&g, i, 4)));
+	l = decl(&g, leaf->body, "l", KS_TY_I64, KS_VAR_UNIFORM, rev5(&g, i));
+	i1 = decl(&g, leaf->body, "i1", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&g, KS_OP_REM, add(&g, var(&g, i), c64(&g, 1)),
+	    c64(&g, LANES32)));
+	ln = decl(&g, leaf->body, "ln", KS_TY_I64, KS_VAR_UNIFORM,
+	    rev5(&g, i1));
 	jn = decl(&g, leaf->body, "jn", KS_TY_I64, KS_VAR_UNIFORM,
 	    bin(&g, KS_OP_DIV, add(&g, bin(&g, KS_OP_SUB, par(&g, g.K),
 	    var(&g, l)), c64(&g, LANES32 - 1)), c64(&g, LANES32)));
@@ -324,25 +365,66 @@ static ks_ir_kernel_t *gp_build(const ks_spec_t *spec, const char *variant)
 	    add(&g, var(&g, wb), mul(&g, mul(&g, var(&g, l), var(&g, J)),
 	    c64(&g, PN))));
 
-	/* Each x panel of the group in turn (those below tn), W's lane
-	 * block read again from the first-level cache. */
+	/* The lane's k in chunks of KC: each x panel of the group in turn
+	 * runs the chunk against W's chunk, which stays in the first-level
+	 * cache; the sums carry over in sv between chunks.  A lane without
+	 * elements (K < 32) still has one, empty, chunk: its sums, 0.0,
+	 * join the tree. */
+	c0 = ks_ir_var(k, "c0", KS_TY_I64, KS_VAR_UNIFORM);
+	chunk = ks_s_for(k, c0, c64(&g, 0), bin(&g, KS_OP_MAX, var(&g, jn),
+	    c64(&g, 1)), KC);
+	ks_s_append(k, leaf->body, chunk);
+	c1 = decl(&g, chunk->body, "c1", KS_TY_I64, KS_VAR_UNIFORM,
+	    bin(&g, KS_OP_MIN, add(&g, var(&g, c0), c64(&g, KC)),
+	    var(&g, jn)));
+	/* What follows this chunk: the lane's next chunk, or the next
+	 * lane's first. */
+	xq = decl(&g, chunk->body, "xq", KS_TY_I64, KS_VAR_UNIFORM,
+	    add(&g, var(&g, xb[0]), ks_x_select(k, bin(&g, KS_OP_LT,
+	    var(&g, c1), var(&g, jn)), add(&g, mul(&g, mul(&g, var(&g, l),
+	    var(&g, J)), c64(&g, PM)), mul(&g, var(&g, c1), c64(&g, PM))),
+	    mul(&g, mul(&g, var(&g, ln), var(&g, J)), c64(&g, PM)))));
+	wq = decl(&g, chunk->body, "wq", KS_TY_I64, KS_VAR_UNIFORM,
+	    ks_x_select(k, bin(&g, KS_OP_LT, var(&g, c1), var(&g, jn)),
+	    add(&g, var(&g, wl), mul(&g, var(&g, c1), c64(&g, PN))),
+	    add(&g, var(&g, wb), mul(&g, mul(&g, var(&g, ln), var(&g, J)),
+	    c64(&g, PN)))));
+
 	for (u = 0; u < G; u++) {
+		int xn;
+
 		in = ks_s_if(k, bin(&g, KS_OP_LT, add(&g, var(&g, t0),
 		    c64(&g, u)), var(&g, tn)));
-		ks_s_append(k, leaf->body, in);
+		ks_s_append(k, chunk->body, in);
 		snprintf(name, sizeof name, "xl%d", u);
 		xl = decl(&g, in->body, name, KS_TY_I64, KS_VAR_UNIFORM,
 		    add(&g, var(&g, xb[u]), mul(&g, mul(&g, var(&g, l),
 		    var(&g, J)), c64(&g, PM))));
-		b = lanes_in(&g, in->body);
+		/* x's block after this one: the next panel's chunk, else
+		 * xq. */
+		snprintf(name, sizeof name, "xn%d", u);
+		xn = decl(&g, in->body, name, KS_TY_I64, KS_VAR_UNIFORM,
+		    u + 1 < G ? ks_x_select(k, bin(&g, KS_OP_LT, add(&g,
+		    var(&g, t0), c64(&g, u + 1)), var(&g, tn)), add(&g,
+		    add(&g, var(&g, xb[u + 1]), mul(&g, mul(&g, var(&g, l),
+		    var(&g, J)), c64(&g, PM))), mul(&g, var(&g, c0),
+		    c64(&g, PM))), var(&g, xq)) : var(&g, xq));
+		first = ks_s_if(k, bin(&g, KS_OP_EQ, var(&g, c0),
+		    c64(&g, 0)));
+		ks_s_append(k, in->body, first);
+		b = lanes_in(&g, first->body);
 		for (r = 0; r < NACC; r++)
 			ks_s_append(k, b, ks_s_assign(k, acc[r],
 			    ks_x_f32(k, 0.0f)));
+		first->orelse = ks_s_block(k);
+		copy_all(&g, lanes_in(&g, first->orelse), acc, sv[u]);
 
-		/* The rank-1 updates: x's 8 values uniform, W's vector. */
+		/* The rank-1 updates: x's 8 values uniform, W's vector;
+		 * the next x block prefetched beside, and in the group's
+		 * last panel W's next chunk. */
 		snprintf(name, sizeof name, "j%d", u);
 		j = ks_ir_var(k, name, KS_TY_I64, KS_VAR_UNIFORM);
-		jl = ks_s_for(k, j, c64(&g, 0), var(&g, jn), 1);
+		jl = ks_s_for(k, j, var(&g, c0), var(&g, c1), 1);
 		ks_s_append(k, in->body, jl);
 		for (r = 0; r < PM; r++) {
 			snprintf(name, sizeof name, "xv%d_%d", u, r);
@@ -351,6 +433,15 @@ static ks_ir_kernel_t *gp_build(const ks_spec_t *spec, const char *variant)
 			    add(&g, var(&g, xl), mul(&g, var(&g, j),
 			    c64(&g, PM))), c64(&g, r))));
 		}
+		prefetch(&g, jl->body, g.xp, add(&g, var(&g, xn), mul(&g,
+		    bin(&g, KS_OP_SUB, var(&g, j), var(&g, c0)),
+		    c64(&g, PM))), xlast);
+		if (u == G - 1)
+			for (h = 0; h < 2; h++)
+				prefetch(&g, jl->body, g.Wp, add(&g, add(&g,
+				    var(&g, wq), mul(&g, bin(&g, KS_OP_SUB,
+				    var(&g, j), var(&g, c0)), c64(&g, PN))),
+				    c64(&g, h * PN / 2)), wlast);
 		/* W's element is loaded in each fma (the same load, which
 		 * GCC merges), not into a lane variable: GCC turns a lane
 		 * loop that only copies a load into a memcpy to the
@@ -366,7 +457,12 @@ static ks_ir_kernel_t *gp_build(const ks_spec_t *spec, const char *variant)
 				    mul(&g, var(&g, j), c64(&g, PN))),
 				    c64(&g, NL * h)), ks_x_lane(k))),
 				    var(&g, acc[r * NV + h]))));
-		build_join(&g, in->body, i, 0, m0[u], n0, acc, s[u]);
+		more = ks_s_if(k, bin(&g, KS_OP_LT, var(&g, c1),
+		    var(&g, jn)));
+		ks_s_append(k, in->body, more);
+		copy_all(&g, lanes_in(&g, more->body), sv[u], acc);
+		more->orelse = ks_s_block(k);
+		build_join(&g, more->orelse, i, 0, m0[u], n0, acc, s[u]);
 	}
 	return k;
 }
@@ -375,7 +471,7 @@ const ks_kernel_def_t ks_kernel_gemm_packed = {
 	.name = "gemm_packed",
 	.summary = "gemm on panel-packed operands (x by gemm_pack_x, W by "
 	    "gemm_pack_w); y MxN row-major",
-	.version = 1,
+	.version = 2,
 	.dims = gp_dims,
 	.ndims = 3,
 	.variants = gp_variants,

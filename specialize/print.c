@@ -217,6 +217,13 @@ static int print_stmt(const ks_ir_kernel_t *k, const ks_stmt_t *s,
 	case KS_S_BARRIER:
 		rc = ks_buf_puts(out, "barrier");
 		break;
+	case KS_S_PREFETCH:
+		rc = ks_buf_printf(out, "prefetch %s[", s->param >= 0 &&
+		    s->param < k->nparams ? k->params[s->param].name :
+		    "?param");
+		rc = rc ? rc : print_expr(k, s->a, out);
+		rc = rc ? rc : ks_buf_puts(out, "]");
+		break;
 	default:
 		rc = ks_buf_puts(out, "<bad stmt>");
 		break;

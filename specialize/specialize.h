@@ -188,6 +188,10 @@ typedef enum {
 	KS_S_LSTORE,  /* local array `param`[a] = b (f32); inside LANES only */
 	KS_S_BARRIER, /* all lanes meet and see each other's local stores;
 	                 outside LANES and IF only, between LANES phases */
+	KS_S_PREFETCH, /* a hint that buffer `param`'s element a (i64, in
+	                 bounds) is read soon: no effect on any value; a
+	                 prefetch into the first-level cache on CPUs, nothing
+	                 on GPUs; outside LANES only */
 } ks_stmt_kind_t;
 
 /*
@@ -208,7 +212,7 @@ typedef struct ks_stmt ks_stmt_t;
 struct ks_stmt {
 	ks_stmt_kind_t kind;
 	int var;                /* DECL, ASSIGN, FOR */
-	int param;              /* STORE */
+	int param;              /* STORE, LSTORE, PREFETCH */
 	int64_t step;           /* FOR */
 	ks_expr_t *a, *b;
 	ks_stmt_t *body;        /* FOR, IF, LANES: always a BLOCK */
@@ -294,6 +298,7 @@ ks_stmt_t *ks_s_lanes(ks_ir_kernel_t *k);                /* ->body */
 ks_stmt_t *ks_s_lstore(ks_ir_kernel_t *k, int local, ks_expr_t *index,
     ks_expr_t *v);
 ks_stmt_t *ks_s_barrier(ks_ir_kernel_t *k);
+ks_stmt_t *ks_s_prefetch(ks_ir_kernel_t *k, int param, ks_expr_t *index);
 
 /* ---- the one structural walker ---- */
 

@@ -542,6 +542,21 @@ static ks_stmt_t *check_stmt(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
 		if (s->a != NULL || s->b != NULL)
 			fail(v, "barrier with operands");
 		break;
+	case KS_S_PREFETCH:
+		if (in_lanes)
+			fail(v, "prefetch inside LANES");
+		p = param_of(v, s->param, "prefetch");
+		if (p == NULL)
+			break;
+		if (p->kind != KS_PARAM_BUFFER ||
+		    !(p->access & KS_ACCESS_READ))
+			fail(v, "prefetch of %s, which is not a readable "
+			    "buffer", p->name);
+		if (s->a == NULL || s->b != NULL)
+			fail(v, "prefetch of %s: needs one index", p->name);
+		else
+			expect_type(v, s->a, KS_TY_I64, "prefetch index");
+		break;
 	case KS_S_IF:
 		v->if_depth--;
 		if (s->a == NULL)

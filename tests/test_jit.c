@@ -734,6 +734,63 @@ Test(jit, unroll_and_dce_keep_results_bitwise)
 	free(x);
 }
 
+/*
+ * y[i] = x[i] per group of 32, with a prefetch of x 64 elements ahead
+ * (clamped to the last): a hint that changes no value, lowered to a
+ * prefetch instruction on the cpu and left out of the GPU dialects.
+ */
+Test(jit, prefetch_is_a_hint)
+{
+	enum { G = 8, N = G * 32 };
+	ks_ir_kernel_t *k = ks_ir_new("pf", "t", 32);
+	int x = ks_ir_buffer(k, "x", KS_DTYPE_F32, KS_ACCESS_READ);
+	int y = ks_ir_buffer(k, "y", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	int n = ks_ir_scalar(k, "n", KS_TY_I64);
+	ks_stmt_t *l = ks_s_lanes(k);
+	float xs[N], ys[N];
+	float *px = xs, *py = ys;
+	int64_t nn = N;
+	void *params[3] = { &px, &py, &nn };
+	char err[512];
+	loaded_t ld;
+	ks_buf_t b;
+	int i;
+
+	k->grid = GBIN(DIV, GP(n), GI(32));
+	ks_s_append(k, k->body, ks_s_prefetch(k, x, GBIN(MIN, GBIN(ADD,
+	    GBIN(MUL, ks_x_group(k), GI(32)), GI(64)), GBIN(SUB, GP(n),
+	    GI(1)))));
+	ks_s_append(k, l->body, ks_s_store(k, y, gpu_gidx(k),
+	    ks_x_load(k, x, gpu_gidx(k))));
+	ks_s_append(k, k->body, l);
+	cr_assert_eq(ks_ir_verify(k, err, sizeof err), KS_OK, "%s", err);
+	gpu_adversarial(xs, N, 3);
+	memset(ys, 0, sizeof ys);
+	compile_load(k, &ld);
+	ld.fn(params, 0, G);
+	cr_assert_eq(mismatches(xs, ys, N), 0, "a prefetch changed a value");
+	ks_jit_cpu_unload(ld.lib);
+	ks_buf_init(&b);
+	cr_assert_eq(ks_jit_cpu_assembly(k, "x86-64-v4", &b, err,
+	    sizeof(err)), KS_OK, "%s", err);
+	cr_assert(strstr(b.data, "prefetcht0") != NULL, "no prefetch:\n%s",
+	    b.data);
+	ks_buf_close(&b);
+	for (i = 0; i < 2; i++) {
+		const ks_backend_t *be = i ? &ks_backend_cuda :
+		    &ks_backend_opencl;
+
+		ks_buf_init(&b);
+		cr_assert_eq(be->source(k, &b, err, sizeof err), KS_OK, "%s",
+		    err);
+		cr_assert(strstr(b.data, "prefetch") == NULL,
+		    "%s emits the prefetch:\n%s", be->name, b.data);
+		cr_assert(strstr(b.data, "x[") != NULL, "%s", b.data);
+		ks_buf_close(&b);
+	}
+	ks_ir_free(k);
+}
+
 /* ---- local arrays ---- */
 
 Test(jit, local_arrays_pass_values_between_lanes_across_barriers)

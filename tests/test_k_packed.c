@@ -159,6 +159,9 @@ typedef struct {
 static const shape_t shapes[] = {
 	{ 1, 1, 1 }, { 12, 32, 32 }, { 13, 33, 33 }, { 5, 40, 31 },
 	{ 25, 70, 100 }, { 3, 17, 7 }, { 24, 64, 300 }, { 400, 33, 40 },
+	/* K past 64 * 32: a lane's k in chunks of 64 (three, the last
+	 * short; two for lane 0 only) */
+	{ 9, 40, 4200 }, { 17, 33, 2049 },
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 

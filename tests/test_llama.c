@@ -45,21 +45,33 @@ typedef struct {
 	size_t len;
 } dump_t;
 
-static void dump_read(const char *path, dump_t *d)
+/* The bytes of the file at PATH, NUL-terminated, their count in *LEN. */
+static char *slurp(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");
+	char *p;
+
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	fseek(f, 0, SEEK_END);
+	*len = (size_t)ftell(f);
+	fseek(f, 0, SEEK_SET);
+	p = malloc(*len + 1);
+	cr_assert_not_null(p);
+	cr_assert_eq(fread(p, 1, *len, f), *len);
+	p[*len] = '\0';
+	fclose(f);
+	return p;
+}
+
+static void dump_read(const char *path, dump_t *d)
+{
 	int32_t hdr[4];
 	const char *p;
 	int s, j;
 
 	memset(d, 0, sizeof *d);
-	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-	fseek(f, 0, SEEK_END);
-	d->len = (size_t)ftell(f);
-	fseek(f, 0, SEEK_SET);
-	d->raw = malloc(d->len);
-	cr_assert_eq(fread(d->raw, 1, d->len, f), d->len);
-	fclose(f);
+	d->raw = slurp(path, &d->len);
+	cr_assert_geq(d->len, sizeof hdr, "%s: short", path);
 	memcpy(hdr, d->raw, sizeof hdr);
 	cr_assert_eq(hdr[0], DUMP_MAGIC, "%s: not a dump", path);
 	d->V = hdr[1];
@@ -93,9 +105,9 @@ static void dump_free(dump_t *d)
 	free(d->raw);
 }
 
-/* Runs build/examples/llama with ARGS (NULL-terminated) and --socket;
- * returns its exit status. */
-static int engine(const char *const *args)
+/* Runs build/examples/llama with ARGS (NULL-terminated) and --socket,
+ * its stderr into ERR when not NULL; returns its exit status. */
+static int engine_to(const char *const *args, const char *err)
 {
 	char bin[512];
 	const char *argv[32];
@@ -116,11 +128,23 @@ static int engine(const char *const *args)
 		int nul = open("/dev/null", O_WRONLY);
 
 		dup2(nul, 1);
+		if (err != NULL) {
+			int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+			if (fd < 0)
+				_exit(126);
+			dup2(fd, 2);
+		}
 		execv(bin, (char *const *)argv);
 		_exit(127);
 	}
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int engine(const char *const *args)
+{
+	return engine_to(args, NULL);
 }
 
 /* D.dir/NAME */
@@ -346,4 +370,62 @@ Test(llama, opencl_gives_the_bits_of_the_cpu)
 	cr_assert_eq(engine(a1), 0);
 	cr_assert_eq(engine(a2), 0, "the OpenCL engine failed");
 	cr_assert(same_bits(cpu, cl), "cpu != opencl");
+}
+
+/* --profile's calls per pass of LABEL in the section of PHASE ("prefill,
+ * 1 pass:"), or -1 where either is missing. */
+static double profile_calls(const char *text, const char *phase,
+    const char *label)
+{
+	const char *sec = strstr(text, phase), *end, *row;
+	double ms, calls;
+
+	if (sec == NULL)
+		return -1;
+	for (end = strstr(sec, "\n  "); end != NULL && end[3] == ' ';
+	    end = strstr(end + 1, "\n  "))
+		;                       /* past the rows: the next section */
+	for (row = strstr(sec, label); row != NULL; row = strstr(row + 1,
+	    label)) {
+		if (end != NULL && row > end)
+			return -1;
+		if (row[-1] == ' ' && row[strlen(label)] == ' ' &&
+		    sscanf(row + strlen(label), " %lf ms %lf calls", &ms,
+		    &calls) == 2)
+			return calls;
+	}
+	return -1;
+}
+
+/* --profile accounts for every kernel call: the passes of each phase and
+ * each kind's calls per pass (two layers: two of each per-layer kind; the
+ * weights packed once at start-up), the largest time first. */
+Test(llama, profile_counts_the_calls_of_each_phase)
+{
+	const char *log = path_of("profile.txt");
+	const char *a[] = { "--steps", "5", "--profile", NULL };
+	char *text;
+	size_t len;
+
+	cr_assert_eq(engine_to(a, log), 0);
+	text = slurp(log, &len);
+	cr_assert(strstr(text, "prefill, 1 pass: ") != NULL, "%s", text);
+	cr_assert(strstr(text, "decode, 4 passes: ") != NULL, "%s", text);
+	cr_assert(strstr(text, "start-up, 1 pass: ") != NULL, "%s", text);
+	cr_assert_eq(profile_calls(text, "prefill, 1 pass:",
+	    "gemm_packed gate-up"), 2.0, "%s", text);
+	cr_assert_eq(profile_calls(text, "prefill, 1 pass:",
+	    "gemm_packed k, v"), 4.0, "%s", text);
+	cr_assert_eq(profile_calls(text, "prefill, 1 pass:", "embedding"),
+	    1.0, "%s", text);
+	cr_assert_eq(profile_calls(text, "decode, 4 passes:", "gemm down"),
+	    2.0, "%s", text);
+	cr_assert_eq(profile_calls(text, "decode, 4 passes:",
+	    "attention_prefill"), 2.0, "%s", text);
+	cr_assert_eq(profile_calls(text, "start-up, 1 pass:",
+	    "gemm_pack_w gate-up"), 2.0, "%s", text);
+	cr_assert_eq(profile_calls(text, "decode, 4 passes:",
+	    "gemm_packed gate-up"), -1, "decode ran a packed gemm:\n%s",
+	    text);
+	free(text);
 }

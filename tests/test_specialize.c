@@ -932,6 +932,39 @@ Test(specialize, verifier_checks_local_arrays_and_barriers)
 	expect_invalid(k, "name x used twice");
 }
 
+/* A prefetch is a read hint: printed, allowed in uniform code on a
+ * readable buffer with an i64 index, refused anywhere else. */
+Test(specialize, prefetch_is_printed_and_checked)
+{
+	int y, x, n;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	ks_stmt_t *l;
+	char *t;
+
+	ks_s_append(k, k->body, ks_s_prefetch(k, x, c64(k, 64)));
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
+	    ks_x_load(k, x, c64(k, 0))));
+	cr_assert_eq(ks_ir_verify(k, NULL, 0), KS_OK);
+	t = text(k);
+	cr_assert(strstr(t, "  prefetch x[64]\n  y[0] = x[0]\n"), "%s", t);
+	free(t);
+	ks_ir_free(k);
+
+	k = tiny(&y, &x, &n);
+	l = ks_s_lanes(k);
+	ks_s_append(k, l->body, ks_s_prefetch(k, x, ks_x_lane(k)));
+	ks_s_append(k, k->body, l);
+	expect_invalid(k, "prefetch inside LANES");
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_prefetch(k, y, c64(k, 0)));
+	expect_invalid(k, "prefetch of y, which is not a readable buffer");
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_prefetch(k, x, ks_x_f32(k, 1.0f)));
+	expect_invalid(k, "prefetch index");
+}
+
 Test(specialize, fold_resolves_if_on_a_constant_condition)
 {
 	int y, x, n;
@@ -1539,7 +1572,13 @@ static void exec(interp_t *in, const ks_stmt_t *s, int lane)
 	case KS_S_LANES:
 		for (l = 0; l < in->k->nlanes; l++)
 			exec(in, s->body, l);
-		break;	case KS_S_LSTORE:
+		break;
+	case KS_S_PREFETCH:             /* a hint: no value changes */
+		idx = ev(in, s->a, lane);
+		cr_assert(idx.i >= 0 && idx.i < in->len[s->param],
+		    "prefetch out of bounds: %lld", (long long)idx.i);
+		break;
+	case KS_S_LSTORE:
 	case KS_S_BARRIER:
 		cr_assert_fail("gemm has no local arrays");
 	}

@@ -113,7 +113,7 @@ typedef struct {
 	const config_t *cfg;
 	int bf16, general, threads, opencl, verify, draft_layers, reference;
 	int unpacked;
-	int quiet;
+	int quiet, profile;
 	int prompt, steps, trials, seed;
 	const char *socket, *dump, *follow, *config, *backend;
 } opts_t;
@@ -225,6 +225,24 @@ static const struct {
 	[K_GP_DOWN] = { "gemm_packed", 1, 3, { "M", "N", "K" }, 1 },
 };
 
+/* What each kind computes, for --profile. */
+static const char *const kind_label[NKINDS] = {
+	[K_EMBED] = "embedding", [K_RMSNORM] = "rmsnorm",
+	[K_ADD_RMSNORM] = "add_rmsnorm", [K_GEMM_Q] = "gemm q",
+	[K_GEMM_KV] = "gemm k, v", [K_GEMM_O] = "gemm o",
+	[K_GEMM_GU] = "gemm gate-up", [K_GEMM_DOWN] = "gemm down",
+	[K_LOGITS] = "gemm logits", [K_KV_ROPE] = "kv_append_rope",
+	[K_ROPE] = "rope q", [K_ATTN] = "attention_prefill",
+	[K_SILU] = "silu_mul", [K_ARGMAX] = "argmax",
+	[K_PACK_XH] = "gemm_pack_x of H", [K_PACK_XQ] = "gemm_pack_x of Dq",
+	[K_PACK_XF] = "gemm_pack_x of F", [K_PACK_WQ] = "gemm_pack_w q",
+	[K_PACK_WKV] = "gemm_pack_w k, v", [K_PACK_WO] = "gemm_pack_w o",
+	[K_PACK_WGU] = "gemm_pack_w gate-up", [K_PACK_WD] = "gemm_pack_w down",
+	[K_GP_Q] = "gemm_packed q", [K_GP_KV] = "gemm_packed k, v",
+	[K_GP_O] = "gemm_packed o", [K_GP_GU] = "gemm_packed gate-up",
+	[K_GP_DOWN] = "gemm_packed down",
+};
+
 /* The dims of KIND for T rows, in the kernel's order. */
 static void dims_of(const config_t *c, int kind, int64_t T, int64_t *v)
 {
@@ -309,6 +327,12 @@ typedef struct {
 	buf_t *dkc, *dvc;       /* the draft's (--verify) */
 	float *host_logits;
 	int32_t *host_next;
+	/* --profile: per phase and kind, the time in its calls (each call
+	 * waited for) and their count; the forward passes of each phase.
+	 * Index NPHASES is start-up (the weights' packs), one pass. */
+	double prof_ms[NPHASES + 1][NKINDS];
+	long prof_calls[NPHASES + 1][NKINDS], prof_passes[NPHASES + 1];
+	int prof_phase;         /* the phase of the pass in progress */
 } engine_t;
 
 /* ---- buffers on either backend ---- */
@@ -688,6 +712,7 @@ static void call(engine_t *e, int ph, int kind, int64_t T,
 	kspec_arg_t args[MAX_PARAMS];
 	buf_t *bufs[MAX_PARAMS] = { 0 };
 	char err[512];
+	double t0;
 	int i, j;
 
 	dims_of(&e->m->c, kind, T, dimv);
@@ -714,13 +739,12 @@ static void call(engine_t *e, int ph, int kind, int64_t T,
 			args[i] = kspec_arg_f32(scalar);   /* eps or scale */
 		}
 	}
+	t0 = e->o->profile ? now_ms() : 0;
 	if (!e->o->opencl) {
 		if (kspec_cpu_call(k->cpu, args, (size_t)k->nparams,
 		    e->o->threads, err, sizeof err) != 0)
 			die("%s: %s", k->key, err);
-		return;
-	}
-	{
+	} else {
 		size_t local = (size_t)k->lanes, global;
 		cl_int rc = CL_SUCCESS;
 
@@ -748,6 +772,64 @@ static void call(engine_t *e, int ph, int kind, int64_t T,
 			    &global, &local, 0, NULL, NULL);
 		if (rc != CL_SUCCESS)
 			die("%s: clEnqueueNDRangeKernel: %d", k->key, rc);
+		if (e->o->profile && clFinish(e->queue) != CL_SUCCESS)
+			die("%s: clFinish failed", k->key);
+	}
+	if (e->o->profile) {
+		e->prof_ms[e->prof_phase][kind] += now_ms() - t0;
+		e->prof_calls[e->prof_phase][kind]++;
+		if (e->prof_phase == NPHASES)
+			e->prof_passes[NPHASES] = 1;
+	}
+}
+
+/*
+ * --profile: per phase, each kind's time per forward pass (its calls
+ * summed, each waited for), its calls per pass and its share of the
+ * phase's kernel time, the largest first; over every pass of the run
+ * (the first and the --trials).  To stderr.
+ */
+static void profile_print(const engine_t *e)
+{
+	static const char *const phase[NPHASES + 1] = { "prefill", "decode",
+	    "verify", "start-up" };
+	int ph, i, j, order[NKINDS], n;
+	double sum;
+
+	fprintf(stderr, "llama: profile (%s, %d thread%s): ms per forward "
+	    "pass, calls per pass, share of the phase's kernel time\n",
+	    e->o->opencl ? "opencl" : "cpu", e->o->threads ? e->o->threads :
+	    1, e->o->threads > 1 ? "s" : "");
+	for (ph = 0; ph <= NPHASES; ph++) {
+		if (e->prof_passes[ph] == 0)
+			continue;
+		for (i = n = 0, sum = 0; i < NKINDS; i++)
+			if (e->prof_calls[ph][i] > 0) {
+				order[n++] = i;
+				sum += e->prof_ms[ph][i];
+			}
+		for (i = 1; i < n; i++)         /* by time, largest first */
+			for (j = i; j > 0 && e->prof_ms[ph][order[j]] >
+			    e->prof_ms[ph][order[j - 1]]; j--) {
+				int x = order[j];
+
+				order[j] = order[j - 1];
+				order[j - 1] = x;
+			}
+		fprintf(stderr, "  %s, %ld pass%s: %.2f ms of kernels per "
+		    "pass\n", phase[ph], e->prof_passes[ph],
+		    e->prof_passes[ph] == 1 ? "" : "es",
+		    sum / (double)e->prof_passes[ph]);
+		for (i = 0; i < n; i++) {
+			int kd = order[i];
+
+			fprintf(stderr, "    %-22s %10.3f ms %6.1f calls "
+			    "%5.1f%%\n", kind_label[kd], e->prof_ms[ph][kd] /
+			    (double)e->prof_passes[ph],
+			    (double)e->prof_calls[ph][kd] /
+			    (double)e->prof_passes[ph], sum > 0 ? 100 *
+			    e->prof_ms[ph][kd] / sum : 0.0);
+		}
 	}
 }
 
@@ -984,6 +1066,7 @@ static void engine_open(engine_t *e, model_t *m, const opts_t *o)
 	memset(e, 0, sizeof *e);
 	e->m = m;
 	e->o = o;
+	e->prof_phase = NPHASES;        /* start-up, until the first pass */
 	e->width[PH_PREFILL] = o->prompt;
 	e->width[PH_DECODE] = 1;
 	e->width[PH_VERIFY] = o->verify;
@@ -1110,6 +1193,8 @@ static void forward(engine_t *e, int ph, const int32_t *ids, int T,
 
 	if (T > (int)(sizeof pos / sizeof pos[0]) || start + T > c->max_seq)
 		die("%d tokens at %d do not fit", T, start);
+	e->prof_phase = ph;
+	e->prof_passes[ph]++;
 	for (t = 0; t < T; t++)
 		pos[t] = start + t;
 	buf_write(e, &e->ids, ids, (size_t)T * 4);
@@ -1561,6 +1646,8 @@ static int run_engine(model_t *m, const opts_t *o)
 		dump_write(o->dump, V, 4, o->steps, toks, logits);
 	if (o->trials > 0)
 		time_trials(&e, prompt, toks);
+	if (o->profile)
+		profile_print(&e);
 	engine_close(&e);
 	free(toks);
 	free(logits);
@@ -1577,7 +1664,7 @@ static void usage(void)
 	    "             [--backend cpu|opencl] [--prompt N] [--steps N] "
 	    "[--seed N]\n"
 	    "             [--verify W] [--draft-layers N] [--socket PATH]\n"
-	    "             [--dump FILE] [--trials N] [--quiet]\n"
+	    "             [--dump FILE] [--trials N] [--profile] [--quiet]\n"
 	    "       llama --reference [--follow DUMP] ... (float64, no "
 	    "daemon)\n");
 	exit(2);
@@ -1596,6 +1683,7 @@ static const struct {
 	{ "--unpacked", O_FLAG, offsetof(opts_t, unpacked) },
 	{ "--reference", O_FLAG, offsetof(opts_t, reference) },
 	{ "--quiet", O_FLAG, offsetof(opts_t, quiet) },
+	{ "--profile", O_FLAG, offsetof(opts_t, profile) },
 	{ "--threads", O_INT, offsetof(opts_t, threads) },
 	{ "--prompt", O_INT, offsetof(opts_t, prompt) },
 	{ "--steps", O_INT, offsetof(opts_t, steps) },
