@@ -15,6 +15,10 @@
  *   - cpu and OpenCL bitwise equal;
  *   - the panel buffers' declared dims (what the loaders check), and a
  *     panel buffer past the element limit refused by name.
+ *   - the cpu code at the prefill shapes keeps each 8 x 32 tile in
+ *     registers (no fma reads memory) and holds the prefetches: an
+ *     unclamped W prefetch once made GCC keep one panel's accumulators on
+ *     the stack (25% slower), which this catches.
  *
  * The bitwise checker is shown to catch a planted bug: a reference that
  * combines the canonical lanes in order 0..31 instead of the tree differs
@@ -396,4 +400,74 @@ Test(k_packed, oversized_panels_are_refused_by_name)
 	cr_assert_eq(ks_kernel_validate(&ks_kernel_gemm_packed, KS_DTYPE_F32,
 	    KS_MODE_EXACT, gp, 3, &spec, err, sizeof err), KS_E_TOO_LARGE);
 	cr_assert(strstr(err, "xp") != NULL, "%s", err);
+}
+
+/*
+ * The register tile in the code: in ASM (x86-64 assembly), every fma is
+ * register to register (an fma with a memory operand is an accumulator
+ * kept in memory: a GCC version that does not promote the tile's lane
+ * arrays to registers, measured 25% slower) and there are at least MIN
+ * of them.  Returns 1, or 0 with the reason in WHY.
+ */
+static int tile_in_registers(const char *asm_text, int min, char *why,
+    size_t n)
+{
+	const char *p = asm_text;
+	int regs = 0;
+
+	while ((p = strstr(p, "vfmadd")) != NULL) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+
+		if (memchr(p, '(', len) != NULL) {
+			snprintf(why, n, "an fma reads memory: %.*s", (int)len,
+			    p);
+			return 0;
+		}
+		regs++;
+		p += len;
+	}
+	if (regs < min) {
+		snprintf(why, n, "%d fmas, fewer than %d", regs, min);
+		return 0;
+	}
+	return 1;
+}
+
+/* gemm_packed's artifacts at the prefill shapes keep the 8 x 32 tile of
+ * each of the 4 x panels in registers (16 fmas each), with the
+ * prefetches; f32 and bf16 weights, dims constant and dynamic.  The
+ * checker fails on an fma with a memory operand and on too few fmas. */
+Test(k_packed, the_register_tile_stays_in_registers)
+{
+	static const int64_t shapes[][3] = {
+		{ 512, 4096, 4096 }, { 512, 4096, 14336 }, { 0, 0, 0 },
+	};
+	char why[256];
+	int s, w;
+
+	cr_assert_not(tile_in_registers("vfmadd231ps %zmm0,%zmm1,%zmm2\n"
+	    "vfmadd213ps 0x808(%rsp),%zmm13,%zmm9\n", 1, why, sizeof why),
+	    "a memory fma passed");
+	cr_assert_not(tile_in_registers("vfmadd231ps %zmm0,%zmm1,%zmm2\n", 2,
+	    why, sizeof why), "too few fmas passed");
+	for (s = 0; s < 3; s++)
+		for (w = 0; w < 2; w++) {
+			ks_ir_kernel_t *k = ir("gemm_packed", KS_DTYPE_F32,
+			    w ? KS_DTYPE_BF16 : KS_DTYPE_F32, shapes[s]);
+			char err[512];
+			ks_buf_t b;
+
+			ks_buf_init(&b);
+			cr_assert_eq(ks_jit_cpu_assembly(k, "x86-64-v4", &b,
+			    err, sizeof err), KS_OK, "%s", err);
+			cr_assert(tile_in_registers(b.data, 4 * 16, why,
+			    sizeof why), "M=%lld N=%lld K=%lld wdtype %s: %s",
+			    (long long)shapes[s][0], (long long)shapes[s][1],
+			    (long long)shapes[s][2], w ? "bf16" : "f32", why);
+			cr_assert(strstr(b.data, "prefetcht0") != NULL,
+			    "no prefetch");
+			ks_buf_close(&b);
+			ks_ir_free(k);
+		}
 }
