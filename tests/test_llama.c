@@ -26,6 +26,7 @@
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <math.h>
 
 #include "e2e.h"
@@ -370,6 +371,41 @@ Test(llama, opencl_gives_the_bits_of_the_cpu)
 	cr_assert_eq(engine(a1), 0);
 	cr_assert_eq(engine(a2), 0, "the OpenCL engine failed");
 	cr_assert(same_bits(cpu, cl), "cpu != opencl");
+}
+
+/*
+ * --backend cuda: with a CUDA driver (libcuda.so.1) the engine's tokens
+ * and logits are the cpu backend's, bit for bit (cubins for the device's
+ * sm_XY); without one the engine stops before any work with an error
+ * that says so, exit status 1.
+ */
+Test(llama, cuda_gives_the_bits_of_the_cpu_or_says_there_is_no_driver)
+{
+	const char *cpu = path_of("cpu.bin"), *cu = path_of("cuda.bin");
+	const char *log = path_of("cuda.txt");
+	const char *a1[] = { "--dump", cpu, NULL };
+	const char *a2[] = { "--backend", "cuda", "--dump", cu, NULL };
+	void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	char *text;
+	size_t len;
+	int st;
+
+	st = engine_to(a2, log);
+	text = slurp(log, &len);
+	if (drv == NULL) {
+		cr_log_info("no CUDA driver here: checked the engine's error");
+		cr_assert_eq(st, 1, "exit %d: %s", st, text);
+		cr_assert(strstr(text, "no CUDA driver: libcuda.so.1") != NULL,
+		    "%s", text);
+		cr_assert(access(cu, F_OK) != 0, "a dump was written");
+		free(text);
+		return;
+	}
+	dlclose(drv);
+	cr_assert_eq(st, 0, "the CUDA engine failed: %s", text);
+	cr_assert_eq(engine(a1), 0);
+	cr_assert(same_bits(cpu, cu), "cpu != cuda");
+	free(text);
 }
 
 /* --profile's calls per pass of LABEL in the section of PHASE ("prefill,

@@ -8,9 +8,16 @@
 # within a stated ulp bound), the decode GEMV timed beside a
 # device-to-device copy, and the decode set of an 8B-class model timed
 # beside PyTorch (bench/gpu/torch_ref.py: cuBLAS GEMV, scaled dot-product
-# attention) when torch is installed.  One table; exit 0 when all checks
-# pass, 1 on any mismatch or error, 2 when there is no CUDA device
-# (skipped).  Under 5 minutes.
+# attention) when torch is installed.  Then, where this checkout is built
+# (make, with deploy/deps.sh's packages), the reference engine on CUDA:
+# examples/llama --backend cuda against a kspecd of this build, its small
+# config's tokens and every step's logits bit for bit the cpu backend's,
+# and the 8b2l config's prefill (512 tokens) and decode timed beside
+# PyTorch on the same GPU (bench/llama/torch_ref.py ... cuda); skipped,
+# saying so, without the build.  Exit 0 when all checks pass, 1 on any
+# mismatch or error, 2 when there is no CUDA device (skipped).  The check
+# takes under 5 minutes; the engine adds its compiles and runs (each run
+# limited to 150 s).
 #
 # Usage: bench/gpu/run.sh    (from anywhere; builds into build/gpu/)
 # Env: CUDA_HOME (default /usr/local/cuda), CC (default cc).
@@ -48,4 +55,38 @@ if command -v python3 >/dev/null 2>&1; then
 	KSPEC_TORCH_REF="$out/torch.txt"
 	export KSPEC_TORCH_REF
 fi
-exec timeout 180 "$out/check"
+set +e
+timeout 180 "$out/check"
+rc=$?
+[ "$rc" -eq 2 ] && exit 2
+
+if [ ! -x build/kspecd ] || [ ! -x build/examples/llama ]; then
+	echo "engine: skipped (no build/kspecd and build/examples/llama:" \
+	    "run deploy/deps.sh and make first)"
+	exit "$rc"
+fi
+d=$(mktemp -d)
+build/kspecd --socket "$d/s" --store "$d/db" --log-level warn \
+    >"$d/kspecd.log" 2>&1 &
+pid=$!
+trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$d"' EXIT
+llama() {
+	timeout 150 build/examples/llama --socket "$d/s" --quiet "$@"
+}
+if llama --dump "$d/cpu.bin" && llama --backend cuda --dump "$d/cuda.bin" &&
+    cmp -s "$d/cpu.bin" "$d/cuda.bin"; then
+	echo "engine: small config, cuda tokens and logits == cpu, bit for bit"
+else
+	echo "engine: small config, cuda != cpu (or a run failed)"
+	rc=1
+fi
+for how in "" --unpacked; do
+	t=$(llama --backend cuda --config 8b2l --prompt 512 --steps 9 \
+	    --trials 3 $how | grep '^timing') || { rc=1; t="failed"; }
+	echo "engine: 8b2l cuda ${how:-packed}: $t"
+done
+if command -v python3 >/dev/null 2>&1; then
+	timeout 120 python3 bench/llama/torch_ref.py 512 9 3 1 cuda ||
+	    echo "engine: PyTorch on cuda did not run"
+fi
+exit "$rc"

@@ -4,7 +4,9 @@ F.linear on the whole prompt; decode through torch.mv per token, and again
 from the same prefill through F.linear (a 1-row GEMM per weight, what a
 model written with nn.Linear runs).
 
-Usage: torch_ref.py PROMPT STEPS TRIALS THREADS.  bench/llama sets
+Usage: torch_ref.py PROMPT STEPS TRIALS THREADS [DEVICE].  DEVICE is
+"cpu" (the default) or "cuda" (bench/gpu/run.sh: the model on the GPU,
+each timer read after torch.cuda.synchronize()).  bench/llama sets
 OPENBLAS_NUM_THREADS and OMP_NUM_THREADS to THREADS before it starts this
 (Debian's torch runs its BLAS on OpenBLAS, whose own pool
 torch.set_num_threads does not size); this also calls
@@ -60,7 +62,8 @@ def attend(q, kc, vc, start):  # q: T x HQ x D; kc, vc: S x HKV x D
     k = kc[:n].repeat_interleave(HQ // HKV, 1).transpose(0, 1)
     v = vc[:n].repeat_interleave(HQ // HKV, 1).transpose(0, 1)
     sc = torch.matmul(q.transpose(0, 1), k.transpose(1, 2)) / math.sqrt(D)
-    mask = torch.arange(n)[None, :] > (start + torch.arange(T))[:, None]
+    r = torch.arange(n, device=q.device)
+    mask = r[None, :] > (start + r[:T])[:, None]
     sc = sc.masked_fill(mask, float("-inf"))
     return torch.matmul(torch.softmax(sc, -1), v).transpose(0, 1)
 
@@ -88,30 +91,46 @@ def mv(x, w):                 # decode: one GEMV per weight
     return torch.mv(w, x[0])[None, :]
 
 
+def to(x, dev):
+    if isinstance(x, dict):
+        return {k: to(v, dev) for k, v in x.items()}
+    if isinstance(x, list):
+        return [to(v, dev) for v in x]
+    return x.to(dev)
+
+
 def main():
     prompt, steps, trials, threads = map(int, sys.argv[1:5])
+    dev = sys.argv[5] if len(sys.argv) > 5 else "cpu"
     torch.set_num_threads(threads)
-    m = weights()
-    cos, sin = rope_table(prompt + steps)
+    m = to(weights(), dev)
+    cos, sin = to(list(rope_table(prompt + steps)), dev)
     ids = torch.randint(0, V, (prompt,), generator=torch.Generator()
-                        .manual_seed(2))
-    caches = [(torch.zeros(prompt + steps, HKV, D),
-               torch.zeros(prompt + steps, HKV, D)) for _ in range(L)]
+                        .manual_seed(2)).to(dev)
+    caches = [(torch.zeros(prompt + steps, HKV, D, device=dev),
+               torch.zeros(prompt + steps, HKV, D, device=dev))
+              for _ in range(L)]
+
+    def now():
+        if dev == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
     pre, dec, dec_lin = [], [], []
     with torch.no_grad():
         for t in range(trials + 1):        # the first is the warm-up
-            t0 = time.perf_counter()
+            t0 = now()
             first = forward(m, ids, 0, caches, cos, sin, linear)
-            t1 = time.perf_counter()
+            t1 = now()
             tok = first
             for s in range(1, steps):
                 tok = forward(m, tok, prompt + s - 1, caches, cos, sin, mv)
-            t2 = time.perf_counter()
+            t2 = now()
             tok = first
             for s in range(1, steps):
                 tok = forward(m, tok, prompt + s - 1, caches, cos, sin,
                               linear)
-            t3 = time.perf_counter()
+            t3 = now()
             if t > 0:
                 pre.append((t1 - t0) * 1e3)
                 dec.append((t2 - t1) * 1e3 / max(steps - 1, 1))

@@ -19,9 +19,11 @@
  * and the dims travel as arguments: the gate compares the two bit for bit.
  *
  * Backends: cpu (kspec_cpu_load, every call through the size-checked
- * kspec_cpu_call on --threads threads) and opencl (the artifact's clbin
+ * kspec_cpu_call on --threads threads), opencl (the artifact's clbin
  * through the OpenCL ICD, arguments in the reply's params order, global
- * size launch.groups * launch.lanes).
+ * size launch.groups * launch.lanes) and cuda (cubins for the device's
+ * sm_XY through the driver API, libcuda.so.1 loaded with dlopen: a grid
+ * of launch.groups blocks of launch.lanes threads on the default stream).
  *
  * Weights: f32, or with --bf16 the weights of gemm, the norms and the
  * embedding table in bf16 (requests with wdtype "bf16"; activations, the
@@ -40,6 +42,7 @@
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include <cjson/cJSON.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -81,6 +84,7 @@ static const config_t configs[] = {
 typedef struct buf {
 	void *host;             /* cpu: the data */
 	cl_mem mem;             /* opencl */
+	unsigned long long dptr; /* cuda: a CUdeviceptr */
 	size_t bytes;
 	const char *dtype;
 	int owned;              /* 1: malloc'd; 2: mapped (big_alloc) */
@@ -111,7 +115,8 @@ typedef struct {
 
 typedef struct {
 	const config_t *cfg;
-	int bf16, general, threads, opencl, verify, draft_layers, reference;
+	int bf16, general, threads, opencl, cuda, verify, draft_layers;
+	int reference;
 	int unpacked;
 	int quiet, profile;
 	int prompt, steps, trials, seed;
@@ -300,6 +305,7 @@ typedef struct {
 	kspec_cpu_kernel_t *cpu;
 	cl_program prog;
 	cl_kernel clk;
+	void *cumod, *cufn;     /* cuda: CUmodule, CUfunction */
 	param_t params[MAX_PARAMS];
 	int nparams;
 	char groups[256];       /* launch.groups: a number or an expression */
@@ -314,6 +320,10 @@ typedef struct {
 	cl_context ctx;
 	cl_command_queue queue;
 	cl_device_id dev;
+	/* cuda: the device's primary context and its sm_XY */
+	int cudev;
+	void *cuctx;
+	char sm[16];
 	/* the kernels: kern[phase][kind] points into loaded */
 	kern_t *loaded;
 	int nloaded;
@@ -335,6 +345,127 @@ typedef struct {
 	int prof_phase;         /* the phase of the pass in progress */
 } engine_t;
 
+/* ---- the CUDA driver, loaded at run time ---- */
+
+/*
+ * libcuda.so.1 through dlopen, never linked, so that the engine builds and
+ * runs without the CUDA toolkit.  The few driver types and entry points
+ * the engine calls, as the driver's ABI defines them (the _v2 entry
+ * points of 64-bit device pointers).
+ */
+typedef int cu_result_t;        /* CUresult: 0 is CUDA_SUCCESS */
+
+static struct {
+	cu_result_t (*Init)(unsigned);
+	cu_result_t (*DeviceGet)(int *, int);
+	cu_result_t (*DeviceGetAttribute)(int *, int, int);
+	cu_result_t (*PrimaryCtxRetain)(void **, int);
+	cu_result_t (*PrimaryCtxRelease)(int);
+	cu_result_t (*CtxSetCurrent)(void *);
+	cu_result_t (*CtxSynchronize)(void);
+	cu_result_t (*ModuleLoadData)(void **, const void *);
+	cu_result_t (*ModuleUnload)(void *);
+	cu_result_t (*ModuleGetFunction)(void **, void *, const char *);
+	cu_result_t (*MemAlloc)(unsigned long long *, size_t);
+	cu_result_t (*MemFree)(unsigned long long);
+	cu_result_t (*MemcpyHtoD)(unsigned long long, const void *, size_t);
+	cu_result_t (*MemcpyDtoH)(void *, unsigned long long, size_t);
+	cu_result_t (*MemcpyDtoD)(unsigned long long, unsigned long long,
+	    size_t);
+	cu_result_t (*MemsetD8)(unsigned long long, unsigned char, size_t);
+	cu_result_t (*LaunchKernel)(void *, unsigned, unsigned, unsigned,
+	    unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
+	cu_result_t (*GetErrorString)(cu_result_t, const char **);
+} cu;
+
+enum {
+	CU_CC_MAJOR = 75,       /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_* */
+	CU_CC_MINOR = 76,
+};
+
+static void cu_check(cu_result_t r, const char *what)
+{
+	const char *s = NULL;
+
+	if (r == 0)
+		return;
+	if (cu.GetErrorString != NULL)
+		cu.GetErrorString(r, &s);
+	die("%s: %s (CUresult %d)", what, s ? s : "?", r);
+}
+
+/* Loads the driver, or dies saying why (no libcuda.so.1: no driver). */
+static void cu_load(void)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} syms[] = {
+		{ "cuInit", offsetof(__typeof__(cu), Init) },
+		{ "cuDeviceGet", offsetof(__typeof__(cu), DeviceGet) },
+		{ "cuDeviceGetAttribute",
+		    offsetof(__typeof__(cu), DeviceGetAttribute) },
+		{ "cuDevicePrimaryCtxRetain",
+		    offsetof(__typeof__(cu), PrimaryCtxRetain) },
+		{ "cuDevicePrimaryCtxRelease_v2",
+		    offsetof(__typeof__(cu), PrimaryCtxRelease) },
+		{ "cuCtxSetCurrent", offsetof(__typeof__(cu), CtxSetCurrent) },
+		{ "cuCtxSynchronize",
+		    offsetof(__typeof__(cu), CtxSynchronize) },
+		{ "cuModuleLoadData",
+		    offsetof(__typeof__(cu), ModuleLoadData) },
+		{ "cuModuleUnload", offsetof(__typeof__(cu), ModuleUnload) },
+		{ "cuModuleGetFunction",
+		    offsetof(__typeof__(cu), ModuleGetFunction) },
+		{ "cuMemAlloc_v2", offsetof(__typeof__(cu), MemAlloc) },
+		{ "cuMemFree_v2", offsetof(__typeof__(cu), MemFree) },
+		{ "cuMemcpyHtoD_v2", offsetof(__typeof__(cu), MemcpyHtoD) },
+		{ "cuMemcpyDtoH_v2", offsetof(__typeof__(cu), MemcpyDtoH) },
+		{ "cuMemcpyDtoD_v2", offsetof(__typeof__(cu), MemcpyDtoD) },
+		{ "cuMemsetD8_v2", offsetof(__typeof__(cu), MemsetD8) },
+		{ "cuLaunchKernel", offsetof(__typeof__(cu), LaunchKernel) },
+		{ "cuGetErrorString",
+		    offsetof(__typeof__(cu), GetErrorString) },
+	};
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	size_t i;
+
+	if (lib == NULL)
+		die("no CUDA driver: libcuda.so.1 cannot be loaded (%s)",
+		    dlerror());
+	for (i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+		void *f = dlsym(lib, syms[i].name);
+
+		if (f == NULL)
+			die("libcuda.so.1 lacks %s", syms[i].name);
+		memcpy((char *)&cu + syms[i].off, &f, sizeof f);
+	}
+}
+
+/* Device 0's primary context, current on this thread, and its target. */
+static void cu_open(engine_t *e)
+{
+	int major = 0, minor = 0;
+
+	cu_load();
+	cu_check(cu.Init(0), "cuInit (no CUDA device?)");
+	cu_check(cu.DeviceGet(&e->cudev, 0), "cuDeviceGet");
+	cu_check(cu.DeviceGetAttribute(&major, CU_CC_MAJOR, e->cudev),
+	    "cuDeviceGetAttribute");
+	cu_check(cu.DeviceGetAttribute(&minor, CU_CC_MINOR, e->cudev),
+	    "cuDeviceGetAttribute");
+	cu_check(cu.PrimaryCtxRetain(&e->cuctx, e->cudev),
+	    "cuDevicePrimaryCtxRetain");
+	cu_check(cu.CtxSetCurrent(e->cuctx), "cuCtxSetCurrent");
+	snprintf(e->sm, sizeof e->sm, "sm_%d%d", major, minor);
+}
+
+/* 1 when buffers live on a device (opencl, cuda), not in host memory. */
+static int on_device(const engine_t *e)
+{
+	return e->o->opencl || e->o->cuda;
+}
+
 /* ---- buffers on either backend ---- */
 
 static void buf_init(engine_t *e, buf_t *b, size_t bytes, const char *dtype,
@@ -345,6 +476,15 @@ static void buf_init(engine_t *e, buf_t *b, size_t bytes, const char *dtype,
 	memset(b, 0, sizeof *b);
 	b->bytes = bytes;
 	b->dtype = dtype;
+	if (e->o->cuda) {
+		cu_check(cu.MemAlloc(&b->dptr, bytes), "cuMemAlloc");
+		if (data != NULL)
+			cu_check(cu.MemcpyHtoD(b->dptr, data, bytes),
+			    "cuMemcpyHtoD");
+		else
+			cu_check(cu.MemsetD8(b->dptr, 0, bytes), "cuMemsetD8");
+		return;
+	}
 	if (!e->o->opencl) {
 		if (data != NULL) {
 			b->host = data;   /* borrowed: the caller keeps it */
@@ -380,6 +520,8 @@ static void buf_close(buf_t *b)
 		munmap(b->host, b->bytes);
 	if (b->mem)
 		clReleaseMemObject(b->mem);
+	if (b->dptr)
+		cu.MemFree(b->dptr);
 	memset(b, 0, sizeof *b);
 }
 
@@ -387,6 +529,10 @@ static void buf_write(engine_t *e, buf_t *b, const void *src, size_t bytes)
 {
 	cl_int rc;
 
+	if (e->o->cuda) {
+		cu_check(cu.MemcpyHtoD(b->dptr, src, bytes), "cuMemcpyHtoD");
+		return;
+	}
 	if (!e->o->opencl) {
 		memcpy(b->host, src, bytes);
 		return;
@@ -401,6 +547,10 @@ static void buf_read(engine_t *e, buf_t *b, void *dst, size_t bytes)
 {
 	cl_int rc;
 
+	if (e->o->cuda) {
+		cu_check(cu.MemcpyDtoH(dst, b->dptr, bytes), "cuMemcpyDtoH");
+		return;
+	}
 	if (!e->o->opencl) {
 		memcpy(dst, b->host, bytes);
 		return;
@@ -416,6 +566,11 @@ static void buf_copy(engine_t *e, buf_t *dst, buf_t *src, size_t off,
 {
 	cl_int rc;
 
+	if (e->o->cuda) {
+		cu_check(cu.MemcpyDtoD(dst->dptr, src->dptr + off, bytes),
+		    "cuMemcpyDtoD");
+		return;
+	}
 	if (!e->o->opencl) {
 		memcpy(dst->host, (char *)src->host + off, bytes);
 		return;
@@ -599,6 +754,18 @@ static void load_cl(engine_t *e, kern_t *k, const kspec_artifact_t *a)
 		die("%s: clCreateKernel: %d", a->entry, rc);
 }
 
+/* A cubin (or PTX, given a NUL) loaded into the current context. */
+static void load_cu(kern_t *k, const kspec_artifact_t *a)
+{
+	char *image = xcalloc(1, a->len + 1);
+
+	memcpy(image, a->bytes, a->len);
+	cu_check(cu.ModuleLoadData(&k->cumod, image), "cuModuleLoadData");
+	free(image);
+	cu_check(cu.ModuleGetFunction(&k->cufn, k->cumod, a->entry),
+	    "cuModuleGetFunction");
+}
+
 static void engine_load(engine_t *e)
 {
 	enum { MAXREQ = NPHASES * NKINDS };
@@ -640,7 +807,12 @@ static void engine_load(engine_t *e)
 			shape[n][d].value = v[d];
 		}
 		specs[n].kernel = kinds[kind].kernel;
-		specs[n].backend = e->o->opencl ? "opencl" : "cpu";
+		specs[n].backend = e->o->cuda ? "cuda" : e->o->opencl ?
+		    "opencl" : "cpu";
+		if (e->o->cuda) {
+			specs[n].target = e->sm;
+			specs[n].format = "cubin";
+		}
 		specs[n].dtype = kinds[kind].packed == 2 && e->m->bf16 ?
 		    "bf16" : "f32";
 		specs[n].wdtype = kinds[kind].weighted && e->m->bf16 ? "bf16" :
@@ -674,6 +846,8 @@ static void engine_load(engine_t *e)
 		parse_meta(k, arts[i]);
 		if (e->o->opencl)
 			load_cl(e, k, arts[i]);
+		else if (e->o->cuda)
+			load_cu(k, arts[i]);
 		else if (kspec_cpu_load(arts[i], &k->cpu, NULL, err,
 		    sizeof err) != 0)
 			die("load %s: %s", k->key, err);
@@ -740,10 +914,27 @@ static void call(engine_t *e, int ph, int kind, int64_t T,
 		}
 	}
 	t0 = e->o->profile ? now_ms() : 0;
-	if (!e->o->opencl) {
+	if (!on_device(e)) {
 		if (kspec_cpu_call(k->cpu, args, (size_t)k->nparams,
 		    e->o->threads, err, sizeof err) != 0)
 			die("%s: %s", k->key, err);
+	} else if (e->o->cuda) {
+		void *ptrs[MAX_PARAMS];
+		int64_t groups = groups_of(k, kind, dimv);
+
+		for (i = 0; i < k->nparams; i++)
+			ptrs[i] = k->params[i].kind == P_BUF ?
+			    (void *)&bufs[i]->dptr : k->params[i].kind ==
+			    P_I64 ? (void *)&args[i].i64 : (void *)&args[i].f32;
+		if (groups > 0x7fffffff)
+			die("%s: %lld work-groups, past CUDA's grid", k->key,
+			    (long long)groups);
+		if (groups > 0)
+			cu_check(cu.LaunchKernel(k->cufn, (unsigned)groups, 1,
+			    1, (unsigned)k->lanes, 1, 1, 0, NULL, ptrs, NULL),
+			    k->key);
+		if (e->o->profile)
+			cu_check(cu.CtxSynchronize(), k->key);
 	} else {
 		size_t local = (size_t)k->lanes, global;
 		cl_int rc = CL_SUCCESS;
@@ -798,8 +989,8 @@ static void profile_print(const engine_t *e)
 
 	fprintf(stderr, "llama: profile (%s, %d thread%s): ms per forward "
 	    "pass, calls per pass, share of the phase's kernel time\n",
-	    e->o->opencl ? "opencl" : "cpu", e->o->threads ? e->o->threads :
-	    1, e->o->threads > 1 ? "s" : "");
+	    e->o->cuda ? "cuda" : e->o->opencl ? "opencl" : "cpu",
+	    e->o->threads ? e->o->threads : 1, e->o->threads > 1 ? "s" : "");
 	for (ph = 0; ph <= NPHASES; ph++) {
 		if (e->prof_passes[ph] == 0)
 			continue;
@@ -872,6 +1063,8 @@ static void pack_weights(engine_t *e)
 	}
 	if (e->o->opencl)
 		clFinish(e->queue);
+	if (e->o->cuda)
+		cu_check(cu.CtxSynchronize(), "cuCtxSynchronize");
 	if (!e->o->quiet)
 		fprintf(stderr, "llama: gemm weights packed into panels, "
 		    "%.1f ms\n", now_ms() - t0);
@@ -1023,7 +1216,7 @@ static void tensor_upload(engine_t *e, tensor_t *t)
 	for (i = 0; i < t->n; i++)
 		w[i] = ref_f32_to_bf16(t->f[i]);
 	buf_init(e, &t->b, (size_t)t->n * 2, "bf16", w);
-	if (e->o->opencl)
+	if (on_device(e))
 		free(w);                /* copied to the device */
 	else
 		t->b.owned = 1;         /* the cpu buffer is w itself */
@@ -1084,6 +1277,8 @@ static void engine_open(engine_t *e, model_t *m, const opts_t *o)
 		die("connect: %s", kspec_last_error(e->client, NULL));
 	if (o->opencl)
 		cl_open(e);
+	if (o->cuda)
+		cu_open(e);
 	engine_load(e);
 	nt = model_tensors(m, t);
 	for (i = 0; i < nt; i++)
@@ -1140,6 +1335,8 @@ static void engine_close(engine_t *e)
 			clReleaseKernel(e->loaded[i].clk);
 		if (e->loaded[i].prog)
 			clReleaseProgram(e->loaded[i].prog);
+		if (e->loaded[i].cumod)
+			cu.ModuleUnload(e->loaded[i].cumod);
 	}
 	free(e->loaded);
 	buf_t *bufs[] = { &e->ids, &e->pos, &e->pos1, &e->lens, &e->res,
@@ -1171,6 +1368,8 @@ static void engine_close(engine_t *e)
 		clReleaseCommandQueue(e->queue);
 	if (e->ctx)
 		clReleaseContext(e->ctx);
+	if (e->cuctx)
+		cu.PrimaryCtxRelease(e->cudev);
 	kspec_close(e->client);
 }
 
@@ -1661,7 +1860,7 @@ static void usage(void)
 	    "[--unpacked]\n"
 	    "             [--threads N]"
 	    "\n"
-	    "             [--backend cpu|opencl] [--prompt N] [--steps N] "
+	    "             [--backend cpu|opencl|cuda] [--prompt N] [--steps N] "
 	    "[--seed N]\n"
 	    "             [--verify W] [--draft-layers N] [--socket PATH]\n"
 	    "             [--dump FILE] [--trials N] [--profile] [--quiet]\n"
@@ -1736,6 +1935,8 @@ int main(int argc, char **argv)
 		die("unknown config %s", o.config);
 	if (strcmp(o.backend, "opencl") == 0)
 		o.opencl = 1;
+	else if (strcmp(o.backend, "cuda") == 0)
+		o.cuda = 1;
 	else if (strcmp(o.backend, "cpu") != 0)
 		die("unknown backend %s", o.backend);
 	if (o.verify != 0 && (o.verify < 2 || o.verify > 8))
