@@ -347,8 +347,11 @@ static ks_ir_kernel_t *gp_build(const ks_spec_t *spec, const char *variant)
 		}
 
 	/* for i in 0..31: the leaf l = rev5(i), its jn = ceil((K - l) / 32)
-	 * elements k = l + 32 j, W's lane l at wl; the next leaf ln (after
-	 * the last, the next group's first: 0), for the prefetches. */
+	 * elements k = l + 32 j, W's lane l at wl; the next leaf ln, for
+	 * the prefetches (after the last, leaf 0 again: the next group's
+	 * first W block when it has the same W panel, and this group's own
+	 * first x block, not the next group's: one block in 32 not
+	 * prefetched). */
 	i = ks_ir_var(k, "i", KS_TY_I64, KS_VAR_UNIFORM);
 	leaf = ks_s_for(k, i, c64(&g, 0), c64(&g, LANES32), 1);
 	ks_s_append(k, body, leaf);

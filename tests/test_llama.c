@@ -402,6 +402,13 @@ Test(llama, cuda_gives_the_bits_of_the_cpu_or_says_there_is_no_driver)
 		return;
 	}
 	dlclose(drv);
+	if (st != 0 && (strstr(text, "no CUDA device?") != NULL ||
+	    strstr(text, "BACKEND_UNAVAILABLE") != NULL)) {
+		cr_log_info("a CUDA driver but no device or no NVRTC: %s",
+		    text);
+		free(text);
+		cr_skip_test("no CUDA device or no NVRTC");
+	}
 	cr_assert_eq(st, 0, "the CUDA engine failed: %s", text);
 	cr_assert_eq(engine(a1), 0);
 	cr_assert(same_bits(cpu, cu), "cpu != cuda");

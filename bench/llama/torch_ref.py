@@ -112,7 +112,7 @@ def main():
               for _ in range(L)]
 
     def now():
-        if dev == "cuda":
+        if torch.device(dev).type == "cuda":
             torch.cuda.synchronize()
         return time.perf_counter()
 

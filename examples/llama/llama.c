@@ -985,12 +985,17 @@ static void profile_print(const engine_t *e)
 	static const char *const phase[NPHASES + 1] = { "prefill", "decode",
 	    "verify", "start-up" };
 	int ph, i, j, order[NKINDS], n;
+	int nt = e->o->threads ? e->o->threads : kspec_cpu_threads();
 	double sum;
 
-	fprintf(stderr, "llama: profile (%s, %d thread%s): ms per forward "
-	    "pass, calls per pass, share of the phase's kernel time\n",
-	    e->o->cuda ? "cuda" : e->o->opencl ? "opencl" : "cpu",
-	    e->o->threads ? e->o->threads : 1, e->o->threads > 1 ? "s" : "");
+	if (on_device(e))
+		fprintf(stderr, "llama: profile (%s): ", e->o->cuda ? "cuda" :
+		    "opencl");
+	else
+		fprintf(stderr, "llama: profile (cpu, %d thread%s): ", nt,
+		    nt > 1 ? "s" : "");
+	fprintf(stderr, "ms per forward pass, calls per pass, share of the "
+	    "phase's kernel time\n");
 	for (ph = 0; ph <= NPHASES; ph++) {
 		if (e->prof_passes[ph] == 0)
 			continue;
