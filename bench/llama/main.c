@@ -8,7 +8,11 @@
  * (bench/llama/torch_ref.py: F.linear for prefill; decode through
  * torch.mv and, a second row, through F.linear; f32) with OpenBLAS's
  * thread count pinned through OPENBLAS_NUM_THREADS.
- * Medians with min..max over TRIALS runs after a warm-up.
+ * Medians with min..max over TRIALS runs after a warm-up.  Then, with
+ * PyTorch, ROUNDS interleaved rounds of the one-thread f32 pair (a kspec
+ * run, a PyTorch run) and the median of the per-round ratios: the
+ * figure to compare the two by.  `bench/llama --interleaved` runs only
+ * the rounds.
  */
 #include <sys/wait.h>
 
@@ -20,6 +24,7 @@
 #define PROMPT 512
 #define STEPS 9                 /* 8 timed decode steps per trial */
 #define TRIALS 3
+#define ROUNDS 5                /* interleaved kspec / PyTorch rounds */
 
 enum { H = 4096, L = 2, HQ = 32, HKV = 8, D = 128, FF = 14336, V = 32000,
     SMAX = PROMPT + STEPS };
@@ -350,7 +355,61 @@ static void plain_time(int bf16, figures_t *f)
 	plain_close(&p);
 }
 
-int main(void)
+/* ratios' median and ends: "M (A..B)" into OUT */
+static void ratio_text(double *v, int n, char *out, size_t len)
+{
+	double med = bench_median(v, n);      /* sorts v */
+
+	snprintf(out, len, "%.2fx (%.2f..%.2f)", med, v[0], v[n - 1]);
+}
+
+/*
+ * One thread, f32: ROUNDS rounds of a kspec run then a PyTorch run (each
+ * the median of TRIALS trials after its warm-up, as the table), so that
+ * a drift of the machine's speed within the bench (10-20% over an hour
+ * here) falls on both; prints each round and the median and ends of the
+ * per-round ratios.
+ */
+static void interleaved(const e2e_daemon_t *d)
+{
+	double pre[ROUNDS], mv[ROUNDS], lin[ROUNDS];
+	char cmd[2][1024], a[64], b[64], c[64];
+	figures_t fk, ft;
+	int r;
+
+	snprintf(cmd[0], sizeof cmd[0], "%s/examples/llama --config 8b2l "
+	    "--quiet --socket %s --prompt %d --steps %d --trials %d --threads 1",
+	    e2e_build_dir(), d->sock, PROMPT, STEPS, TRIALS);
+	snprintf(cmd[1], sizeof cmd[1], "OPENBLAS_NUM_THREADS=1 "
+	    "OMP_NUM_THREADS=1 /usr/bin/python3 bench/llama/torch_ref.py %d %d "
+	    "%d 1", PROMPT, STEPS, TRIALS);
+	printf("\ninterleaved, f32, one thread: %d rounds of a kspec run then "
+	    "a PyTorch run (each the median of %d trials after a warm-up)\n",
+	    ROUNDS, TRIALS);
+	for (r = 0; r < ROUNDS; r++) {
+		if (run_and_read(cmd[0], &fk) != 0 ||
+		    run_and_read(cmd[1], &ft) != 0 || !ft.has_lin) {
+			printf("  round %d failed\n", r + 1);
+			return;
+		}
+		pre[r] = ft.pre[0] / fk.pre[0];         /* tokens/s ratio */
+		mv[r] = fk.dec[0] / ft.dec[0];
+		lin[r] = fk.dec[0] / ft.dec_lin[0];
+		printf("  round %d: prefill kspec %.1f, PyTorch %.1f tok/s; "
+		    "decode kspec %.2f, torch.mv %.2f, F.linear %.2f ms/tok\n",
+		    r + 1, PROMPT * 1e3 / fk.pre[0], PROMPT * 1e3 / ft.pre[0],
+		    fk.dec[0], ft.dec[0], ft.dec_lin[0]);
+		fflush(stdout);
+	}
+	ratio_text(pre, ROUNDS, a, sizeof a);
+	ratio_text(mv, ROUNDS, b, sizeof b);
+	ratio_text(lin, ROUNDS, c, sizeof c);
+	printf("  kspec / PyTorch, median (min..max) of the rounds: prefill "
+	    "tokens/s %s; decode ms/token vs torch.mv %s, vs F.linear %s\n",
+	    a, b, c);
+}
+
+int main(int argc, char **argv)
 {
 	static const char *const ws[] = { "f32", "bf16" };
 	const int all = kspec_cpu_threads();
@@ -364,6 +423,11 @@ int main(void)
 	if (e2e_start(&d, NULL)) {
 		fprintf(stderr, "llama: kspecd did not start\n");
 		return 1;
+	}
+	if (argc > 1 && strcmp(argv[1], "--interleaved") == 0) {
+		interleaved(&d);        /* only the rounds */
+		e2e_cleanup(&d);
+		return 0;
 	}
 	printf("llama: examples/llama --config 8b2l (hidden %d, FFN %d, %d/%d "
 	    "heads of %d, %d layers, vocab %d), prompt %d, %d decode steps; "
@@ -411,6 +475,7 @@ int main(void)
 			}
 			fflush(stdout);
 		}
+		interleaved(&d);
 	}
 	e2e_cleanup(&d);
 	return 0;
