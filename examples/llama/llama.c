@@ -192,6 +192,7 @@ enum { PH_PREFILL, PH_DECODE, PH_VERIFY, NPHASES };
 enum { MAX_DIMS = 8 };
 
 static const struct {
+	const char *label;      /* what it computes, for --profile */
 	const char *kernel;
 	int weighted;           /* takes the weights' dtype (wdtype) */
 	int ndims;
@@ -199,53 +200,46 @@ static const struct {
 	int packed;             /* 1: only with packed prefill; 2: and its
 	                           dtype is the weights' (a weight's pack) */
 } kinds[NKINDS] = {
-	[K_EMBED] = { "embedding", 1, 3, { "T", "V", "H" } },
-	[K_RMSNORM] = { "rmsnorm", 1, 2, { "R", "H" } },
-	[K_ADD_RMSNORM] = { "add_rmsnorm", 1, 2, { "R", "H" } },
-	[K_GEMM_Q] = { "gemm", 1, 3, { "M", "N", "K" } },
-	[K_GEMM_KV] = { "gemm", 1, 3, { "M", "N", "K" } },
-	[K_GEMM_O] = { "gemm", 1, 3, { "M", "N", "K" } },
-	[K_GEMM_GU] = { "gemm", 1, 3, { "M", "N", "K" } },
-	[K_GEMM_DOWN] = { "gemm", 1, 3, { "M", "N", "K" } },
-	[K_LOGITS] = { "gemm", 1, 3, { "M", "N", "K" } },
-	[K_KV_ROPE] = { "kv_append_rope", 0, 6,
+	[K_EMBED] = { "embedding", "embedding", 1, 3, { "T", "V", "H" } },
+	[K_RMSNORM] = { "rmsnorm", "rmsnorm", 1, 2, { "R", "H" } },
+	[K_ADD_RMSNORM] = { "add_rmsnorm", "add_rmsnorm", 1, 2, { "R", "H" } },
+	[K_GEMM_Q] = { "gemm q", "gemm", 1, 3, { "M", "N", "K" } },
+	[K_GEMM_KV] = { "gemm k, v", "gemm", 1, 3, { "M", "N", "K" } },
+	[K_GEMM_O] = { "gemm o", "gemm", 1, 3, { "M", "N", "K" } },
+	[K_GEMM_GU] = { "gemm gate-up", "gemm", 1, 3, { "M", "N", "K" } },
+	[K_GEMM_DOWN] = { "gemm down", "gemm", 1, 3, { "M", "N", "K" } },
+	[K_LOGITS] = { "gemm logits", "gemm", 1, 3, { "M", "N", "K" } },
+	[K_KV_ROPE] = { "kv_append_rope", "kv_append_rope", 0, 6,
 	    { "B", "T", "Hkv", "D", "S", "P" } },
-	[K_ROPE] = { "rope", 0, 4, { "T", "Hn", "D", "P" } },
-	[K_ATTN] = { "attention_prefill", 0, 7,
+	[K_ROPE] = { "rope q", "rope", 0, 4, { "T", "Hn", "D", "P" } },
+	[K_ATTN] = { "attention_prefill", "attention_prefill", 0, 7,
 	    { "B", "T", "Hq", "Hkv", "D", "S", "Sc" } },
-	[K_SILU] = { "silu_mul", 0, 2, { "T", "F" } },
-	[K_ARGMAX] = { "argmax", 0, 2, { "R", "N" } },
-	[K_PACK_XH] = { "gemm_pack_x", 0, 2, { "R", "K" }, 1 },
-	[K_PACK_XQ] = { "gemm_pack_x", 0, 2, { "R", "K" }, 1 },
-	[K_PACK_XF] = { "gemm_pack_x", 0, 2, { "R", "K" }, 1 },
-	[K_PACK_WQ] = { "gemm_pack_w", 0, 2, { "R", "K" }, 2 },
-	[K_PACK_WKV] = { "gemm_pack_w", 0, 2, { "R", "K" }, 2 },
-	[K_PACK_WO] = { "gemm_pack_w", 0, 2, { "R", "K" }, 2 },
-	[K_PACK_WGU] = { "gemm_pack_w", 0, 2, { "R", "K" }, 2 },
-	[K_PACK_WD] = { "gemm_pack_w", 0, 2, { "R", "K" }, 2 },
-	[K_GP_Q] = { "gemm_packed", 1, 3, { "M", "N", "K" }, 1 },
-	[K_GP_KV] = { "gemm_packed", 1, 3, { "M", "N", "K" }, 1 },
-	[K_GP_O] = { "gemm_packed", 1, 3, { "M", "N", "K" }, 1 },
-	[K_GP_GU] = { "gemm_packed", 1, 3, { "M", "N", "K" }, 1 },
-	[K_GP_DOWN] = { "gemm_packed", 1, 3, { "M", "N", "K" }, 1 },
-};
-
-/* What each kind computes, for --profile. */
-static const char *const kind_label[NKINDS] = {
-	[K_EMBED] = "embedding", [K_RMSNORM] = "rmsnorm",
-	[K_ADD_RMSNORM] = "add_rmsnorm", [K_GEMM_Q] = "gemm q",
-	[K_GEMM_KV] = "gemm k, v", [K_GEMM_O] = "gemm o",
-	[K_GEMM_GU] = "gemm gate-up", [K_GEMM_DOWN] = "gemm down",
-	[K_LOGITS] = "gemm logits", [K_KV_ROPE] = "kv_append_rope",
-	[K_ROPE] = "rope q", [K_ATTN] = "attention_prefill",
-	[K_SILU] = "silu_mul", [K_ARGMAX] = "argmax",
-	[K_PACK_XH] = "gemm_pack_x of H", [K_PACK_XQ] = "gemm_pack_x of Dq",
-	[K_PACK_XF] = "gemm_pack_x of F", [K_PACK_WQ] = "gemm_pack_w q",
-	[K_PACK_WKV] = "gemm_pack_w k, v", [K_PACK_WO] = "gemm_pack_w o",
-	[K_PACK_WGU] = "gemm_pack_w gate-up", [K_PACK_WD] = "gemm_pack_w down",
-	[K_GP_Q] = "gemm_packed q", [K_GP_KV] = "gemm_packed k, v",
-	[K_GP_O] = "gemm_packed o", [K_GP_GU] = "gemm_packed gate-up",
-	[K_GP_DOWN] = "gemm_packed down",
+	[K_SILU] = { "silu_mul", "silu_mul", 0, 2, { "T", "F" } },
+	[K_ARGMAX] = { "argmax", "argmax", 0, 2, { "R", "N" } },
+	[K_PACK_XH] = { "gemm_pack_x of H", "gemm_pack_x", 0, 2,
+	    { "R", "K" }, 1 },
+	[K_PACK_XQ] = { "gemm_pack_x of Dq", "gemm_pack_x", 0, 2,
+	    { "R", "K" }, 1 },
+	[K_PACK_XF] = { "gemm_pack_x of F", "gemm_pack_x", 0, 2,
+	    { "R", "K" }, 1 },
+	[K_PACK_WQ] = { "gemm_pack_w q", "gemm_pack_w", 0, 2, { "R", "K" }, 2 },
+	[K_PACK_WKV] = { "gemm_pack_w k, v", "gemm_pack_w", 0, 2,
+	    { "R", "K" }, 2 },
+	[K_PACK_WO] = { "gemm_pack_w o", "gemm_pack_w", 0, 2, { "R", "K" }, 2 },
+	[K_PACK_WGU] = { "gemm_pack_w gate-up", "gemm_pack_w", 0, 2,
+	    { "R", "K" }, 2 },
+	[K_PACK_WD] = { "gemm_pack_w down", "gemm_pack_w", 0, 2,
+	    { "R", "K" }, 2 },
+	[K_GP_Q] = { "gemm_packed q", "gemm_packed", 1, 3,
+	    { "M", "N", "K" }, 1 },
+	[K_GP_KV] = { "gemm_packed k, v", "gemm_packed", 1, 3,
+	    { "M", "N", "K" }, 1 },
+	[K_GP_O] = { "gemm_packed o", "gemm_packed", 1, 3,
+	    { "M", "N", "K" }, 1 },
+	[K_GP_GU] = { "gemm_packed gate-up", "gemm_packed", 1, 3,
+	    { "M", "N", "K" }, 1 },
+	[K_GP_DOWN] = { "gemm_packed down", "gemm_packed", 1, 3,
+	    { "M", "N", "K" }, 1 },
 };
 
 /* The dims of KIND for T rows, in the kernel's order. */
@@ -1020,7 +1014,7 @@ static void profile_print(const engine_t *e)
 			int kd = order[i];
 
 			fprintf(stderr, "    %-22s %10.3f ms %6.1f calls "
-			    "%5.1f%%\n", kind_label[kd], e->prof_ms[ph][kd] /
+			    "%5.1f%%\n", kinds[kd].label, e->prof_ms[ph][kd] /
 			    (double)e->prof_passes[ph],
 			    (double)e->prof_calls[ph][kd] /
 			    (double)e->prof_passes[ph], sum > 0 ? 100 *
