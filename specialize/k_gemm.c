@@ -27,9 +27,12 @@
  * ((N + 3) / 4), m0 = group / ((N + 3) / 4) * 4, n0 = group % ((N + 3) / 4) *
  * 4, always the 4 x 4 tile: rows past M - 1 are clamped to M - 1 for loads like
  * W's and only their stores are guarded, so no branch surrounds a reduction;
- * `gemv_m1` (guard: M is the constant 1), grid (N + 3) / 4, n0 = group * 4, one
- * row, 4 accumulators (measured 1.07-1.67x general at M = 1, which computes 4
- * rows there); `small_m` (guard: M is a constant in 2..3, a narrow
+ * `gemv_m1` (guard: M is the constant 1), grid (N + 7) / 8, n0 = group * 8, one
+ * row, RB_M1 = 8 outputs with 8 accumulators (measured 1.07-1.67x general at
+ * M = 1, which computes 4 rows there; 8 outputs instead of 4 took bf16
+ * weights from 13.7-17.6 to 18.0-20.6 GB/s on an AMD EPYC, Zen 4, where
+ * 4 rows of W in flight did not keep enough loads outstanding, and left
+ * f32 as it was); `small_m` (guard: M is a constant in 2..3, a narrow
  * speculative-decoding verify step; wider ones run general's tile), grid (N +
  * 3) / 4, n0 = group * 4, and the work-group computes the RB outputs for all M
  * rows (M * RB lane accumulators); `blocked` (guard: M is a constant of 8 or
@@ -59,6 +62,8 @@ enum {
 	SM = 2, SN = 2, KB = 256, BAND = 8,
 	BM_MAX = SR * SM, BN_MAX = SC * SN,
 	BLOCKED_M_MIN = 8,      /* one macro tile of rows; 1.2x general at 8 */
+	RB_M1 = 8,              /* gemv_m1: rows of W per work-group */
+	ROW_MAX = 8,            /* the most rows of W of build_row */
 };
 
 static const char *const gemm_dims[] = { "M", "N", "K" };
@@ -73,7 +78,8 @@ static const char *const gemm_guards[] = {
 	"M is a constant of 8 or more",
 };
 
-_Static_assert(SMALL_M_MAX <= TILE_MAX && MB <= TILE_MAX,
+_Static_assert(SMALL_M_MAX <= TILE_MAX && MB <= TILE_MAX && RB <= ROW_MAX &&
+    RB_M1 <= ROW_MAX,
     "a tile holds TILE_MAX rows at most");
 
 /* Whether M is a constant that small_m serves. */
@@ -165,11 +171,11 @@ static int decl(gemm_t *g, ks_stmt_t *block, const char *name, ks_ty_t t,
 
 /*
  * Appends to BLOCK, inside LANES, the accumulation of element K_VAR (a lane
- * variable) for the RB rows: xv = x[xo + k]; acc[r] = fma(xv, W[wo[r] + k],
- * acc[r]).  XO < 0 means the x row offset is 0 (gemv_m1).
+ * variable) for the NW rows of W: xv = x[xo + k]; acc[r] = fma(xv,
+ * W[wo[r] + k], acc[r]).  XO < 0 means the x row offset is 0 (gemv_m1).
  */
 static void accumulate(gemm_t *g, ks_stmt_t *block, const char *xname,
-    int k_var, int xo, const int *wo, const int *acc)
+    int k_var, int xo, int nw, const int *wo, const int *acc)
 {
 	ks_expr_t *xi = var(g, k_var);
 	int r, xv;
@@ -178,7 +184,7 @@ static void accumulate(gemm_t *g, ks_stmt_t *block, const char *xname,
 		xi = bin(g, KS_OP_ADD, var(g, xo), xi);
 	xv = decl(g, block, xname, KS_TY_F32, KS_VAR_LANE,
 	    ks_x_load(g->k, g->x, xi));
-	for (r = 0; r < RB; r++) {
+	for (r = 0; r < nw; r++) {
 		ks_expr_t *w = ks_x_load(g->k, g->W, bin(g, KS_OP_ADD,
 		    var(g, wo[r]), var(g, k_var)));
 
@@ -225,24 +231,25 @@ static void accumulate_rows(gemm_t *g, ks_stmt_t *block, const char *pfx,
 }
 
 /*
- * Appends to BLOCK the computation of the RB outputs n0..n0+3 of one row:
- * the lane accumulators, the k loop (full chunks, then the guarded tail),
- * and one store per output y[yo + r] for n0 + r < N.  XO is the uniform
- * variable of the row's offset into x, or -1 for offset 0 (gemv_m1); WO
- * the clamped row offsets into W.
+ * Appends to BLOCK the computation of the NW outputs n0..n0+NW-1 of one
+ * row: the lane accumulators, the k loop (full chunks, then the guarded
+ * tail), and one store per output y[yo + r] for n0 + r < N.  XO is the
+ * uniform variable of the row's offset into x, or -1 for offset 0
+ * (gemv_m1); WO the clamped row offsets into W.
  */
 static void build_row(gemm_t *g, ks_stmt_t *block, int n0, int xo, int yo,
-    const int *wo)
+    int nw, const int *wo)
 {
-	static const char *const acc_names[RB] = {
-		"acc0", "acc1", "acc2", "acc3" };
 	ks_ir_kernel_t *k = g->k;
 	ks_stmt_t *loop, *lanes, *tail, *guard;
-	int acc[RB], k0, kv, kt, r;
+	int acc[ROW_MAX], k0, kv, kt, r;
+	char name[16];
 
-	for (r = 0; r < RB; r++)
-		acc[r] = decl(g, block, acc_names[r], KS_TY_F32, KS_VAR_LANE,
+	for (r = 0; r < nw; r++) {
+		snprintf(name, sizeof name, "acc%d", r);
+		acc[r] = decl(g, block, name, KS_TY_F32, KS_VAR_LANE,
 		    ks_x_f32(k, 0.0f));
+	}
 
 	/* Full chunks: k = k0 + lane < K - K % 32, no guard. */
 	k0 = ks_ir_var(k, "k0", KS_TY_I64, KS_VAR_UNIFORM);
@@ -252,7 +259,7 @@ static void build_row(gemm_t *g, ks_stmt_t *block, int n0, int xo, int yo,
 	ks_s_append(k, loop->body, lanes);
 	kv = decl(g, lanes->body, "k", KS_TY_I64, KS_VAR_LANE,
 	    bin(g, KS_OP_ADD, var(g, k0), ks_x_lane(k)));
-	accumulate(g, lanes->body, "xv", kv, xo, wo, acc);
+	accumulate(g, lanes->body, "xv", kv, xo, nw, wo, acc);
 
 	/* Tail chunk: k = K - K % 32 + lane, guarded by k < K. */
 	tail = ks_s_if(k, bin(g, KS_OP_NE, bin(g, KS_OP_REM, par(g, g->K),
@@ -264,10 +271,10 @@ static void build_row(gemm_t *g, ks_stmt_t *block, int n0, int xo, int yo,
 	    bin(g, KS_OP_ADD, k_main(g), ks_x_lane(k)));
 	guard = ks_s_if(k, bin(g, KS_OP_LT, var(g, kt), par(g, g->K)));
 	ks_s_append(k, lanes->body, guard);
-	accumulate(g, guard->body, "xt", kt, xo, wo, acc);
+	accumulate(g, guard->body, "xt", kt, xo, nw, wo, acc);
 
 	/* One store per output, converted to the dtype there. */
-	for (r = 0; r < RB; r++) {
+	for (r = 0; r < nw; r++) {
 		guard = ks_s_if(k, bin(g, KS_OP_LT, bin(g, KS_OP_ADD,
 		    var(g, n0), c64(g, r)), par(g, g->N)));
 		ks_s_append(k, block, guard);
@@ -537,7 +544,7 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	gemm_t g = { 0 };
 	ks_ir_kernel_t *k;
 	ks_stmt_t *body;
-	int nb, m0, n0, yo, xo[MB], wo[RB];
+	int nb, m0, n0, yo, xo[MB], wo[ROW_MAX];
 	enum { GENERAL, GEMV_M1, SMALL_M, BLOCKED } v;
 
 	if (strcmp(variant, "gemv_m1") == 0 && spec->dims[DIM_M].is_const &&
@@ -582,15 +589,15 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 		return k;
 	}
 	if (v == GEMV_M1) {
-		/* gemv_m1: ceil(N / RB) groups, one row. */
+		/* gemv_m1: ceil(N / RB_M1) groups, one row. */
 		k->grid = bin(&g, KS_OP_DIV, bin(&g, KS_OP_ADD, par(&g, g.N),
-		    c64(&g, RB - 1)), c64(&g, RB));
+		    c64(&g, RB_M1 - 1)), c64(&g, RB_M1));
 		n0 = decl(&g, body, "n0", KS_TY_I64, KS_VAR_UNIFORM,
-		    bin(&g, KS_OP_MUL, ks_x_group(k), c64(&g, RB)));
+		    bin(&g, KS_OP_MUL, ks_x_group(k), c64(&g, RB_M1)));
 		yo = decl(&g, body, "yo", KS_TY_I64, KS_VAR_UNIFORM,
 		    var(&g, n0));
-		decl_rows(&g, body, "wo", n0, RB, g.N, wo);
-		build_row(&g, body, n0, -1, yo, wo);
+		decl_rows(&g, body, "wo", n0, RB_M1, g.N, wo);
+		build_row(&g, body, n0, -1, yo, RB_M1, wo);
 		return k;
 	}
 
@@ -620,7 +627,7 @@ const ks_kernel_def_t ks_kernel_gemm = {
 	.name = "gemm",
 	.summary = "y[m][n] = sum_k x[m][k] * W[n][k]; x MxK, W NxK, y MxN, "
 	    "row-major",
-	.version = 5,
+	.version = 6,
 	.dims = gemm_dims,
 	.ndims = 3,
 	.variants = gemm_variants,

@@ -96,15 +96,22 @@ Test(client, cpu_loader_runs_a_served_kernel_bitwise)
 	uint16_t x[300], w[100 * 300], y[100], ref[100];
 	void *px = x, *pw = w, *py = y, *params[3] = { &px, &pw, &py };
 	char err[256];
+	cJSON *meta;
+	double groups;
 
 	cr_assert_eq(kspec_get(C, &s, &a), 0);
 	cr_assert_eq(kspec_cpu_load(a, &k, &fn, err, sizeof err), 0, "%s",
 	    err);
+	meta = cJSON_ParseWithLength(a->meta, a->meta_len);
+	groups = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(meta, "launch"), "groups"));
+	cJSON_Delete(meta);
+	cr_assert(groups >= 1 && groups <= 100, "launch.groups %g", groups);
 	kspec_artifact_free(a);         /* the kernel stays loaded */
 	ref_fill(x, 2, 300, 11);
 	ref_fill(w, 2, 100 * 300, 12);
 	ref_gemm(x, w, ref, 2, 1, 100, 300);
-	fn(params, 0, 25);              /* launch.groups = ceil(N / 4) */
+	fn(params, 0, (uint64_t)groups);
 	cr_assert_eq(memcmp(y, ref, sizeof y), 0);
 	kspec_cpu_unload(k);
 }

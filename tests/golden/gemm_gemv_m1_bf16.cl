@@ -84,16 +84,24 @@ void ks_gemm_gemv_m1(
 	const ks_i64 ks_lane = (ks_i64)get_local_id(0);
 	const ks_i64 ks_group = (ks_i64)get_group_id(0);
 
-	ks_i64 v_n0 = (ks_group * 4L);
+	ks_i64 v_n0 = (ks_group * 8L);
 	ks_i64 v_yo = v_n0;
 	ks_i64 v_wo0 = (ksh_imin(v_n0, 4095L) * 4096L);
 	ks_i64 v_wo1 = (ksh_imin((v_n0 + 1L), 4095L) * 4096L);
 	ks_i64 v_wo2 = (ksh_imin((v_n0 + 2L), 4095L) * 4096L);
 	ks_i64 v_wo3 = (ksh_imin((v_n0 + 3L), 4095L) * 4096L);
+	ks_i64 v_wo4 = (ksh_imin((v_n0 + 4L), 4095L) * 4096L);
+	ks_i64 v_wo5 = (ksh_imin((v_n0 + 5L), 4095L) * 4096L);
+	ks_i64 v_wo6 = (ksh_imin((v_n0 + 6L), 4095L) * 4096L);
+	ks_i64 v_wo7 = (ksh_imin((v_n0 + 7L), 4095L) * 4096L);
 	float v_acc0 = 0.0f;
 	float v_acc1 = 0.0f;
 	float v_acc2 = 0.0f;
 	float v_acc3 = 0.0f;
+	float v_acc4 = 0.0f;
+	float v_acc5 = 0.0f;
+	float v_acc6 = 0.0f;
+	float v_acc7 = 0.0f;
 	for (ks_i64 v_k0 = 0L; v_k0 < 4096L; v_k0 += 32L) {
 		/* lanes: this thread is lane ks_lane */
 		{
@@ -103,6 +111,10 @@ void ks_gemm_gemv_m1(
 			v_acc1 = fma(v_xv, ksh_bf16_to_f32(p_W[(v_wo1 + v_k)]), v_acc1);
 			v_acc2 = fma(v_xv, ksh_bf16_to_f32(p_W[(v_wo2 + v_k)]), v_acc2);
 			v_acc3 = fma(v_xv, ksh_bf16_to_f32(p_W[(v_wo3 + v_k)]), v_acc3);
+			v_acc4 = fma(v_xv, ksh_bf16_to_f32(p_W[(v_wo4 + v_k)]), v_acc4);
+			v_acc5 = fma(v_xv, ksh_bf16_to_f32(p_W[(v_wo5 + v_k)]), v_acc5);
+			v_acc6 = fma(v_xv, ksh_bf16_to_f32(p_W[(v_wo6 + v_k)]), v_acc6);
+			v_acc7 = fma(v_xv, ksh_bf16_to_f32(p_W[(v_wo7 + v_k)]), v_acc7);
 		}
 	}
 	const float ks_t0 = ksh_reduce_sum_f32(v_acc0, ks_lane, ks_red_f32);
@@ -143,6 +155,46 @@ void ks_gemm_gemv_m1(
 
 			if (ks_lane == 0)
 				p_y[ks_t10] = ksh_f32_to_bf16(ks_t11);
+		}
+	}
+	const float ks_t12 = ksh_reduce_sum_f32(v_acc4, ks_lane, ks_red_f32);
+	if (((v_n0 + 4L) < 4096L)) {
+		{
+			const ks_i64 ks_t13 = (v_yo + 4L);
+			const float ks_t14 = ks_t12;
+
+			if (ks_lane == 0)
+				p_y[ks_t13] = ksh_f32_to_bf16(ks_t14);
+		}
+	}
+	const float ks_t15 = ksh_reduce_sum_f32(v_acc5, ks_lane, ks_red_f32);
+	if (((v_n0 + 5L) < 4096L)) {
+		{
+			const ks_i64 ks_t16 = (v_yo + 5L);
+			const float ks_t17 = ks_t15;
+
+			if (ks_lane == 0)
+				p_y[ks_t16] = ksh_f32_to_bf16(ks_t17);
+		}
+	}
+	const float ks_t18 = ksh_reduce_sum_f32(v_acc6, ks_lane, ks_red_f32);
+	if (((v_n0 + 6L) < 4096L)) {
+		{
+			const ks_i64 ks_t19 = (v_yo + 6L);
+			const float ks_t20 = ks_t18;
+
+			if (ks_lane == 0)
+				p_y[ks_t19] = ksh_f32_to_bf16(ks_t20);
+		}
+	}
+	const float ks_t21 = ksh_reduce_sum_f32(v_acc7, ks_lane, ks_red_f32);
+	if (((v_n0 + 7L) < 4096L)) {
+		{
+			const ks_i64 ks_t22 = (v_yo + 7L);
+			const float ks_t23 = ks_t21;
+
+			if (ks_lane == 0)
+				p_y[ks_t22] = ksh_f32_to_bf16(ks_t23);
 		}
 	}
 }

@@ -365,7 +365,7 @@ class GemmTest(DaemonTestCase):
                     self.assertEqual(art.entry, "ks_gemm_gemv_m1")
                     self.assertEqual(art.format, "so")
                     self.assertEqual(art.guard, {"M": 1, "N": N, "K": K})
-                    self.assertEqual(art.launch["groups"], (N + 3) // 4)
+                    self.assertEqual(art.launch["groups"], (N + 7) // 8)
                     self.assertEqual(len(art), art.size)
                     self.assertEqual(hashlib.blake2b(
                         art.bytes, digest_size=32).hexdigest(),
