@@ -10,10 +10,12 @@ skips=0
 trap 'rm -f "$tmp" "$tmp.rc" "$tmp.py" "$tmp.tap"' EXIT
 for t in "$@"; do
 	echo "== $(basename "$t")"
+	start=$(date +%s)
 	rm -f "$tmp.tap"
 	{ "$t" --jobs=2 --tap="$tmp.tap" 2>&1; echo $? > "$tmp.rc"; } |
 	    tee -a "$tmp"
 	[ "$(cat "$tmp.rc")" = 0 ] || failed=1
+	echo "   $(basename "$t"): $(($(date +%s) - start)) s"
 	# Criterion leaves skipped tests out of its synthesis; its TAP report
 	# names them, with the reason.
 	if [ -f "$tmp.tap" ]; then

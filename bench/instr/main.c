@@ -28,6 +28,10 @@
  * second and is counted where it falls inside a window; its cost per
  * distinct key is the difference between a window of 64 distinct hits and
  * one of 64 hits of one kernel, each with the flush that follows.
+ *
+ * With KSPEC_BENCH_KEEP set in the environment the callgrind dumps are
+ * kept (their folder is printed) for callgrind_annotate: where a case's
+ * instructions go.
  */
 #include "../bench.h"
 #include "../wire.h"
@@ -356,6 +360,11 @@ int main(void)
 	row("new header each time, --no-fast-path", (double)nf_new, 0);
 	row("last_used flush, per distinct key", (double)flush, 0);
 	e2e_reply_free(&rep);
+	if (getenv("KSPEC_BENCH_KEEP")) {
+		printf("\ncallgrind dumps kept in %s (cg.TAG.N: the Nth "
+		    "window of TAG; callgrind_annotate reads them)\n", dir);
+		return 0;
+	}
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "instr: could not remove %s\n", dir);
