@@ -1,17 +1,25 @@
 /*
  * The get fast path (fastpath.h).
  *
- * The scan walks the header once with a small lexer (strings with their
- * escapes, nesting depth) to find a top-level member whose key is spelled
- * "id" followed by ':'.  Its value is taken out when it is written the
- * canonical way: decimal digits, no leading zero, at most 2^53 (the ids
- * the protocol allows), followed by ',' or '}' (white space around it is
- * kept in the template, like every other byte).  An id written any other
- * way, or a header that does not start as an object, makes the header
- * unusable for the fast path: the full parse answers it, exactly as it
- * always would.  The scan stops at the id: the bytes after it are
- * compared with a learned template whole, and a template is learned only
- * from a header that the full parse accepted.
+ * The scan is cheap: it looks for the first occurrence of the four bytes
+ * "id" (quotes included) in the header and, when a ':' follows it (white
+ * space around kept in the template, like every other byte), takes out
+ * the value after it if that is a canonical id: decimal digits, no leading
+ * zero, at most 2^53 (the ids the protocol allows), followed by ',' or '}'.
+ * A header without those four bytes is its own template.  Anything else
+ * (an "id" that is a value, an id written another way, a header that does
+ * not start as an object) makes the header unusable for the fast path:
+ * the full parse answers it, exactly as it always would.
+ *
+ * The scan does not know whether that "id" is the header's top-level key.
+ * Learning does: a template is learned only from a header that the full
+ * parse accepted with the same id, and only when a JSON lexer (strings
+ * with their escapes, nesting depth) finds the first top-level key "id"
+ * exactly where the scan took the id out (or, for a template without an
+ * id, finds none and balanced nesting).  A later header equal to the
+ * template has the same bytes up to that place, so the lexer would stop at
+ * the same key there, and the same bytes after the id: it is the same get
+ * but for the id, which the scan read.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -71,17 +79,30 @@ static int read_id(const char *h, size_t len, size_t i, size_t *end,
 	return 0;
 }
 
-void ks_fast_scan(const ks_fast_t *f, const char *h, size_t len,
-    ks_fast_scan_t *s)
+/* Past the white space and the ':' after the key whose closing quote is
+ * H[i - 1], and the white space after it: where the value starts, or 0
+ * when no ':' follows (the string is a value, not a key). */
+static size_t value_at(const char *h, size_t len, size_t i)
 {
-	size_t i, j, str, id_at = 0, id_end = 0;
-	int depth = 0, ids = 0;
+	for (; i < len && is_ws(h[i]); i++)
+		;
+	if (i >= len || h[i] != ':')
+		return 0;
+	for (i++; i < len && is_ws(h[i]); i++)
+		;
+	return i;
+}
 
-	s->usable = 0;
-	s->has_id = 0;
-	if (!f->enabled || len == 0 || len > KS_FAST_MAX_TEMPLATE ||
-	    h[0] != '{')
-		return;
+/*
+ * The lexer of learning: where the value of the first top-level key "id"
+ * of header H starts (*at), 1; 0 when there is none and the nesting is
+ * balanced; -1 for an unterminated string or unbalanced nesting.
+ */
+static int top_level_id(const char *h, size_t len, size_t *at)
+{
+	size_t i, str;
+	int depth = 0;
+
 	for (i = 0; i < len; i++) {
 		char ch = h[i];
 
@@ -101,41 +122,57 @@ void ks_fast_scan(const ks_fast_t *f, const char *h, size_t len,
 			if (h[i] == '\\')
 				i++;
 		if (i >= len)
-			return;                 /* unterminated */
-		if (depth != 1 || i - str != 3 || h[str + 1] != 'i' ||
-		    h[str + 2] != 'd')
-			continue;
-		for (j = i + 1; j < len && is_ws(h[j]); j++)
-			;
-		if (j >= len || h[j] != ':')
-			continue;               /* a value "id", not a key */
-		/* The top-level key "id". */
-		for (j++; j < len && is_ws(h[j]); j++)
-			;
-		if (read_id(h, len, j, &id_end, &s->id) != 0)
-			return;
-		/* The rest need not be scanned: a template matches only one
-		 * learned from a header that parsed whole, so a second "id"
-		 * (a duplicate key) or anything else wrong after this one
-		 * would have kept it from being learned. */
-		ids = 1;
-		id_at = j;
-		break;
+			return -1;
+		if (depth == 1 && i - str == 3 && h[str + 1] == 'i' &&
+		    h[str + 2] == 'd' && (*at = value_at(h, len, i + 1)) != 0)
+			return 1;
 	}
-	if (!ids && depth != 0)
+	return depth == 0 ? 0 : -1;
+}
+
+/* The first occurrence of the four bytes "id" in H, or NULL. */
+static const char *find_id(const char *h, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i + 4 <= len; i++)
+		if (h[i] == '"' && h[i + 1] == 'i' && h[i + 2] == 'd' &&
+		    h[i + 3] == '"')
+			return h + i;
+	return NULL;
+}
+
+void ks_fast_scan(const ks_fast_t *f, const char *h, size_t len,
+    ks_fast_scan_t *s)
+{
+	const char *q;
+	size_t at, end;
+
+	s->usable = 0;
+	s->has_id = 0;
+	if (!f->enabled || len == 0 || len > KS_FAST_MAX_TEMPLATE ||
+	    h[0] != '{')
 		return;
-	if (ids && f->planted_prefix) {
-		s->has_id = 1;
-		memcpy(s->tmpl, h, id_at);
-		s->len = id_at;
-	} else if (ids) {
-		s->has_id = 1;
-		memcpy(s->tmpl, h, id_at);
-		memcpy(s->tmpl + id_at, h + id_end, len - id_end);
-		s->len = len - (id_end - id_at);
-	} else {
+	s->hdr = h;
+	s->hdr_len = len;
+	q = find_id(h, len);
+	if (q == NULL) {
 		memcpy(s->tmpl, h, len);
 		s->len = len;
+		s->id_at = len;
+	} else {
+		at = value_at(h, len, (size_t)(q - h) + 4);
+		if (at == 0 || read_id(h, len, at, &end, &s->id) != 0)
+			return;
+		s->has_id = 1;
+		s->id_at = at;
+		memcpy(s->tmpl, h, at);
+		if (f->planted_prefix) {
+			s->len = at;
+		} else {
+			memcpy(s->tmpl + at, h + end, len - end);
+			s->len = len - (end - at);
+		}
 	}
 	s->hash = XXH3_64bits(s->tmpl, s->len);
 	s->usable = 1;
@@ -172,9 +209,14 @@ void ks_fast_learn(ks_fast_t *f, const ks_fast_scan_t *s, int has_id,
 {
 	ks_fast_entry_t *set, *e;
 	char *copy;
+	size_t at;
 	int w;
 
 	if (!s->usable || has_id != s->has_id || (has_id && id != s->id))
+		return;
+	/* The scan's "id" is the top-level key (see the top of the file). */
+	if (top_level_id(s->hdr, s->hdr_len, &at) != s->has_id ||
+	    (s->has_id && at != s->id_at))
 		return;
 	copy = malloc(s->len);
 	if (!copy)

@@ -15,10 +15,10 @@
  * KS_FAST_MAX_TEMPLATE bytes, in sets of KS_FAST_WAYS chosen by the
  * template's hash (a new template takes an empty slot of its set, else the
  * one used least recently, so two templates that share a set do not evict
- * each other at every request); a lookup that misses costs one scan of the header and one hash, so
- * no stream of requests makes a get cost more than the full parse plus
- * that scan, the hash and learning the template (about 5% of the parse,
- * bench/instr).
+ * each other at every request); a lookup that misses costs one scan of
+ * the header and one hash, so no stream of requests makes a get cost more
+ * than the full parse plus that scan, the hash and learning the template
+ * (about 5% of the parse, bench/instr).
  */
 #ifndef KS_SERVER_FASTPATH_H
 #define KS_SERVER_FASTPATH_H
@@ -49,6 +49,9 @@ typedef struct {
 	uint64_t id;
 	uint64_t hash;           /* of the template */
 	size_t len;              /* template length */
+	size_t id_at;            /* where the id was taken out (or len) */
+	const char *hdr;         /* the header scanned, for learning */
+	size_t hdr_len;
 	char tmpl[KS_FAST_MAX_TEMPLATE];
 } ks_fast_scan_t;
 
@@ -65,7 +68,8 @@ typedef struct {
 
 void ks_fast_init(ks_fast_t *f, int enabled);
 void ks_fast_close(ks_fast_t *f);
-/* Scans header HDR (LEN bytes) into S.  Cheap: one pass, one hash. */
+/* Scans header HDR (LEN bytes) into S, which refers to HDR until it is
+ * learned or dropped.  Cheap: a search for "id", a copy and one hash. */
 void ks_fast_scan(const ks_fast_t *f, const char *hdr, size_t len,
     ks_fast_scan_t *s);
 /* The entry of S's template, or NULL. */

@@ -616,7 +616,7 @@ Test(fastpath, a_set_keeps_its_templates_and_replaces_the_least_used)
 	enum { TRIES = 20000 };
 	ks_fast_t *f = calloc(1, sizeof *f);
 	static ks_fast_scan_t s[KS_FAST_WAYS + 1], t;
-	char h[128];
+	static char h[KS_FAST_WAYS + 1][128];   /* a scan refers to its header */
 	ks_get_t g;
 	uint64_t set = 0;
 	int i, n = 0;
@@ -626,10 +626,10 @@ Test(fastpath, a_set_keeps_its_templates_and_replaces_the_least_used)
 	ks_fast_init(f, 1);
 	/* KS_FAST_WAYS + 1 headers whose templates share a set. */
 	for (i = 0; i < TRIES && n < KS_FAST_WAYS + 1; i++) {
-		int len = snprintf(h, sizeof h, "{\"op\":\"get\",\"id\":1,"
-		    "\"kernel\":\"k%d\"}", i);
+		int len = snprintf(h[n], sizeof h[n], "{\"op\":\"get\","
+		    "\"id\":1,\"kernel\":\"k%d\"}", i);
 
-		ks_fast_scan(f, h, (size_t)len, &t);
+		ks_fast_scan(f, h[n], (size_t)len, &t);
 		cr_assert(t.usable && t.has_id && t.id == 1);
 		if (n == 0)
 			set = t.hash & (KS_FAST_SLOTS / KS_FAST_WAYS - 1);
@@ -653,6 +653,38 @@ Test(fastpath, a_set_keeps_its_templates_and_replaces_the_least_used)
 	cr_assert_not_null(ks_fast_find(f, &s[0]));
 	cr_assert_null(ks_fast_find(f, &s[1]), "not the least used replaced");
 	cr_assert_not_null(ks_fast_find(f, &s[KS_FAST_WAYS]));
+	ks_fast_close(f);
+	free(f);
+}
+
+/* The scan takes out the value after the first bytes "id" wherever they
+ * are; learning keeps a template only where that is the top-level key,
+ * even when the parse's id is the same number. */
+Test(fastpath, only_a_top_level_id_is_learned)
+{
+	static const char *const not_top[] = {
+		"{\"x\":{\"id\":5},\"id\":5,\"op\":\"get\"}",
+		"{\"x\":[{\"id\":5}],\"id\":5,\"op\":\"get\"}",
+		"{\"x\\\"id\":5,\"id\":5,\"op\":\"get\"}",
+	};
+	static const char top[] = "{\"op\":\"get\", \"id\" : 5 ,\"x\":1}";
+	ks_fast_t *f = calloc(1, sizeof *f);
+	static ks_fast_scan_t s;
+	ks_get_t g;
+	size_t i;
+
+	cr_assert(f);
+	memset(&g, 0, sizeof g);
+	ks_fast_init(f, 1);
+	for (i = 0; i < sizeof not_top / sizeof *not_top; i++) {
+		ks_fast_scan(f, not_top[i], strlen(not_top[i]), &s);
+		cr_assert(s.usable && s.has_id && s.id == 5, "%s", not_top[i]);
+		ks_fast_learn(f, &s, 1, 5, 0, &g);
+		cr_assert_null(ks_fast_find(f, &s), "learned %s", not_top[i]);
+	}
+	ks_fast_scan(f, top, strlen(top), &s);
+	ks_fast_learn(f, &s, 1, 5, 0, &g);
+	cr_assert_not_null(ks_fast_find(f, &s), "%s not learned", top);
 	ks_fast_close(f);
 	free(f);
 }
