@@ -12,8 +12,13 @@
  * PyTorch, ROUNDS interleaved rounds of the one-thread f32 pair (a kspec
  * run, a PyTorch run) and the median of the per-round ratios: the
  * figure to compare the two by.  `bench/llama --interleaved` runs only
- * the rounds.
+ * the rounds.  Where there is more than one thread, ROUNDS interleaved
+ * rounds of decode on one thread and on all (f32, a short prompt) beside
+ * a plain read loop over 1 GiB on one thread and on all: decode streams
+ * its weights from memory, so the read loop's ratio is the ceiling of
+ * decode's ratio on this machine (`--threads-only` runs only these).
  */
+#include <pthread.h>
 #include <sys/wait.h>
 
 #include "../../include/kspec.h"
@@ -409,6 +414,113 @@ static void interleaved(const e2e_daemon_t *d)
 	    a, b, c);
 }
 
+/* ---- thread scaling beside a memory-read ceiling ---- */
+
+#define READ_BYTES (1ull << 30)
+
+typedef struct {
+	const uint64_t *p;
+	size_t n;               /* words */
+	uint64_t sum;
+} reader_t;
+
+static void *read_part(void *arg)
+{
+	reader_t *r = arg;
+	uint64_t s[8] = { 0 };
+	size_t i;
+	int j;
+
+	for (i = 0; i + 8 <= r->n; i += 8)
+		for (j = 0; j < 8; j++)
+			s[j] += r->p[i + j];
+	for (j = 0; j < 8; j++)
+		r->sum += s[j];
+	return NULL;
+}
+
+/* GB/s of reading BUF (READ_BYTES, split in NT parts) on NT threads, the
+ * best of 3 passes. */
+static double read_gbs(const uint64_t *buf, int nt)
+{
+	pthread_t th[KSPEC_MAX_THREADS];
+	reader_t r[KSPEC_MAX_THREADS];
+	static volatile uint64_t sink;
+	const size_t words = READ_BYTES / 8, part = words / (size_t)nt;
+	double best = 0;
+	int pass, i;
+
+	for (pass = 0; pass < 3; pass++) {
+		uint64_t t0 = bench_ns(), t;
+
+		for (i = 0; i < nt; i++) {
+			r[i] = (reader_t){ buf + part * (size_t)i, part, 0 };
+			if (pthread_create(&th[i], NULL, read_part, &r[i]))
+				return 0;
+		}
+		for (i = 0; i < nt; i++) {
+			pthread_join(th[i], NULL);
+			sink += r[i].sum;
+		}
+		t = bench_ns() - t0;
+		if (READ_BYTES / (double)t > best)
+			best = READ_BYTES / (double)t;
+	}
+	return best;
+}
+
+/*
+ * ROUNDS rounds of: the read loop on one thread and on NT, then kspec's
+ * f32 decode on one thread and on NT (each the median of TRIALS trials
+ * after a prompt of 16 tokens: the attention over a 512-token cache is
+ * well under 1% of decode's bytes).  Prints each round and the medians
+ * and ends of the per-round ratios.
+ */
+static void thread_rounds(const e2e_daemon_t *d, int nt)
+{
+	double rd[ROUNDS], dec[ROUNDS];
+	char cmd[2][1024], a[64], b[64];
+	uint64_t *buf;
+	figures_t f1, fn;
+	int r, i;
+
+	buf = malloc(READ_BYTES);
+	if (buf == NULL) {
+		printf("\nthread scaling: no memory for the read loop\n");
+		return;
+	}
+	for (i = 0; i < (int)(READ_BYTES / 8); i++)
+		buf[i] = (uint64_t)i;
+	for (i = 0; i < 2; i++)
+		snprintf(cmd[i], sizeof cmd[i], "%s/examples/llama --config "
+		    "8b2l --quiet --socket %s --prompt 16 --steps %d "
+		    "--trials %d --threads %d", e2e_build_dir(), d->sock,
+		    STEPS, TRIALS, i ? nt : 1);
+	printf("\nthread scaling, f32 decode: %d rounds of a read loop over "
+	    "1 GiB (best of 3 passes) and decode (median of %d trials), each "
+	    "on 1 and on %d threads\n", ROUNDS, TRIALS, nt);
+	for (r = 0; r < ROUNDS; r++) {
+		double g1 = read_gbs(buf, 1), gn = read_gbs(buf, nt);
+
+		if (run_and_read(cmd[0], &f1) != 0 ||
+		    run_and_read(cmd[1], &fn) != 0 || g1 <= 0 || gn <= 0) {
+			printf("  round %d failed\n", r + 1);
+			free(buf);
+			return;
+		}
+		rd[r] = gn / g1;
+		dec[r] = f1.dec[0] / fn.dec[0];
+		printf("  round %d: read %.1f, %.1f GB/s; decode %.2f, %.2f "
+		    "ms/tok\n", r + 1, g1, gn, f1.dec[0], fn.dec[0]);
+		fflush(stdout);
+	}
+	free(buf);
+	ratio_text(rd, ROUNDS, a, sizeof a);
+	ratio_text(dec, ROUNDS, b, sizeof b);
+	printf("  %d threads / 1, median (min..max) of the rounds: read loop "
+	    "%s, decode %s\n", nt, a, b);
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const ws[] = { "f32", "bf16" };
@@ -426,6 +538,12 @@ int main(int argc, char **argv)
 	}
 	if (argc > 1 && strcmp(argv[1], "--interleaved") == 0) {
 		interleaved(&d);        /* only the rounds */
+		e2e_cleanup(&d);
+		return 0;
+	}
+	if (argc > 1 && strcmp(argv[1], "--threads-only") == 0) {
+		if (all > 1)
+			thread_rounds(&d, all);
 		e2e_cleanup(&d);
 		return 0;
 	}
@@ -477,6 +595,8 @@ int main(int argc, char **argv)
 		}
 		interleaved(&d);
 	}
+	if (all > 1)
+		thread_rounds(&d, all);
 	e2e_cleanup(&d);
 	return 0;
 }
