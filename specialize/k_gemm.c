@@ -80,7 +80,7 @@ static const char *const gemm_guards[] = {
 
 _Static_assert(SMALL_M_MAX <= TILE_MAX && MB <= TILE_MAX && RB <= ROW_MAX &&
     RB_M1 <= ROW_MAX,
-    "a tile holds TILE_MAX rows at most");
+    "a tile holds TILE_MAX rows at most, build_row ROW_MAX rows of W");
 
 /* Whether M is a constant that small_m serves. */
 static int is_small_m(const ks_dim_t *m)
