@@ -22,6 +22,11 @@
 #define KS_MAX_REQUESTS_PER_TURN 16        /* frames handled on one
                                               connection before the others
                                               get a turn */
+#define KS_MAX_BATCH_BYTES     (128u << 10) /* reply bytes a turn gathers
+                                              before it writes them: past
+                                              this, replies from disk reach
+                                              the client while the next
+                                              are read */
 #define KS_MAX_READ_BACKLOG    (1u << 20)  /* received, unhandled bytes per
                                               connection; reading pauses */
 #define KS_MAX_WRITE_QUEUE_TOTAL (128u << 20) /* unsent reply bytes of all

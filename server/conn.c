@@ -397,7 +397,9 @@ static void update_reading(ks_conn_t *c)
  * and keeps alive by a reference, or bytes that live as long as the
  * daemon).  Outside a turn every reply is flushed at once; during a turn
  * (process_input) the batch is flushed once at its end, so the replies to
- * everything one read brought go out in one write.  A flush tries a
+ * everything one read brought go out in one write, or as soon as it
+ * holds KS_MAX_BATCH_BYTES, so that the client reads the first replies
+ * while the daemon reads the next artifacts from disk.  A flush tries a
  * vectored write; what the socket does not take is queued in a write
  * request that copies the spans of c->out and keeps the references.
  */
@@ -438,6 +440,7 @@ static inline int seg_add(ks_conn_t *c, int kind, const void *p,
 	s->art = art;
 	if (art)
 		ks_artifact_ref(art);
+	c->batch_bytes += len;
 	return 0;
 }
 
@@ -463,6 +466,7 @@ static void batch_clear(ks_conn_t *c)
 		if (c->segs[i].art)
 			ks_artifact_unref(c->segs[i].art);
 	c->nsegs = 0;
+	c->batch_bytes = 0;
 	ks_buf_reset(&c->out);
 	c->reply_open = 0;
 }
@@ -843,6 +847,10 @@ static void process_input(ks_conn_t *c)
 		    hl);
 		c->in_off += KS_FRAME_PREFIX + hl;
 		handled++;
+		/* Large replies (artifacts read from disk, say) go out
+		 * while the next requests are handled. */
+		if (c->batch_bytes >= KS_MAX_BATCH_BYTES)
+			flush(c);
 		/* A reply can pause the connection: send what the batch
 		 * holds before looking at more. */
 		if (c->paused & (PAUSE_WRITE | PAUSE_GLOBAL))

@@ -80,6 +80,7 @@ struct ks_conn {
 	ks_buf_t out;            /* the batch's reply headers, reused */
 	ks_seg_t *segs;          /* the batch */
 	size_t nsegs, capsegs;
+	size_t batch_bytes;      /* the batch's bytes (all its segments) */
 	size_t reply_prefix;     /* the reply being built starts here */
 	size_t reply_span;       /* its span of out not yet a segment */
 	size_t reply_seg0;       /* its first segment */

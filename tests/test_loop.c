@@ -376,3 +376,52 @@ Test(loop, a_disk_hit_the_memory_tier_does_not_keep_is_a_use)
 
 	hit_is_a_use(extra, "disk");
 }
+
+/* A turn that gathers more than KS_MAX_BATCH_BYTES of replies writes them
+ * before it ends, to a client that is not reading yet: every reply still
+ * arrives, whole and in the order of the requests. */
+Test(loop, a_turn_of_large_replies_arrives_whole_and_in_order)
+{
+	enum { N = KS_MAX_REQUESTS_PER_TURN };
+	char json[64];
+	e2e_reply_t r;
+	int fd, i;
+	char *body0 = NULL;
+
+	start(NULL);
+	fd = e2e_connect(D.sock);
+	cr_assert_geq(fd, 0);
+	/* One write: the daemon reads them all in one turn. */
+	for (i = 0; i < N; i++) {
+		snprintf(json, sizeof json, "{\"op\":\"%s\",\"id\":%d}",
+		    i % 4 == 3 ? "ping" : "kernels", i + 1);
+		cr_assert_eq(stuff(fd, json, 1), 1);
+	}
+	usleep(300000);         /* the socket fills, the rest is queued */
+	for (i = 0; i < N; i++) {
+		char *body;
+
+		cr_assert_eq(e2e_recv(fd, &r), 0, "reply %d did not come", i + 1);
+		cr_assert(e2e_ok(&r));
+		cr_assert_eq((int)e2e_num(r.h, "id"), i + 1, "reply %d came "
+		    "out of order", i + 1);
+		if (i % 4 == 3) {
+			e2e_reply_free(&r);
+			continue;
+		}
+		cJSON_DeleteItemFromObjectCaseSensitive(r.h, "id");
+		body = cJSON_PrintUnformatted(r.h);
+		cr_assert(body);
+		if (!body0)
+			body0 = body;
+		else {
+			cr_assert_str_eq(body, body0, "reply %d differs", i + 1);
+			free(body);
+		}
+		e2e_reply_free(&r);
+	}
+	cr_assert_gt(strlen(body0) * (N - N / 4), KS_MAX_BATCH_BYTES,
+	    "the replies are too small to pass the batch limit");
+	free(body0);
+	close(fd);
+}

@@ -13,6 +13,9 @@
  * Times are the client's own (get_many + load, or compile + load), not
  * process start, with the fetch (get_many) and the loads also apart for
  * (b)-(d).  TRIALS rounds, each with a fresh store; medians.
+ *
+ * --warm-only: (c) and (d) alone, WARM_TRIALS rounds on one store filled
+ * once (the cold cases take minutes; these take seconds).
  */
 #include "../../tests/e2e.h"
 #include "../../jit/jit.h"
@@ -21,6 +24,8 @@
 #include "../../include/kspec.h"
 
 #define TRIALS 5
+#define WARM_TRIALS 15
+#define MAX_TRIALS WARM_TRIALS
 #define NK 64
 
 typedef struct {
@@ -175,10 +180,33 @@ static double c_client(const char *sock, const char *source, double *fetch,
 	return (double)(t2 - t0) / 1e6;
 }
 
-int main(void)
+/* Restarts D (its memory tier empty) or fails the run. */
+static void restart(e2e_daemon_t *d)
+{
+	if (e2e_stop(d) != 0 || e2e_start(d, NULL)) {
+		fprintf(stderr, "startup: restart failed\n");
+		exit(1);
+	}
+}
+
+/* Round R of (c) and (d) on D, whose store holds the kernels. */
+static void warm_round(e2e_daemon_t *d, int r, double t[][MAX_TRIALS],
+    double fe[][MAX_TRIALS], double lo[][MAX_TRIALS])
+{
+	restart(d);
+	t[4][r] = python_client(d->sock, "disk=64", &fe[4][r], &lo[4][r]);
+	t[3][r] = python_client(d->sock, "memory=64", &fe[3][r], &lo[3][r]);
+	restart(d);
+	t[6][r] = c_client(d->sock, "disk", &fe[6][r], &lo[6][r]);
+	t[5][r] = c_client(d->sock, "memory", &fe[5][r], &lo[5][r]);
+}
+
+int main(int argc, char **argv)
 {
 	static const char *const one[] = { "--workers", "1", NULL };
-	double t[7][TRIALS], fe[7][TRIALS], lo[7][TRIALS];
+	double t[7][MAX_TRIALS], fe[7][MAX_TRIALS], lo[7][MAX_TRIALS];
+	int warm_only = argc > 1 && strcmp(argv[1], "--warm-only") == 0;
+	int trials = warm_only ? WARM_TRIALS : TRIALS, first = 0;
 	static const char *const names[7] = {
 		"(a) no kspec: compile in-process",
 		"(b) cold daemon, --workers 1",
@@ -190,11 +218,29 @@ int main(void)
 	};
 	int r, s;
 
+	if (argc > 1 && !warm_only) {
+		fprintf(stderr, "usage: startup [--warm-only]\n");
+		return 2;
+	}
 	if (ks_base_init() || read_model()) {
 		fprintf(stderr, "startup: cannot read bench/startup/model.py\n");
 		return 1;
 	}
-	for (r = 0; r < TRIALS; r++) {
+	if (warm_only) {
+		e2e_daemon_t d;
+
+		memset(&d, 0, sizeof d);
+		if (e2e_start(&d, NULL)) {
+			fprintf(stderr, "startup: kspecd did not start\n");
+			return 1;
+		}
+		c_client(d.sock, "compiled", &fe[0][0], &lo[0][0]);
+		for (r = 0; r < trials; r++)
+			warm_round(&d, r, t, fe, lo);
+		e2e_cleanup(&d);
+		first = 3;
+	}
+	for (r = 0; r < trials && !warm_only; r++) {
 		e2e_daemon_t d;
 
 		memset(&d, 0, sizeof d);
@@ -215,32 +261,27 @@ int main(void)
 		    &lo[2][r]);
 		t[3][r] = python_client(d.sock, "memory=64", &fe[3][r],
 		    &lo[3][r]);
-		if (e2e_stop(&d) != 0 || e2e_start(&d, NULL)) {
-			fprintf(stderr, "startup: restart failed\n");
-			return 1;
-		}
+		restart(&d);
 		t[4][r] = python_client(d.sock, "disk=64", &fe[4][r],
 		    &lo[4][r]);
-		if (e2e_stop(&d) != 0 || e2e_start(&d, NULL)) {
-			fprintf(stderr, "startup: restart failed\n");
-			return 1;
-		}
+		restart(&d);
 		t[6][r] = c_client(d.sock, "disk", &fe[6][r], &lo[6][r]);
 		t[5][r] = c_client(d.sock, "memory", &fe[5][r], &lo[5][r]);
 		e2e_cleanup(&d);
 	}
 	printf("startup: %d gemm kernels of an 8B-class model (decode, verify "
-	    "widths, prefill; bf16/f16/f32), %d trials\n\n", NK, TRIALS);
+	    "widths, prefill; bf16/f16/f32), %d trials%s\n\n", NK, trials,
+	    warm_only ? " of (c) and (d) on one store" : "");
 	printf("%-36s %10s %21s %9s %9s\n", "case", "median ms",
 	    "(min..max)", "fetch ms", "load ms");
-	for (s = 0; s < 7; s++) {
-		double med = bench_median(t[s], TRIALS);
+	for (s = first; s < 7; s++) {
+		double med = bench_median(t[s], trials);
 
 		printf("%-36s %10.1f %10.1f..%-10.1f", names[s], med,
-		    t[s][0], t[s][TRIALS - 1]);
+		    t[s][0], t[s][trials - 1]);
 		if (s > 0)
-			printf(" %9.2f %9.2f", bench_median(fe[s], TRIALS),
-			    bench_median(lo[s], TRIALS));
+			printf(" %9.2f %9.2f", bench_median(fe[s], trials),
+			    bench_median(lo[s], trials));
 		printf("\n");
 	}
 	printf("\nfetch: get_many of the %d kernels, connect included; load: "
