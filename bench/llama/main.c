@@ -17,6 +17,11 @@
  * a plain read loop over 1 GiB on one thread and on all: decode streams
  * its weights from memory, so the read loop's ratio is the ceiling of
  * decode's ratio on this machine (`--threads-only` runs only these).
+ * Last, ROUNDS interleaved rounds of one-thread decode with f32 and with
+ * bf16 weights (a short prompt, the order alternating), the median of
+ * the per-round bf16 / f32 ratios (`--bf16-only` runs only these):
+ * separate rows of the table can be minutes apart, and this machine's
+ * memory bandwidth moves by tens of percent in that time.
  */
 #include <pthread.h>
 #include <sys/wait.h>
@@ -515,6 +520,45 @@ static void thread_rounds(const e2e_daemon_t *d, int nt)
 	    "%s, decode %s\n", nt, a, b);
 }
 
+/*
+ * ROUNDS rounds of one-thread decode with f32 weights and with bf16
+ * (each the median of TRIALS trials after a 16-token prompt, the order
+ * alternating between rounds); prints each round and the median and ends
+ * of the per-round bf16 / f32 ratios of ms/token.
+ */
+static void bf16_rounds(const e2e_daemon_t *d)
+{
+	double ratio[ROUNDS];
+	char cmd[2][1024], a[64];
+	figures_t f[2];
+	int r, i;
+
+	for (i = 0; i < 2; i++)
+		snprintf(cmd[i], sizeof cmd[i], "%s/examples/llama --config "
+		    "8b2l --quiet --socket %s --prompt 16 --steps %d "
+		    "--trials %d --threads 1%s", e2e_build_dir(), d->sock,
+		    STEPS, TRIALS, i ? " --bf16" : "");
+	printf("\nbf16 weights against f32, one thread: %d rounds of decode "
+	    "with each (median of %d trials, the order alternating)\n",
+	    ROUNDS, TRIALS);
+	for (r = 0; r < ROUNDS; r++) {
+		int first = r & 1;
+
+		if (run_and_read(cmd[first], &f[first]) != 0 ||
+		    run_and_read(cmd[!first], &f[!first]) != 0) {
+			printf("  round %d failed\n", r + 1);
+			return;
+		}
+		ratio[r] = f[1].dec[0] / f[0].dec[0];
+		printf("  round %d: decode f32 %.2f, bf16 %.2f ms/tok\n", r + 1,
+		    f[0].dec[0], f[1].dec[0]);
+		fflush(stdout);
+	}
+	ratio_text(ratio, ROUNDS, a, sizeof a);
+	printf("  bf16 / f32 decode ms/token, median (min..max) of the rounds: "
+	    "%s (goal: 0.65 or less)\n", a);
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const ws[] = { "f32", "bf16" };
@@ -532,6 +576,11 @@ int main(int argc, char **argv)
 	}
 	if (argc > 1 && strcmp(argv[1], "--interleaved") == 0) {
 		interleaved(&d);        /* only the rounds */
+		e2e_cleanup(&d);
+		return 0;
+	}
+	if (argc > 1 && strcmp(argv[1], "--bf16-only") == 0) {
+		bf16_rounds(&d);
 		e2e_cleanup(&d);
 		return 0;
 	}
@@ -591,6 +640,7 @@ int main(int argc, char **argv)
 	}
 	if (all > 1)
 		thread_rounds(&d, all);
+	bf16_rounds(&d);
 	e2e_cleanup(&d);
 	return 0;
 }
