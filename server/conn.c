@@ -665,9 +665,11 @@ static void reply_start(ks_conn_t *c)
 	 * dropped, with the segments it had. */
 	if (c->reply_open) {
 		c->out.len = c->reply_prefix;
-		for (i = c->reply_seg0; i < c->nsegs; i++)
+		for (i = c->reply_seg0; i < c->nsegs; i++) {
+			c->batch_bytes -= c->segs[i].len;
 			if (c->segs[i].art)
 				ks_artifact_unref(c->segs[i].art);
+		}
 		c->nsegs = c->reply_seg0;
 	}
 	c->reply_prefix = c->reply_span = c->out.len;
