@@ -15,13 +15,20 @@
  * (b)-(d).  TRIALS rounds, each with a fresh store; medians.
  *
  * --warm-only: (c) and (d) alone, WARM_TRIALS rounds on one store filled
- * once (the cold cases take minutes; these take seconds).
+ * once (the cold cases take minutes; these take seconds), then (e): the
+ * store alone, with the daemon stopped, WARM_TRIALS fresh processes (this
+ * program again, --lookups) that each open it and look every artifact up
+ * into a memory tier, as a restarted daemon's disk hits do, and report
+ * their CPU time and page faults.
  */
 #include "../../tests/e2e.h"
 #include "../../jit/jit.h"
 #include "../../specialize/specialize.h"
 #include "../bench.h"
 #include "../../include/kspec.h"
+#include "../../store/store.h"
+
+#include <sys/resource.h>
 
 #define TRIALS 5
 #define WARM_TRIALS 15
@@ -180,6 +187,121 @@ static double c_client(const char *sock, const char *source, double *fetch,
 	return (double)(t2 - t0) / 1e6;
 }
 
+/* ---- (e): the store alone ---- */
+
+#define MAX_KEYS 256
+
+typedef struct {
+	ks_hash_t keys[MAX_KEYS];
+	int n;
+} keys_t;
+
+static int collect_key(void *ctx, const ks_hash_t *key, const char *meta,
+    uint64_t size, int64_t last_used)
+{
+	keys_t *k = ctx;
+
+	if (k->n < MAX_KEYS)
+		k->keys[k->n++] = *key;
+	return 0;
+}
+
+static double cpu_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* --lookups STORE KEY...: opens STORE, looks each KEY (hex) up into a
+ * memory tier and prints "CPU-ms page-faults bytes". */
+static int lookups(int argc, char **argv)
+{
+	struct rusage r0, r1;
+	ks_store_t *store;
+	ks_hot_t *hot;
+	uint64_t bytes = 0;
+	char err[256];
+	double t0, t1;
+	ks_hash_t key;
+	int i;
+
+	if (ks_base_init() || ks_store_open(argv[2], 0, &store, err,
+	    sizeof err)) {
+		fprintf(stderr, "startup --lookups: %s\n", err);
+		return 1;
+	}
+	hot = ks_hot_new((size_t)256 << 20);
+	getrusage(RUSAGE_SELF, &r0);
+	t0 = cpu_ms();
+	for (i = 3; i < argc; i++) {
+		ks_artifact_t *a;
+
+		if (ks_hash_from_hex(argv[i], &key) ||
+		    ks_store_lookup(store, &key, &a) != KS_OK) {
+			fprintf(stderr, "startup --lookups: %s not read\n",
+			    argv[i]);
+			return 1;
+		}
+		bytes += a->len;
+		ks_hot_put(hot, a);     /* keeps its own reference */
+		ks_artifact_unref(a);
+	}
+	t1 = cpu_ms();
+	getrusage(RUSAGE_SELF, &r1);
+	printf("%.3f %ld %llu\n", t1 - t0, r1.ru_minflt - r0.ru_minflt,
+	    (unsigned long long)bytes);
+	return 0;
+}
+
+/* (e) on the store at PATH (no daemon on it): TRIALS fresh processes;
+ * the line to print after the table goes to OUT. */
+static void store_rounds(const char *path, int trials, char *out,
+    size_t outlen)
+{
+	static keys_t k;
+	double ms[MAX_TRIALS], faults[MAX_TRIALS], ms_med, f_med;
+	char cmd[MAX_KEYS * (KS_HASH_HEX + 1) + 1024], line[256];
+	unsigned long long bytes = 0;
+	ks_store_t *store;
+	size_t off;
+	int r, i;
+
+	if (ks_store_open(path, 0, &store, line, sizeof line)) {
+		fprintf(stderr, "startup: %s\n", line);
+		exit(1);
+	}
+	ks_store_list(store, collect_key, &k);
+	ks_store_close(store);
+	off = (size_t)snprintf(cmd, sizeof cmd, "/proc/%d/exe --lookups %s",
+	    (int)getpid(), path);
+	for (i = 0; i < k.n; i++) {
+		cmd[off++] = ' ';
+		ks_hash_hex(&k.keys[i], cmd + off);
+		off += KS_HASH_HEX - 1;
+	}
+	cmd[off] = '\0';
+	for (r = 0; r < trials; r++) {
+		FILE *p = popen(cmd, "r");
+		long f = -1;
+
+		if (!p || !fgets(line, sizeof line, p) || sscanf(line,
+		    "%lf %ld %llu", &ms[r], &f, &bytes) != 3 || pclose(p)) {
+			fprintf(stderr, "startup: --lookups failed\n");
+			exit(1);
+		}
+		faults[r] = (double)f;
+	}
+	ms_med = bench_median(ms, trials);      /* sorts */
+	f_med = bench_median(faults, trials);
+	snprintf(out, outlen, "(e) the store alone: %d lookups of %llu bytes "
+	    "into a memory tier in a fresh process (%d runs):\n    CPU %.2f "
+	    "ms (%.2f..%.2f), page faults %.0f (%.0f..%.0f)\n", k.n, bytes,
+	    trials, ms_med, ms[0], ms[trials - 1], f_med, faults[0],
+	    faults[trials - 1]);
+}
+
 /* Restarts D (its memory tier empty) or fails the run. */
 static void restart(e2e_daemon_t *d)
 {
@@ -206,6 +328,7 @@ int main(int argc, char **argv)
 	static const char *const one[] = { "--workers", "1", NULL };
 	double t[7][MAX_TRIALS], fe[7][MAX_TRIALS], lo[7][MAX_TRIALS];
 	int warm_only = argc > 1 && strcmp(argv[1], "--warm-only") == 0;
+	char store_line[512] = "";
 	int trials = warm_only ? WARM_TRIALS : TRIALS, first = 0;
 	static const char *const names[7] = {
 		"(a) no kspec: compile in-process",
@@ -218,6 +341,8 @@ int main(int argc, char **argv)
 	};
 	int r, s;
 
+	if (argc > 3 && strcmp(argv[1], "--lookups") == 0)
+		return lookups(argc, argv);
 	if (argc > 1 && !warm_only) {
 		fprintf(stderr, "usage: startup [--warm-only]\n");
 		return 2;
@@ -237,6 +362,11 @@ int main(int argc, char **argv)
 		c_client(d.sock, "compiled", &fe[0][0], &lo[0][0]);
 		for (r = 0; r < trials; r++)
 			warm_round(&d, r, t, fe, lo);
+		if (e2e_stop(&d) != 0) {
+			fprintf(stderr, "startup: kspecd did not stop\n");
+			return 1;
+		}
+		store_rounds(d.store, trials, store_line, sizeof store_line);
 		e2e_cleanup(&d);
 		first = 3;
 	}
@@ -284,6 +414,7 @@ int main(int argc, char **argv)
 			    bench_median(lo[s], trials));
 		printf("\n");
 	}
+	printf("%s", store_line);
 	printf("\nfetch: get_many of the %d kernels, connect included; load: "
 	    "each .so into a memfd and dlopen.\ngoal: (d) fetch under 5 ms\n", NK);
 	return 0;
