@@ -13,6 +13,14 @@
  * Replies are parsed with cJSON from a NUL-terminated copy of exactly the
  * header bytes, like the daemon does with requests.  Requests are built
  * with ks_buf and ks_buf_json_str, which prints int64 shape values exactly.
+ *
+ * System calls: a request's frame (prefix and header) goes out in one
+ * send, and kspec_get_many's frames together, a send per 64 KB of them.
+ * Replies are read through a READ_BUF buffer, so that a frame's prefix,
+ * header and the start of its payload, or several small replies, come in
+ * one recv; anything that waits on the socket (poll) looks in that
+ * buffer first.  Fewer calls also mean fewer wake-ups of the daemon,
+ * which is woken each time a read frees room in the socket.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "../include/kspec.h"
@@ -44,6 +52,11 @@ KS_ERRNO_MAP(KS_SAME_CODE)
 
 /* Largest payload read at once when discarding one. */
 #define DISCARD_CHUNK 65536
+/* Replies are read through a buffer of this size: a frame's prefix, its
+ * header and the start of its payload (or several small replies) come in
+ * one recv.  The rest of a payload at least this large is read straight
+ * into its own buffer. */
+#define READ_BUF 32768
 
 struct kspec_client {
 	int fd;                         /* -1 once closed */
@@ -53,6 +66,8 @@ struct kspec_client {
 	char code[32];                  /* wire name of the last failure */
 	char message[512];              /* its one-line message */
 	char deployment[65];            /* declared in every get, or "" */
+	size_t rpos, rlen;              /* unread bytes: rbuf[rpos, rlen) */
+	uint8_t rbuf[READ_BUF];
 };
 
 /* A reply frame as read: header text (NUL-terminated), parsed header,
@@ -116,6 +131,7 @@ static void drop(kspec_client_t *c)
 		close(c->fd);
 	c->fd = -1;
 	c->send_errno = 0;
+	c->rpos = c->rlen = 0;
 }
 
 /* A transport failure: the stream is unusable from here on. */
@@ -157,13 +173,29 @@ static int send_all(kspec_client_t *c, const void *p, size_t n)
 	return KSPEC_OK;
 }
 
+/* Reads N bytes: first what the buffer holds, then from the socket,
+ * through the buffer unless N is at least its size. */
 static int recv_all(kspec_client_t *c, void *p, size_t n)
 {
 	char *q = p;
 	ssize_t k;
+	size_t have;
 
 	while (n) {
-		k = recv(c->fd, q, n, 0);
+		have = c->rlen - c->rpos;
+		if (have) {
+			if (have > n)
+				have = n;
+			memcpy(q, c->rbuf + c->rpos, have);
+			c->rpos += have;
+			q += have;
+			n -= have;
+			continue;
+		}
+		if (n >= READ_BUF)
+			k = recv(c->fd, q, n, 0);
+		else
+			k = recv(c->fd, c->rbuf, READ_BUF, 0);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0)
@@ -172,8 +204,13 @@ static int recv_all(kspec_client_t *c, void *p, size_t n)
 			return lost(c, c->send_errno ?
 			    strerror(c->send_errno) :
 			    "kspecd closed the connection");
-		q += k;
-		n -= (size_t)k;
+		if (n >= READ_BUF) {
+			q += k;
+			n -= (size_t)k;
+		} else {
+			c->rpos = 0;
+			c->rlen = (size_t)k;
+		}
 	}
 	return KSPEC_OK;
 }
@@ -236,20 +273,41 @@ static int daemon_error(kspec_client_t *c, const cJSON *json)
  * otherwise.  Returns KSPEC_OK for an ok:true reply, the daemon's error
  * for ok:false, or a local one.  R is empty unless KSPEC_OK.
  */
-static int send_request(kspec_client_t *c, const ks_buf_t *req)
+static int frame_append(kspec_client_t *c, ks_buf_t *out,
+    const ks_buf_t *req)
 {
 	uint8_t prefix[KS_FRAME_PREFIX];
-	int rc;
 
-	if (c->fd < 0)
-		return set_error(c, KSPEC_E_CONNECT, "not connected to %s",
-		    c->path);
 	if (req->len > KS_MAX_HEADER)
 		return set_error(c, KSPEC_E_TOO_LARGE,
 		    "request header is longer than %u bytes", KS_MAX_HEADER);
 	ks_frame_prefix(prefix, (uint32_t)req->len, 0);
-	rc = send_all(c, prefix, sizeof prefix);
-	return rc ? rc : send_all(c, req->data, req->len);
+	if (ks_buf_append(out, prefix, sizeof prefix) ||
+	    ks_buf_append(out, req->data, req->len))
+		return set_error(c, KSPEC_E_NOMEM, "out of memory");
+	return KSPEC_OK;
+}
+
+/* Sends the frames in OUT (one send for all of them, as a rule). */
+static int send_frames(kspec_client_t *c, const ks_buf_t *out)
+{
+	if (c->fd < 0)
+		return set_error(c, KSPEC_E_CONNECT, "not connected to %s",
+		    c->path);
+	return send_all(c, out->data, out->len);
+}
+
+static int send_request(kspec_client_t *c, const ks_buf_t *req)
+{
+	ks_buf_t out;
+	int rc;
+
+	ks_buf_init(&out);
+	rc = frame_append(c, &out, req);
+	if (!rc)
+		rc = send_frames(c, &out);
+	ks_buf_close(&out);
+	return rc;
 }
 
 /*
@@ -466,7 +524,7 @@ static int reopen_if_closed(kspec_client_t *c)
 	ssize_t k;
 	char b;
 
-	if (c->fd < 0 || poll(&pfd, 1, 0) != 1)
+	if (c->fd < 0 || c->rpos < c->rlen || poll(&pfd, 1, 0) != 1)
 		return KSPEC_OK;
 	/* Bytes waiting (a refusal, say) are read as a reply, not lost. */
 	k = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -847,7 +905,7 @@ static int want_many(void *ctx, uint64_t id)
 int kspec_get_many(kspec_client_t *c, const kspec_get_spec_t *specs,
     size_t n, kspec_artifact_t **out, int *errors)
 {
-	ks_buf_t req;
+	ks_buf_t req, frames;
 	many_t m;
 	size_t i, got;
 	int rc, first = KSPEC_OK;
@@ -872,14 +930,21 @@ int kspec_get_many(kspec_client_t *c, const kspec_get_spec_t *specs,
 	if (rc)
 		return rc;
 	ks_buf_init(&req);
+	ks_buf_init(&frames);
+	/* The frames go out together, a send per 64 KB of them. */
 	for (i = 0; i < n && !rc; i++) {
 		ks_buf_reset(&req);
 		rc = build_get(c, &req, m.base + i, &specs[i]);
 		if (rc)
 			rc = set_error(c, rc, "out of memory");
 		else
-			rc = send_request(c, &req);
+			rc = frame_append(c, &frames, &req);
+		if (!rc && (frames.len >= 65536 || i == n - 1)) {
+			rc = send_frames(c, &frames);
+			ks_buf_reset(&frames);
+		}
 	}
+	ks_buf_close(&frames);
 	ks_buf_close(&req);
 	if (rc)
 		return rc;
@@ -998,7 +1063,9 @@ int kspec_recv(kspec_client_t *c, int timeout_ms, uint64_t *id,
 	 * the stream. */
 	pfd.fd = c->fd;
 	pfd.events = POLLIN;
-	rc = poll(&pfd, 1, timeout_ms < 0 ? -1 : timeout_ms);
+	/* A frame that began in the read buffer has begun. */
+	rc = c->rpos < c->rlen ? 1 : poll(&pfd, 1, timeout_ms < 0 ? -1 :
+	    timeout_ms);
 	if (rc == 0 || (rc < 0 && errno == EINTR))
 		return set_error(c, KSPEC_E_TIMEOUT, "%s", rc ? "interrupted" :
 		    "no reply yet");

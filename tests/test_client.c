@@ -161,6 +161,32 @@ static void on_alarm(int sig)
 }
 
 /*
+ * The client reads replies through a buffer, so one read can bring several:
+ * a reply already read into it is returned at once, even with no wait
+ * allowed, and the socket is not asked for it.
+ */
+Test(client, a_reply_already_read_is_returned_without_waiting)
+{
+	uint64_t sent[3], id;
+	char *text;
+	int i;
+
+	for (i = 0; i < 3; i++)
+		cr_assert_eq(kspec_send(C, "ping", NULL, &sent[i]), 0, "%s",
+		    kspec_last_error(C, NULL));
+	usleep(300000);         /* all three replies are in the socket */
+	for (i = 0; i < 3; i++) {
+		cr_assert_eq(kspec_recv(C, i ? 0 : 10000, &id, &text), 0,
+		    "reply %d: %s", i + 1, kspec_last_error(C, NULL));
+		cr_assert_eq(id, sent[i]);
+		cr_assert(strstr(text, "\"ok\":true"), "%s", text);
+		kspec_free(text);
+	}
+	cr_assert_eq(kspec_recv(C, 20, &id, &text), KSPEC_E_TIMEOUT);
+	cr_assert_eq(kspec_ping(C), 0, "%s", kspec_last_error(C, NULL));
+}
+
+/*
  * kspec_send and kspec_recv: a wait that times out or is interrupted by a
  * signal reads nothing and leaves the connection usable; a warm with
  * progress is read frame by frame, then its reply; a daemon error reply
