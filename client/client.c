@@ -267,12 +267,7 @@ static int daemon_error(kspec_client_t *c, const cJSON *json)
 	return ks_err_from_name(code);
 }
 
-/*
- * Sends the request header REQ (id ID) and reads its reply into R.  The
- * payload is kept only when WANT_PAYLOAD, and is a protocol error
- * otherwise.  Returns KSPEC_OK for an ok:true reply, the daemon's error
- * for ok:false, or a local one.  R is empty unless KSPEC_OK.
- */
+/* Appends to OUT the frame of request header REQ: prefix, then REQ. */
 static int frame_append(kspec_client_t *c, ks_buf_t *out,
     const ks_buf_t *req)
 {
@@ -417,6 +412,12 @@ static int want_no(void *ctx, uint64_t id)
 	return 0;
 }
 
+/*
+ * Sends the request header REQ (id ID) and reads its reply into R.  The
+ * payload is kept only when WANT_PAYLOAD, and is a protocol error
+ * otherwise.  Returns KSPEC_OK for an ok:true reply, the daemon's error
+ * for ok:false, or a local one.  R is empty unless KSPEC_OK.
+ */
 static int transact(kspec_client_t *c, const ks_buf_t *req, uint64_t id,
     int want_payload, reply_t *r)
 {
