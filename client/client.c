@@ -15,7 +15,8 @@
  * with ks_buf and ks_buf_json_str, which prints int64 shape values exactly.
  *
  * System calls: a request's frame (prefix and header) goes out in one
- * send, and kspec_get_many's frames together, a send per 64 KB of them.
+ * send, built in the client's reused frame buffer, and kspec_get_many's
+ * frames together, a send per SEND_BATCH bytes of them.
  * Replies are read through a READ_BUF buffer, so that a frame's prefix,
  * header and the start of its payload, or several small replies, come in
  * one recv; anything that waits on the socket (poll) looks in that
@@ -57,6 +58,9 @@ KS_ERRNO_MAP(KS_SAME_CODE)
  * one recv.  The rest of a payload at least this large is read straight
  * into its own buffer. */
 #define READ_BUF 32768
+/* kspec_get_many sends its request frames a batch of this many bytes at
+ * a time. */
+#define SEND_BATCH 65536
 
 struct kspec_client {
 	int fd;                         /* -1 once closed */
@@ -66,6 +70,7 @@ struct kspec_client {
 	char code[32];                  /* wire name of the last failure */
 	char message[512];              /* its one-line message */
 	char deployment[65];            /* declared in every get, or "" */
+	ks_buf_t frames;                /* request frames not yet sent */
 	size_t rpos, rlen;              /* unread bytes: rbuf[rpos, rlen) */
 	uint8_t rbuf[READ_BUF];
 };
@@ -267,42 +272,46 @@ static int daemon_error(kspec_client_t *c, const cJSON *json)
 	return ks_err_from_name(code);
 }
 
-/* Appends to OUT the frame of request header REQ: prefix, then REQ. */
-static int frame_append(kspec_client_t *c, ks_buf_t *out,
-    const ks_buf_t *req)
+/* Appends to c->frames the frame of request header REQ: prefix, then
+ * REQ.  On failure the frames not yet sent are dropped. */
+static int frame_append(kspec_client_t *c, const ks_buf_t *req)
 {
 	uint8_t prefix[KS_FRAME_PREFIX];
+	int rc = KSPEC_OK;
 
-	if (req->len > KS_MAX_HEADER)
-		return set_error(c, KSPEC_E_TOO_LARGE,
-		    "request header is longer than %u bytes", KS_MAX_HEADER);
-	ks_frame_prefix(prefix, (uint32_t)req->len, 0);
-	if (ks_buf_append(out, prefix, sizeof prefix) ||
-	    ks_buf_append(out, req->data, req->len))
-		return set_error(c, KSPEC_E_NOMEM, "out of memory");
-	return KSPEC_OK;
+	if (req->len > KS_MAX_HEADER) {
+		rc = set_error(c, KSPEC_E_TOO_LARGE, "request header is "
+		    "longer than %u bytes", KS_MAX_HEADER);
+	} else {
+		ks_frame_prefix(prefix, (uint32_t)req->len, 0);
+		if (ks_buf_append(&c->frames, prefix, sizeof prefix) ||
+		    ks_buf_append(&c->frames, req->data, req->len))
+			rc = set_error(c, KSPEC_E_NOMEM, "out of memory");
+	}
+	if (rc)
+		ks_buf_reset(&c->frames);
+	return rc;
 }
 
-/* Sends the frames in OUT (one send for all of them, as a rule). */
-static int send_frames(kspec_client_t *c, const ks_buf_t *out)
+/* Sends c->frames (one send for all of them, as a rule) and empties it. */
+static int send_frames(kspec_client_t *c)
 {
+	int rc;
+
 	if (c->fd < 0)
-		return set_error(c, KSPEC_E_CONNECT, "not connected to %s",
+		rc = set_error(c, KSPEC_E_CONNECT, "not connected to %s",
 		    c->path);
-	return send_all(c, out->data, out->len);
+	else
+		rc = send_all(c, c->frames.data, c->frames.len);
+	ks_buf_reset(&c->frames);
+	return rc;
 }
 
 static int send_request(kspec_client_t *c, const ks_buf_t *req)
 {
-	ks_buf_t out;
-	int rc;
+	int rc = frame_append(c, req);
 
-	ks_buf_init(&out);
-	rc = frame_append(c, &out, req);
-	if (!rc)
-		rc = send_frames(c, &out);
-	ks_buf_close(&out);
-	return rc;
+	return rc ? rc : send_frames(c);
 }
 
 /*
@@ -545,6 +554,7 @@ int kspec_connect(const char *socket_path, kspec_client_t **out)
 		return KSPEC_E_NOMEM;
 	c->fd = -1;
 	c->next_id = 1;
+	ks_buf_init(&c->frames);
 	/* libsodium for the artifact check; idempotent and thread-safe. */
 	if (ks_base_init())
 		return set_error(c, KSPEC_E_INTERNAL,
@@ -570,6 +580,7 @@ void kspec_close(kspec_client_t *c)
 	if (!c)
 		return;
 	drop(c);
+	ks_buf_close(&c->frames);
 	free(c);
 }
 
@@ -906,7 +917,7 @@ static int want_many(void *ctx, uint64_t id)
 int kspec_get_many(kspec_client_t *c, const kspec_get_spec_t *specs,
     size_t n, kspec_artifact_t **out, int *errors)
 {
-	ks_buf_t req, frames;
+	ks_buf_t req;
 	many_t m;
 	size_t i, got;
 	int rc, first = KSPEC_OK;
@@ -931,21 +942,19 @@ int kspec_get_many(kspec_client_t *c, const kspec_get_spec_t *specs,
 	if (rc)
 		return rc;
 	ks_buf_init(&req);
-	ks_buf_init(&frames);
-	/* The frames go out together, a send per 64 KB of them. */
+	/* The frames go out together, a send per SEND_BATCH bytes. */
 	for (i = 0; i < n && !rc; i++) {
 		ks_buf_reset(&req);
 		rc = build_get(c, &req, m.base + i, &specs[i]);
-		if (rc)
+		if (rc) {
+			ks_buf_reset(&c->frames);
 			rc = set_error(c, rc, "out of memory");
-		else
-			rc = frame_append(c, &frames, &req);
-		if (!rc && (frames.len >= 65536 || i == n - 1)) {
-			rc = send_frames(c, &frames);
-			ks_buf_reset(&frames);
+		} else {
+			rc = frame_append(c, &req);
 		}
+		if (!rc && (c->frames.len >= SEND_BATCH || i == n - 1))
+			rc = send_frames(c);
 	}
-	ks_buf_close(&frames);
 	ks_buf_close(&req);
 	if (rc)
 		return rc;

@@ -86,6 +86,39 @@ Test(client, get_many_matches_out_of_order_replies_by_id)
 		kspec_artifact_free(out[i]);
 }
 
+/*
+ * A get_many whose request frames pass one send batch (64 KB): every
+ * request reaches the daemon and every reply lands in its slot.
+ */
+Test(client, get_many_larger_than_one_send_batch)
+{
+	enum { N = 1000 };
+	static kspec_dim_t dims[N][3];
+	static kspec_get_spec_t specs[N];
+	static kspec_artifact_t *out[N];
+	kspec_artifact_t *warm;
+	size_t frames = 0;
+	int i;
+
+	specs[0] = gemm_spec("f32", dims[0], 1, 72, 72);
+	cr_assert_eq(kspec_get(C, &specs[0], &warm), 0);
+	for (i = 0; i < N; i++) {
+		specs[i] = gemm_spec("f32", dims[i], 1, 72, 72);
+		frames += 8 + 100;      /* at least: prefix and a get's JSON */
+	}
+	cr_assert_gt(frames, 65536, "too few requests to pass one batch");
+	cr_assert_eq(kspec_get_many(C, specs, N, out, NULL), 0, "%s",
+	    kspec_last_error(C, NULL));
+	for (i = 0; i < N; i++) {
+		cr_assert_not_null(out[i], "item %d", i);
+		cr_assert_eq(out[i]->len, warm->len);
+		cr_assert_eq(memcmp(out[i]->bytes, warm->bytes, warm->len), 0);
+		kspec_artifact_free(out[i]);
+	}
+	kspec_artifact_free(warm);
+	cr_assert_eq(kspec_ping(C), 0);
+}
+
 Test(client, cpu_loader_runs_a_served_kernel_bitwise)
 {
 	kspec_dim_t dims[3];

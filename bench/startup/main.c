@@ -6,8 +6,8 @@
  *   (b) a cold daemon: a Python process fetches them with one pipelined
  *       get_many and loads them (client/python), with one compile worker
  *       and with as many as CPUs (the default);
- *   (c) the same daemon again, warm (memory tier);
  *   (d) the daemon restarted on the warm store (memory tier empty);
+ *   (c) then the same gets again, warm (memory tier);
  *   and (c), (d) again with the C client (include/kspec.h: kspec_get_many,
  *   kspec_cpu_load), what a server written in C or C++ pays.
  * Times are the client's own (get_many + load, or compile + load), not
@@ -389,14 +389,7 @@ int main(int argc, char **argv)
 		}
 		t[2][r] = python_client(d.sock, "compiled=64", &fe[2][r],
 		    &lo[2][r]);
-		t[3][r] = python_client(d.sock, "memory=64", &fe[3][r],
-		    &lo[3][r]);
-		restart(&d);
-		t[4][r] = python_client(d.sock, "disk=64", &fe[4][r],
-		    &lo[4][r]);
-		restart(&d);
-		t[6][r] = c_client(d.sock, "disk", &fe[6][r], &lo[6][r]);
-		t[5][r] = c_client(d.sock, "memory", &fe[5][r], &lo[5][r]);
+		warm_round(&d, r, t, fe, lo);
 		e2e_cleanup(&d);
 	}
 	printf("startup: %d gemm kernels of an 8B-class model (decode, verify "
