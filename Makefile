@@ -39,8 +39,10 @@ LIB_OBJ    := $(BASE_OBJ) $(PROTO_OBJ) $(CLIENT_LIB_OBJ)
 
 PROGRAMS := $(BUILD)/kspecd $(BUILD)/kspec $(BUILD)/libkspec.so \
 	    $(BUILD)/libkspec.a $(BUILD)/kspec.pc
-# The reference engine on libkspec (README, "A model on kspec").
-EXAMPLES := $(BUILD)/examples/llama
+# The reference engine on libkspec (README, "A model on kspec"), and the
+# client of bench/gpu/run.sh's first-kernel timing, which links libkspec as
+# the engine does (the GPU machine has none of the build's packages).
+EXAMPLES := $(BUILD)/examples/llama $(BUILD)/bench/gpu-first
 PREFIX   ?= /usr/local
 VERSION  := $(shell sed -n 's/^#define KSPEC_VERSION "\(.*\)"/\1/p' include/kspec.h)
 # libkspec's ABI major version: its SONAME is libkspec.so.$(SOVERSION).
@@ -146,10 +148,15 @@ $(BUILD)/libkspec.so: $(LIB_OBJ)
 
 # An example links the client library only, as an application would.
 $(BUILD)/examples/%: examples/%/*.c $(BUILD)/libkspec.a include/kspec.h \
-	    ref/ref.h
+	    ref/ref.h examples/cu_driver.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $(filter %.c,$^) $(BUILD)/libkspec.a \
 	    $(CLIENT_LDLIBS) -lOpenCL -lm
+
+$(BUILD)/bench/gpu-first: bench/gpu/first.c $(BUILD)/libkspec.a \
+	    include/kspec.h examples/cu_driver.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkspec.a $(CLIENT_LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
 	    $(wildcard tests/*.h ref/*.h bench/*.h bench/gpu/*.h)

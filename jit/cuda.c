@@ -99,6 +99,7 @@ static const ks_c_dialect_t cuda_dialect = {
 	.phase_sync = "__syncthreads();",
 	.local_kw = "__shared__ ",
 	.barrier = "__syncthreads();",
+	.unroll = "#pragma unroll %d",
 };
 
 /* ---- NVRTC, loaded at run time ---- */
@@ -505,51 +506,66 @@ static int take_output(nvrtcProgram prog, int cubin, ks_jit_artifact_t *out,
 	return KS_OK;
 }
 
-static int cuda_compile(const ks_ir_kernel_t *k, const char *target,
-    const char *format, ks_jit_artifact_t *out, char *err, size_t errlen)
+/* FORMAT and TARGET of a compile: *SM and *CUBIN, or the error. */
+static int check_request(const char *target, const char *format, int *sm,
+    int *cubin, char *err, size_t errlen)
 {
-	const char *opts[NELEM(cuda_opts) + 1];
-	char arch[48], name[KS_MAX_NAME * 2 + 8];
-	uint64_t t0 = ks_now_ns();
-	nvrtcProgram prog = NULL;
-	nvrtcResult r;
-	ks_buf_t src;
-	int sm, cubin, rc;
-	size_t i;
+	int rc;
 
-	memset(out, 0, sizeof(*out));
 	if (cuda_check_format(format) != KS_OK) {
 		ks_set_err(err, errlen, "cuda backend produces formats 'ptx' and "
 		    "'cubin'");
 		return KS_E_BAD_FORMAT;
 	}
-	rc = check_target(target, &sm, err, errlen);
+	rc = check_target(target, sm, err, errlen);
 	if (rc != KS_OK)
 		return rc;
-	cubin = strcmp(format, "cubin") == 0;
-	if (cubin && (nvrtc.GetCUBINSize == NULL || nvrtc.GetCUBIN == NULL)) {
+	*cubin = strcmp(format, "cubin") == 0;
+	if (*cubin && (nvrtc.GetCUBINSize == NULL || nvrtc.GetCUBIN == NULL)) {
 		ks_set_err(err, errlen, "NVRTC %d.%d cannot produce cubin (11.1 "
 		    "or later can)", nvrtc.major, nvrtc.minor);
 		return KS_E_BAD_FORMAT;
 	}
-	ks_buf_init(&src);
-	rc = cuda_source(k, &src, err, errlen);
-	if (rc != KS_OK) {
-		ks_buf_close(&src);
-		return rc;
+	return KS_OK;
+}
+
+/*
+ * Compiles the CUDA C text SRC for TARGET in FORMAT with the options of
+ * every kspec compile (cuda_opts); NAME ("ks_gemm_gemv_m1.cu") names the
+ * program in NVRTC's messages.  The backend's compile is this on the text
+ * emitted from the IR; bench/gpu/check also hands it edited copies of
+ * that text to measure a schedule on a GPU before the emitter adopts it.
+ */
+int ks_jit_cuda_compile_text(const char *src, const char *name,
+    const char *target, const char *format, ks_jit_artifact_t *out,
+    char *err, size_t errlen)
+{
+	const char *opts[NELEM(cuda_opts) + 1];
+	char arch[48];
+	uint64_t t0 = ks_now_ns();
+	nvrtcProgram prog = NULL;
+	nvrtcResult r;
+	int sm, cubin, rc;
+	size_t i;
+
+	memset(out, 0, sizeof(*out));
+	if (src == NULL) {
+		ks_set_err(err, errlen, "no CUDA C text to compile");
+		return KS_E_INTERNAL;
 	}
+	rc = check_request(target, format, &sm, &cubin, err, errlen);
+	if (rc != KS_OK)
+		return rc;
 	snprintf(arch, sizeof(arch), "--gpu-architecture=%s_%d",
 	    cubin ? "sm" : "compute", sm);
 	opts[0] = arch;
 	for (i = 0; i < NELEM(cuda_opts); i++)
 		opts[i + 1] = cuda_opts[i];
-	snprintf(name, sizeof(name), "%s.cu", k->entry);
 
-	r = nvrtc.CreateProgram(&prog, src.data, name, 0, NULL, NULL);
+	r = nvrtc.CreateProgram(&prog, src, name, 0, NULL, NULL);
 	if (r != 0) {
 		ks_set_err(err, errlen, "nvrtcCreateProgram: %s",
 		    nvrtc.GetErrorString(r));
-		ks_buf_close(&src);
 		return KS_E_COMPILE;
 	}
 	r = nvrtc.CompileProgram(prog, (int)NELEM(opts), opts);
@@ -564,6 +580,31 @@ static int cuda_compile(const ks_ir_kernel_t *k, const char *target,
 		rc = take_output(prog, cubin, out, err, errlen);
 	}
 	nvrtc.DestroyProgram(&prog);
+	if (rc == KS_OK)
+		out->compile_ms = (double)(ks_now_ns() - t0) / 1e6;
+	return rc;
+}
+
+static int cuda_compile(const ks_ir_kernel_t *k, const char *target,
+    const char *format, ks_jit_artifact_t *out, char *err, size_t errlen)
+{
+	char name[KS_MAX_NAME * 2 + 8];
+	uint64_t t0 = ks_now_ns();
+	ks_buf_t src;
+	int rc, sm, cubin;
+
+	memset(out, 0, sizeof(*out));
+	/* Format, target and NVRTC first: a refused request costs no
+	 * emitting. */
+	rc = check_request(target, format, &sm, &cubin, err, errlen);
+	if (rc != KS_OK)
+		return rc;
+	ks_buf_init(&src);
+	rc = cuda_source(k, &src, err, errlen);
+	snprintf(name, sizeof(name), "%s.cu", k->entry);
+	if (rc == KS_OK)
+		rc = ks_jit_cuda_compile_text(src.data, name, target, format,
+		    out, err, errlen);
 	ks_buf_close(&src);
 	if (rc == KS_OK)
 		out->compile_ms = (double)(ks_now_ns() - t0) / 1e6;

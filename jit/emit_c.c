@@ -900,6 +900,11 @@ static void loop(emit_t *E, const ks_stmt_t *s)
 		fail(E, "FOR over lane variable '%s' outside LANES", v->name);
 		return;
 	}
+	if (s->unroll != 0 && E->d->unroll != NULL) {
+		line(E);
+		put(E, E->d->unroll, s->unroll);
+		put(E, "\n");
+	}
 	line(E);
 	put(E, "for (ks_i64 v_%s = ", v->name);
 	expr(E, s->a);

@@ -85,6 +85,9 @@ struct ks_c_dialect {
 	                           and see each other's global stores */
 	const char *local_kw;   /* qualifier of a local array: "__shared__ " */
 	const char *barrier;    /* statement: meet, local stores visible */
+	const char *unroll;     /* printf format of a FOR's unroll hint, on
+	                           its own line before the loop ("#pragma
+	                           unroll %d"); NULL: hints are not emitted */
 };
 
 /* Indices of the reductions, for dialects that define them per kind. */

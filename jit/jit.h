@@ -91,6 +91,12 @@ typedef struct ks_backend {
 extern const ks_backend_t ks_backend_cpu, ks_backend_cuda,
     ks_backend_opencl;
 
+/* Compiles CUDA C text SRC as the cuda backend compiles the text it
+ * emits (jit/cuda.c); NAME names the program in NVRTC's messages. */
+int ks_jit_cuda_compile_text(const char *src, const char *name,
+    const char *target, const char *format, ks_jit_artifact_t *out,
+    char *err, size_t errlen);
+
 /* The backends, in a fixed order; NULL-safe lookup by name. */
 const ks_backend_t *const *ks_backends(int *count);
 const ks_backend_t *ks_backend_find(const char *name);

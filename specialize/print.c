@@ -190,6 +190,8 @@ static int print_stmt(const ks_ir_kernel_t *k, const ks_stmt_t *s,
 		rc = rc ? rc : print_expr(k, s->b, out);
 		rc = rc ? rc : ks_buf_printf(out, " step %" PRId64 " ",
 		    s->step);
+		if (!rc && s->unroll != 0)
+			rc = ks_buf_printf(out, "unroll %d ", s->unroll);
 		rc = rc ? rc : print_block(k, s->body, depth, out);
 		break;
 	case KS_S_IF:

@@ -207,6 +207,7 @@ typedef struct {
 } ks_ir_local_t;
 
 enum { KS_IR_LOCAL_MAX = 4096 };        /* f32 elements per array (16 KB) */
+enum { KS_IR_UNROLL_MAX = 64 };         /* the largest FOR unroll hint */
 
 typedef struct ks_stmt ks_stmt_t;
 struct ks_stmt {
@@ -214,6 +215,11 @@ struct ks_stmt {
 	int var;                /* DECL, ASSIGN, FOR */
 	int param;              /* STORE, LSTORE, PREFETCH */
 	int64_t step;           /* FOR */
+	int unroll;             /* FOR: a schedule hint, 0 or 2..KS_IR_UNROLL_MAX:
+	                           backends whose compiler takes one unroll the
+	                           loop this many times (CUDA: #pragma unroll).
+	                           It reorders no arithmetic; 0 leaves the
+	                           choice to the backend's compiler */
 	ks_expr_t *a, *b;
 	ks_stmt_t *body;        /* FOR, IF, LANES: always a BLOCK */
 	ks_stmt_t *orelse;      /* IF: a BLOCK or NULL */

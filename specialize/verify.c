@@ -449,6 +449,10 @@ static void enter_stmt(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
 		if (s->step <= 0)
 			fail(v, "for: step %lld is not positive",
 			    (long long)s->step);
+		if (s->unroll != 0 && (s->unroll < 2 ||
+		    s->unroll > KS_IR_UNROLL_MAX))
+			fail(v, "for: unroll hint %d is not 0 or 2..%d",
+			    s->unroll, KS_IR_UNROLL_MAX);
 		if (!var_ok(v, s->var, "for"))
 			return;
 		if (v->k->vars[s->var].type != KS_TY_I64)

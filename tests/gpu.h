@@ -166,6 +166,22 @@ static inline char *gpu_source(const ks_backend_t *b, const ks_ir_kernel_t *k)
 	return ks_buf_steal(&s, NULL);
 }
 
+/* Clears the unroll hint of every FOR under S (a schedule the emitters
+ * may use; the tests compare what a kernel becomes without it). */
+static inline void ks_test_clear_hints(ks_stmt_t *s)
+{
+	int i;
+
+	if (s == NULL)
+		return;
+	if (s->kind == KS_S_FOR)
+		s->unroll = 0;
+	ks_test_clear_hints(s->body);
+	ks_test_clear_hints(s->orelse);
+	for (i = 0; i < s->nitems; i++)
+		ks_test_clear_hints(s->items[i]);
+}
+
 /* ---- hand-built kernels ---- */
 
 #define GI(v) ks_x_i64(k, (v))

@@ -459,7 +459,9 @@ Test(cuda, ptx_keeps_mul_add_separate_and_division_ieee)
 /*
  * Unary math compiles and assembles; sqrt is sqrt.rn.f32 (IEEE, from
  * --prec-sqrt=true), never sqrt.approx, and flushes nothing.  exp is
- * CUDA's expf (library accuracy, not bitwise with the other backends).
+ * kspec's own sequence (bitwise with the other backends; on an H200,
+ * bench/gpu/run.sh found every kernel with exp bitwise equal to ref/),
+ * so its PTX has no ex2.
  */
 Test(cuda, unary_math_compiles_and_sqrt_is_ieee_in_the_ptx)
 {
@@ -479,6 +481,11 @@ Test(cuda, unary_math_compiles_and_sqrt_is_ieee_in_the_ptx)
 			cr_assert_eq(ptxas(tool, &ptx, "sm_90"), 0, "%s",
 			    ks_unop_name(ops[o]));
 		t = ptx_text(&ptx);
+		/* kspec's exp is its own sequence of fma and bit operations
+		 * (ref_expf), never the hardware's approximate ex2. */
+		if (ops[o] == KS_UN_EXP)
+			cr_assert(strstr(t, "ex2.") == NULL, "exp uses ex2:\n%s",
+			    t);
 		if (ops[o] == KS_UN_SQRT) {
 			cr_assert(strstr(t, "sqrt.rn.f32") != NULL,
 			    "no sqrt.rn.f32");
@@ -490,6 +497,83 @@ Test(cuda, unary_math_compiles_and_sqrt_is_ieee_in_the_ptx)
 		ks_jit_artifact_close(&ptx);
 		ks_ir_free(k);
 	}
+}
+
+/* Compiling the emitted text with ks_jit_cuda_compile_text (what
+ * bench/gpu/check does with its schedule trials) is the backend's own
+ * compile: the same PTX, byte for byte. */
+Test(cuda, compile_text_of_the_emitted_source_is_the_compile)
+{
+	ks_ir_kernel_t *k = gpu_gemm_ir("gemv_m1", KS_DTYPE_BF16, 1, 4096,
+	    4096);
+	char *src, err[512];
+	ks_jit_artifact_t a, b;
+
+	need_nvrtc();
+	src = gpu_source(&ks_backend_cuda, k);
+	compile(k, "sm_90", "ptx", &a);
+	cr_assert_eq(ks_jit_cuda_compile_text(src, "t.cu", "sm_90", "ptx", &b,
+	    err, sizeof err), KS_OK, "%s", err);
+	cr_assert_eq(a.len, b.len);
+	cr_assert(memcmp(a.bytes, b.bytes, a.len) == 0);
+	ks_jit_artifact_close(&b);
+	cr_assert_eq(ks_jit_cuda_compile_text("not C++ {", "t.cu", "sm_90",
+	    "ptx", &b, err, sizeof err), KS_E_COMPILE);
+	cr_assert(strstr(err, "t.cu") != NULL, "no program log: %s", err);
+	cr_assert_eq(ks_jit_cuda_compile_text(src, "t.cu", "auto", "ptx", &b,
+	    err, sizeof err), KS_E_BAD_TARGET);
+	free(src);
+	ks_jit_artifact_close(&a);
+	ks_ir_free(k);
+}
+
+/* Loads from global memory in PTX text T. */
+static int global_loads(const char *t)
+{
+	int n = 0;
+
+	while ((t = strstr(t, "ld.global")) != NULL) {
+		n++;
+		t++;
+	}
+	return n;
+}
+
+/*
+ * gemv_m1's k loop carries the unroll hint 4 (k_gemm.c: on an H200, bf16
+ * N=14336 K=4096 ran at 0.75 of a device copy's bandwidth with it and 0.61
+ * without), emitted as `#pragma unroll 4` right before the loop, so the
+ * loop body of the PTX issues the loads of 4 chunks: 4 x (8 rows of W + 1
+ * of x).  Without the hint NVRTC unrolls twice; the planted removal is
+ * caught by the count.
+ */
+Test(cuda, gemv_m1_keeps_four_chunks_of_loads_in_flight)
+{
+	ks_ir_kernel_t *k = gpu_gemm_ir("gemv_m1", KS_DTYPE_BF16, 1, 14336,
+	    4096);
+	ks_jit_artifact_t ptx;
+	char *src, *t;
+	int hinted;
+
+	need_nvrtc();
+	src = gpu_source(&ks_backend_cuda, k);
+	cr_assert(strstr(src, "#pragma unroll 4\n\tfor (ks_i64 v_k0 = ") !=
+	    NULL, "%s", src);
+	free(src);
+	compile(k, "sm_90", "ptx", &ptx);
+	t = ptx_text(&ptx);
+	hinted = global_loads(t);
+	cr_assert_geq(hinted, 4 * 9, "%d loads:\n%s", hinted, t);
+	free(t);
+	ks_jit_artifact_close(&ptx);
+
+	ks_test_clear_hints(k->body);
+	compile(k, "sm_90", "ptx", &ptx);
+	t = ptx_text(&ptx);
+	cr_assert_lt(global_loads(t), hinted, "the hint made no difference");
+	free(t);
+	ks_jit_artifact_close(&ptx);
+	ks_ir_free(k);
 }
 
 /* ---- targets, formats, availability ---- */

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "../specialize/specialize.h"
+#include "gpu.h"
 
 static void setup(void)
 {
@@ -576,6 +577,52 @@ Test(specialize, verifier_rejects_scope_and_nesting_errors)
 	expect_invalid(k, "declared twice");
 }
 
+/* A FOR of TINY with unroll hint U: for i = 0 to N step 1, y[i] = 0. */
+static ks_ir_kernel_t *hinted_loop(int u)
+{
+	int y, x, n, i;
+	ks_ir_kernel_t *k = tiny(&y, &x, &n);
+	ks_stmt_t *loop;
+
+	i = ks_ir_var(k, "i", KS_TY_I64, KS_VAR_UNIFORM);
+	loop = ks_s_for(k, i, c64(k, 0), ks_x_param(k, n), 1);
+	loop->unroll = u;
+	ks_s_append(k, k->body, loop);
+	ks_s_append(k, loop->body, ks_s_store(k, y, ks_x_var(k, i),
+	    ks_x_f32(k, 0.0f)));
+	return k;
+}
+
+/* The unroll hint is 0 or 2..KS_IR_UNROLL_MAX, and printed only when set
+ * (so the text of every unhinted kernel is what it was). */
+Test(specialize, unroll_hints_are_verified_and_printed)
+{
+	static const int ok[] = { 0, 2, 4, KS_IR_UNROLL_MAX };
+	static const int bad[] = { 1, -4, KS_IR_UNROLL_MAX + 1 };
+	ks_ir_kernel_t *k;
+	char err[256], *t;
+	size_t i;
+
+	for (i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		k = hinted_loop(ok[i]);
+		cr_assert_eq(ks_ir_verify(k, err, sizeof err), KS_OK,
+		    "unroll %d: %s", ok[i], err);
+		t = text(k);
+		cr_assert_eq(strstr(t, " unroll ") != NULL, ok[i] != 0,
+		    "%s", t);
+		free(t);
+		ks_ir_free(k);
+	}
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		expect_invalid(hinted_loop(bad[i]), "unroll hint");
+	k = hinted_loop(8);
+	t = text(k);
+	cr_assert(strstr(t, "for i = 0 to N step 1 unroll 8 {\n") != NULL,
+	    "%s", t);
+	free(t);
+	ks_ir_free(k);
+}
+
 Test(specialize, verifier_rejects_bad_buffers_and_grid)
 {
 	int y, x, n;
@@ -1032,7 +1079,7 @@ Test(specialize, constant_k_multiple_of_32_leaves_no_tail)
 
 	cr_assert_eq(count(t, "lanes {"), 1, "%s", t);
 	cr_assert_eq(count(t, "kt"), 1, "%s", t);   /* only its var line */
-	cr_assert(strstr(t, "for k0 = 0 to 4096 step 32 {\n"), "%s", t);
+	cr_assert(strstr(t, "for k0 = 0 to 4096 step 32 unroll 4 {\n"), "%s", t);
 	free(t);
 	ks_ir_free(k);
 }
@@ -1043,7 +1090,7 @@ Test(specialize, constant_k_not_multiple_of_32_keeps_the_tail)
 	char *t = text(k);
 
 	cr_assert_eq(count(t, "lanes {"), 2, "%s", t);
-	cr_assert(strstr(t, "for k0 = 0 to 4096 step 32 {\n"), "%s", t);
+	cr_assert(strstr(t, "for k0 = 0 to 4096 step 32 unroll 4 {\n"), "%s", t);
 	cr_assert(strstr(t, "decl kt = (4096 + lane)\n"), "%s", t);
 	cr_assert(strstr(t, "if (kt < 4100) {\n"), "%s", t);
 	cr_assert_eq(count(t, "% 32"), 0, "%s", t);
@@ -1265,6 +1312,16 @@ static ks_ir_kernel_t *build_f32_only(const ks_spec_t *spec,
 	return ks_kernel_gemm.build(&s, variant);
 }
 
+static ks_ir_kernel_t *build_unhinted(const ks_spec_t *spec,
+    const char *variant)
+{
+	ks_ir_kernel_t *k = ks_kernel_gemm.build(spec, variant);
+
+	if (k != NULL)
+		ks_test_clear_hints(k->body);
+	return k;
+}
+
 Test(specialize, fingerprint_is_stable_and_follows_the_definition)
 {
 	const ks_hash_t *a = ks_kernel_fingerprint(&ks_kernel_gemm);
@@ -1292,6 +1349,12 @@ Test(specialize, fingerprint_is_stable_and_follows_the_definition)
 	other.build = build_f32_only;
 	ks_kernel_fingerprint_compute(&other, &changed);
 	cr_assert_not(ks_hash_eq(a, &changed));
+	/* gemv_m1's unroll hint (a schedule, not arithmetic, but part of
+	 * what NVRTC is given): the probes reach its k loop. */
+	other = ks_kernel_gemm;
+	other.build = build_unhinted;
+	ks_kernel_fingerprint_compute(&other, &changed);
+	cr_assert_not(ks_hash_eq(a, &changed), "the hint is not hashed");
 }
 
 /*

@@ -21,43 +21,62 @@ Nothing is fetched: without torch or without a GPU it prints why and exits
 import sys
 
 
-def main():
+def timed(tool, name, fn, warmup=10, runs=50):
+    """Calls FN(i) WARMUP times, then RUNS times each between its own pair
+    of CUDA events (i counts from 0 across both); prints `TOOL NAME MEDIAN
+    P10 P90` in microseconds.  bench/gpu/gemv_ref.py times with it too."""
+    import torch
+    for i in range(warmup):
+        fn(i)
+    torch.cuda.synchronize()
+    times = []
+    for i in range(warmup, warmup + runs):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn(i)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0)
+    times.sort()
+    print("%s %-22s %10.2f %10.2f %10.2f" % (
+        tool, name, times[runs // 2], times[runs // 10],
+        times[runs - 1 - runs // 10]), flush=True)
+
+
+def need_cuda(tool):
+    """(torch, torch.nn.functional) when torch imports and sees a GPU;
+    else None, said on a `TOOL: ...` line."""
     try:
         import torch
         import torch.nn.functional as F
     except ImportError as e:
-        print("torch: not installed (%s)" % e)
-        return 2
+        print("%s: torch is not installed (%s)" % (tool, e))
+        return None
     if not torch.cuda.is_available():
-        print("torch: no CUDA device")
+        print("%s: no CUDA device" % tool)
+        return None
+    return torch, F
+
+
+def main():
+    got = need_cuda("torch")
+    if got is None:
         return 2
+    torch, F = got
     dev = torch.device("cuda")
     bf = torch.bfloat16
     torch.manual_seed(0)
 
-    def timed(name, fn):
-        for _ in range(10):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(50):
-            a = torch.cuda.Event(enable_timing=True)
-            b = torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) * 1000.0)
-        times.sort()
-        print("torch %-16s %10.2f %10.2f %10.2f" % (
-            name, times[len(times) // 2], times[5], times[44]))
+    def torch_timed(name, fn):
+        timed("torch", name, lambda i: fn())
 
     x = torch.randn(1, 4096, device=dev, dtype=bf)
     w = torch.randn(4096, 4096, device=dev, dtype=bf)
-    timed("gemv", lambda: F.linear(x, w))
+    torch_timed("gemv", lambda: F.linear(x, w))
     xd = torch.randn(1, 14336, device=dev, dtype=bf)
     wd = torch.randn(4096, 14336, device=dev, dtype=bf)
-    timed("gemv_down", lambda: F.linear(xd, wd))
+    torch_timed("gemv_down", lambda: F.linear(xd, wd))
 
     g = torch.randn(4096, device=dev, dtype=bf)
 
@@ -65,7 +84,7 @@ def main():
         h = x.float()
         r = torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5)
         return (h * r * g.float()).to(bf)
-    timed("rmsnorm", rmsnorm)
+    torch_timed("rmsnorm", rmsnorm)
 
     q = torch.randn(1, 32, 128, device=dev, dtype=bf)
     cos = torch.randn(1, 1, 64, device=dev, dtype=torch.float32)
@@ -75,10 +94,10 @@ def main():
         h = q.float()
         a, b = h[..., :64], h[..., 64:]
         return torch.cat((a * cos - b * sin, b * cos + a * sin), -1).to(bf)
-    timed("rope", rope)
+    torch_timed("rope", rope)
 
     gu = torch.randn(1, 2 * 14336, device=dev, dtype=bf)
-    timed("silu_mul", lambda: F.silu(gu[:, :14336]) * gu[:, 14336:])
+    torch_timed("silu_mul", lambda: F.silu(gu[:, :14336]) * gu[:, 14336:])
 
     for s in (2048, 8192):
         qa = torch.randn(1, 32, 1, 128, device=dev, dtype=bf)
@@ -96,7 +115,7 @@ def main():
 
             def attn(qa=qa, k=ke, v=ve):
                 return F.scaled_dot_product_attention(qa, k, v)
-        timed("attention_%d" % s, attn)
+        torch_timed("attention_%d" % s, attn)
     return 0
 
 

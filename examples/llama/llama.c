@@ -55,6 +55,7 @@
 #include <time.h>
 
 #include "../../include/kspec.h"
+#include "../cu_driver.h"
 #include "../../ref/ref.h"
 
 #define DUMP_MAGIC 0x4b4c4c47
@@ -339,43 +340,7 @@ typedef struct {
 	int prof_phase;         /* the phase of the pass in progress */
 } engine_t;
 
-/* ---- the CUDA driver, loaded at run time ---- */
-
-/*
- * libcuda.so.1 through dlopen, never linked, so that the engine builds and
- * runs without the CUDA toolkit.  The few driver types and entry points
- * the engine calls, as the driver's ABI defines them (the _v2 entry
- * points of 64-bit device pointers).
- */
-typedef int cu_result_t;        /* CUresult: 0 is CUDA_SUCCESS */
-
-static struct {
-	cu_result_t (*Init)(unsigned);
-	cu_result_t (*DeviceGet)(int *, int);
-	cu_result_t (*DeviceGetAttribute)(int *, int, int);
-	cu_result_t (*PrimaryCtxRetain)(void **, int);
-	cu_result_t (*PrimaryCtxRelease)(int);
-	cu_result_t (*CtxSetCurrent)(void *);
-	cu_result_t (*CtxSynchronize)(void);
-	cu_result_t (*ModuleLoadData)(void **, const void *);
-	cu_result_t (*ModuleUnload)(void *);
-	cu_result_t (*ModuleGetFunction)(void **, void *, const char *);
-	cu_result_t (*MemAlloc)(unsigned long long *, size_t);
-	cu_result_t (*MemFree)(unsigned long long);
-	cu_result_t (*MemcpyHtoD)(unsigned long long, const void *, size_t);
-	cu_result_t (*MemcpyDtoH)(void *, unsigned long long, size_t);
-	cu_result_t (*MemcpyDtoD)(unsigned long long, unsigned long long,
-	    size_t);
-	cu_result_t (*MemsetD8)(unsigned long long, unsigned char, size_t);
-	cu_result_t (*LaunchKernel)(void *, unsigned, unsigned, unsigned,
-	    unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
-	cu_result_t (*GetErrorString)(cu_result_t, const char **);
-} cu;
-
-enum {
-	CU_CC_MAJOR = 75,       /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_* */
-	CU_CC_MINOR = 76,
-};
+/* ---- the CUDA driver, loaded at run time (cu_driver.h) ---- */
 
 static void cu_check(cu_result_t r, const char *what)
 {
@@ -391,49 +356,10 @@ static void cu_check(cu_result_t r, const char *what)
 /* Loads the driver, or dies saying why (no libcuda.so.1: no driver). */
 static void cu_load(void)
 {
-	static const struct {
-		const char *name;
-		size_t off;
-	} syms[] = {
-		{ "cuInit", offsetof(__typeof__(cu), Init) },
-		{ "cuDeviceGet", offsetof(__typeof__(cu), DeviceGet) },
-		{ "cuDeviceGetAttribute",
-		    offsetof(__typeof__(cu), DeviceGetAttribute) },
-		{ "cuDevicePrimaryCtxRetain",
-		    offsetof(__typeof__(cu), PrimaryCtxRetain) },
-		{ "cuDevicePrimaryCtxRelease_v2",
-		    offsetof(__typeof__(cu), PrimaryCtxRelease) },
-		{ "cuCtxSetCurrent", offsetof(__typeof__(cu), CtxSetCurrent) },
-		{ "cuCtxSynchronize",
-		    offsetof(__typeof__(cu), CtxSynchronize) },
-		{ "cuModuleLoadData",
-		    offsetof(__typeof__(cu), ModuleLoadData) },
-		{ "cuModuleUnload", offsetof(__typeof__(cu), ModuleUnload) },
-		{ "cuModuleGetFunction",
-		    offsetof(__typeof__(cu), ModuleGetFunction) },
-		{ "cuMemAlloc_v2", offsetof(__typeof__(cu), MemAlloc) },
-		{ "cuMemFree_v2", offsetof(__typeof__(cu), MemFree) },
-		{ "cuMemcpyHtoD_v2", offsetof(__typeof__(cu), MemcpyHtoD) },
-		{ "cuMemcpyDtoH_v2", offsetof(__typeof__(cu), MemcpyDtoH) },
-		{ "cuMemcpyDtoD_v2", offsetof(__typeof__(cu), MemcpyDtoD) },
-		{ "cuMemsetD8_v2", offsetof(__typeof__(cu), MemsetD8) },
-		{ "cuLaunchKernel", offsetof(__typeof__(cu), LaunchKernel) },
-		{ "cuGetErrorString",
-		    offsetof(__typeof__(cu), GetErrorString) },
-	};
-	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	size_t i;
+	const char *why = cu_driver_load();
 
-	if (lib == NULL)
-		die("no CUDA driver: libcuda.so.1 cannot be loaded (%s)",
-		    dlerror());
-	for (i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-		void *f = dlsym(lib, syms[i].name);
-
-		if (f == NULL)
-			die("libcuda.so.1 lacks %s", syms[i].name);
-		memcpy((char *)&cu + syms[i].off, &f, sizeof f);
-	}
+	if (why != NULL)
+		die("%s", why);
 }
 
 /* Device 0's primary context, current on this thread, and its target. */

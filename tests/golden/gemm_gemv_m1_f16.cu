@@ -85,6 +85,7 @@ ks_gemm_gemv_m1(
 	float v_acc5 = 0.0f;
 	float v_acc6 = 0.0f;
 	float v_acc7 = 0.0f;
+	#pragma unroll 4
 	for (ks_i64 v_k0 = 0LL; v_k0 < 4096LL; v_k0 += 32LL) {
 		/* lanes: this thread is lane ks_lane */
 		{
