@@ -17,8 +17,10 @@
  *   mappings reserve alone; a compile that runs out dies or fails here,
  *   not in the daemon.
  *
- * Test faults.  KSPEC_TEST_FAULTS (unset in production; tests set it on
- * the daemon, whose workers inherit it) is a comma-separated list of
+ * Test faults, in the test build only (-DKS_TEST_PLANT: the workers of
+ * tests/kspecd-plant; the installed kspecd has no such code and reads no
+ * KSPEC_TEST_* variable).  KSPEC_TEST_FAULTS (tests set it on the test
+ * daemon, whose workers inherit it) is a comma-separated list of
  * ACTION:DIM=VALUE[@ONCE], applied to a compile job whose spec has the
  * constant DIM=VALUE, before compiling:
  *   delay  sleep 1 s, or MS milliseconds for delay/MS, then compile (a
@@ -49,7 +51,9 @@
 #include "../proto/proto.h"
 #include "exec.h"
 
-/* ---- test faults ---- */
+/* ---- test faults (the test build only) ---- */
+
+#ifdef KS_TEST_PLANT
 
 #define MAX_FAULTS 8
 
@@ -156,6 +160,8 @@ static void faults_apply(const ks_job_t *job)
 		}
 	}
 }
+
+#endif
 
 /* ---- the channel ---- */
 
@@ -309,7 +315,9 @@ static int reply_compile(int fd, const char *hdr, size_t len)
 	if (rc == KS_OK && job.canary) {
 		rc = canary_out(&job, &out, err, sizeof err);
 	} else if (rc == KS_OK) {
+#ifdef KS_TEST_PLANT
 		faults_apply(&job);
+#endif
 		rc = ks_job_run(&job, &out, err, sizeof err);
 		/* Out of memory inside a compile is the memory limit. */
 		if (rc == KS_E_NOMEM) {
@@ -379,7 +387,9 @@ int ks_worker_main(int fd, uint64_t memory_bytes, long parent)
 			ks_log(KS_LOG_WARN, "cannot limit memory to %" PRIu64
 			    " bytes: %s", memory_bytes, strerror(errno));
 	}
+#ifdef KS_TEST_PLANT
 	faults_parse(getenv("KSPEC_TEST_FAULTS"));
+#endif
 	if (ks_base_init() != KS_OK || send_ready(fd) != 0)
 		return 1;
 	hdr = malloc(KS_WIRE_MAX_HEADER);

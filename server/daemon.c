@@ -657,6 +657,12 @@ int ks_server_run(const ks_server_config_t *cfg)
 		close_fds(&srv);
 		return rc;
 	}
+	srv.fast = malloc(sizeof *srv.fast);
+	if (!srv.fast)
+		return KS_E_NOMEM;
+	ks_fast_init(srv.fast, !cfg->no_fast_path);
+#ifdef KS_TEST_PLANT
+	/* The test build's switches (tests/kspecd-plant, never installed). */
 	if (getenv("KSPEC_TEST_FAULTS"))
 		ks_log(KS_LOG_WARN, "KSPEC_TEST_FAULTS is set: compile workers "
 		    "will fail on purpose (%s)", getenv("KSPEC_TEST_FAULTS"));
@@ -665,15 +671,12 @@ int ks_server_run(const ks_server_config_t *cfg)
 		ks_log(KS_LOG_WARN, "KSPEC_TEST_REMOTE_BUG is set: values from "
 		    "the remote tier are taken for any key on purpose");
 	}
-	srv.fast = malloc(sizeof *srv.fast);
-	if (!srv.fast)
-		return KS_E_NOMEM;
-	ks_fast_init(srv.fast, !cfg->no_fast_path);
 	if (getenv("KSPEC_TEST_FAST_PATH_BUG")) {
 		srv.fast->planted_prefix = 1;
 		ks_log(KS_LOG_WARN, "KSPEC_TEST_FAST_PATH_BUG is set: the get "
 		    "fast path is wrong on purpose");
 	}
+#endif
 	rc = start(&srv);
 	if (rc)
 		return rc;

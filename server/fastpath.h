@@ -57,9 +57,10 @@ typedef struct {
 
 typedef struct {
 	int enabled;
-	/* A planted bug for the equivalence test's self-check (set from
-	 * KSPEC_TEST_FAST_PATH_BUG=prefix, never in production): templates
-	 * end at the id, so headers that differ after it collide. */
+	/* A planted bug for the equivalence test's self-check, read only by
+	 * the test build (-DKS_TEST_PLANT, tests/kspecd-plant, from
+	 * KSPEC_TEST_FAST_PATH_BUG=prefix): templates end at the id, so
+	 * headers that differ after it collide. */
 	int planted_prefix;
 	ks_fast_entry_t slots[KS_FAST_SLOTS];
 	uint64_t clock;

@@ -25,7 +25,8 @@ struct ks_http {
 		uv_pipe_t pipe;
 	} l;
 	int is_unix;
-	int check_host;          /* TCP on loopback: Host must say loopback */
+	int check_host;          /* Host must say loopback (every listener,
+	                            unless --metrics-any-host) */
 	int lock_fd;             /* beside a Unix socket, else -1 */
 	int inited;              /* l is a handle of the loop */
 	int closing;
@@ -442,8 +443,8 @@ static int listen_inet(ks_http_t *h, const char *addr, int any_host,
 	return KS_OK;
 }
 
-static int listen_unix(ks_http_t *h, const char *path, long gid, char *err,
-    size_t errlen)
+static int listen_unix(ks_http_t *h, const char *path, long gid,
+    int any_host, char *err, size_t errlen)
 {
 	int fd = -1, rc;
 
@@ -453,6 +454,9 @@ static int listen_unix(ks_http_t *h, const char *path, long gid, char *err,
 	if (rc)
 		return rc;
 	snprintf(h->path, sizeof h->path, "%s", path);
+	/* A browser reaches a Unix listener too (ssh -L to 127.0.0.1), so
+	 * a page that rebinds a name of its own is refused here as well. */
+	h->check_host = !any_host;
 	uv_pipe_init(h->loop, &h->l.pipe, 0);
 	h->l.pipe.data = h;
 	h->inited = 1;
@@ -487,7 +491,7 @@ int ks_http_start(uv_loop_t *loop, const char *addr, int any_host, long gid,
 	h->owner = owner;
 	h->lock_fd = -1;
 	if (strchr(addr, '/'))
-		rc = listen_unix(h, addr, gid, err, errlen);
+		rc = listen_unix(h, addr, gid, any_host, err, errlen);
 	else
 		rc = listen_inet(h, addr, any_host, err, errlen);
 	if (rc) {

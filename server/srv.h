@@ -156,7 +156,8 @@ struct ks_srv {
 	uint64_t remote_log_ns;  /* the last refused value logged */
 	uint64_t remote_log_quiet;   /* refused since, not logged */
 	int remote_planted;      /* KSPEC_TEST_REMOTE_BUG: a signed entry of
-	                            another key is taken (tests only) */
+	                            another key is taken (read by the test
+	                            build only, -DKS_TEST_PLANT) */
 	const ks_fast_scan_t *learn;  /* the scan of the request being
 	                                 answered, for ks_op_get to learn */
 	struct ks_warm *warms;   /* warm requests in progress (op_get.c),

@@ -123,6 +123,11 @@ static inline int e2e_start_bin(e2e_daemon_t *d, const char *name,
 	return -1;
 }
 
+/* The test build of the daemon (make build/tests/kspecd-plant): kspecd
+ * with the KSPEC_TEST_* switches compiled in (-DKS_TEST_PLANT), for the
+ * tests that set them.  The installed kspecd reads none of them. */
+#define E2E_PLANT "tests/kspecd-plant"
+
 /* e2e_start_bin of D->program, or else kspecd. */
 static inline int e2e_start(e2e_daemon_t *d, const char *const *extra)
 {

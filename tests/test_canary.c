@@ -361,7 +361,7 @@ static char *metrics(const char *path)
 	FILE *p;
 
 	snprintf(cmd, sizeof cmd, "curl -sS --max-time 10 --unix-socket "
-	    "'%s' http://kspecd/metrics", path);
+	    "'%s' http://localhost/metrics", path);
 	p = popen(cmd, "r");
 	cr_assert_not_null(p);
 	n = getdelim(&out, &cap, '\0', p);

@@ -601,7 +601,8 @@ Test(fastpath, the_check_catches_a_planted_fast_path_bug)
 	memset(&A, 0, sizeof A);
 	memset(&B, 0, sizeof B);
 	setenv("KSPEC_TEST_FAST_PATH_BUG", "prefix", 1);
-	cr_assert_eq(e2e_start(&A, on), 0, "kspecd did not start");
+	A.program = E2E_PLANT;
+	cr_assert_eq(e2e_start(&A, on), 0, "kspecd-plant did not start");
 	unsetenv("KSPEC_TEST_FAST_PATH_BUG");
 	cr_assert_eq(e2e_start(&B, off), 0, "kspecd did not start");
 	cr_assert_gt(run_corpus(1), 0, "the planted bug went unnoticed");

@@ -137,7 +137,9 @@ Test(loop, idle_connections_are_closed_and_a_waiting_one_is_not)
 	int idle, busy;
 
 	setenv("KSPEC_TEST_FAULTS", "delay/4000:N=4200", 1);
-	start(extra);
+	memset(&D, 0, sizeof D);
+	D.program = E2E_PLANT;
+	cr_assert_eq(e2e_start(&D, extra), 0, "kspecd-plant did not start");
 	unsetenv("KSPEC_TEST_FAULTS");
 	idle = e2e_connect(D.sock);
 	busy = e2e_connect(D.sock);

@@ -292,7 +292,7 @@ Test(metrics, api_stats_is_the_stats_reply)
 	free(body);
 }
 
-Test(metrics, unix_socket_listener_has_the_sockets_mode)
+Test(metrics, unix_socket_listener_has_the_sockets_mode_and_checks_host)
 {
 	char path[400], cmd[600], *out;
 	struct stat st;
@@ -309,10 +309,18 @@ Test(metrics, unix_socket_listener_has_the_sockets_mode)
 	cr_assert(S_ISSOCK(st.st_mode));
 	cr_assert_eq(st.st_mode & 0777, 0600, "mode %o", st.st_mode & 0777);
 	snprintf(cmd, sizeof cmd, "curl -sS --max-time 10 --unix-socket '%s' "
-	    "http://kspecd/metrics", path);
+	    "http://localhost/metrics", path);
 	out = run(cmd, &rc);
 	cr_assert_eq(rc, 0);
 	cr_assert(strstr(out, "# TYPE kspec_requests_total counter"));
+	free(out);
+	/* The same Host check as on TCP: a browser reaches this socket
+	 * through ssh -L, so a rebound name is refused here too. */
+	snprintf(cmd, sizeof cmd, "curl -s -o /dev/null -w '%%{http_code}' "
+	    "--max-time 10 --unix-socket '%s' -H 'Host: rebound.example:9464' "
+	    "http://localhost/api/stats", path);
+	out = run(cmd, &rc);
+	cr_assert_str_eq(out, "403");
 	free(out);
 	cr_assert_eq(e2e_stop(&d), 0);
 	cr_assert_neq(stat(path, &st), 0, "the metrics socket outlived "

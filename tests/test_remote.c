@@ -160,6 +160,9 @@ static e2e_daemon_t *node(int i, int sign, const char *timeout_ms,
 	for (k = 0; more && more[k] && n < 23; k++)
 		args[n++] = more[k];
 	args[n] = NULL;
+	/* The test build where a test switch is set for this node. */
+	nodes[i]->program = getenv("KSPEC_TEST_FAULTS") ||
+	    getenv("KSPEC_TEST_REMOTE_BUG") ? E2E_PLANT : NULL;
 	cr_assert_eq(e2e_start(nodes[i], args), 0, "node %d did not start",
 	    i);
 	return nodes[i];

@@ -561,6 +561,54 @@ Test(service, pip_installs_the_python_client_into_a_fresh_venv_offline)
 /* Every option `kspecd --help` names, and every command and option of
  * `kspec --help`, is in the man page and in the bash completion; the man
  * pages render without a groff warning; completion completes. */
+/* Whether the file NAME of the build folder holds the bytes WORD. */
+static int build_file_has(const char *name, const char *word)
+{
+	char path[512];
+	FILE *f;
+	char *buf;
+	long n;
+	int found;
+
+	snprintf(path, sizeof path, "%s/%s", e2e_build_dir(), name);
+	f = fopen(path, "rb");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n);
+	cr_assert_not_null(buf);
+	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	found = memmem(buf, (size_t)n, word, strlen(word)) != NULL;
+	free(buf);
+	return found;
+}
+
+/*
+ * The programs and library that install read no test switch: no
+ * KSPEC_TEST_* name is in them (the switches and the planted bugs behind
+ * them are compiled into tests/kspecd-plant only, -DKS_TEST_PLANT).  The
+ * test build is scanned too, and must hold them: the scan finds what it
+ * looks for.
+ */
+Test(service, the_installed_binaries_read_no_test_switch)
+{
+	static const char *const shipped[] = { "kspecd", "kspec",
+		"libkspec.so", "libkspec.a" };
+	static const char *const planted[] = { "KSPEC_TEST_FAULTS",
+		"KSPEC_TEST_REMOTE_BUG", "KSPEC_TEST_FAST_PATH_BUG",
+		"KSPEC_TEST_PLANT_CODEGEN" };
+	size_t i;
+
+	for (i = 0; i < sizeof shipped / sizeof shipped[0]; i++)
+		cr_assert(!build_file_has(shipped[i], "KSPEC_TEST_"),
+		    "%s names a KSPEC_TEST_ variable", shipped[i]);
+	for (i = 0; i < sizeof planted / sizeof planted[0]; i++)
+		cr_assert(build_file_has("tests/kspecd-plant", planted[i]),
+		    "the test build lacks %s", planted[i]);
+}
+
 Test(service, man_pages_and_completion_know_every_option)
 {
 	static const char *const check =

@@ -32,6 +32,7 @@ static void start(const char *faults, const char *const *extra)
 	snprintf(dir, sizeof dir, "%s", D.dir);
 	memset(&D, 0, sizeof D);
 	snprintf(D.dir, sizeof D.dir, "%s", dir);
+	D.program = faults ? E2E_PLANT : NULL;  /* the faults' build */
 	if (faults)
 		setenv("KSPEC_TEST_FAULTS", faults, 1);
 	else
