@@ -28,6 +28,8 @@
  *   stall  sleep until killed (a hung compiler)
  *   crash  raise SIGSEGV (a compiler crash)
  *   exit   exit with status 3
+ *   error  fail the job as a compile error would (E_COMPILE, "a compile
+ *          error planted by KSPEC_TEST_FAULTS"): the same on every node
  *   oom    allocate and touch memory until an allocation fails, then
  *          abort (a runaway compile at the memory limit)
  * With @ONCE (a file path), the fault fires only in the worker that
@@ -121,7 +123,9 @@ static int fault_applies(const fault_t *f, const ks_job_t *job)
 	return 1;
 }
 
-static void faults_apply(const ks_job_t *job)
+/* Applies the faults of JOB; KS_E_COMPILE with ERR when one is "error",
+ * else KS_OK (after the delay, or never: the others end the process). */
+static int faults_apply(const ks_job_t *job, char *err, size_t errlen)
 {
 	struct rlimit none = { 0, 0 };
 	int i;
@@ -149,6 +153,10 @@ static void faults_apply(const ks_job_t *job)
 			raise(SIGSEGV);
 		} else if (strcmp(f->action, "exit") == 0) {
 			_exit(3);
+		} else if (strcmp(f->action, "error") == 0) {
+			snprintf(err, errlen, "a compile error planted by "
+			    "KSPEC_TEST_FAULTS");
+			return KS_E_COMPILE;
 		} else if (strcmp(f->action, "oom") == 0) {
 			void *p;
 
@@ -159,6 +167,7 @@ static void faults_apply(const ks_job_t *job)
 			abort();
 		}
 	}
+	return KS_OK;
 }
 
 #endif
@@ -316,9 +325,10 @@ static int reply_compile(int fd, const char *hdr, size_t len)
 		rc = canary_out(&job, &out, err, sizeof err);
 	} else if (rc == KS_OK) {
 #ifdef KS_TEST_PLANT
-		faults_apply(&job);
+		rc = faults_apply(&job, err, sizeof err);
 #endif
-		rc = ks_job_run(&job, &out, err, sizeof err);
+		if (rc == KS_OK)
+			rc = ks_job_run(&job, &out, err, sizeof err);
 		/* Out of memory inside a compile is the memory limit. */
 		if (rc == KS_E_NOMEM) {
 			rc = KS_E_COMPILE_OOM;

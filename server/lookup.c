@@ -11,10 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <hiredis/hiredis.h>
+#include <sodium.h>
 
 #include "lookup.h"
 
@@ -204,6 +206,122 @@ take:
 	return a;
 }
 
+/* ---- signed fleet values: failure markers and leases ---- */
+
+/*
+ * A node acts on a value from Redis only when a fleet key signed it
+ * (docs/fleet.md, "What a writer of Redis can do"): a compile's failure
+ * marker and a lease are signed entries (proto/entry.h) of the request
+ * key with no bytes and the metadata {"kspec": KIND, "node": ..,
+ * "expires_ms": .., ...}, hex-encoded.  Bound to its key (a value copied
+ * under another key is refused) and to an expiry on the signer's clock (a
+ * replayed one is refused once it passed, give or take FLEET_SKEW_MS of
+ * clock difference between nodes).
+ */
+#define FLEET_SKEW_MS 5000
+
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static const char *node_id(void);
+
+/*
+ * The signed value of KIND for KEY, valid for TTL_MS from now, with the
+ * members of MORE (an object, may be NULL, taken over), hex, in OUT.
+ * KS_OK or an error (no sign key, out of memory).
+ */
+static int fleet_seal(ks_srv_t *srv, const ks_hash_t *key, const char *kind,
+    uint64_t ttl_ms, cJSON *more, ks_buf_t *out)
+{
+	cJSON *m = more ? more : cJSON_CreateObject();
+	ks_buf_t sealed;
+	char *meta;
+	int rc;
+
+	if (!srv->can_sign || !m) {
+		cJSON_Delete(m);
+		return KS_E_DENIED;
+	}
+	cJSON_AddStringToObject(m, "kspec", kind);
+	cJSON_AddStringToObject(m, "node", node_id());
+	cJSON_AddNumberToObject(m, "expires_ms", (double)(wall_ms() + ttl_ms));
+	meta = cJSON_PrintUnformatted(m);
+	cJSON_Delete(m);
+	if (!meta)
+		return KS_E_NOMEM;
+	ks_buf_init(&sealed);
+	rc = ks_entry_seal(&srv->sign, key, meta, strlen(meta), NULL, 0,
+	    &sealed);
+	free(meta);
+	if (rc == KS_OK)
+		rc = ks_buf_reserve(out, sealed.len * 2 + 1);
+	if (rc == KS_OK) {
+		sodium_bin2hex(out->data + out->len, sealed.len * 2 + 1,
+		    (const unsigned char *)sealed.data, sealed.len);
+		out->len += sealed.len * 2;
+	}
+	ks_buf_close(&sealed);
+	return rc;
+}
+
+/*
+ * The metadata of V (LEN hex digits), a signed value of KIND for KEY that
+ * has not expired and does not claim to live longer than MAX_TTL_MS: a
+ * cJSON object (the caller deletes it), or NULL with WHY said.
+ */
+static cJSON *fleet_open(ks_srv_t *srv, const ks_hash_t *key,
+    const char *kind, uint64_t max_ttl_ms, const char *v, size_t len,
+    char *why, size_t whylen)
+{
+	unsigned char *bin = malloc(len / 2 + 1);
+	const cJSON *k, *exp;
+	size_t n = 0;
+	ks_entry_t e;
+	cJSON *m = NULL;
+	uint64_t now = wall_ms();
+
+	why[0] = '\0';
+	if (!bin) {
+		snprintf(why, whylen, "out of memory");
+		return NULL;
+	}
+	if (sodium_hex2bin(bin, len / 2 + 1, v, len, NULL, &n, NULL) != 0 ||
+	    ks_entry_open(srv->fleet, srv->nfleet, bin, n, &e, why,
+	    whylen) != KS_OK) {
+		if (n == 0 || why[0] == '\0')
+			snprintf(why, whylen, "not signed by a fleet key");
+		free(bin);
+		return NULL;
+	}
+	if (memcmp(e.key.b, key->b, KS_HASH_BYTES) != 0)
+		snprintf(why, whylen, "a signed %s of another key", kind);
+	else if (!(m = cJSON_ParseWithLength(e.meta, e.meta_len)) ||
+	    !cJSON_IsString(k = cJSON_GetObjectItemCaseSensitive(m,
+	    "kspec")) || strcmp(k->valuestring, kind) != 0 ||
+	    !cJSON_IsNumber(exp = cJSON_GetObjectItemCaseSensitive(m,
+	    "expires_ms")))
+		snprintf(why, whylen, "a signed value that is not a %s", kind);
+	else if (exp->valuedouble + FLEET_SKEW_MS < (double)now)
+		snprintf(why, whylen, "a %s that expired %.0f ms ago", kind,
+		    (double)now - exp->valuedouble);
+	else if (exp->valuedouble > (double)(now + max_ttl_ms +
+	    FLEET_SKEW_MS))
+		snprintf(why, whylen, "a %s that claims to live %.0f ms", kind,
+		    exp->valuedouble - (double)now);
+	else {
+		free(bin);
+		return m;
+	}
+	cJSON_Delete(m);
+	free(bin);
+	return NULL;
+}
+
 /* ---- the fleet lease (docs/fleet.md, "Fleet-wide single flight") ---- */
 
 #define LEASE_PREFIX "kspec:lease:"
@@ -212,11 +330,11 @@ take:
 
 /*
  * One script asks for everything at once, atomically: KEYS entry, fail
- * marker, lease, token counter; ARGV this node's id, the lease's TTL, 1
- * when this node may take the lease.  {1, entry}, {2, marker}, {3, our
- * lease's value} (taken: id:token, the token from INCR, increasing
- * fleet-wide), {0, the holder's value} (held by another, or free and not
- * ours to take: {0, ""}).
+ * marker, lease, token counter; ARGV this node's signed lease (hex,
+ * fleet_seal), the lease's TTL, 1 when this node may take the lease.  {1,
+ * entry}, {2, marker}, {3, our lease's value} (taken: signed:token, the
+ * token from INCR, increasing fleet-wide), {0, the holder's value} (held
+ * by another, or free and not ours to take: {0, ""}).
  */
 static const char lease_acquire_lua[] =
     "local v = redis.call('GET', KEYS[1]) "
@@ -230,13 +348,22 @@ static const char lease_acquire_lua[] =
     "if redis.call('SET', KEYS[3], me, 'NX', 'PX', ARGV[2]) then "
     "return {3, me} end "
     "return {0, ''}";
-/* KEYS lease; ARGV our value, TTL: renewed only while it is ours. */
+/* Whether KEYS[1] holds our lease: its value ends in ":" and our token
+ * ARGV[1] (tokens are unique fleet-wide, so a renewal that was lost or
+ * ran unseen leaves nothing to compare wrongly). */
+#define LEASE_OURS_LUA \
+    "local v = redis.call('GET', KEYS[1]) " \
+    "local t = ':' .. ARGV[1] " \
+    "if v and string.sub(v, -#t) == t then "
+/* KEYS lease; ARGV our token, our lease signed anew, TTL: renewed (the
+ * new signed lease, the same token) only while it is ours. */
 static const char lease_renew_lua[] =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-    "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
-/* KEYS lease; ARGV our value: deleted only while it is ours. */
+    LEASE_OURS_LUA
+    "redis.call('SET', KEYS[1], ARGV[2] .. t, 'PX', ARGV[3]) return 1 end "
+    "return 0";
+/* KEYS lease; ARGV our token: deleted only while it is ours. */
 static const char lease_release_lua[] =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    LEASE_OURS_LUA
     "return redis.call('DEL', KEYS[1]) end return 0";
 
 /*
@@ -249,8 +376,14 @@ typedef struct {
 	ks_srv_t *srv;
 	ks_flight_t *f;
 	uv_timer_t timer;
+	ks_hash_t key;           /* the flight's request key */
 	char hex[KS_HASH_HEX];
-	char value[128];         /* ours, while held */
+	char token[24];          /* ours, while held: the INCR of the take */
+	ks_buf_t me;             /* this node's signed lease, for a take */
+	uint64_t me_ns;          /* when it was signed */
+	char *seen;              /* the holder's value last verified */
+	size_t seen_len;
+	double seen_expires;     /* its signed expiry, ms */
 	uint64_t deadline_ns;    /* of the wait */
 	int waited;              /* found another's lease at least once */
 } lease_t;
@@ -259,7 +392,11 @@ static void lease_poll(lease_t *l);
 
 static void lease_closed(uv_handle_t *h)
 {
-	free(h->data);
+	lease_t *l = h->data;
+
+	ks_buf_close(&l->me);
+	free(l->seen);
+	free(l);
 }
 
 static void lease_free(lease_t *l)
@@ -289,22 +426,38 @@ static void lease_keyname(char *out, size_t n, const char *prefix,
 	snprintf(out, n, "%s%s", prefix, l->hex);
 }
 
-/* Renews L while it is ours; fire and forget: a lost renewal lets the
- * lease expire and another node may compile too, nothing worse. */
+/* Renews L while it is ours, signed anew (its signed expiry moves with
+ * the TTL); fire and forget: a lost renewal lets the lease expire and
+ * another node may compile too, nothing worse; the next one, matched by
+ * the token, renews it again if it is still ours. */
 static void on_renew_tick(uv_timer_t *t)
 {
 	lease_t *l = t->data;
 	char key[sizeof LEASE_PREFIX + KS_HASH_HEX], ttl[24];
-	const char *argv[6] = { "EVAL", lease_renew_lua, "1", key, l->value,
-	    ttl };
-	size_t lens[6];
+	const char *argv[7];
+	size_t lens[7];
+	ks_buf_t v;
 	int i;
 
+	ks_buf_init(&v);
+	if (fleet_seal(l->srv, &l->key, "lease", KS_LEASE_TTL_MS, NULL,
+	    &v) != KS_OK) {
+		ks_buf_close(&v);
+		return;
+	}
 	lease_keyname(key, sizeof key, LEASE_PREFIX, l);
 	snprintf(ttl, sizeof ttl, "%d", KS_LEASE_TTL_MS);
-	for (i = 0; i < 6; i++)
+	argv[0] = "EVAL";
+	argv[1] = lease_renew_lua;
+	argv[2] = "1";
+	argv[3] = key;
+	argv[4] = l->token;
+	argv[5] = v.data;
+	argv[6] = ttl;
+	for (i = 0; i < 7; i++)
 		lens[i] = strlen(argv[i]);
-	(void)ks_remote_cmd(l->srv->remote, 6, argv, lens, NULL, NULL);
+	(void)ks_remote_cmd(l->srv->remote, 7, argv, lens, NULL, NULL);
+	ks_buf_close(&v);
 }
 
 /* Leaves REMOTE: with A (served), or to compile; L goes unless held
@@ -337,26 +490,97 @@ static void on_poll_tick(uv_timer_t *t)
 	lease_poll(t->data);
 }
 
-/* Another node failed this compile: its error, ended here too. */
+/* Another node's compile of this key failed: its error, ended here too,
+ * when a fleet key signed the marker for this key, it has not expired and
+ * it is a compile error (the compiler's own verdict, the same on every
+ * node).  Anything else is ignored: compiled here. */
 static void lease_failed(lease_t *l, const char *v, size_t len)
 {
 	ks_flight_t *f = l->f;
 	ks_flights_t *flights;
-	char *e, msg[512];
-	long err;
+	const cJSON *code, *text;
+	char msg[512], why[256];
+	cJSON *m;
 
-	err = strtol(v, &e, 10);
-	if (e == v || *e != ':' || err >= 0) {
-		lease_compile_here(l);   /* not a marker: ignore it */
+	m = fleet_open(l->srv, &l->key, "fail", KS_LEASE_FAIL_TTL_MS, v, len,
+	    why, sizeof why);
+	if (m && (!cJSON_IsNumber(code = cJSON_GetObjectItemCaseSensitive(m,
+	    "code")) || code->valuedouble != KS_E_COMPILE ||
+	    !cJSON_IsString(text = cJSON_GetObjectItemCaseSensitive(m,
+	    "message")))) {
+		snprintf(why, sizeof why, "a failure marker of another kind "
+		    "than a compile error");
+		cJSON_Delete(m);
+		m = NULL;
+	}
+	if (!m) {
+		remote_refused(l->srv, f, why);
+		lease_compile_here(l);
 		return;
 	}
-	snprintf(msg, sizeof msg, "%.*s (on another node of the fleet)",
-	    (int)(len - (size_t)(e + 1 - v)), e + 1);
+	snprintf(msg, sizeof msg, "%s (on another node of the fleet)",
+	    text->valuestring);
+	cJSON_Delete(m);
 	l->f = NULL;
 	flights = &l->srv->flights;
 	lease_free(l);
 	/* Ends the flight with that error: not queued, not compiled. */
-	ks_flight_remote_fail(flights, f, (int)err, msg);
+	ks_flight_remote_fail(flights, f, KS_E_COMPILE, msg);
+}
+
+/* The token of the lease L just took (its value V, signed:token, made
+ * by our own script) into l->token; 0 if V is not that. */
+static int take_token(lease_t *l, const redisReply *v)
+{
+	const char *colon;
+	size_t n;
+
+	if (v->type != REDIS_REPLY_STRING || v->len == 0 ||
+	    !(colon = memrchr(v->str, ':', (size_t)v->len)))
+		return 0;
+	n = (size_t)v->len - (size_t)(colon + 1 - v->str);
+	if (n == 0 || n >= sizeof l->token)
+		return 0;
+	memcpy(l->token, colon + 1, n);
+	l->token[n] = '\0';
+	return 1;
+}
+
+/* Whether V, another node's lease of L's key, was signed by a fleet key
+ * for this key and is within its signed lifetime; refused (counted,
+ * logged) if not.  The last value verified is kept, so that a wait's
+ * polls check a signature once and then only its expiry. */
+static int lease_is_signed(lease_t *l, const char *v, size_t len)
+{
+	const char *colon = memrchr(v, ':', len);
+	const cJSON *exp;
+	char why[256];
+	cJSON *m = NULL;
+
+	if (l->seen && l->seen_len == len && memcmp(l->seen, v, len) == 0) {
+		if (l->seen_expires + FLEET_SKEW_MS >= (double)wall_ms())
+			return 1;
+		snprintf(why, sizeof why, "a lease that expired");
+	} else if (colon) {
+		m = fleet_open(l->srv, &l->key, "lease", KS_LEASE_TTL_MS, v,
+		    (size_t)(colon - v), why, sizeof why);
+	} else {
+		snprintf(why, sizeof why, "a lease that is not signed:token");
+	}
+	if (!m) {
+		remote_refused(l->srv, l->f, why);
+		return 0;
+	}
+	exp = cJSON_GetObjectItemCaseSensitive(m, "expires_ms");
+	free(l->seen);
+	l->seen = malloc(len);
+	if (l->seen) {
+		memcpy(l->seen, v, len);
+		l->seen_len = len;
+		l->seen_expires = exp->valuedouble;
+	}
+	cJSON_Delete(m);
+	return 1;
 }
 
 static void on_acquire(void *ctx, int rc, const redisReply *rep)
@@ -385,8 +609,10 @@ static void on_acquire(void *ctx, int rc, const redisReply *rep)
 		lease_failed(l, v->str, (size_t)v->len);
 		return;
 	case 3:
-		snprintf(l->value, sizeof l->value, "%.*s", (int)v->len,
-		    v->str);
+		if (!take_token(l, v)) {
+			lease_compile_here(l);  /* cannot be: our own value */
+			return;
+		}
 		r->lease_taken++;
 		if (l->waited)
 			r->lease_takeovers++;
@@ -396,6 +622,10 @@ static void on_acquire(void *ctx, int rc, const redisReply *rep)
 	if (v->type != REDIS_REPLY_STRING || v->len == 0) {
 		/* Free, and this node may not take it (it cannot publish). */
 		lease_compile_here(l);
+		return;
+	}
+	if (!lease_is_signed(l, v->str, (size_t)v->len)) {
+		lease_compile_here(l);  /* not waited for: compiled here */
 		return;
 	}
 	if (!l->waited) {
@@ -419,11 +649,25 @@ static void lease_poll(lease_t *l)
 	char lk[sizeof LEASE_PREFIX + KS_HASH_HEX], ttl[24];
 	const char *argv[10];
 	size_t lens[10];
-	int i;
+	int i, rc;
 
 	if (l->srv->stopping) {
 		lease_compile_here(l);   /* ends it: the daemon stops */
 		return;
+	}
+	/* This node's lease, signed, in case it takes it (nodes without the
+	 * sign key never do: ARGV[3]); signed anew once it is older than a
+	 * renewal's period, so that a take's lease lives until the first
+	 * renewal. */
+	if (l->srv->can_sign && (l->me.len == 0 || ks_now_ns() - l->me_ns >
+	    KS_LEASE_RENEW_MS * 1000000ull)) {
+		l->me.len = 0;
+		if (fleet_seal(l->srv, &l->key, "lease", KS_LEASE_TTL_MS, NULL,
+		    &l->me) != KS_OK) {
+			lease_compile_here(l);
+			return;
+		}
+		l->me_ns = ks_now_ns();
 	}
 	remote_key(&l->f->key, ek);
 	lease_keyname(fk, sizeof fk, FAIL_PREFIX, l);
@@ -436,13 +680,13 @@ static void lease_poll(lease_t *l)
 	argv[4] = fk;
 	argv[5] = lk;
 	argv[6] = LEASE_SEQ;
-	argv[7] = node_id();
+	argv[7] = l->me.len ? l->me.data : "";
 	argv[8] = ttl;
 	argv[9] = l->srv->can_sign ? "1" : "0";
 	for (i = 0; i < 10; i++)
 		lens[i] = strlen(argv[i]);
-	if (ks_remote_cmd(l->srv->remote, 10, argv, lens, on_acquire, l) !=
-	    KS_OK)
+	rc = ks_remote_cmd(l->srv->remote, 10, argv, lens, on_acquire, l);
+	if (rc != KS_OK)
 		lease_compile_here(l);
 }
 
@@ -457,6 +701,8 @@ static void lease_start(ks_srv_t *srv, ks_flight_t *f)
 	}
 	l->srv = srv;
 	l->f = f;
+	l->key = f->key;
+	ks_buf_init(&l->me);
 	ks_hash_hex(&f->key, l->hex);
 	uv_timer_init(srv->loop, &l->timer);
 	l->timer.data = l;
@@ -469,29 +715,46 @@ static void lease_end(ks_srv_t *srv, ks_flight_t *f)
 {
 	lease_t *l = f->lease;
 	char lk[sizeof LEASE_PREFIX + KS_HASH_HEX];
-	char fk[sizeof FAIL_PREFIX + KS_HASH_HEX], mark[600], ttl[24];
+	char fk[sizeof FAIL_PREFIX + KS_HASH_HEX], ttl[24];
+	ks_buf_t mark;
 
 	if (!l)
 		return;
 	f->lease = NULL;
 	l->f = NULL;
 	lease_keyname(lk, sizeof lk, LEASE_PREFIX, l);
-	if (f->err != KS_OK && f->err != KS_E_SHUTTING_DOWN &&
-	    f->err != KS_E_CANCELLED && f->err != KS_E_NOMEM) {
-		const char *argv[6] = { "SET", fk, mark, "PX", ttl, "NX" };
-		size_t lens[6];
-		int i;
+	/* Only a compile error is the same on every node; a timeout, a
+	 * crash or running out of memory belong to this node, so the
+	 * waiters take the lease and compile themselves. */
+	ks_buf_init(&mark);
+	if (f->err == KS_E_COMPILE && srv->can_sign) {
+		cJSON *more = cJSON_CreateObject();
+		int rc = KS_E_NOMEM;
 
-		lease_keyname(fk, sizeof fk, FAIL_PREFIX, l);
-		snprintf(mark, sizeof mark, "%d:%s", f->err, f->errmsg);
-		snprintf(ttl, sizeof ttl, "%d", KS_LEASE_FAIL_TTL_MS);
-		for (i = 0; i < 6; i++)
-			lens[i] = strlen(argv[i]);
-		(void)ks_remote_cmd(srv->remote, 6, argv, lens, NULL, NULL);
+		if (more && cJSON_AddNumberToObject(more, "code", f->err) &&
+		    cJSON_AddStringToObject(more, "message", f->errmsg))
+			rc = fleet_seal(srv, &l->key, "fail",
+			    KS_LEASE_FAIL_TTL_MS, more, &mark);    /* takes it */
+		else
+			cJSON_Delete(more);
+		if (rc == KS_OK) {
+			const char *argv[6] = { "SET", fk, mark.data, "PX",
+				ttl, "NX" };
+			size_t lens[6];
+			int i;
+
+			lease_keyname(fk, sizeof fk, FAIL_PREFIX, l);
+			snprintf(ttl, sizeof ttl, "%d", KS_LEASE_FAIL_TTL_MS);
+			for (i = 0; i < 6; i++)
+				lens[i] = strlen(argv[i]);
+			(void)ks_remote_cmd(srv->remote, 6, argv, lens, NULL,
+			    NULL);
+		}
 	}
+	ks_buf_close(&mark);
 	{
 		const char *argv[5] = { "EVAL", lease_release_lua, "1", lk,
-		    l->value };
+		    l->token };
 		size_t lens[5];
 		int i;
 

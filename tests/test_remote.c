@@ -684,6 +684,27 @@ Test(remote, one_compile_fleet_wide_for_48_concurrent_cold_gets)
 	free_all(a, FLEET * PER_NODE);
 }
 
+/* A compile that outlives the lease's TTL (10 s) and its first signed
+ * expiry: the holder's renewals, matched in Redis by its token, keep the
+ * lease, and the waiters accept each value signed anew, so they wait for
+ * its artifact.  (Without renewals the lease expires at 10 s and a
+ * waiter compiles beside it: the compile count catches that.) */
+Test(remote, a_compile_longer_than_the_ttl_keeps_its_renewed_lease)
+{
+	asker_t a[FLEET];
+
+	memset(a, 0, sizeof a);
+	fleet(128, 12000);
+	ask_all(a, FLEET, 128);
+	join_all(a, FLEET);
+	same_bytes(a, FLEET, -1);
+	cr_assert_eq(sum(ran_of, NULL, -1), 1, "compiles fleet-wide");
+	cr_assert_eq(sum(rstat, "lease_takeovers", -1), 0);
+	cr_assert_eq(sum(rstat, "lease_wait_timeouts", -1), 0);
+	cr_assert_eq(sum(rstat, "auth_failures", -1), 0);
+	free_all(a, FLEET);
+}
+
 /* The node that holds the lease of N=DIM, once one does (up to 10 s). */
 static int holder(void)
 {
@@ -761,13 +782,13 @@ Test(remote, a_failed_compile_is_reported_to_the_waiters)
 	int i, h;
 
 	memset(a, 0, sizeof a);
-	fleet_faults(112, 1000, "crash");
+	fleet_faults(112, 1000, "error");
 	ask_all(a, FLEET * 2, 112);
 	h = holder();
 	join_all(a, FLEET * 2);
 	for (i = 0; i < FLEET * 2; i++) {
 		cr_assert(!a[i].ok && a[i].r.h, "get %d did not fail", i);
-		cr_assert_str_eq(e2e_code(&a[i].r), "E_COMPILE_CRASHED");
+		cr_assert_str_eq(e2e_code(&a[i].r), "E_COMPILE");
 		if (i % FLEET != h) {
 			const cJSON *m = cJSON_GetObjectItemCaseSensitive(
 			    cJSON_GetObjectItemCaseSensitive(a[i].r.h,
@@ -783,6 +804,173 @@ Test(remote, a_failed_compile_is_reported_to_the_waiters)
 			cr_assert_eq(ran(nodes[i]), 0, "node %d compiled", i);
 	cr_assert_eq(sum(rstat, "lease_taken", -1), 1);
 	free_all(a, FLEET * 2);
+}
+
+/* A crash is the holder's own (its machine, its memory, its compiler
+ * process): no marker, so each waiter takes the lease in turn and
+ * compiles (and, with the fault on every node, crashes) itself. */
+Test(remote, a_crash_is_not_shared_each_node_compiles_itself)
+{
+	asker_t a[FLEET];
+	int i;
+
+	memset(a, 0, sizeof a);
+	fleet_faults(116, 300, "crash");
+	ask_all(a, FLEET, 116);
+	join_all(a, FLEET);
+	for (i = 0; i < FLEET; i++) {
+		const cJSON *m;
+
+		cr_assert(!a[i].ok && a[i].r.h, "get %d did not fail", i);
+		cr_assert_str_eq(e2e_code(&a[i].r), "E_COMPILE_CRASHED");
+		m = cJSON_GetObjectItemCaseSensitive(
+		    cJSON_GetObjectItemCaseSensitive(a[i].r.h, "error"),
+		    "message");
+		cr_assert(cJSON_IsString(m) && !strstr(m->valuestring,
+		    "another node"), "get %d: another node's crash", i);
+	}
+	for (i = 0; i < FLEET; i++)
+		cr_assert_geq(ran(nodes[i]), 1, "node %d did not compile", i);
+	cr_assert_geq(sum(rstat, "lease_taken", -1), FLEET);
+	free_all(a, FLEET);
+}
+
+/* ---- what a writer of Redis without the fleet's secret key can do ---- */
+
+static void redis_cmd_ok(const char *what, redisReply *rep)
+{
+	cr_assert(rep && rep->type != REDIS_REPLY_ERROR, "%s failed: %s",
+	    what, rep && rep->str ? rep->str : "no reply");
+	freeReplyObject(rep);
+}
+
+/* SET KEY to V, with an expiry of PX ms unless 0. */
+static void redis_set(const char *key, const char *v, long px)
+{
+	redisContext *cli = redis_cli();
+
+	redis_cmd_ok("SET", px ? redisCommand(cli, "SET %s %s PX %ld", key,
+	    v, px) : redisCommand(cli, "SET %s %s", key, v));
+	redisFree(cli);
+}
+
+static void redis_del(const char *key)
+{
+	redisContext *cli = redis_cli();
+
+	redis_cmd_ok("DEL", redisCommand(cli, "DEL %s", key));
+	redisFree(cli);
+}
+
+/* A Redis key that matches PATTERN and is not NOT, into OUT, once there
+ * is one (up to 10 s: a node writes after it answered). */
+static void redis_find(const char *pattern, const char *not, char *out,
+    size_t n)
+{
+	redisContext *cli = redis_cli();
+	int k;
+
+	out[0] = '\0';
+	for (k = 0; k < 1000 && !out[0]; k++) {
+		redisReply *rep = redisCommand(cli, "KEYS %s", pattern);
+		size_t i;
+
+		cr_assert(rep && rep->type == REDIS_REPLY_ARRAY);
+		for (i = 0; i < rep->elements; i++)
+			if (strcmp(rep->element[i]->str, not) != 0)
+				snprintf(out, n, "%s", rep->element[i]->str);
+		freeReplyObject(rep);
+		if (!out[0])
+			usleep(10000);
+	}
+	redisFree(cli);
+	cr_assert(out[0], "no key matches %s", pattern);
+}
+
+/* A compiles N=DIM (published), then its entry is taken out of Redis, so
+ * that another node misses there; the key's hex in HEX. */
+static void compiled_then_gone(e2e_daemon_t *a, int dim, e2e_reply_t *r,
+    char *hex, size_t n, double published)
+{
+	char ke[128];
+
+	get(a, dim, r);
+	wait_rstat(a, "published", published);
+	snprintf(hex, n, "%s", e2e_str(r, "key"));
+	snprintf(ke, sizeof ke, "kspec:e1:%s", hex);
+	redis_del(ke);
+}
+
+/* B's get of N=DIM was its own compile, WANT's bytes, with the
+ * refusals counted up to FAILURES. */
+static void compiled_here(const e2e_daemon_t *b, int dim,
+    const e2e_reply_t *want, double failures)
+{
+	e2e_reply_t r;
+
+	get(b, dim, &r);
+	cr_assert_str_eq(e2e_str(&r, "source"), "compiled");
+	cr_assert_eq(r.len, want->len);
+	cr_assert_eq(memcmp(r.payload, want->payload, want->len), 0);
+	cr_assert_eq(rstat(b, "auth_failures"), failures);
+	e2e_reply_free(&r);
+}
+
+/*
+ * Everything a Redis writer plants beside the signed entries costs a node
+ * at most one compile of its own, never an answer it did not compile: an
+ * unsigned failure marker with no expiry (once answered as the planted
+ * error), a genuine signed marker copied under another key, and a lease
+ * planted for ten minutes (once waited for up to --remote-lease-wait).
+ */
+Test(remote, planted_markers_and_leases_cost_one_compile_never_an_answer)
+{
+	e2e_daemon_t *a, *b;
+	e2e_reply_t r;
+	char hex[80], kf[128], kl[128], signed_mark[128], kf2[128];
+	double t0, dt;
+
+	setenv("KSPEC_TEST_FAULTS", "error:N=200", 1);
+	redis_start(NULL);
+	a = node(0, 1, "1000", NULL);
+	unsetenv("KSPEC_TEST_FAULTS");
+	b = node(1, 0, "1000", NULL);
+
+	/* An unsigned marker: "-18:..." was E_COMPILE with that text. */
+	compiled_then_gone(a, 208, &r, hex, sizeof hex, 1);
+	snprintf(kf, sizeof kf, "kspec:fail:%s", hex);
+	redis_set(kf, "-18:<b>forged</b> compile error", 0);
+	compiled_here(b, 208, &r, 1);
+	e2e_reply_free(&r);
+
+	/* A's real compile error leaves a signed marker; copied under
+	 * another key it is refused there. */
+	{
+		char json[400];
+
+		get_json(json, sizeof json, 200);
+		cr_assert_eq(e2e_call(a->sock, json, &r), 0);
+		cr_assert_str_eq(e2e_code(&r), "E_COMPILE");
+		e2e_reply_free(&r);
+	}
+	redis_find("kspec:fail:*", kf, signed_mark, sizeof signed_mark);
+	compiled_then_gone(a, 216, &r, hex, sizeof hex, 2);
+	snprintf(kf2, sizeof kf2, "kspec:fail:%s", hex);
+	copy_value(signed_mark, kf2);
+	compiled_here(b, 216, &r, 2);
+	e2e_reply_free(&r);
+
+	/* A lease planted for ten minutes: not waited for. */
+	compiled_then_gone(a, 224, &r, hex, sizeof hex, 3);
+	snprintf(kl, sizeof kl, "kspec:lease:%s", hex);
+	redis_set(kl, "evil/1:1", 600000);
+	t0 = now_s();
+	compiled_here(b, 224, &r, 3);
+	dt = now_s() - t0;
+	cr_log_info("a planted lease cost %.2f s", dt);
+	cr_assert_eq(rstat(b, "lease_waits"), 0, "waited for a planted lease");
+	cr_assert_lt(dt, 30.0);       /* a liveness bound: the wait was 60 s */
+	e2e_reply_free(&r);
 }
 
 Test(remote, a_redis_stopped_during_a_wait_costs_the_deadline)
