@@ -236,6 +236,9 @@ static void storage(ks_buf_t *b, ks_srv_t *srv)
 	    "the store to keep it in its budget.", ss.evicted);
 	counter(b, "kspec_store_corrupt_total", "Store rows that failed "
 	    "their checksum on read.", srv->n.corrupt);
+	gauge(b, "kspec_store_moved_aside", "1 when this start found a "
+	    "store it could not open or migrate and set it aside (stats: "
+	    "store.moved_aside names the copy).", srv->store_moved[0] != 0);
 	gauge(b, "kspec_store_writes_pending", "Writes posted to the store "
 	    "writer and not yet done.", ks_writer_backlog(srv->writer));
 	counter(b, "kspec_store_writes_failed_total", "Artifacts the writer "

@@ -50,6 +50,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -893,6 +894,30 @@ static int make_parents(const char *path, char *err, size_t errlen)
 }
 
 /* Runs SQL (no rows expected back) on DB at open, with error text. */
+/*
+ * The ks error of SQLite's RC at open: KS_E_CORRUPT when the failure is
+ * the file's content (not a database, damage, a schema that is not
+ * kspec's: a table or column missing or already there), which the caller
+ * may set aside (store.h); KS_E_NOMEM; else KS_E_STORE (locked, busy,
+ * read-only, I/O, a full disk: never the content's fault).
+ */
+static int open_error(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+	case SQLITE_ERROR:
+	case SQLITE_SCHEMA:
+	case SQLITE_CONSTRAINT:
+	case SQLITE_MISMATCH:
+		return KS_E_CORRUPT;
+	case SQLITE_NOMEM:
+		return KS_E_NOMEM;
+	default:
+		return KS_E_STORE;
+	}
+}
+
 static int exec_open(ks_store_t *s, sqlite3 *db, const char *sql,
     char *err, size_t errlen)
 {
@@ -903,11 +928,7 @@ static int exec_open(ks_store_t *s, sqlite3 *db, const char *sql,
 		ks_set_err(err, errlen, "store %s: %s", s->path,
 		    msg ? msg : sqlite3_errstr(rc));
 		sqlite3_free(msg);
-		/* As query_int: damage found at open (a migration or the
-		 * mending of uses reads every row) is the file's content, and
-		 * the caller may move it aside. */
-		return from_sqlite(rc) == KS_E_CORRUPT ? KS_E_CORRUPT :
-		    KS_E_STORE;
+		return open_error(rc);
 	}
 	return KS_OK;
 }
@@ -930,10 +951,7 @@ static int query_int(ks_store_t *s, sqlite3 *db, const char *sql,
 		ks_set_err(err, errlen, "store %s: %s", s->path,
 		    sqlite3_errmsg(db));
 		sqlite3_finalize(st);
-		/* "not a database" and damage are the file's content: the
-		 * caller may move it aside (store.h). */
-		return from_sqlite(rc) == KS_E_CORRUPT ? KS_E_CORRUPT :
-		    KS_E_STORE;
+		return open_error(rc);
 	}
 	sqlite3_finalize(st);
 	return KS_OK;
@@ -942,11 +960,13 @@ static int query_int(ks_store_t *s, sqlite3 *db, const char *sql,
 static int prepare(ks_store_t *s, sqlite3 *db, const char *sql,
     sqlite3_stmt **st, char *err, size_t errlen)
 {
-	if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
-	    NULL) != SQLITE_OK) {
+	int rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT,
+	    st, NULL);
+
+	if (rc != SQLITE_OK) {
 		ks_set_err(err, errlen, "store %s: preparing \"%s\": %s", s->path,
 		    sql, sqlite3_errmsg(db));
-		return KS_E_STORE;
+		return open_error(rc);
 	}
 	return KS_OK;
 }
@@ -972,12 +992,14 @@ static int open_conn(ks_store_t *s, int flags, sqlite3 **db, char *err,
 	return KS_OK;
 }
 
+/* A store of a newer kspec: its content is not this build's to read
+ * (KS_E_CORRUPT: the daemon sets it aside, unchanged, and starts anew). */
 static int too_new(ks_store_t *s, int64_t v, char *err, size_t errlen)
 {
 	ks_set_err(err, errlen, "store %s: schema version %" PRId64 " is newer "
 	    "than this build supports (%d); refusing to open it", s->path, v,
 	    KS_STORE_SCHEMA_VERSION);
-	return KS_E_STORE;
+	return KS_E_CORRUPT;
 }
 
 static int open_writer(ks_store_t *s, char *err, size_t errlen)
@@ -1219,48 +1241,50 @@ static int fill_entry_cols(ks_store_t *s, char *err, size_t errlen)
 }
 
 /* Brings the schema to KS_STORE_SCHEMA_VERSION, one transaction a step. */
+/*
+ * Brings the schema to KS_STORE_SCHEMA_VERSION in one transaction, all or
+ * nothing: every step, then user_version, then the commit; a step that
+ * fails rolls every step back and the store is as it was.  A step that
+ * fails on the file's content (a table that should not be there, one
+ * that is missing, damage) is KS_E_CORRUPT, for the caller to set the
+ * store aside.
+ */
 static int migrate(ks_store_t *s, char *err, size_t errlen)
 {
-	int64_t v = 0;
+	int64_t v = 0, from;
 	char sql[64];
 	int rc;
 
-	for (;;) {
-		rc = exec_open(s, s->w, "BEGIN IMMEDIATE", err, errlen);
-		if (rc != KS_OK)
-			return rc;
-		/* Read inside the write transaction, so the version cannot
-		 * change between the check and the step. */
-		rc = query_int(s, s->w, "PRAGMA user_version", &v, err,
-		    errlen);
-		if (rc == KS_OK && v > KS_STORE_SCHEMA_VERSION) {
-			rc = too_new(s, v, err, errlen);
-		} else if (rc == KS_OK && v < 0) {
-			ks_set_err(err, errlen, "store %s: invalid schema version "
-			    "%" PRId64, s->path, v);
-			rc = KS_E_STORE;
-		}
-		if (rc != KS_OK || v == KS_STORE_SCHEMA_VERSION)
-			break;
+	rc = exec_open(s, s->w, "BEGIN IMMEDIATE", err, errlen);
+	if (rc != KS_OK)
+		return rc;
+	/* Read inside the write transaction, so the version cannot change
+	 * between the check and the steps. */
+	rc = query_int(s, s->w, "PRAGMA user_version", &v, err, errlen);
+	if (rc == KS_OK && v > KS_STORE_SCHEMA_VERSION) {
+		rc = too_new(s, v, err, errlen);
+	} else if (rc == KS_OK && v < 0) {
+		ks_set_err(err, errlen, "store %s: invalid schema version "
+		    "%" PRId64, s->path, v);
+		rc = KS_E_CORRUPT;
+	}
+	for (from = v; rc == KS_OK && v < KS_STORE_SCHEMA_VERSION; v++) {
 		rc = exec_open(s, s->w, migrations[v], err, errlen);
 		if (rc == KS_OK && migration_fill[v])
 			rc = migration_fill[v](s, err, errlen);
-		if (rc == KS_OK) {
-			snprintf(sql, sizeof sql, "PRAGMA user_version=%d",
-			    (int)v + 1);
-			rc = exec_open(s, s->w, sql, err, errlen);
-		}
-		if (rc == KS_OK)
-			rc = exec_open(s, s->w, "COMMIT", err, errlen);
-		if (rc != KS_OK)
-			break;
-		ks_log(KS_LOG_INFO, "store %s: schema migrated to version %d",
-		    s->path, (int)v + 1);
 	}
+	if (rc == KS_OK && v != from) {
+		snprintf(sql, sizeof sql, "PRAGMA user_version=%d", (int)v);
+		rc = exec_open(s, s->w, sql, err, errlen);
+	}
+	if (rc == KS_OK)
+		rc = exec_open(s, s->w, "COMMIT", err, errlen);
 	if (!sqlite3_get_autocommit(s->w))
-		sqlite3_exec(s->w, rc == KS_OK ? "COMMIT" : "ROLLBACK", NULL,
-		    NULL, NULL);
-	s->schema_version = (int)v;
+		sqlite3_exec(s->w, "ROLLBACK", NULL, NULL, NULL);
+	if (rc == KS_OK && v != from)
+		ks_log(KS_LOG_INFO, "store %s: schema migrated from version "
+		    "%d to %d", s->path, (int)from, (int)v);
+	s->schema_version = rc == KS_OK ? (int)v : (int)from;
 	return rc;
 }
 
@@ -1643,28 +1667,127 @@ int ks_store_reopen(ks_store_t *s, char *err, size_t errlen)
 	return rc;
 }
 
+static const char *const store_ext[] = { "", "-wal", "-shm" };
+
+/* Removes the set-aside copy NAME (a file of DIR) with its -wal and -shm,
+ * each only when it is a regular file of this uid. */
+static void remove_aside(const char *dir, const char *name)
+{
+	char file[4400];
+	struct stat st;
+	size_t i;
+
+	for (i = 0; i < sizeof store_ext / sizeof store_ext[0]; i++) {
+		snprintf(file, sizeof file, "%s/%s%s", dir, name, store_ext[i]);
+		if (lstat(file, &st) == 0 && S_ISREG(st.st_mode) &&
+		    st.st_uid == geteuid() && unlink(file) == 0)
+			ks_log(KS_LOG_INFO, "store: removed %s, an older "
+			    "set-aside copy (the newest %d are kept)", file,
+			    KS_STORE_ASIDE_KEEP);
+	}
+}
+
+/* A set-aside copy: its name, and the seconds and -n of its suffix. */
+typedef struct {
+	char *name;
+	long long sec, n;
+} aside_t;
+
+/* Newest first. */
+static int newer_first(const void *a, const void *b)
+{
+	const aside_t *x = a, *y = b;
+
+	if (x->sec != y->sec)
+		return x->sec < y->sec ? 1 : -1;
+	return (x->n < y->n) - (x->n > y->n);
+}
+
+enum { ASIDE_MAX = 256 };
+
+/*
+ * The set-aside copies beside PATH (PATH.corrupt-SECONDS[-N], not their
+ * -wal or -shm) into NAMES, newest first; their directory into WHERE.
+ * Returns how many (the caller frees each name).
+ */
+static size_t aside_list(const char *path, aside_t *names, char *where,
+    size_t wherelen)
+{
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 :
+	    path;
+	char prefix[512], *end;
+	struct dirent *e;
+	size_t n = 0;
+	DIR *d;
+
+	if (!slash)
+		snprintf(where, wherelen, ".");
+	else if (slash == path)
+		snprintf(where, wherelen, "/");
+	else
+		snprintf(where, wherelen, "%.*s", (int)(slash - path), path);
+	snprintf(prefix, sizeof prefix, "%s.corrupt-", base);
+	d = opendir(where);
+	while (d && (e = readdir(d)) != NULL && n < ASIDE_MAX) {
+		const char *t = e->d_name + strlen(prefix);
+
+		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0 ||
+		    *t < '0' || *t > '9')
+			continue;
+		names[n].sec = strtoll(t, &end, 10);
+		names[n].n = 1;
+		if (*end == '-' && end[1] >= '0' && end[1] <= '9')
+			names[n].n = strtoll(end + 1, &end, 10);
+		if (*end != '\0' || !(names[n].name = strdup(e->d_name)))
+			continue;       /* a copy's -wal or -shm */
+		n++;
+	}
+	if (d)
+		closedir(d);
+	qsort(names, n, sizeof names[0], newer_first);
+	return n;
+}
+
 int ks_store_move_aside(const char *path, char *moved, size_t movedlen,
     char *err, size_t errlen)
 {
-	static const char *const ext[] = { "", "-wal", "-shm" };
-	char from[4200], to[4300];
-	size_t i;
+	char from[4200], to[4300], where[4200];
+	aside_t names[ASIDE_MAX];
+	long long now = (long long)ks_wall_s(), next = 1;
+	size_t i, n;
 	int rc = check_trust(path, err, errlen);
 
 	if (rc != KS_OK)
 		return rc;
-	snprintf(moved, movedlen, "%s.corrupt-%lld", path,
-	    (long long)ks_wall_s());
-	for (i = 0; i < sizeof ext / sizeof ext[0]; i++) {
-		snprintf(from, sizeof from, "%s%s", path, ext[i]);
-		snprintf(to, sizeof to, "%s%s", moved, ext[i]);
+	/* A name after every copy of this second: PATH.corrupt-SECONDS,
+	 * then -2, -3, ... */
+	n = aside_list(path, names, where, sizeof where);
+	for (i = 0; i < n; i++)
+		if (names[i].sec == now && names[i].n >= next)
+			next = names[i].n + 1;
+	if (next == 1)
+		snprintf(moved, movedlen, "%s.corrupt-%lld", path, now);
+	else
+		snprintf(moved, movedlen, "%s.corrupt-%lld-%lld", path, now,
+		    next);
+	for (i = 0; rc == KS_OK && i < sizeof store_ext / sizeof store_ext[0];
+	    i++) {
+		snprintf(from, sizeof from, "%s%s", path, store_ext[i]);
+		snprintf(to, sizeof to, "%s%s", moved, store_ext[i]);
 		if (rename(from, to) != 0 && errno != ENOENT) {
 			ks_set_err(err, errlen, "store %s: cannot move %s aside: "
 			    "%s", path, from, strerror(errno));
-			return KS_E_IO;
+			rc = KS_E_IO;
 		}
 	}
-	return KS_OK;
+	/* The newest KS_STORE_ASIDE_KEEP, this one among them: a store
+	 * broken at every start cannot fill the disk. */
+	for (i = 0; i < n; i++) {
+		if (rc == KS_OK && i + 1 >= KS_STORE_ASIDE_KEEP)
+			remove_aside(where, names[i].name);
+		free(names[i].name);
+	}
+	return rc;
 }
 
 void ks_store_close(ks_store_t *s)

@@ -132,7 +132,10 @@ int ks_store_changed(ks_store_t *s);
  * it when missing), under both locks; the trust checks apply. */
 int ks_store_reopen(ks_store_t *s, char *err, size_t errlen);
 /* Renames PATH and its -wal and -shm to PATH.corrupt-<Unix seconds>
- * (written into MOVED) after the trust checks. */
+ * (with -2, -3, ... when that name is taken; written into MOVED) after
+ * the trust checks, then removes all but the newest KS_STORE_ASIDE_KEEP
+ * such copies (each file only when it is a regular file of this uid). */
+#define KS_STORE_ASIDE_KEEP 3
 int ks_store_move_aside(const char *path, char *moved, size_t movedlen,
     char *err, size_t errlen);
 
