@@ -3,10 +3,14 @@
  * the handler and closes: no keep-alive, no request bodies, no chunking,
  * which is all a Prometheus scrape or a browser polling a page needs.
  * Connections past KS_HTTP_MAX_CONNS are accepted and closed at once, so
- * that a stuck scraper costs the daemon a few descriptors at most.
+ * that a stuck scraper costs the daemon a few descriptors at most; so are
+ * a peer's past KS_HTTP_MAX_PER_PEER (the uid on a Unix socket, the
+ * address on TCP), so that one local user holding connections open
+ * cannot keep everyone else's scrapes out.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +31,7 @@ struct ks_http {
 	int is_unix;
 	int check_host;          /* Host must say loopback (every listener,
 	                            unless --metrics-any-host) */
+	int loopback;            /* TCP bound to a loopback address */
 	int lock_fd;             /* beside a Unix socket, else -1 */
 	int inited;              /* l is a handle of the loop */
 	int closing;
@@ -54,6 +59,7 @@ struct http_conn {
 	http_conn_t *prev, *next;
 	int open_handles;        /* freed when both are closed */
 	int answered;
+	char peer[64];           /* "uid N" or the address: the per-peer cap */
 	size_t len;
 	char head[KS_HTTP_MAX_HEAD];
 	ks_buf_t out;
@@ -293,6 +299,89 @@ static void on_timeout(uv_timer_t *t)
 		conn_close(c);
 }
 
+/*
+ * The uid that owns the local TCP socket bound to SA (a loopback peer's
+ * end of a connection), from the kernel's socket table (/proc/net/tcp or
+ * tcp6, the "uid" column, as ss -e shows it); -1 when it is not found.
+ * On loopback every local user has the same address, so the per-peer cap
+ * counts users there as it does on a Unix socket.
+ */
+static long loopback_uid(const struct sockaddr_storage *sa)
+{
+	char want[48], line[512], local[64];
+	const char *table;
+	long uid = -1, u;
+	FILE *f;
+
+	if (sa->ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const void *)sa;
+
+		table = "/proc/net/tcp";
+		snprintf(want, sizeof want, "%08X:%04X",
+		    (unsigned)s4->sin_addr.s_addr, ntohs(s4->sin_port));
+	} else {
+		const struct sockaddr_in6 *s6 = (const void *)sa;
+		uint32_t w[4];
+
+		memcpy(w, &s6->sin6_addr, sizeof w);
+		table = "/proc/net/tcp6";
+		snprintf(want, sizeof want, "%08X%08X%08X%08X:%04X", w[0], w[1],
+		    w[2], w[3], ntohs(s6->sin6_port));
+	}
+	f = fopen(table, "r");
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, " %*s %63s %*s %*s %*s %*s %*s %ld", local,
+		    &u) == 2 && strcmp(local, want) == 0) {
+			uid = u;
+			break;
+		}
+	if (f)
+		fclose(f);
+	return uid;
+}
+
+/* Names C's peer in c->peer ("" when it cannot be told) and returns 1
+ * when that peer already holds KS_HTTP_MAX_PER_PEER other connections:
+ * a uid on a Unix socket and on TCP loopback, else an address. */
+static int peer_full(ks_http_t *http, http_conn_t *c)
+{
+	const http_conn_t *o;
+	int n = 0;
+
+	if (http->is_unix) {
+		struct ucred cred;
+		socklen_t len = sizeof cred;
+		uv_os_fd_t fd;
+
+		if (uv_fileno(&c->s.h, &fd) == 0 &&
+		    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+			snprintf(c->peer, sizeof c->peer, "uid %ld",
+			    (long)cred.uid);
+	} else {
+		struct sockaddr_storage sa;
+		int len = sizeof sa;
+
+		long uid;
+
+		if (uv_tcp_getpeername(&c->s.tcp, (struct sockaddr *)&sa,
+		    &len) != 0)
+			len = 0;
+		else if (http->loopback && (uid = loopback_uid(&sa)) >= 0)
+			snprintf(c->peer, sizeof c->peer, "uid %ld", uid);
+		else if (sa.ss_family == AF_INET6)
+			uv_ip6_name((struct sockaddr_in6 *)&sa, c->peer,
+			    sizeof c->peer);
+		else
+			uv_ip4_name((struct sockaddr_in *)&sa, c->peer,
+			    sizeof c->peer);
+	}
+	if (!c->peer[0])
+		return 0;
+	for (o = http->conns; o; o = o->next)
+		n += o != c && strcmp(o->peer, c->peer) == 0;
+	return n >= KS_HTTP_MAX_PER_PEER;
+}
+
 static void on_connection(uv_stream_t *l, int status)
 {
 	ks_http_t *http = l->data;
@@ -323,7 +412,8 @@ static void on_connection(uv_stream_t *l, int status)
 		c->next->prev = c;
 	http->conns = c;
 	http->nconns++;
-	if (uv_accept(l, &c->s.s) != 0 || http->nconns > KS_HTTP_MAX_CONNS) {
+	if (uv_accept(l, &c->s.s) != 0 || http->nconns > KS_HTTP_MAX_CONNS ||
+	    peer_full(http, c)) {
 		conn_close(c);
 		return;
 	}
@@ -378,11 +468,13 @@ bad:
 }
 
 static int check_inet(const char *addr, int any_host,
-    struct sockaddr_storage *sa, char *err, size_t errlen)
+    struct sockaddr_storage *sa, int *is_loopback, char *err, size_t errlen)
 {
 	int loopback = 0, rc;
 
 	rc = parse_inet(addr, sa, &loopback, err, errlen);
+	if (is_loopback)
+		*is_loopback = loopback;
 	if (rc)
 		return rc;
 	if (!loopback && !any_host) {
@@ -401,7 +493,7 @@ int ks_http_check_addr(const char *addr, int any_host, char *err,
 
 	if (strchr(addr, '/'))
 		return KS_OK;    /* a path: checked where it is made */
-	return check_inet(addr, any_host, &sa, err, errlen);
+	return check_inet(addr, any_host, &sa, NULL, err, errlen);
 }
 
 static int listen_inet(ks_http_t *h, const char *addr, int any_host,
@@ -411,7 +503,7 @@ static int listen_inet(ks_http_t *h, const char *addr, int any_host,
 	char ip[INET6_ADDRSTRLEN];
 	int len = sizeof got, rc;
 
-	rc = check_inet(addr, any_host, &sa, err, errlen);
+	rc = check_inet(addr, any_host, &sa, &h->loopback, err, errlen);
 	if (rc)
 		return rc;
 	uv_tcp_init(h->loop, &h->l.tcp);

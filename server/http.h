@@ -2,7 +2,9 @@
  * Private to server/: a small HTTP/1.1 responder for GET and HEAD on the
  * loop (http.c), for /metrics and the dashboard.  One request per
  * connection (Connection: close), headers of at most 8 KiB read within
- * 10 s, at most KS_HTTP_MAX_CONNS connections at once; anything else gets
+ * 10 s, at most KS_HTTP_MAX_CONNS connections at once and
+ * KS_HTTP_MAX_PER_PEER of one peer (a uid on a Unix socket or TCP
+ * loopback, else an address); anything else gets
  * a status line that says what was wrong.  It knows nothing of what it
  * serves: a handler fills each reply.
  */
@@ -14,6 +16,7 @@
 #include "../base/base.h"
 
 #define KS_HTTP_MAX_CONNS 32
+#define KS_HTTP_MAX_PER_PEER 8    /* a uid's (Unix) or an address's (TCP) */
 #define KS_HTTP_MAX_HEAD  8192
 #define KS_HTTP_TIMEOUT_MS 10000
 #define KS_HTTP_DRAIN_MS  2000    /* after a reply, for the client to close */

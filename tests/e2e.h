@@ -9,11 +9,13 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -121,6 +123,24 @@ static inline int e2e_start_bin(e2e_daemon_t *d, const char *name,
 		usleep(10000);
 	}
 	return -1;
+}
+
+/* A loopback port free a moment ago. */
+static inline int e2e_free_port(void)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof sa;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	cr_assert_geq(fd, 0);
+	memset(&sa, 0, sizeof sa);
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	port = ntohs(sa.sin_port);
+	close(fd);
+	return port;
 }
 
 /* The test build of the daemon (make build/tests/kspecd-plant): kspecd

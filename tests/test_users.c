@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -16,6 +17,8 @@
 #define PREFIX "kspect"
 
 static e2e_daemon_t D;
+static pid_t holder_pid;        /* a child holding connections, killed by
+                                   down() even when its test fails */
 static char member[32], outsider[32], admin[32], group[32], admins[32];
 
 static void run_quiet(const char *cmd)
@@ -90,6 +93,10 @@ static void up(void)
 
 static void down(void)
 {
+	if (holder_pid > 0) {
+		kill(holder_pid, SIGKILL);
+		waitpid(holder_pid, NULL, 0);
+	}
 	e2e_cleanup(&D);
 	if (geteuid() == 0)
 		remove_throwaways(1);
@@ -300,6 +307,121 @@ Test(users, one_user_holding_1100_connections_shuts_out_no_one_else)
 	kill(holder, SIGKILL);
 	waitpid(holder, &st, 0);
 	close(ready[0]);
+}
+
+/* A child that becomes USER, opens N connections to the metrics
+ * listener at ADDR (a Unix socket path, or 127.0.0.1:PORT), says 'y' on
+ * READY once it holds them and sleeps until killed. */
+static pid_t hold_as(const char *user, const char *addr, int n, int ready)
+{
+	pid_t parent = getpid(), pid = fork();
+	int i, held = 0;
+	char c;
+
+	cr_assert_geq(pid, 0);
+	if (pid != 0)
+		return pid;
+	become(user);
+	/* Gone with the test process, however that ends. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+		_exit(1);
+	for (i = 0; i < n; i++) {
+		int fd;
+
+		if (addr[0] == '/') {
+			fd = e2e_connect(addr);
+		} else {
+			struct sockaddr_in sa = { .sin_family = AF_INET };
+
+			sa.sin_port = htons((uint16_t)atoi(strchr(addr, ':') +
+			    1));
+			sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+			fd = socket(AF_INET, SOCK_STREAM, 0);
+			if (fd >= 0 && connect(fd, (struct sockaddr *)&sa,
+			    sizeof sa) != 0) {
+				close(fd);
+				fd = -1;
+			}
+		}
+		held += fd >= 0;
+	}
+	c = held == n ? 'y' : 'n';
+	if (write(ready, &c, 1) != 1)
+		_exit(1);
+	pause();
+	_exit(0);
+}
+
+/* A scrape of ADDR's /metrics as USER: curl's exit status (0: a 200). */
+static int scrape_as(const char *user, const char *addr)
+{
+	char url[200], out[4096];
+	char *argv[10];
+	int n = 0;
+
+	argv[n++] = "/usr/bin/curl";
+	argv[n++] = "-sSf";
+	argv[n++] = "--max-time";
+	argv[n++] = "5";
+	if (addr[0] == '/') {
+		argv[n++] = "--unix-socket";
+		argv[n++] = (char *)addr;
+		snprintf(url, sizeof url, "http://localhost/metrics");
+	} else {
+		snprintf(url, sizeof url, "http://%s/metrics", addr);
+	}
+	argv[n++] = url;
+	argv[n] = NULL;
+	return run_as(user, argv, out, sizeof out, NULL);
+}
+
+/*
+ * The metrics listener: one user holding 32 idle connections (the whole
+ * listener's worth) leaves another user's scrape answered, on the Unix
+ * socket (peers told apart by uid) and on TCP loopback (by the uid that
+ * owns the client's socket).
+ */
+Test(users, one_user_holding_the_metrics_listener_shuts_out_no_one_else)
+{
+	static const char *const where[2] = { "unix", "tcp" };
+	char addr[600];
+	int w;
+
+	need_root();
+	if (access("/usr/bin/curl", X_OK) != 0)
+		cr_skip_test("curl is not installed (deploy/deps.sh)");
+	for (w = 0; w < 2; w++) {
+		const char *extra[] = { "--socket-group", group,
+			"--metrics-listen", addr, NULL };
+		int ready[2], st;
+		pid_t holder;
+		char c;
+
+		memset(&D, 0, sizeof D);
+		snprintf(D.dir, sizeof D.dir, "/tmp/kspec-e2e-XXXXXX");
+		cr_assert(mkdtemp(D.dir));
+		cr_assert_eq(chmod(D.dir, 0711), 0);
+		if (w)
+			snprintf(addr, sizeof addr, "127.0.0.1:%d",
+			    e2e_free_port());
+		else
+			snprintf(addr, sizeof addr, "%s/metrics.sock", D.dir);
+		cr_assert_eq(e2e_start(&D, extra), 0, "kspecd did not start");
+		cr_assert_eq(pipe(ready), 0);
+		holder = holder_pid = hold_as(admin, addr, 32, ready[1]);
+		close(ready[1]);
+		cr_assert_eq(read(ready[0], &c, 1), 1);
+		cr_assert_eq(c, 'y', "%s: the holder could not connect",
+		    where[w]);
+		usleep(200000);         /* the daemon has accepted them */
+		cr_assert_eq(scrape_as(member, addr), 0, "%s: another user's "
+		    "scrape was shut out", where[w]);
+		kill(holder, SIGKILL);
+		waitpid(holder, &st, 0);
+		holder_pid = 0;
+		close(ready[0]);
+		e2e_cleanup(&D);
+	}
 }
 
 Test(users, evict_is_for_the_admin_group)
