@@ -41,9 +41,10 @@ static int have(const char *prog)
 static void start_with_metrics(const char *const *more)
 {
 	const char *args[16] = { "--workers", "1", "--metrics-listen", addr };
-	int i, n = 4;
+	int i, n = 4, port = e2e_free_port();
 
-	snprintf(addr, sizeof addr, "127.0.0.1:%d", e2e_free_port());
+	cr_assert_gt(port, 0, "no free loopback port");
+	snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
 	for (i = 0; more && more[i] && n < 15; i++)
 		args[n++] = more[i];
 	args[n] = NULL;

@@ -401,10 +401,12 @@ Test(users, one_user_holding_the_metrics_listener_shuts_out_no_one_else)
 		snprintf(D.dir, sizeof D.dir, "/tmp/kspec-e2e-XXXXXX");
 		cr_assert(mkdtemp(D.dir));
 		cr_assert_eq(chmod(D.dir, 0711), 0);
-		if (w)
-			snprintf(addr, sizeof addr, "127.0.0.1:%d",
-			    e2e_free_port());
-		else
+		if (w) {
+			int port = e2e_free_port();
+
+			cr_assert_gt(port, 0, "no free loopback port");
+			snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+		} else
 			snprintf(addr, sizeof addr, "%s/metrics.sock", D.dir);
 		cr_assert_eq(e2e_start(&D, extra), 0, "kspecd did not start");
 		cr_assert_eq(pipe(ready), 0);
