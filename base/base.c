@@ -301,3 +301,11 @@ int64_t ks_wall_s(void)
 {
 	return (int64_t)time(NULL);
 }
+
+int64_t ks_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

@@ -183,7 +183,7 @@ int ks_so_load(const void *bytes, size_t len, const char *entry,
 void ks_so_unload(ks_so_t *lib);
 
 /* Monotonic clock in nanoseconds (inline: the hit path reads it twice
- * for its latency) and wall clock in Unix seconds. */
+ * for its latency) and wall clock in Unix seconds and milliseconds. */
 static inline uint64_t ks_now_ns(void)
 {
 	struct timespec ts;
@@ -192,5 +192,6 @@ static inline uint64_t ks_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 int64_t ks_wall_s(void);
+int64_t ks_wall_ms(void);
 
 #endif

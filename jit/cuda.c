@@ -529,33 +529,18 @@ static int check_request(const char *target, const char *format, int *sm,
 	return KS_OK;
 }
 
-/*
- * Compiles the CUDA C text SRC for TARGET in FORMAT with the options of
- * every kspec compile (cuda_opts); NAME ("ks_gemm_gemv_m1.cu") names the
- * program in NVRTC's messages.  The backend's compile is this on the text
- * emitted from the IR; bench/gpu/check also hands it edited copies of
- * that text to measure a schedule on a GPU before the emitter adopts it.
- */
-int ks_jit_cuda_compile_text(const char *src, const char *name,
-    const char *target, const char *format, ks_jit_artifact_t *out,
-    char *err, size_t errlen)
+/* Compiles SRC (NAME in NVRTC's messages) for sm_SM as cubin or PTX,
+ * the request checked (check_request). */
+static int compile_checked(const char *src, const char *name, int sm,
+    int cubin, ks_jit_artifact_t *out, char *err, size_t errlen)
 {
 	const char *opts[NELEM(cuda_opts) + 1];
 	char arch[48];
-	uint64_t t0 = ks_now_ns();
 	nvrtcProgram prog = NULL;
 	nvrtcResult r;
-	int sm, cubin, rc;
+	int rc;
 	size_t i;
 
-	memset(out, 0, sizeof(*out));
-	if (src == NULL) {
-		ks_set_err(err, errlen, "no CUDA C text to compile");
-		return KS_E_INTERNAL;
-	}
-	rc = check_request(target, format, &sm, &cubin, err, errlen);
-	if (rc != KS_OK)
-		return rc;
 	snprintf(arch, sizeof(arch), "--gpu-architecture=%s_%d",
 	    cubin ? "sm" : "compute", sm);
 	opts[0] = arch;
@@ -580,6 +565,31 @@ int ks_jit_cuda_compile_text(const char *src, const char *name,
 		rc = take_output(prog, cubin, out, err, errlen);
 	}
 	nvrtc.DestroyProgram(&prog);
+	return rc;
+}
+
+/*
+ * Compiles the CUDA C text SRC for TARGET in FORMAT with the options of
+ * every kspec compile (cuda_opts); NAME ("ks_gemm_gemv_m1.cu") names the
+ * program in NVRTC's messages.  The backend's compile is this on the text
+ * emitted from the IR; bench/gpu/check also hands it edited copies of
+ * that text to measure a schedule on a GPU before the emitter adopts it.
+ */
+int ks_jit_cuda_compile_text(const char *src, const char *name,
+    const char *target, const char *format, ks_jit_artifact_t *out,
+    char *err, size_t errlen)
+{
+	uint64_t t0 = ks_now_ns();
+	int sm, cubin, rc;
+
+	memset(out, 0, sizeof(*out));
+	if (src == NULL) {
+		ks_set_err(err, errlen, "no CUDA C text to compile");
+		return KS_E_INTERNAL;
+	}
+	rc = check_request(target, format, &sm, &cubin, err, errlen);
+	if (rc == KS_OK)
+		rc = compile_checked(src, name, sm, cubin, out, err, errlen);
 	if (rc == KS_OK)
 		out->compile_ms = (double)(ks_now_ns() - t0) / 1e6;
 	return rc;
@@ -603,8 +613,8 @@ static int cuda_compile(const ks_ir_kernel_t *k, const char *target,
 	rc = cuda_source(k, &src, err, errlen);
 	snprintf(name, sizeof(name), "%s.cu", k->entry);
 	if (rc == KS_OK)
-		rc = ks_jit_cuda_compile_text(src.data, name, target, format,
-		    out, err, errlen);
+		rc = compile_checked(src.data, name, sm, cubin, out, err,
+		    errlen);
 	ks_buf_close(&src);
 	if (rc == KS_OK)
 		out->compile_ms = (double)(ks_now_ns() - t0) / 1e6;

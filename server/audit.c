@@ -49,14 +49,6 @@ typedef struct ks_audit_run {
 	ks_buf_t listed;         /* the mismatches, JSON objects */
 } ks_audit_run_t;
 
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- the comparison ---- */
 
 int ks_audit_compare(const ks_artifact_t *stored, const ks_hash_t *sum,
@@ -233,7 +225,7 @@ static void audit_done(ks_pool_job_t *pj)
 	ev.key = a->get.key;
 	ev.stored_sum = stored->sum;
 	ev.auditor = auditor;
-	ev.at = wall_ms();
+	ev.at = ks_wall_ms();
 	if (pj->err) {
 		result = KS_AUDIT_FAILED;
 		ev.failed = 1;
@@ -367,7 +359,7 @@ static int sampler_pick(ks_srv_t *srv, ks_get_t *out)
 {
 	collect_t c = { .srv = srv };
 
-	ks_store_audit_candidates(srv->store, NULL, wall_ms() -
+	ks_store_audit_candidates(srv->store, NULL, ks_wall_ms() -
 	    (int64_t)KS_AUDIT_QUIET_MS, 64, collect_one, &c);
 	if (c.picked)
 		*out = c.pick;
@@ -539,7 +531,7 @@ static void collected(ks_mail_t *m)
 		return;
 	}
 	rc = ks_store_audit_candidates(srv->store, r->filter.kernel,
-	    wall_ms() - (int64_t)KS_AUDIT_QUIET_MS, 0, collect_one, &c);
+	    ks_wall_ms() - (int64_t)KS_AUDIT_QUIET_MS, 0, collect_one, &c);
 	if (rc) {
 		run_reply(r, rc, rc == KS_E_NOMEM ? "out of memory" :
 		    "cannot read the store");

@@ -60,6 +60,7 @@ struct http_conn {
 	int open_handles;        /* freed when both are closed */
 	int answered;
 	char peer[64];           /* "uid N" or the address: the per-peer cap */
+	int peer_known;          /* peer is filled (looked up when needed) */
 	size_t len;
 	char head[KS_HTTP_MAX_HEAD];
 	ks_buf_t out;
@@ -340,14 +341,13 @@ static long loopback_uid(const struct sockaddr_storage *sa)
 	return uid;
 }
 
-/* Names C's peer in c->peer ("" when it cannot be told) and returns 1
- * when that peer already holds KS_HTTP_MAX_PER_PEER other connections:
- * a uid on a Unix socket and on TCP loopback, else an address. */
-static int peer_full(ks_http_t *http, http_conn_t *c)
+/* C's peer ("" when it cannot be told): a uid on a Unix socket and on
+ * TCP loopback, else an address; looked up once, when first asked. */
+static const char *conn_peer(const ks_http_t *http, http_conn_t *c)
 {
-	const http_conn_t *o;
-	int n = 0;
-
+	if (c->peer_known)
+		return c->peer;
+	c->peer_known = 1;
 	if (http->is_unix) {
 		struct ucred cred;
 		socklen_t len = sizeof cred;
@@ -360,13 +360,12 @@ static int peer_full(ks_http_t *http, http_conn_t *c)
 	} else {
 		struct sockaddr_storage sa;
 		int len = sizeof sa;
-
 		long uid;
 
 		if (uv_tcp_getpeername(&c->s.tcp, (struct sockaddr *)&sa,
 		    &len) != 0)
-			len = 0;
-		else if (http->loopback && (uid = loopback_uid(&sa)) >= 0)
+			return c->peer;         /* "": not capped */
+		if (http->loopback && (uid = loopback_uid(&sa)) >= 0)
 			snprintf(c->peer, sizeof c->peer, "uid %ld", uid);
 		else if (sa.ss_family == AF_INET6)
 			uv_ip6_name((struct sockaddr_in6 *)&sa, c->peer,
@@ -375,10 +374,25 @@ static int peer_full(ks_http_t *http, http_conn_t *c)
 			uv_ip4_name((struct sockaddr_in *)&sa, c->peer,
 			    sizeof c->peer);
 	}
-	if (!c->peer[0])
+	return c->peer;
+}
+
+/* 1 when C's peer already holds KS_HTTP_MAX_PER_PEER other connections.
+ * Peers are looked up only once that many are open at all, so a scrape
+ * (one connection at a time) reads no socket table on the loop. */
+static int peer_full(ks_http_t *http, http_conn_t *c)
+{
+	http_conn_t *o;
+	const char *p;
+	int n = 0;
+
+	if (http->nconns <= KS_HTTP_MAX_PER_PEER)
+		return 0;
+	p = conn_peer(http, c);
+	if (!p[0])
 		return 0;
 	for (o = http->conns; o; o = o->next)
-		n += o != c && strcmp(o->peer, c->peer) == 0;
+		n += o != c && strcmp(conn_peer(http, o), p) == 0;
 	return n >= KS_HTTP_MAX_PER_PEER;
 }
 

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -220,14 +219,6 @@ take:
  */
 #define FLEET_SKEW_MS 5000
 
-static uint64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static const char *node_id(void);
 
 /*
@@ -249,7 +240,8 @@ static int fleet_seal(ks_srv_t *srv, const ks_hash_t *key, const char *kind,
 	}
 	cJSON_AddStringToObject(m, "kspec", kind);
 	cJSON_AddStringToObject(m, "node", node_id());
-	cJSON_AddNumberToObject(m, "expires_ms", (double)(wall_ms() + ttl_ms));
+	cJSON_AddNumberToObject(m, "expires_ms", (double)ks_wall_ms() +
+	    (double)ttl_ms);
 	meta = cJSON_PrintUnformatted(m);
 	cJSON_Delete(m);
 	if (!meta)
@@ -283,7 +275,7 @@ static cJSON *fleet_open(ks_srv_t *srv, const ks_hash_t *key,
 	size_t n = 0;
 	ks_entry_t e;
 	cJSON *m = NULL;
-	uint64_t now = wall_ms();
+	double now = (double)ks_wall_ms();
 
 	why[0] = '\0';
 	if (!bin) {
@@ -306,13 +298,13 @@ static cJSON *fleet_open(ks_srv_t *srv, const ks_hash_t *key,
 	    !cJSON_IsNumber(exp = cJSON_GetObjectItemCaseSensitive(m,
 	    "expires_ms")))
 		snprintf(why, whylen, "a signed value that is not a %s", kind);
-	else if (exp->valuedouble + FLEET_SKEW_MS < (double)now)
+	else if (exp->valuedouble + FLEET_SKEW_MS < now)
 		snprintf(why, whylen, "a %s that expired %.0f ms ago", kind,
-		    (double)now - exp->valuedouble);
-	else if (exp->valuedouble > (double)(now + max_ttl_ms +
+		    now - exp->valuedouble);
+	else if (exp->valuedouble > now + (double)(max_ttl_ms +
 	    FLEET_SKEW_MS))
 		snprintf(why, whylen, "a %s that claims to live %.0f ms", kind,
-		    exp->valuedouble - (double)now);
+		    exp->valuedouble - now);
 	else {
 		free(bin);
 		return m;
@@ -558,7 +550,7 @@ static int lease_is_signed(lease_t *l, const char *v, size_t len)
 	cJSON *m = NULL;
 
 	if (l->seen && l->seen_len == len && memcmp(l->seen, v, len) == 0) {
-		if (l->seen_expires + FLEET_SKEW_MS >= (double)wall_ms())
+		if (l->seen_expires + FLEET_SKEW_MS >= (double)ks_wall_ms())
 			return 1;
 		snprintf(why, sizeof why, "a lease that expired");
 	} else if (colon) {
@@ -649,7 +641,7 @@ static void lease_poll(lease_t *l)
 	char lk[sizeof LEASE_PREFIX + KS_HASH_HEX], ttl[24];
 	const char *argv[10];
 	size_t lens[10];
-	int i, rc;
+	int i;
 
 	if (l->srv->stopping) {
 		lease_compile_here(l);   /* ends it: the daemon stops */
@@ -685,8 +677,8 @@ static void lease_poll(lease_t *l)
 	argv[9] = l->srv->can_sign ? "1" : "0";
 	for (i = 0; i < 10; i++)
 		lens[i] = strlen(argv[i]);
-	rc = ks_remote_cmd(l->srv->remote, 10, argv, lens, on_acquire, l);
-	if (rc != KS_OK)
+	if (ks_remote_cmd(l->srv->remote, 10, argv, lens, on_acquire, l) !=
+	    KS_OK)
 		lease_compile_here(l);
 }
 

@@ -335,14 +335,6 @@ struct ks_store {
 
 /* ---- small helpers ---- */
 
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /*
  * A use stamp for last_used: wall-clock milliseconds, but strictly greater
  * than every stamp this store handed out before (and than every last_used
@@ -351,7 +343,7 @@ static int64_t wall_ms(void)
  */
 static int64_t stamp(ks_store_t *s)
 {
-	int64_t now = wall_ms();
+	int64_t now = ks_wall_ms();
 	int64_t prev = atomic_load_explicit(&s->clock, memory_order_relaxed);
 	int64_t next;
 
@@ -893,31 +885,27 @@ static int make_parents(const char *path, char *err, size_t errlen)
 	return rc;
 }
 
-/* Runs SQL (no rows expected back) on DB at open, with error text. */
 /*
  * The ks error of SQLite's RC at open: KS_E_CORRUPT when the failure is
- * the file's content (not a database, damage, a schema that is not
- * kspec's: a table or column missing or already there), which the caller
- * may set aside (store.h); KS_E_NOMEM; else KS_E_STORE (locked, busy,
- * read-only, I/O, a full disk: never the content's fault).
+ * the file's content (not a database and damage, as from_sqlite says; a
+ * schema that is not kspec's: a table or column missing or already
+ * there), which the caller may set aside (store.h); else from_sqlite's
+ * (locked, busy, read-only, I/O, a full disk: never the content's fault).
  */
 static int open_error(int rc)
 {
 	switch (rc & 0xff) {
-	case SQLITE_CORRUPT:
-	case SQLITE_NOTADB:
 	case SQLITE_ERROR:
 	case SQLITE_SCHEMA:
 	case SQLITE_CONSTRAINT:
 	case SQLITE_MISMATCH:
 		return KS_E_CORRUPT;
-	case SQLITE_NOMEM:
-		return KS_E_NOMEM;
 	default:
-		return KS_E_STORE;
+		return from_sqlite(rc);
 	}
 }
 
+/* Runs SQL (no rows expected back) on DB at open, with error text. */
 static int exec_open(ks_store_t *s, sqlite3 *db, const char *sql,
     char *err, size_t errlen)
 {
@@ -1890,7 +1878,7 @@ int ks_store_put(ks_store_t *s, const ks_artifact_t *a)
 	xsum_of(&a->key, &a->sum, a->meta ? a->meta : "", a->meta_len,
 	    a->bytes ? (const void *)a->bytes : (const void *)"", a->len,
 	    xsum);
-	now = wall_ms();
+	now = ks_wall_ms();
 
 	pthread_mutex_lock(&s->wlock);
 	bytes = atomic_load(&s->bytes);
@@ -2410,7 +2398,7 @@ static int exec_deployment(ks_store_t *s, const char *sql, const char *name,
 		if (specs)
 			sqlite3_bind_text(st, 2, specs, -1, SQLITE_STATIC);
 		if (sqlite3_bind_parameter_count(st) >= 3)
-			sqlite3_bind_int64(st, 3, wall_ms());
+			sqlite3_bind_int64(st, 3, ks_wall_ms());
 		rc = sqlite3_step(st);
 	}
 	sqlite3_finalize(st);
@@ -2819,7 +2807,7 @@ int ks_store_canary_put(ks_store_t *s, const ks_store_canary_t *c)
 		sqlite3_bind_text(st, 2, c->identity, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, c->kernel, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 4, c->result, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 5, c->at ? c->at : wall_ms());
+		sqlite3_bind_int64(st, 5, c->at ? c->at : ks_wall_ms());
 		sqlite3_bind_double(st, 6, c->ms);
 		sqlite3_bind_text(st, 7, c->detail, -1, SQLITE_STATIC);
 		rc = sqlite3_step(st);

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 
 #include <hiredis/hiredis.h>
+#include <sodium.h>
 
 #include "../proto/entry.h"
 #include "e2e.h"
@@ -917,17 +918,52 @@ static void compiled_here(const e2e_daemon_t *b, int dim,
 }
 
 /*
+ * Plants under kspec:KIND:HEX a value signed with the fleet's secret key
+ * as a node signs a failure marker (KIND "fail") or a lease ("lease", with
+ * a token): for the request key HEX, expiring at EXPIRES_MS of the wall
+ * clock, with the JSON members MORE (",..." or "").
+ */
+static void plant_signed(const char *kind, const char *hex,
+    int64_t expires_ms, const char *more)
+{
+	char meta[512], err[256], rkey[128], out[2100];
+	ks_fleet_sec_t sk;
+	ks_hash_t key;
+	ks_buf_t b;
+
+	cr_assert_eq(ks_fleet_load_secret(sec, &sk, err, sizeof err), KS_OK,
+	    "%s", err);
+	cr_assert_eq(ks_hash_from_hex(hex, &key), KS_OK);
+	snprintf(meta, sizeof meta, "{\"kspec\":\"%s\",\"node\":\"test\","
+	    "\"expires_ms\":%lld%s}", kind, (long long)expires_ms, more);
+	ks_buf_init(&b);
+	cr_assert_eq(ks_entry_seal(&sk, &key, meta, strlen(meta), NULL, 0,
+	    &b), KS_OK);
+	cr_assert_gt(sizeof out, b.len * 2 + 2);
+	sodium_bin2hex(out, sizeof out, (const unsigned char *)b.data, b.len);
+	ks_buf_close(&b);
+	if (strcmp(kind, "lease") == 0)
+		strcat(out, ":1");
+	snprintf(rkey, sizeof rkey, "kspec:%s:%s", kind, hex);
+	redis_set(rkey, out, 600000);
+}
+
+/*
  * Everything a Redis writer plants beside the signed entries costs a node
  * at most one compile of its own, never an answer it did not compile: an
  * unsigned failure marker with no expiry (once answered as the planted
- * error), a genuine signed marker copied under another key, and a lease
- * planted for ten minutes (once waited for up to --remote-lease-wait).
+ * error), a genuine signed marker copied under another key, a lease
+ * planted for ten minutes (once waited for up to --remote-lease-wait),
+ * and values signed with the fleet key but past their expiry or claiming
+ * ten minutes; the same kind of signed marker in date is taken (the
+ * control: the refusals are the expiry's).
  */
 Test(remote, planted_markers_and_leases_cost_one_compile_never_an_answer)
 {
 	e2e_daemon_t *a, *b;
 	e2e_reply_t r;
 	char hex[80], kf[128], kl[128], signed_mark[128], kf2[128];
+	char json[400];
 	double t0, dt;
 
 	setenv("KSPEC_TEST_FAULTS", "error:N=200", 1);
@@ -945,14 +981,10 @@ Test(remote, planted_markers_and_leases_cost_one_compile_never_an_answer)
 
 	/* A's real compile error leaves a signed marker; copied under
 	 * another key it is refused there. */
-	{
-		char json[400];
-
-		get_json(json, sizeof json, 200);
-		cr_assert_eq(e2e_call(a->sock, json, &r), 0);
-		cr_assert_str_eq(e2e_code(&r), "E_COMPILE");
-		e2e_reply_free(&r);
-	}
+	get_json(json, sizeof json, 200);
+	cr_assert_eq(e2e_call(a->sock, json, &r), 0);
+	cr_assert_str_eq(e2e_code(&r), "E_COMPILE");
+	e2e_reply_free(&r);
 	redis_find("kspec:fail:*", kf, signed_mark, sizeof signed_mark);
 	compiled_then_gone(a, 216, &r, hex, sizeof hex, 2);
 	snprintf(kf2, sizeof kf2, "kspec:fail:%s", hex);
@@ -971,6 +1003,30 @@ Test(remote, planted_markers_and_leases_cost_one_compile_never_an_answer)
 	cr_assert_eq(rstat(b, "lease_waits"), 0, "waited for a planted lease");
 	cr_assert_lt(dt, 30.0);       /* a liveness bound: the wait was 60 s */
 	e2e_reply_free(&r);
+
+	/* Genuinely signed, but replayed past its expiry (a marker) or
+	 * claiming ten minutes (a lease): refused, compiled here. */
+	compiled_then_gone(a, 232, &r, hex, sizeof hex, 4);
+	plant_signed("fail", hex, ks_wall_ms() - 60000,
+	    ",\"code\":-18,\"message\":\"old\"");
+	compiled_here(b, 232, &r, 4);
+	e2e_reply_free(&r);
+	compiled_then_gone(a, 240, &r, hex, sizeof hex, 5);
+	plant_signed("lease", hex, ks_wall_ms() + 600000, "");
+	compiled_here(b, 240, &r, 5);
+	cr_assert_eq(rstat(b, "lease_waits"), 0);
+	e2e_reply_free(&r);
+
+	/* The control: a marker in date is taken, as the holder's error. */
+	compiled_then_gone(a, 248, &r, hex, sizeof hex, 6);
+	plant_signed("fail", hex, ks_wall_ms() + 20000,
+	    ",\"code\":-18,\"message\":\"in date\"");
+	e2e_reply_free(&r);
+	get_json(json, sizeof json, 248);
+	cr_assert_eq(e2e_call(b->sock, json, &r), 0);
+	cr_assert_str_eq(e2e_code(&r), "E_COMPILE");
+	e2e_reply_free(&r);
+	cr_assert_eq(rstat(b, "auth_failures"), 5);
 }
 
 Test(remote, a_redis_stopped_during_a_wait_costs_the_deadline)

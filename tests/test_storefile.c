@@ -319,12 +319,32 @@ static void moved_aside(char *out, size_t n)
 	e2e_reply_free(&r);
 }
 
+/* kspec_store_moved_aside on D's metrics socket METRICS (curl), -1 when
+ * it cannot be read. */
+static int moved_metric(const char *metrics)
+{
+	char cmd[800], line[512];
+	int v = -1;
+	FILE *p;
+
+	snprintf(cmd, sizeof cmd, "curl -sS --max-time 10 --unix-socket '%s' "
+	    "http://localhost/metrics", metrics);
+	p = popen(cmd, "r");
+	cr_assert(p);
+	while (fgets(line, sizeof line, p))
+		if (strncmp(line, "kspec_store_moved_aside ", 24) == 0)
+			v = atoi(line + 24);
+	pclose(p);
+	return v;
+}
+
 /*
  * No store stops a start: the two broken stores of an outside probe
  * (today's tables under user_version 3, whose migration fails half-way;
  * a store without its counters table), a truncated file and a newer
  * kspec's store are each set aside, unchanged, and the daemon serves on
- * a new one; the set-aside copies are kept to the newest three.  (A store
+ * a new one, saying so in stats and /metrics; the set-aside copies are
+ * kept to the newest three.  (A store
  * of another uid still refuses the start:
  * a_forged_store_of_another_uid_is_never_served.)
  */
@@ -336,15 +356,19 @@ Test(storefile, no_broken_store_stops_a_start)
 		NULL,                   /* truncated to half */
 		"PRAGMA user_version = 99",
 	};
-	char moved[600], prev[600] = "", uv[64];
+	char moved[600], prev[600] = "", uv[64], metrics[400];
+	const char *const listen[] = { "--metrics-listen", metrics, NULL };
 	struct stat st;
 	size_t i;
 	int kept = 0;
 
 	fresh_dir();
+	snprintf(metrics, sizeof metrics, "%s/metrics.sock", D.dir);
 	for (i = 0; i < sizeof breaks / sizeof breaks[0]; i++) {
 		/* A store with an entry, then broken. */
-		start(NULL);
+		start(listen);
+		if (i == 0)     /* a new store: nothing set aside */
+			cr_assert_eq(moved_metric(metrics), 0);
 		cr_assert_str_eq(source_of(64 + (int)i), "compiled");
 		stop();
 		if (breaks[i]) {
@@ -354,7 +378,8 @@ Test(storefile, no_broken_store_stops_a_start)
 			cr_assert_eq(truncate(D.store, st.st_size / 2), 0);
 		}
 		cr_assert_eq(stat(D.store, &st), 0);
-		start(NULL);
+		start(listen);
+		cr_assert_eq(moved_metric(metrics), 1, "case %zu", i);
 		cr_assert_str_eq(source_of(64 + (int)i), "compiled",
 		    "case %zu: the broken store's entry was served", i);
 		cr_assert_str_eq(source_of(64 + (int)i), "memory");

@@ -203,21 +203,13 @@ typedef struct {
 	ks_jit_artifact_t art;
 } loaded_t;
 
-/* Compiles K and loads it; a load error (e.g. a driver older than the
- * PTX or cubin NVRTC makes) is returned, to be reported in the table. */
-static CUresult load_kernel(const ks_ir_kernel_t *k, const char *target,
-    const char *format, loaded_t *l)
+/* Loads l->art (PTX or cubin) as a module and finds K's entry in it; a
+ * load error is returned and the artifact freed. */
+static CUresult load_art(const ks_ir_kernel_t *k, loaded_t *l)
 {
-	char err[8192];
 	uint8_t *image;
 	CUresult r;
 
-	if (ks_backend_cuda.compile(k, target, format, &l->art, err,
-	    sizeof err) != KS_OK) {
-		fprintf(stderr, "check: compile %s %s %s: %s\n", k->entry,
-		    target, format, err);
-		exit(1);
-	}
 	/* PTX artifacts are text without a NUL; the driver wants one. */
 	image = malloc(l->art.len + 1);
 	memcpy(image, l->art.bytes, l->art.len);
@@ -230,6 +222,22 @@ static CUresult load_kernel(const ks_ir_kernel_t *k, const char *target,
 	}
 	CU(cu.ModuleGetFunction(&l->fn, l->mod, k->entry));
 	return CUDA_SUCCESS;
+}
+
+/* Compiles K and loads it; a load error (e.g. a driver older than the
+ * PTX or cubin NVRTC makes) is returned, to be reported in the table. */
+static CUresult load_kernel(const ks_ir_kernel_t *k, const char *target,
+    const char *format, loaded_t *l)
+{
+	char err[8192];
+
+	if (ks_backend_cuda.compile(k, target, format, &l->art, err,
+	    sizeof err) != KS_OK) {
+		fprintf(stderr, "check: compile %s %s %s: %s\n", k->entry,
+		    target, format, err);
+		exit(1);
+	}
+	return load_art(k, l);
 }
 
 static const char *cu_error(CUresult r)
@@ -443,14 +451,10 @@ static CUresult load_text(const ks_ir_kernel_t *k, const char *src,
 		printf("check: compile %s (edited): %.300s\n", k->entry, err);
 		return CUDA_ERROR_INVALID_SOURCE;
 	}
-	r = cu.ModuleLoadData(&l->mod, l->art.bytes);
-	if (r != CUDA_SUCCESS) {
+	r = load_art(k, l);
+	if (r != CUDA_SUCCESS)
 		printf("check: load %s (edited): %s\n", k->entry, cu_error(r));
-		free(l->art.bytes);
-		return r;
-	}
-	CU(cu.ModuleGetFunction(&l->fn, l->mod, k->entry));
-	return CUDA_SUCCESS;
+	return r;
 }
 
 /*

@@ -52,10 +52,11 @@ if [ -z "${KSPEC_NVRTC:-}" ] && [ -e "$CUDA_HOME/lib64/libnvrtc.so" ]; then
 	KSPEC_NVRTC="$CUDA_HOME/lib64/libnvrtc.so"
 	export KSPEC_NVRTC
 fi
-# kx PROGRAM ARGS...: a program of the build, with KSPEC_GPU_LIBS.
+# The loader's path of the build's programs: KSPEC_GPU_LIBS first.
+ks_libs=${KSPEC_GPU_LIBS:+$KSPEC_GPU_LIBS:}${LD_LIBRARY_PATH:-}
+# kx PROGRAM ARGS...: a program of the build, on that path.
 kx() {
-	LD_LIBRARY_PATH=${KSPEC_GPU_LIBS:+$KSPEC_GPU_LIBS:}${LD_LIBRARY_PATH:-} \
-	    "$@"
+	LD_LIBRARY_PATH=$ks_libs "$@"
 }
 # py SECONDS SCRIPT ARGS...: python3 (the one with torch), limited.
 py() {
@@ -120,9 +121,8 @@ d=$(mktemp -d)
 # Starts kspecd and waits until it answers (at most 60 s).
 daemon() {
 	# Not through kx: $! must be kspecd's own pid, not a subshell's.
-	LD_LIBRARY_PATH=${KSPEC_GPU_LIBS:+$KSPEC_GPU_LIBS:}${LD_LIBRARY_PATH:-} \
-	    build/kspecd --socket "$d/s" --store "$d/db" --log-level warn \
-	    >>"$d/kspecd.log" 2>&1 &
+	LD_LIBRARY_PATH=$ks_libs build/kspecd --socket "$d/s" --store "$d/db" \
+	    --log-level warn >>"$d/kspecd.log" 2>&1 &
 	pid=$!
 	for i in $(seq 600); do
 		kx build/kspec --socket "$d/s" ping >/dev/null 2>&1 && return
