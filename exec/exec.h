@@ -84,7 +84,8 @@ int ks_exec_launch_json(ks_buf_t *out, const ks_ir_kernel_t *k);
  *   worker -> parent  {"op":"ready","pid":N,"codegen":C,
  *                      "fingerprints":["<hex>",...]}       once, at start
  *   parent -> worker  {"op":"probe","seq":S}
- *   worker -> parent  {"seq":S,"ok":true,"probe":{...}}    (ks_exec_probe)
+ *   worker -> parent  {"seq":S,"ok":true,"probe":{...},"witness":[...]}
+ *                      (ks_exec_probe, ks_exec_witness_paths)
  *   parent -> worker  {"op":"compile","seq":S,"kernel":..,"dtype":..,
  *                      "mode":..,"shape":{..},"dynamic":[..],"backend":..,
  *                      "target":..,"format":..,"identity":..,
@@ -153,9 +154,32 @@ int ks_wire_out_decode(const char *hdr, size_t len, const void *payload,
  */
 int ks_exec_probe(ks_buf_t *out);
 
+/*
+ * The witness of a probe: what its answer depends on that the daemon can
+ * look at again in milliseconds, without a compiler.  A restarted daemon
+ * whose saved probe has the same witness answers hits with the saved
+ * probe's keys while its workers probe again (docs/architecture.md,
+ * "Start").
+ *
+ * ks_exec_witness_paths appends, as a JSON array of strings, the files
+ * this process has mapped (its executable, libgccjit, NVRTC, the OpenCL
+ * loader and every driver a probe loaded, ...) and those that decide what
+ * a probe would load (/etc/ld.so.cache, the OpenCL vendor directory and
+ * its files); a worker calls it after its probe.  ks_exec_witness_digest
+ * hashes, for PATHS in order, each one's stat (device, inode, size, mode,
+ * modification and change times, or its absence), then the environment
+ * variables a compiler or driver reads (KSPEC_NVRTC*, OCL_*, POCL_*,
+ * CUDA_*, NVIDIA_*, LD_*, GCC_*, and the test build's identity switch), the first CPU's model and flags and the NVIDIA
+ * driver's version and GPUs (/proc/driver/nvidia), where present.
+ */
+int ks_exec_witness_paths(ks_buf_t *out);
+int ks_exec_witness_digest(const char *const *paths, int npaths,
+    ks_hash_t *out);
+
 /* The compiler identity of BE for the resolved TARGET, as probes and jobs
  * name it: be->identity, and in the test build (-DKS_TEST_PLANT) with
- * $KSPEC_TEST_PLANT_IDENTITY_SUFFIX appended, so a test can make one
+ * $KSPEC_TEST_PLANT_IDENTITY_SUFFIX and the first line of the file
+ * $KSPEC_TEST_PLANT_IDENTITY_SUFFIX_FILE appended, so a test can make one
  * compiler look like another (an upgrade). */
 int ks_exec_identity(const ks_backend_t *be, const char *target,
     ks_buf_t *out);

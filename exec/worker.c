@@ -271,8 +271,24 @@ static int reply_probe(int fd, uint64_t seq)
 
 	ks_buf_init(&b);
 	ks_buf_append(&b, "\0\0\0\0\0\0\0\0", KS_FRAME_PREFIX);
+#ifdef KS_TEST_PLANT
+	/* A slow probe, for the tests of what a restarted daemon answers
+	 * while its probe runs. */
+	const char *delay = getenv("KSPEC_TEST_PLANT_PROBE_DELAY_MS");
+
+	if (delay && *delay) {
+		long ms = strtol(delay, NULL, 10);
+		struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
+#endif
 	ks_buf_printf(&b, "{\"seq\":%" PRIu64 ",\"ok\":true,\"probe\":", seq);
 	ks_exec_probe(&b);
+	/* After the probe: the libraries it loaded are mapped now. */
+	ks_buf_puts(&b, ",\"witness\":");
+	ks_exec_witness_paths(&b);
 	ks_buf_puts(&b, "}");
 	if (!b.data)
 		return -1;

@@ -159,6 +159,11 @@ void ks_canary_start(ks_srv_t *srv)
 	ks_canary_dispatch(srv);
 }
 
+void ks_canary_forget(ks_srv_t *srv)
+{
+	memset(&srv->canaries, 0, sizeof srv->canaries);
+}
+
 /* ---- running ---- */
 
 static void answer_waiter(ks_srv_t *srv, ks_canary_wait_t *cw, int rc,
@@ -322,6 +327,10 @@ void ks_canary_dispatch(ks_srv_t *srv)
 	ks_canaries_t *cs = &srv->canaries;
 	int i, k, rc;
 
+	/* Under the saved probe's keys nothing runs: its identities are
+	 * confirmed (or replaced) by this start's probe first. */
+	if (srv->probe_state != KS_PROBE_DONE)
+		return;
 	for (i = 0; i < cs->nb && cs->npending > 0; i++)
 		for (k = 0; k < cs->nk; k++) {
 			ks_canary_t *c = &cs->b[i].kernels[k];

@@ -75,7 +75,13 @@ struct ks_srv;
 /* After the probe: which backends changed identity, what the store
  * remembers of their canaries, and the canaries to run. */
 void ks_canary_start(struct ks_srv *srv);
-/* The flights' first hook: hands pending canaries to idle workers. */
+/* Forgets what ks_canary_start found, before it runs again for another
+ * probe; only while the saved probe's keys are in use, when no canary has
+ * run and nothing waits for one (their dispatch waits for this start's
+ * probe). */
+void ks_canary_forget(struct ks_srv *srv);
+/* The flights' first hook: hands pending canaries to idle workers, once
+ * this start's probe is in. */
 void ks_canary_dispatch(struct ks_srv *srv);
 /* Shutdown: deferred requests and canary requests of canaries not
  * started end with E_SHUTTING_DOWN. */

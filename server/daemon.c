@@ -14,6 +14,20 @@
  * installs its own SIGINT/SIGTERM handlers that kill the process, replacing
  * any handler of ours, the moment the first compile links.
  *
+ * Start.  The socket is bound and accepting before the compile workers
+ * have probed the compilers (exec.h), which takes seconds; the keys need
+ * the probe.  The store keeps the last probe with its witness (what the
+ * probe's answer depends on that can be looked at in milliseconds: the
+ * files the probing worker had mapped, the loader's cache, the OpenCL
+ * vendor files, the environment the compilers read, the CPU, the GPU
+ * driver).  When the witness is unchanged, the keys are the saved
+ * probe's until this start's probe is in, and gets that hit the memory
+ * tier or the store are answered at once; a changed witness leaves the
+ * keys empty.  Every request that needs this start's probe (a miss, a
+ * warm, a deploy, ...) is parked and dispatched again when it is in; one
+ * that differs from the saved probe replaces its keys before anything
+ * else is answered.
+ *
  * Shutdown (SIGINT/SIGTERM): the listener closes and the socket file is
  * removed, connections stop reading, queued compiles are cancelled and
  * their waiters told E_SHUTTING_DOWN, running compiles finish and are
@@ -30,8 +44,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
 #include <sodium.h>
 
+#include "../exec/exec.h"
 #include "dispatch.h"
 #include "lookup.h"
 #include "observe.h"
@@ -108,26 +124,264 @@ static void on_pool_idle(ks_pool_t *p)
 	ks_audit_dispatch(srv);
 }
 
-/* The first worker told what the compilers are: requests can be keyed,
- * so the daemon starts accepting connections. */
-static void on_probe(ks_pool_t *p, int rc, const char *json)
+/* ---- the probe ---- */
+
+/* The witness of PATHS (a JSON array of strings) as the store keeps it:
+ * {"paths":PATHS,"digest":"<hex>"}, malloc'd; NULL when PATHS is not
+ * such an array. */
+static char *witness_of(const char *paths)
+{
+	const char *list[1024];
+	char hex[KS_HASH_HEX];
+	cJSON *a = cJSON_Parse(paths), *p;
+	ks_buf_t out;
+	ks_hash_t d;
+	int n = 0;
+
+	if (!cJSON_IsArray(a)) {
+		cJSON_Delete(a);
+		return NULL;
+	}
+	cJSON_ArrayForEach(p, a) {
+		if (!cJSON_IsString(p) || n == (int)(sizeof list /
+		    sizeof list[0])) {
+			cJSON_Delete(a);
+			return NULL;
+		}
+		list[n++] = p->valuestring;
+	}
+	if (ks_exec_witness_digest(list, n, &d) != KS_OK) {
+		cJSON_Delete(a);
+		return NULL;
+	}
+	cJSON_Delete(a);
+	ks_hash_hex(&d, hex);
+	ks_buf_init(&out);
+	ks_buf_printf(&out, "{\"paths\":%s,\"digest\":\"%s\"}", paths, hex);
+	return ks_buf_steal(&out, NULL);
+}
+
+/* The fingerprints of a saved probe (a JSON array of hex) into OUT: KS_OK
+ * when there is one for each kernel of this library. */
+static int parse_fingerprints(const char *json, ks_hash_t *out, int n)
+{
+	cJSON *a = cJSON_Parse(json), *f;
+	int i = 0, rc = KS_OK;
+
+	if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)
+		rc = KS_E_PROTO;
+	cJSON_ArrayForEach(f, a)
+		if (rc == KS_OK && (!cJSON_IsString(f) ||
+		    ks_hash_from_hex(f->valuestring, &out[i++]) != KS_OK))
+			rc = KS_E_PROTO;
+	cJSON_Delete(a);
+	return rc;
+}
+
+/*
+ * The store's saved probe, when its witness is what it was: the keys are
+ * loaded from it (its compilers and its kernels' fingerprints), so hits
+ * are answered before this start's probe is in.  Anything witnessed that
+ * changed (a compiler's file or the daemon's own, the environment the
+ * compilers read, the CPU, the GPU driver) leaves the keys empty, and
+ * every request that needs them waits for the probe.
+ */
+static void load_saved_probe(ks_srv_t *srv)
+{
+	ks_hash_t fps[KS_KEYS_MAX_KERNELS];
+	char *now = NULL, *paths = NULL, err[512];
+	ks_store_probe_t *sp = &srv->saved;
+	cJSON *w;
+
+	srv->saved_probe_use = "absent";
+	if (ks_store_probe_get(srv->store, sp) != KS_OK)
+		return;
+	w = cJSON_Parse(sp->witness);
+	if (cJSON_IsObject(w) && cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(
+	    w, "paths")))
+		paths = cJSON_PrintUnformatted(
+		    cJSON_GetObjectItemCaseSensitive(w, "paths"));
+	cJSON_Delete(w);
+	if (paths)
+		now = witness_of(paths);
+	free(paths);
+	srv->saved_probe_use = "stale";
+	err[0] = '\0';
+	if (!now || strcmp(now, sp->witness) != 0)
+		ks_log(KS_LOG_INFO, "the compilers changed since the saved "
+		    "probe (its witness differs): requests wait for this "
+		    "start's probe");
+	else if (parse_fingerprints(sp->fingerprints, fps,
+	    srv->keys.nkernels) != KS_OK ||
+	    ks_keys_load_probe(&srv->keys, sp->probe, err,
+	    sizeof err) != KS_OK) {
+		ks_keys_forget_probe(&srv->keys);
+		ks_log(KS_LOG_INFO, "the saved probe is not usable (%s): "
+		    "requests wait for this start's probe", err[0] ? err :
+		    "its fingerprints");
+	} else {
+		ks_keys_set_fingerprints(&srv->keys, fps);
+		srv->probe_state = KS_PROBE_SAVED;
+		srv->saved_probe_use = "used";
+		ks_canary_start(srv);
+	}
+	free(now);
+}
+
+static void notify_ready(ks_srv_t *srv, const char *how)
+{
+	if (srv->notified_ready)
+		return;
+	srv->notified_ready = 1;
+	ks_log(KS_LOG_INFO, "serving: %s", how);
+	ks_sd_notify("READY=1\nSTATUS=serving");
+}
+
+static void start_failed(ks_srv_t *srv, const char *err)
+{
+	ks_log(KS_LOG_ERROR, "cannot start: %s", err);
+	srv->exit_status = KS_E_INTERNAL;
+	__atomic_store_n(&srv->stop_signal, 0, __ATOMIC_RELEASE);
+	uv_async_send(&srv->stop_async);
+}
+
+/* What the store keeps for the next start, when it differs from what it
+ * has. */
+static void save_probe(ks_srv_t *srv)
+{
+	char hex[KS_HASH_HEX];
+	ks_store_probe_t p = { srv->probe_json, NULL, NULL };
+	ks_buf_t fps;
+	int i;
+
+	if (!srv->probe_paths ||
+	    !(p.witness = witness_of(srv->probe_paths)))
+		return;
+	ks_buf_init(&fps);
+	ks_buf_puts(&fps, "[");
+	for (i = 0; i < srv->keys.nkernels; i++) {
+		ks_hash_hex(&srv->keys.fingerprints[i], hex);
+		ks_buf_printf(&fps, "%s\"%s\"", i ? "," : "", hex);
+	}
+	ks_buf_puts(&fps, "]");
+	p.fingerprints = fps.data;
+	if (p.fingerprints && (!srv->saved.probe ||
+	    strcmp(srv->saved.probe, p.probe) != 0 ||
+	    strcmp(srv->saved.witness, p.witness) != 0 ||
+	    strcmp(srv->saved.fingerprints, p.fingerprints) != 0))
+		ks_writer_probe(srv->writer, &p);
+	free(p.witness);
+	ks_buf_close(&fps);
+}
+
+/* This start's probe and fingerprints are both in: the keys are theirs
+ * from now on, and what waited for them is dispatched. */
+static void probe_done(ks_srv_t *srv)
+{
+	char err[512];
+	int rc = KS_OK;
+
+	if (srv->probe_state == KS_PROBE_DONE || srv->stopping ||
+	    !srv->probe_json || !srv->fp_ready)
+		return;
+	if (srv->fp_rc != KS_OK) {
+		start_failed(srv, "the kernels' fingerprints could not be "
+		    "computed");
+		return;
+	}
+	err[0] = '\0';
+	if (srv->probe_state == KS_PROBE_SAVED &&
+	    strcmp(srv->saved.probe, srv->probe_json) == 0 &&
+	    memcmp(srv->keys.fingerprints, srv->fp_computed,
+	    (size_t)srv->keys.nkernels * sizeof (ks_hash_t)) == 0) {
+		/* The usual restart: the keys stay. */
+	} else {
+		if (srv->probe_state == KS_PROBE_SAVED) {
+			/* Only hits were answered under the saved keys;
+			 * nothing ran or waits on them. */
+			ks_log(KS_LOG_WARN, "this start's probe differs from "
+			    "the saved one although nothing it witnesses "
+			    "changed; its keys replace the saved probe's");
+			srv->saved_probe_use = "replaced";
+			ks_keys_forget_probe(&srv->keys);
+			ks_canary_forget(srv);
+			ks_buf_close(&srv->hello_body);
+			ks_buf_init(&srv->hello_body);
+		}
+		ks_keys_set_fingerprints(&srv->keys, srv->fp_computed);
+		rc = ks_keys_load_probe(&srv->keys, srv->probe_json, err,
+		    sizeof err);
+		if (rc != KS_OK) {
+			start_failed(srv, err);
+			return;
+		}
+		ks_canary_start(srv);
+	}
+	srv->probe_state = KS_PROBE_DONE;
+	srv->probe_ms = (double)(ks_now_ns() - srv->started_ns) / 1e6;
+	save_probe(srv);
+	ks_store_probe_free(&srv->saved);
+	ks_log(KS_LOG_INFO, "compilers probed in %.0f ms%s", srv->probe_ms,
+	    srv->parked ? "; answering what waited for them" : "");
+	ks_canary_dispatch(srv);
+	/* Deployments pin the keys of today's compilers. */
+	ks_deploy_repin(srv);
+	ks_audit_start(srv);
+	notify_ready(srv, "compilers probed");
+	ks_dispatch_unpark(srv, 0);
+}
+
+/* This start's probe, from the first worker. */
+static void on_probe(ks_pool_t *p, int rc, const char *json,
+    const char *paths)
 {
 	ks_srv_t *srv = p->owner;
+
+	if (srv->probe_state == KS_PROBE_DONE || srv->probe_json ||
+	    srv->stopping)
+		return;
+	if (rc != KS_OK) {
+		start_failed(srv, "the compile workers did not report their "
+		    "compilers");
+		return;
+	}
+	srv->probe_json = strdup(json);
+	srv->probe_paths = paths ? strdup(paths) : NULL;
+	if (!srv->probe_json) {
+		start_failed(srv, "out of memory");
+		return;
+	}
+	probe_done(srv);
+}
+
+static void fp_compute(uv_work_t *req)
+{
+	ks_srv_t *srv = req->data;
+
+	srv->fp_rc = ks_keys_fingerprints_compute(srv->fp_computed,
+	    KS_KEYS_MAX_KERNELS);
+}
+
+static void fp_computed(uv_work_t *req, int status)
+{
+	ks_srv_t *srv = req->data;
+
+	srv->fp_ready = 1;
+	if (status != 0)
+		srv->fp_rc = KS_E_INTERNAL;
+	probe_done(srv);
+}
+
+/* Accepting at once, before the probe: the metrics listener first (if it
+ * cannot start, the daemon never bound its socket and leaves nothing
+ * behind), then the socket. */
+static int listen_now(ks_srv_t *srv)
+{
 	char err[512];
-	int fd;
+	int rc = KS_OK, fd;
 
 	err[0] = '\0';
-	if (srv->listening || srv->stopping)
-		return;
-	if (rc == KS_OK)
-		rc = ks_keys_load_probe(&srv->keys, json, err, sizeof err);
-	/* Before the socket: no get is served before the canaries of an
-	 * upgrade are queued. */
-	if (rc == KS_OK)
-		ks_canary_start(srv);
-	/* The metrics listener first: if it cannot start, the daemon never
-	 * bound its socket and leaves nothing behind. */
-	if (rc == KS_OK && srv->cfg.metrics_listen[0]) {
+	if (srv->cfg.metrics_listen[0]) {
 		rc = ks_http_start(srv->loop, srv->cfg.metrics_listen,
 		    srv->cfg.metrics_any_host, srv->cfg.socket_gid,
 		    ks_observe_handle, srv, &srv->http, err, sizeof err);
@@ -135,8 +389,6 @@ static void on_probe(ks_pool_t *p, int rc, const char *json)
 			ks_log(KS_LOG_INFO, "metrics and dashboard on %s",
 			    ks_http_where(srv->http));
 	}
-	/* Bound only now: a client that connects finds a daemon that can
-	 * answer, and one that comes too early finds no socket. */
 	if (rc == KS_OK && srv->passed_fd >= 0)
 		fd = srv->passed_fd;    /* the service manager's (activation) */
 	else if (rc == KS_OK)
@@ -146,27 +398,22 @@ static void on_probe(ks_pool_t *p, int rc, const char *json)
 		uv_pipe_open(&srv->listener, fd);
 		rc = uv_listen((uv_stream_t *)&srv->listener, 511,
 		    ks_conns_on_connection);
-		if (rc)
-			snprintf(err, sizeof err, "listen: %s", uv_strerror(rc));
+		if (rc) {
+			snprintf(err, sizeof err, "listen: %s",
+			    uv_strerror(rc));
+			rc = KS_E_INTERNAL;
+		}
 	}
 	if (rc) {
-		ks_log(KS_LOG_ERROR, "cannot start: %s", err[0] ? err :
-		    "the compile workers did not report their compilers");
-		srv->exit_status = KS_E_INTERNAL;
-		__atomic_store_n(&srv->stop_signal, 0, __ATOMIC_RELEASE);
-		uv_async_send(&srv->stop_async);
-		return;
+		ks_log(KS_LOG_ERROR, "cannot start: %s", err);
+		return rc;
 	}
 	srv->listening = 1;
-	/* Deployments pin the keys of today's compilers. */
-	ks_deploy_repin(srv);
-	ks_audit_start(srv);
 	ks_log(KS_LOG_INFO, "kspecd %s listening on %s%s, store %s, %d "
 	    "compile workers", KS_SERVER_VERSION, srv->cfg.socket_path,
 	    srv->passed_fd >= 0 ? " (passed by the service manager)" : "",
 	    srv->cfg.store_path, srv->cfg.workers);
-	/* The store is open and the socket accepts: ready. */
-	ks_sd_notify("READY=1\nSTATUS=serving");
+	return KS_OK;
 }
 
 static void on_watchdog(uv_timer_t *t)
@@ -181,8 +428,8 @@ static void on_start_deadline(uv_timer_t *t)
 {
 	ks_srv_t *srv = t->data;
 
-	if (!srv->listening)
-		on_probe(&srv->pool, KS_E_TIMEOUT, NULL);
+	if (srv->probe_state != KS_PROBE_DONE && !srv->probe_json)
+		on_probe(&srv->pool, KS_E_TIMEOUT, NULL, NULL);
 }
 
 static void on_stop(uv_async_t *a)
@@ -210,6 +457,7 @@ static void on_stop(uv_async_t *a)
 	    "before this compile started");
 	ks_audit_stop(srv);
 	ks_canary_stop(srv);
+	ks_dispatch_unpark(srv, KS_E_SHUTTING_DOWN);
 	maybe_finish(srv);
 }
 
@@ -481,6 +729,7 @@ static int start(ks_srv_t *srv)
 	srv->pool.on_idle = on_pool_idle;
 	srv->pool.on_probe = on_probe;
 	ks_pool_probe(&srv->pool);
+	srv->parked_tail = &srv->parked;
 	ks_flights_init(&srv->flights, &srv->pool, &srv->keys, srv);
 	srv->flights.finish = ks_lookup_finish;
 	srv->flights.idle = on_flights_idle;
@@ -511,7 +760,6 @@ static int start(ks_srv_t *srv)
 	srv->conns.on_error = on_conn_error;
 	srv->cur_op = KS_OP_COUNT_;
 
-	/* The socket is bound once the probe is in (on_probe). */
 	uv_pipe_init(srv->loop, &srv->listener, 0);
 	srv->listener.data = &srv->conns;
 	uv_timer_init(srv->loop, &srv->start_timer);
@@ -550,6 +798,21 @@ static int start(ks_srv_t *srv)
 		    ks_sd_watchdog_ms(), ks_sd_watchdog_ms());
 		uv_unref((uv_handle_t *)&srv->watchdog_timer);
 	}
+	/* Serving from here on: hits under the saved probe's keys, when its
+	 * witness holds; the rest once the probe is in (probe_done). */
+	srv->fp_work.data = srv;
+	rc = uv_queue_work(srv->loop, &srv->fp_work, fp_compute, fp_computed);
+	if (rc) {
+		ks_log(KS_LOG_ERROR, "cannot start: %s", uv_strerror(rc));
+		return KS_E_INTERNAL;
+	}
+	load_saved_probe(srv);
+	rc = listen_now(srv);
+	if (rc)
+		return rc;
+	if (srv->probe_state == KS_PROBE_SAVED)
+		notify_ready(srv, "hits under the saved probe's keys while "
+		    "the compilers are probed");
 	return KS_OK;
 }
 
@@ -581,7 +844,7 @@ int ks_server_run(const ks_server_config_t *cfg)
 	ks_dispatch_init();
 	rc = ks_base_init();
 	if (rc == KS_OK)
-		rc = ks_keys_init(&srv.keys);
+		rc = ks_keys_init_unprinted(&srv.keys);
 	if (rc) {
 		ks_log(KS_LOG_ERROR, "cannot initialize: %s", ks_strerror(rc));
 		return rc;
@@ -702,6 +965,10 @@ int ks_server_run(const ks_server_config_t *cfg)
 	sodium_memzero(&srv.sign, sizeof srv.sign);
 	ks_fast_close(srv.fast);
 	free(srv.fast);
+	ks_observe_close(&srv);
+	ks_store_probe_free(&srv.saved);
+	free(srv.probe_json);
+	free(srv.probe_paths);
 	ks_buf_close(&srv.hello_body);
 	ks_buf_close(&srv.kernels_body);
 	ks_keys_close(&srv.keys);

@@ -2,7 +2,9 @@
  * Requests: the parse of a header and the op table.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 
@@ -90,6 +92,93 @@ static void req_log_end(ks_srv_t *srv)
 	l->on = 0;
 }
 
+/*
+ * Until this start's probe is in (daemon.c, "Start"), a request that
+ * needs it waits, parked: its header is copied and dispatched again once
+ * the probe is in.  Answered at once: ping, stats, kernels and list
+ * (nothing of the compilers), hello and get under the saved probe's keys
+ * (a get only when it hits: ks_op_get parks a miss).
+ */
+static int needs_probe(const ks_srv_t *srv, int op)
+{
+	switch (op) {
+	case KS_OP_PING:
+	case KS_OP_STATS:
+	case KS_OP_KERNELS:
+	case KS_OP_LIST:
+		return 0;
+	case KS_OP_HELLO:
+	case KS_OP_GET:
+		return srv->probe_state == KS_PROBE_NONE;
+	default:
+		return 1;
+	}
+}
+
+void ks_srv_park(ks_conn_t *c, int has_id, uint64_t id, int counted)
+{
+	ks_srv_t *srv = ks_srv_of(c);
+	ks_parked_t *p;
+	char err[160];
+
+	if (c->pending >= KS_MAX_INFLIGHT_PER_CONN ||
+	    ks_conn_user_waiting(c) >= KS_MAX_INFLIGHT_PER_USER) {
+		snprintf(err, sizeof err, "too many requests waiting on this "
+		    "%s while kspecd probes its compilers",
+		    c->pending >= KS_MAX_INFLIGHT_PER_CONN ? "connection" :
+		    "uid");
+		ks_srv_reject(c, has_id, id, KS_E_BUSY, err);
+		return;
+	}
+	p = malloc(sizeof *p + srv->req_len);
+	if (!p) {
+		ks_srv_reject(c, has_id, id, KS_E_NOMEM, "out of memory");
+		return;
+	}
+	p->next = NULL;
+	p->conn = c;
+	p->counted = counted;
+	p->len = srv->req_len;
+	memcpy(p->hdr, srv->req_hdr, srv->req_len);
+	*srv->parked_tail = p;
+	srv->parked_tail = &p->next;
+	srv->nparked++;
+	srv->parked_total++;
+	srv->rlog.waiting = 1;
+	ks_conn_wait(c);
+}
+
+void ks_dispatch_unpark(ks_srv_t *srv, int code)
+{
+	ks_parked_t *p;
+
+	while ((p = srv->parked)) {
+		srv->parked = p->next;
+		if (!srv->parked)
+			srv->parked_tail = &srv->parked;
+		srv->nparked--;
+		if (ks_conn_live(p->conn) && !code) {
+			/* Counted when it came, as far as it got. */
+			srv->replaying = p->counted;
+			ks_dispatch_request(p->conn, p->hdr, p->len);
+			srv->replaying = 0;
+		} else if (ks_conn_live(p->conn)) {
+			ks_request_t req;
+			char err[64];
+			int op = ks_srv_answer_as(srv, KS_OP_COUNT_);
+
+			ks_request_parse(p->hdr, p->len, &req, err,
+			    sizeof err);
+			ks_srv_reject(p->conn, req.has_id, req.id, code,
+			    ks_strerror(code));
+			ks_request_close(&req);
+			srv->cur_op = op;
+		}
+		ks_conn_done(p->conn);
+		free(p);
+	}
+}
+
 static inline void dispatch(ks_conn_t *c, const char *hdr, size_t len)
 {
 	ks_srv_t *srv = ks_srv_of(c);
@@ -100,6 +189,8 @@ static inline void dispatch(ks_conn_t *c, const char *hdr, size_t len)
 	int rc;
 
 	srv->req_ns = ks_now_ns();
+	srv->req_hdr = hdr;
+	srv->req_len = len;
 	if (ks_log_enabled(KS_LOG_DEBUG)) {
 		memset(&srv->rlog, 0, sizeof srv->rlog);
 		srv->rlog.on = 1;
@@ -111,8 +202,8 @@ static inline void dispatch(ks_conn_t *c, const char *hdr, size_t len)
 	e = ks_fast_find(srv->fast, &scan);
 	if (e) {
 		srv->cur_op = KS_OP_GET;
-		srv->n.op_requests[KS_OP_GET]++;
-		srv->n.gets++;
+		srv->n.op_requests[KS_OP_GET] += !srv->replaying;
+		srv->n.gets += srv->replaying != KS_REPLAY_COUNTED;
 		ks_op_get_normalized(c, scan.has_id, scan.id, e->meta_only,
 		    &e->g);
 		req_log_end(srv);
@@ -125,7 +216,7 @@ static inline void dispatch(ks_conn_t *c, const char *hdr, size_t len)
 	parse_arena.active = 0;
 	srv->cur_op = (unsigned)req.op < KS_OP_COUNT_ ? (int)req.op :
 	    KS_OP_COUNT_;
-	srv->n.op_requests[srv->cur_op]++;
+	srv->n.op_requests[srv->cur_op] += !srv->replaying;
 	if (rc) {
 		/* As far as the parse got: the op, or "-" before it. */
 		srv->rlog.op = (unsigned)req.op < KS_OP_COUNT_ ?
@@ -139,8 +230,15 @@ static inline void dispatch(ks_conn_t *c, const char *hdr, size_t len)
 		return;
 	}
 	srv->rlog.op = ks_op_name(req.op);
+	if (srv->probe_state != KS_PROBE_DONE && needs_probe(srv, req.op)) {
+		ks_srv_park(c, req.has_id, req.id, KS_REPLAY_BEFORE_OP);
+		req_log_end(srv);
+		ks_request_close(&req);
+		return;
+	}
 	if ((unsigned)req.op < KS_OP_COUNT_ && op_table[req.op]) {
-		srv->learn = &scan;
+		/* Only the keys of this start's probe are learned. */
+		srv->learn = srv->probe_state == KS_PROBE_DONE ? &scan : NULL;
 		op_table[req.op](c, &req);
 		srv->learn = NULL;
 	} else

@@ -600,27 +600,53 @@ const ks_hash_t *ks_keys_fingerprint(const ks_keys_t *keys,
 	    &keys->fingerprints[ki];
 }
 
-int ks_keys_init(ks_keys_t *keys)
+int ks_keys_init_unprinted(ks_keys_t *keys)
+{
+	int n;
+
+	memset(keys, 0, sizeof *keys);
+	ks_kernels(&n);
+	if (n > KS_KEYS_MAX_KERNELS)
+		return KS_E_INTERNAL;
+	keys->nkernels = n;
+	return KS_OK;
+}
+
+int ks_keys_fingerprints_compute(ks_hash_t *out, int max)
 {
 	const ks_kernel_def_t *const *all;
 	int i, n;
 
-	memset(keys, 0, sizeof *keys);
 	all = ks_kernels(&n);
-	if (n > KS_KEYS_MAX_KERNELS)
+	if (n > max)
 		return KS_E_INTERNAL;
 	for (i = 0; i < n; i++) {
 		const ks_hash_t *h = ks_kernel_fingerprint(all[i]);
 
 		if (!h)
 			return KS_E_INTERNAL;
-		keys->fingerprints[i] = *h;
+		out[i] = *h;
 	}
-	keys->nkernels = n;
 	return KS_OK;
 }
 
-void ks_keys_close(ks_keys_t *keys)
+void ks_keys_set_fingerprints(ks_keys_t *keys, const ks_hash_t *fps)
+{
+	memcpy(keys->fingerprints, fps, (size_t)keys->nkernels *
+	    sizeof *fps);
+}
+
+int ks_keys_init(ks_keys_t *keys)
+{
+	int rc = ks_keys_init_unprinted(keys);
+
+	if (rc == KS_OK)
+		rc = ks_keys_fingerprints_compute(keys->fingerprints,
+		    KS_KEYS_MAX_KERNELS);
+	return rc;
+}
+
+void ks_keys_forget_probe(ks_keys_t *keys)
 {
 	ks_ident_t *id, *next;
 	ks_refusal_t *r, *rn;
@@ -628,8 +654,8 @@ void ks_keys_close(ks_keys_t *keys)
 
 	for (id = keys->idents; id; id = next) {
 		next = id->next;
-		free(id->identity);
-		free(id);
+		id->next = keys->retired;
+		keys->retired = id;
 	}
 	keys->idents = NULL;
 	for (r = keys->refused; r; r = rn) {
@@ -642,7 +668,21 @@ void ks_keys_close(ks_keys_t *keys)
 		free(keys->backends[i].reason);
 		free(keys->backends[i].listed);
 	}
+	memset(keys->backends, 0, sizeof keys->backends);
 	keys->nbackends = 0;
+}
+
+void ks_keys_close(ks_keys_t *keys)
+{
+	ks_ident_t *id, *next;
+
+	ks_keys_forget_probe(keys);
+	for (id = keys->retired; id; id = next) {
+		next = id->next;
+		free(id->identity);
+		free(id);
+	}
+	keys->retired = NULL;
 }
 
 /* Appends ,"NAME":{constant dims},"dynamic":[dynamic dims] of G. */

@@ -68,6 +68,7 @@ typedef struct {
 	ks_hash_t fingerprints[KS_KEYS_MAX_KERNELS];
 	int nkernels;
 	ks_ident_t *idents;
+	ks_ident_t *retired;     /* of a probe replaced by another */
 	ks_refusal_t *refused;
 	ks_binfo_t backends[KS_KEYS_MAX_BACKENDS];
 	int nbackends;
@@ -76,11 +77,22 @@ typedef struct {
 /* Computes the fingerprints of every kernel of the library.  No backend
  * is known until ks_keys_load_probe. */
 int ks_keys_init(ks_keys_t *keys);
+/* ks_keys_init without the fingerprints (they take a large part of a
+ * second): ks_keys_set_fingerprints gives them, from
+ * ks_keys_fingerprints_compute (any thread: it fills OUT, at most MAX, in
+ * library order) or from the store's saved probe. */
+int ks_keys_init_unprinted(ks_keys_t *keys);
+int ks_keys_fingerprints_compute(ks_hash_t *out, int max);
+void ks_keys_set_fingerprints(ks_keys_t *keys, const ks_hash_t *fps);
 void ks_keys_close(ks_keys_t *keys);
 /* Loads the probe's JSON (exec.h): every backend, its targets and their
  * identities.  KS_E_PROTO with a message for a probe that is not one. */
 int ks_keys_load_probe(ks_keys_t *keys, const char *json, char *err,
     size_t errlen);
+/* Forgets what the probe said, before another is loaded: no target
+ * resolves until then.  The identity cache's entries are retired, not
+ * freed (their strings are borrowed for the daemon's lifetime). */
+void ks_keys_forget_probe(ks_keys_t *keys);
 /* What the probe said of BE, or NULL when it said nothing. */
 const ks_binfo_t *ks_keys_backend(const ks_keys_t *keys,
     const ks_backend_t *be);

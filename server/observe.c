@@ -271,6 +271,13 @@ static void connections(ks_buf_t *b, const ks_srv_t *srv)
 	counter(b, "kspec_read_timeouts_total", "Connections closed after "
 	    "--read-timeout with a request half sent.",
 	    srv->conns.read_timeouts);
+	ks_prom_head(b, "kspec_scrapes_total", "counter", "Pages of the "
+	    "metrics listener served: rendered, or the newest render again "
+	    "(snapshot: beyond the render rate).");
+	ks_prom_u64(b, "kspec_scrapes_total", "served=\"rendered\"",
+	    srv->scrapes.rendered);
+	ks_prom_u64(b, "kspec_scrapes_total", "served=\"snapshot\"",
+	    srv->scrapes.reused);
 }
 
 /* The remote tier (--remote); none of these without it. */
@@ -317,18 +324,72 @@ void ks_metrics_text(ks_srv_t *srv, ks_buf_t *b)
 	remote(b, srv);
 }
 
+/*
+ * A render walks the daemon's state on the loop (the store's counts, the
+ * flights, the workers), which the kernel socket's clients wait behind.
+ * Renders are rate-limited by a token bucket: KS_SCRAPE_RATE tokens a
+ * second, as many at most; a scrape that finds no token is answered with
+ * the newest render of its page (at most 1/KS_SCRAPE_RATE s old when
+ * scrapes keep coming), so a flood of scrapes costs a copy each.
+ */
+static int may_render(ks_scrapes_t *s)
+{
+	uint64_t now = ks_now_ns();
+
+	s->tokens += (double)(now - s->refill_ns) * KS_SCRAPE_RATE / 1e9;
+	if (s->tokens > KS_SCRAPE_RATE)
+		s->tokens = KS_SCRAPE_RATE;
+	s->refill_ns = now;
+	if (s->tokens < 1)
+		return 0;
+	s->tokens -= 1;
+	return 1;
+}
+
+static void render(ks_srv_t *srv, int page, ks_buf_t *b)
+{
+	if (page == KS_PAGE_METRICS) {
+		ks_metrics_text(srv, b);
+		return;
+	}
+	ks_buf_puts(b, "{\"ok\":true");
+	ks_stats_fields(srv, b);
+	ks_buf_puts(b, "}");
+}
+
+static void page_reply(ks_srv_t *srv, int page, ks_http_reply_t *r)
+{
+	ks_scrapes_t *s = &srv->scrapes;
+	ks_buf_t *p = &s->page[page];
+
+	if (!p->data || may_render(s)) {
+		p->len = 0;
+		render(srv, page, p);
+		s->rendered++;
+	} else
+		s->reused++;
+	if (p->data)
+		ks_buf_append(&r->body, p->data, p->len);
+}
+
+void ks_observe_close(ks_srv_t *srv)
+{
+	int i;
+
+	for (i = 0; i < KS_PAGE_COUNT_; i++)
+		ks_buf_close(&srv->scrapes.page[i]);
+}
+
 void ks_observe_handle(void *owner, const char *path, ks_http_reply_t *r)
 {
 	ks_srv_t *srv = owner;
 
 	if (strcmp(path, "/metrics") == 0) {
 		r->type = "text/plain; version=0.0.4; charset=utf-8";
-		ks_metrics_text(srv, &r->body);
+		page_reply(srv, KS_PAGE_METRICS, r);
 	} else if (strcmp(path, "/api/stats") == 0) {
 		r->type = "application/json";
-		ks_buf_puts(&r->body, "{\"ok\":true");
-		ks_stats_fields(srv, &r->body);
-		ks_buf_puts(&r->body, "}");
+		page_reply(srv, KS_PAGE_STATS, r);
 	} else if (strcmp(path, "/") == 0) {
 		r->type = "text/html; charset=utf-8";
 		/* Nothing but this page and its own requests to /api/stats. */

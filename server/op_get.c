@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch.h"
 #include "lookup.h"
 #include "ops.h"
 
@@ -70,7 +71,8 @@ void ks_op_get_normalized(ks_conn_t *c, int has_id, uint64_t id,
 		ks_srv_reject(c, has_id, id, rc, err);
 		return;
 	}
-	srv->n.kernel_gets[g->kernel_index]++;
+	srv->n.kernel_gets[g->kernel_index] += srv->replaying !=
+	    KS_REPLAY_COUNTED;
 	if (ks_lookup_cached(srv, g, 0, &a, &source) == KS_OK) {
 		ks_reply_artifact(c, has_id, id, source, a, meta_only);
 		ks_artifact_unref(a);
@@ -79,6 +81,12 @@ void ks_op_get_normalized(ks_conn_t *c, int has_id, uint64_t id,
 		 * arrival to reply queued: also the count of hits. */
 		ks_hist_observe(&srv->n.hit_hist[source[0] == 'd'],
 		    &ks_hist_hit_bounds, ks_now_ns() - srv->req_ns);
+		return;
+	}
+	/* A miss under the saved probe's keys waits for this start's probe
+	 * (daemon.c, "Start"). */
+	if (srv->probe_state != KS_PROBE_DONE) {
+		ks_srv_park(c, has_id, id, KS_REPLAY_COUNTED);
 		return;
 	}
 	if (c->pending >= KS_MAX_INFLIGHT_PER_CONN) {
@@ -131,7 +139,7 @@ void ks_op_get(ks_conn_t *c, const ks_request_t *req)
 	char err[512];
 	int rc;
 
-	srv->n.gets++;
+	srv->n.gets += srv->replaying != KS_REPLAY_COUNTED;
 	err[0] = '\0';
 	rc = ks_keys_normalize(&srv->keys, &req->get, &g, err, sizeof err);
 	if (rc) {

@@ -295,6 +295,12 @@ void ks_stats_fields(ks_srv_t *srv, ks_buf_t *out)
 	    ",\"compiled\":%" PRIu64 ",\"failed\":%" PRIu64 "}",
 	    srv->n.upgrade_queued, srv->n.upgrade_compiled,
 	    srv->n.upgrade_failed);
+	ks_buf_printf(out, ",\"probe\":{\"state\":\"%s\",\"saved\":\"%s\","
+	    "\"ms\":%.1f,\"waiting\":%" PRIu64 ",\"waited\":%" PRIu64 "}",
+	    srv->probe_state == KS_PROBE_DONE ? "done" :
+	    srv->probe_state == KS_PROBE_SAVED ? "saved" : "running",
+	    srv->saved_probe_use ? srv->saved_probe_use : "absent",
+	    srv->probe_ms, srv->nparked, srv->parked_total);
 	json_counter(out, "connections", (uint64_t)srv->conns.n);
 	json_counter(out, "connections_total", srv->conns.total);
 	json_counter(out, "connections_refused_full",

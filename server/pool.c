@@ -448,8 +448,8 @@ static void on_result(ks_worker_t *w, const char *hdr, size_t hl,
 static void on_probe_reply(ks_worker_t *w, const char *hdr, size_t hl)
 {
 	ks_pool_t *p = w->pool;
-	char *text = malloc(hl + 1), *json = NULL;
-	const cJSON *probe;
+	char *text = malloc(hl + 1), *json = NULL, *witness = NULL;
+	const cJSON *probe, *paths;
 	cJSON *j = NULL;
 
 	w->probing = 0;
@@ -462,8 +462,12 @@ static void on_probe_reply(ks_worker_t *w, const char *hdr, size_t hl)
 	probe = cJSON_GetObjectItemCaseSensitive(j, "probe");
 	if (cJSON_IsObject(probe))
 		json = cJSON_PrintUnformatted(probe);
+	paths = cJSON_GetObjectItemCaseSensitive(j, "witness");
+	if (cJSON_IsArray(paths))
+		witness = cJSON_PrintUnformatted(paths);
 	if (p->on_probe)
-		p->on_probe(p, json ? KS_OK : KS_E_PROTO, json);
+		p->on_probe(p, json ? KS_OK : KS_E_PROTO, json, witness);
+	free(witness);
 	free(json);
 	cJSON_Delete(j);
 }

@@ -103,8 +103,10 @@ struct ks_pool {
 	uint64_t next_seq;
 	/* A worker became idle (the flight layer dispatches). */
 	void (*on_idle)(ks_pool_t *p);
-	/* The probe's outcome: RC, and the probe's JSON on success. */
-	void (*on_probe)(ks_pool_t *p, int rc, const char *json);
+	/* The probe's outcome: RC, and on success the probe's JSON and its
+	 * witness's paths (a JSON array, exec.h), or NULL. */
+	void (*on_probe)(ks_pool_t *p, int rc, const char *json,
+	    const char *witness);
 	int probe_wanted;
 	void *owner;
 	/* Counters for stats. */

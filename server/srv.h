@@ -104,6 +104,34 @@ typedef struct {
 	char msg[240];
 } ks_recent_err_t;
 
+/* Where the keys come from (daemon.c, "Start"): nothing yet, the probe
+ * the store saved (its witness unchanged), or this start's probe. */
+enum { KS_PROBE_NONE, KS_PROBE_SAVED, KS_PROBE_DONE };
+
+/* The metrics listener's renders (observe.c): at most KS_SCRAPE_RATE a
+ * second (bursts of as many); a scrape beyond the rate is answered with
+ * the newest render of its page. */
+#define KS_SCRAPE_RATE 20
+enum { KS_PAGE_METRICS, KS_PAGE_STATS, KS_PAGE_COUNT_ };
+typedef struct {
+	double tokens;
+	uint64_t refill_ns;
+	ks_buf_t page[KS_PAGE_COUNT_];
+	uint64_t rendered, reused;
+} ks_scrapes_t;
+
+/* A request that waits for this start's probe, its header copied, and
+ * what its first dispatch counted: its request (parked before its op
+ * ran), or its op's counters too (parked by its op). */
+enum { KS_REPLAY_NO, KS_REPLAY_BEFORE_OP, KS_REPLAY_COUNTED };
+typedef struct ks_parked {
+	struct ks_parked *next;
+	ks_conn_t *conn;         /* held (ks_conn_wait) */
+	int counted;             /* KS_REPLAY_* */
+	size_t len;
+	char hdr[];
+} ks_parked_t;
+
 struct ks_srv {
 	uv_loop_t *loop;
 	uv_pipe_t listener;
@@ -119,6 +147,29 @@ struct ks_srv {
 	uv_timer_t drain_timer;  /* bounds the drain at shutdown */
 	uv_timer_t start_timer;  /* bounds the wait for the first worker */
 	int listening;           /* accepting connections */
+	int probe_state;         /* KS_PROBE_* */
+	const char *saved_probe_use;  /* what became of the store's saved
+	                                 probe: "absent", "stale" (its
+	                                 witness differs), "used" or
+	                                 "replaced" (the probe differed) */
+	ks_store_probe_t saved;  /* the store's saved probe, while needed */
+	char *probe_json;        /* this start's probe and its witness's
+	                            paths, from the first worker */
+	char *probe_paths;
+	uv_work_t fp_work;       /* the kernels' fingerprints, computed on
+	                            a thread of libuv's pool */
+	ks_hash_t fp_computed[KS_KEYS_MAX_KERNELS];
+	int fp_rc;
+	int fp_ready;
+	double probe_ms;         /* exec to this start's probe, once in */
+	int notified_ready;
+	ks_parked_t *parked, **parked_tail;
+	uint64_t nparked;        /* waiting now */
+	uint64_t parked_total;
+	int replaying;           /* KS_REPLAY_*: a parked request's second
+	                            dispatch, counted as far as it says */
+	const char *req_hdr;     /* the request being dispatched */
+	size_t req_len;
 	int passed_fd;           /* the socket a service manager passed
 	                            (socket activation), or -1 */
 	uv_timer_t watchdog_timer;  /* WATCHDOG=1 while the loop runs */
@@ -147,6 +198,7 @@ struct ks_srv {
 	ks_req_log_t rlog;       /* the request being answered, at debug */
 	ks_fast_t *fast;         /* the get fast path */
 	struct ks_http *http;    /* --metrics-listen, or NULL */
+	ks_scrapes_t scrapes;
 	ks_fleet_pub_t fleet[KS_FLEET_MAX_KEYS];  /* --fleet-key, loaded */
 	int nfleet;
 	ks_remote_t *remote;     /* --remote, or NULL */

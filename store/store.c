@@ -247,6 +247,19 @@ static const char *const migrations[] = {
 	"  ms REAL NOT NULL,"
 	"  detail TEXT NOT NULL,"
 	"  PRIMARY KEY (backend, identity, kernel)) WITHOUT ROWID;",
+	/* v8 -> v9: the probe of the compilers the daemon last saw, with its
+	 * witness, so that a restart answers hits before its workers have
+	 * probed again (docs/architecture.md, "Start").  One row.
+	 *   probe         the probe's JSON (exec.h)
+	 *   witness       {"paths":[...],"digest":"<hex>"}
+	 *   fingerprints  the kernels' fingerprints, a JSON array of hex in
+	 *                 library order; at  Unix ms */
+	"CREATE TABLE probe ("
+	"  id INTEGER PRIMARY KEY CHECK (id = 1),"
+	"  probe TEXT NOT NULL,"
+	"  witness TEXT NOT NULL,"
+	"  fingerprints TEXT NOT NULL,"
+	"  at INTEGER NOT NULL);",
 };
 
 static int fill_xsum(ks_store_t *s, char *err, size_t errlen);
@@ -254,7 +267,7 @@ static int fill_entry_cols(ks_store_t *s, char *err, size_t errlen);
 
 /* What a step does after its SQL, in the same transaction (NULL: none). */
 static int (*const migration_fill[])(ks_store_t *, char *, size_t) = {
-	NULL, NULL, fill_xsum, fill_entry_cols, NULL, NULL, NULL, NULL,
+	NULL, NULL, fill_xsum, fill_entry_cols, NULL, NULL, NULL, NULL, NULL,
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] ==
@@ -2850,5 +2863,62 @@ int ks_store_canaries(ks_store_t *s, const char *backend,
 	    failed(s, s->r, rc, "canaries");
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&s->rlock);
+	return rc;
+}
+
+/* ---- the saved probe ---- */
+
+int ks_store_probe_get(ks_store_t *s, ks_store_probe_t *out)
+{
+	sqlite3_stmt *st = NULL;
+	char **col[3] = { &out->probe, &out->witness, &out->fingerprints };
+	int rc, i;
+
+	memset(out, 0, sizeof *out);
+	pthread_mutex_lock(&s->rlock);
+	rc = sqlite3_prepare_v2(s->r, "SELECT probe, witness, fingerprints "
+	    "FROM probe WHERE id = 1", -1, &st, NULL);
+	if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		for (rc = KS_OK, i = 0; i < 3; i++)
+			if (!(*col[i] = strdup((const char *)
+			    sqlite3_column_text(st, i))))
+				rc = KS_E_NOMEM;
+	} else
+		rc = rc == SQLITE_DONE ? KS_E_NOT_FOUND : failed(s, s->r, rc,
+		    "probe");
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->rlock);
+	if (rc != KS_OK)
+		ks_store_probe_free(out);
+	return rc;
+}
+
+void ks_store_probe_free(ks_store_probe_t *p)
+{
+	free(p->probe);
+	free(p->witness);
+	free(p->fingerprints);
+	memset(p, 0, sizeof *p);
+}
+
+int ks_store_probe_put(ks_store_t *s, const ks_store_probe_t *p)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	pthread_mutex_lock(&s->wlock);
+	rc = sqlite3_prepare_v2(s->w, "INSERT OR REPLACE INTO probe (id, "
+	    "probe, witness, fingerprints, at) VALUES (1, ?1, ?2, ?3, ?4)",
+	    -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, p->probe, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, p->witness, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, p->fingerprints, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 4, ks_wall_ms());
+		rc = sqlite3_step(st);
+	}
+	rc = rc == SQLITE_DONE ? KS_OK : failed(s, s->w, rc, "probe");
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->wlock);
 	return rc;
 }

@@ -87,7 +87,7 @@ typedef struct ks_store ks_store_t;
 
 /* Schema version (PRAGMA user_version) this build creates and migrates to;
  * a store with a newer version is refused. */
-#define KS_STORE_SCHEMA_VERSION 8
+#define KS_STORE_SCHEMA_VERSION 9
 /* Distinct keys whose touches are held in memory; a full set is flushed. */
 #define KS_STORE_PENDING_TOUCHES 256
 
@@ -318,6 +318,21 @@ int ks_store_canaries(ks_store_t *s, const char *backend,
     const char *identity, int (*cb)(void *ctx, const ks_store_canary_t *c),
     void *ctx);
 
+/*
+ * The probe the daemon last saw (schema 9): the probe's JSON (exec.h),
+ * its witness and the kernels' fingerprints, as the daemon wrote them.
+ * ks_store_probe_get (reader) fills OUT with copies (ks_store_probe_free),
+ * or returns KS_E_NOT_FOUND; ks_store_probe_put (writer thread) replaces
+ * it.
+ */
+typedef struct {
+	char *probe, *witness, *fingerprints;
+} ks_store_probe_t;
+
+int ks_store_probe_get(ks_store_t *s, ks_store_probe_t *out);
+void ks_store_probe_free(ks_store_probe_t *p);
+int ks_store_probe_put(ks_store_t *s, const ks_store_probe_t *p);
+
 /* Exact matches on columns; NULL or "" matches every row. */
 typedef struct {
 	const char *kernel, *backend, *target;
@@ -429,6 +444,8 @@ int ks_writer_deploy(ks_store_writer_t *w, const char *name,
     void (*done)(void *ctx, int rc), void *ctx);
 /* ks_store_canary_put of a copy of C. */
 int ks_writer_canary(ks_store_writer_t *w, const ks_store_canary_t *c);
+/* ks_store_probe_put on the writer thread (P is copied). */
+int ks_writer_probe(ks_store_writer_t *w, const ks_store_probe_t *p);
 /* Calls REACHED(CTX) on the writer thread once everything posted before
  * has run: a reader that waits for it sees those writes. */
 int ks_writer_barrier(ks_store_writer_t *w, void (*reached)(void *ctx),

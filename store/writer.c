@@ -10,7 +10,7 @@
 #include "store.h"
 
 enum { OP_PUT, OP_FLUSH, OP_MISS, OP_QUARANTINE, OP_REMOVE, OP_BARRIER,
-    OP_REOPEN, OP_SYNC, OP_DEPLOY, OP_AUDIT, OP_CANARY, OP_STOP };
+    OP_REOPEN, OP_SYNC, OP_DEPLOY, OP_AUDIT, OP_CANARY, OP_PROBE, OP_STOP };
 
 typedef struct op {
 	int type;
@@ -35,6 +35,7 @@ typedef struct op {
 	ks_store_audit_event_t audit;    /* AUDIT: its strings are name
 	                                    (auditor) and spec (differs) */
 	ks_store_canary_t canary;        /* CANARY: strings in spec */
+	ks_store_probe_t probe;          /* PROBE */
 } op_t;
 
 struct ks_store_writer {
@@ -114,6 +115,12 @@ static void run(ks_store_writer_t *w, op_t *op)
 			    "canary of %s on %s", op->canary.kernel,
 			    op->canary.backend);
 		free(op->spec);
+		break;
+	case OP_PROBE:
+		if (ks_store_probe_put(w->store, &op->probe) != KS_OK)
+			ks_log(KS_LOG_WARN, "store: could not save the probe; "
+			    "the next start waits for its own");
+		ks_store_probe_free(&op->probe);
 		break;
 	case OP_REOPEN:
 		op->reopened(op->ctx, ks_store_reopen(w->store, op->err,
@@ -309,6 +316,25 @@ int ks_writer_canary(ks_store_writer_t *w, const ks_store_canary_t *c)
 	}
 	op->canary.at = c->at;
 	op->canary.ms = c->ms;
+	post(w, op);
+	return KS_OK;
+}
+
+int ks_writer_probe(ks_store_writer_t *w, const ks_store_probe_t *p)
+{
+	op_t *op = op_new(OP_PROBE);
+
+	if (!op)
+		return KS_E_NOMEM;
+	op->probe.probe = strdup(p->probe);
+	op->probe.witness = strdup(p->witness);
+	op->probe.fingerprints = strdup(p->fingerprints);
+	if (!op->probe.probe || !op->probe.witness ||
+	    !op->probe.fingerprints) {
+		ks_store_probe_free(&op->probe);
+		free(op);
+		return KS_E_NOMEM;
+	}
 	post(w, op);
 	return KS_OK;
 }

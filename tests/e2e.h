@@ -37,7 +37,15 @@ typedef struct {
 	char store[300];
 	pid_t pid;
 	const char *program;     /* in $KSPEC_BUILD; NULL: "kspecd" */
+	int accepting_only;      /* e2e_start returns once the socket
+	                            accepts, not once the compilers are
+	                            probed */
 } e2e_daemon_t;
+
+struct e2e_reply;
+static inline int e2e_call(const char *sock, const char *json,
+    struct e2e_reply *r);
+static inline int e2e_probed(const char *sock);
 
 /* Where kspecd is: $KSPEC_BUILD (set by make test), else ./build. */
 static inline const char *e2e_build_dir(void)
@@ -114,7 +122,8 @@ static inline int e2e_start_bin(e2e_daemon_t *d, const char *name,
 		fd = e2e_connect(d->sock);
 		if (fd >= 0) {
 			close(fd);
-			return 0;
+			if (d->accepting_only || e2e_probed(d->sock))
+				return 0;
 		}
 		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
 			d->pid = 0;
@@ -278,7 +287,7 @@ static inline int e2e_send(int fd, const char *json)
 }
 
 /* A reply: parsed header and payload (malloc'd, may be NULL). */
-typedef struct {
+typedef struct e2e_reply {
 	cJSON *h;
 	unsigned char *payload;
 	size_t len;
@@ -334,6 +343,23 @@ static inline int e2e_call(const char *sock, const char *json,
 	rc = e2e_send(fd, json) || e2e_recv(fd, r);
 	close(fd);
 	return rc ? -1 : 0;
+}
+
+/* 1 once the daemon at SOCK has this start's probe (stats' probe.state
+ * "done"): the keys are its compilers', start-time work is queued. */
+static inline int e2e_probed(const char *sock)
+{
+	e2e_reply_t r;
+	const cJSON *p;
+	int done;
+
+	if (e2e_call(sock, "{\"op\":\"stats\"}", &r))
+		return 0;
+	p = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(
+	    r.h, "probe"), "state");
+	done = cJSON_IsString(p) && strcmp(p->valuestring, "done") == 0;
+	e2e_reply_free(&r);
+	return done;
 }
 
 static inline const char *e2e_str(const e2e_reply_t *r, const char *name)

@@ -768,6 +768,7 @@ static void version_2_store(void)
 	    "DROP TABLE artifacts; DROP TABLE uses;"
 	    "DROP TABLE deployments; DROP TABLE pins; DROP TABLE late;"
 	    "DROP TABLE audits; DROP TABLE audit_events; DROP TABLE canaries;"
+	    "DROP TABLE probe;"
 	    "ALTER TABLE v2 RENAME TO artifacts;"
 	    "CREATE INDEX artifacts_by_last_used ON artifacts(last_used);"
 	    "PRAGMA user_version = 2;");
@@ -913,6 +914,7 @@ static void version_3_store(void)
 	    "DROP TABLE artifacts;"
 	    "DROP TABLE deployments; DROP TABLE pins; DROP TABLE late;"
 	    "DROP TABLE audits; DROP TABLE audit_events; DROP TABLE canaries;"
+	    "DROP TABLE probe;"
 	    "ALTER TABLE v3 RENAME TO artifacts;"
 	    "UPDATE artifacts SET created = 1234;"
 	    "PRAGMA user_version = 3;");
