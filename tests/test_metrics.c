@@ -276,6 +276,39 @@ Test(metrics, api_stats_is_the_stats_reply)
 	free(body);
 }
 
+/* A flood of scrapes walks the daemon's state at most 20 times a second:
+ * the rest get the newest render, and a scrape after a pause is fresh. */
+Test(metrics, a_flood_of_scrapes_is_served_from_the_newest_render)
+{
+	char cmd[8192], *out, *page;
+	e2e_reply_t r;
+	size_t k;
+	int i;
+
+	if (!have("curl"))
+		cr_skip_test("curl is not installed (deploy/deps.sh)");
+	start_with_metrics(NULL);
+	k = (size_t)snprintf(cmd, sizeof cmd, "curl -sS --max-time 10 -o "
+	    "/dev/null");
+	for (i = 0; i < 60; i++)
+		k += (size_t)snprintf(cmd + k, sizeof cmd - k, " http://%s"
+		    "/metrics", addr);
+	out = run(cmd, &i);
+	cr_assert_eq(i, 0, "curl: %s", out);
+	free(out);
+	cr_assert_eq(e2e_call(d.sock, "{\"op\":\"ping\"}", &r), 0);
+	e2e_reply_free(&r);
+	usleep(200 * 1000);             /* a few renders' worth of tokens */
+	page = fetch("/metrics");
+	cr_assert_geq(sample(page, "kspec_scrapes_total{served=\"snapshot\"}"),
+	    20, "%s", page);
+	cr_assert_leq(sample(page, "kspec_scrapes_total{served=\"rendered\"}"),
+	    45);
+	cr_assert_eq(sample(page, "kspec_requests_total{op=\"ping\"}"), 1,
+	    "the scrape after a pause is not fresh");
+	free(page);
+}
+
 Test(metrics, unix_socket_listener_has_the_sockets_mode_and_checks_host)
 {
 	char path[400], cmd[600], *out;
