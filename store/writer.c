@@ -9,13 +9,14 @@
 
 #include "store.h"
 
-enum { OP_PUT, OP_FLUSH, OP_MISS, OP_QUARANTINE, OP_REMOVE, OP_BARRIER,
-    OP_REOPEN, OP_SYNC, OP_DEPLOY, OP_AUDIT, OP_CANARY, OP_STOP };
+enum { OP_PUT, OP_ADD, OP_FLUSH, OP_MISS, OP_QUARANTINE, OP_REMOVE,
+    OP_BARRIER, OP_REOPEN, OP_SYNC, OP_DEPLOY, OP_AUDIT, OP_CANARY, OP_STOP };
 
 typedef struct op {
 	int type;
 	struct op *next;
-	ks_artifact_t *art;              /* PUT */
+	ks_artifact_t *art;              /* PUT, ADD */
+	int *result;                     /* ADD */
 	ks_hash_t key;                   /* QUARANTINE */
 	char *spec;                      /* MISS */
 	uint64_t count;                  /* MISS */
@@ -53,7 +54,7 @@ static void run(ks_store_writer_t *w, op_t *op)
 {
 	ks_hash_t *removed = NULL;
 	size_t n = 0;
-	int rc;
+	int rc, added;
 
 	switch (op->type) {
 	case OP_PUT:
@@ -62,6 +63,11 @@ static void run(ks_store_writer_t *w, op_t *op)
 			    "artifact; it is served from memory only");
 			__atomic_add_fetch(&w->failed_puts, 1, __ATOMIC_RELAXED);
 		}
+		ks_artifact_unref(op->art);
+		break;
+	case OP_ADD:
+		rc = ks_store_add(w->store, op->art, &added);
+		*op->result = rc == KS_OK ? added : rc;
 		ks_artifact_unref(op->art);
 		break;
 	case OP_FLUSH:
@@ -228,16 +234,29 @@ void ks_writer_sync(ks_store_writer_t *w)
 	pthread_mutex_unlock(&w->lock);
 }
 
-int ks_writer_put(ks_store_writer_t *w, ks_artifact_t *a)
+/* A put or an add of A, which it references until written. */
+static int post_artifact(ks_store_writer_t *w, int type, ks_artifact_t *a,
+    int *result)
 {
-	op_t *op = op_new(OP_PUT);
+	op_t *op = op_new(type);
 
 	if (!op)
 		return KS_E_NOMEM;
 	ks_artifact_ref(a);
 	op->art = a;
+	op->result = result;
 	post(w, op);
 	return KS_OK;
+}
+
+int ks_writer_put(ks_store_writer_t *w, ks_artifact_t *a)
+{
+	return post_artifact(w, OP_PUT, a, NULL);
+}
+
+int ks_writer_add(ks_store_writer_t *w, ks_artifact_t *a, int *result)
+{
+	return post_artifact(w, OP_ADD, a, result);
 }
 
 int ks_writer_flush(ks_store_writer_t *w)
