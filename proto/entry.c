@@ -290,43 +290,6 @@ int ks_bundle_add(ks_buf_t *out, const ks_buf_t *entry)
 	return KS_OK;
 }
 
-int ks_bundle_each(const void *p, size_t len,
-    int (*cb)(void *ctx, uint32_t index, const void *entry, size_t len),
-    void *ctx, uint32_t *count, char *err, size_t errlen)
-{
-	const uint8_t *b = p;
-	size_t at = 12;
-	uint32_t i, n;
-	int rc;
-
-	if (len < 12 || memcmp(b, bundle_magic, 8) != 0) {
-		snprintf(err, errlen, "not a kspec bundle");
-		return KS_E_PROTO;
-	}
-	n = (uint32_t)get_be(b + 8, 4);
-	*count = n;
-	for (i = 0; i < n; i++) {
-		uint64_t el;
-
-		if (len - at < 8 || (el = get_be(b + at, 8)) > len - at - 8) {
-			snprintf(err, errlen, "the bundle is cut short at entry "
-			    "%u of %u", i, n);
-			return KS_E_PROTO;
-		}
-		at += 8;
-		rc = cb(ctx, i, b + at, (size_t)el);
-		if (rc)
-			return rc;
-		at += (size_t)el;
-	}
-	if (at != len) {
-		snprintf(err, errlen, "%zu bytes after the bundle's last "
-		    "entry", len - at);
-		return KS_E_PROTO;
-	}
-	return KS_OK;
-}
-
 /* Reads N bytes at OFF: KS_E_PROTO when the file ends first. */
 static int read_at(int fd, void *buf, size_t n, uint64_t off, char *err,
     size_t errlen)

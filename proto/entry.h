@@ -97,15 +97,6 @@ int ks_entry_open(const ks_fleet_pub_t *keys, int nkeys, const void *v,
 /* Bundles: the header, then each entry with its length. */
 void ks_bundle_begin(ks_buf_t *out, uint32_t count);
 int ks_bundle_add(ks_buf_t *out, const ks_buf_t *entry);
-/*
- * Walks a bundle of LEN bytes at P: CB gets each entry's bytes (not yet
- * checked) and its index.  KS_E_PROTO with a message when the file is not
- * a bundle or is cut short; CB's nonzero return stops the walk and is
- * returned.
- */
-int ks_bundle_each(const void *p, size_t len,
-    int (*cb)(void *ctx, uint32_t index, const void *entry, size_t len),
-    void *ctx, uint32_t *count, char *err, size_t errlen);
 
 /*
  * A bundle file read in order, one entry at a time, so that a reader

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "store.h"
 
@@ -48,6 +49,10 @@ struct ks_store_writer {
 	int flush_queued;
 	uint64_t backlog;
 	uint64_t failed_puts;
+#ifdef KS_TEST_PLANT
+	unsigned slow_ms;                /* KSPEC_TEST_PLANT_SLOW_WRITER: each
+	                                    put and add waits this long */
+#endif
 };
 
 static void run(ks_store_writer_t *w, op_t *op)
@@ -56,6 +61,10 @@ static void run(ks_store_writer_t *w, op_t *op)
 	size_t n = 0;
 	int rc, added;
 
+#ifdef KS_TEST_PLANT
+	if (w->slow_ms && (op->type == OP_PUT || op->type == OP_ADD))
+		usleep(w->slow_ms * 1000u);
+#endif
 	switch (op->type) {
 	case OP_PUT:
 		if (ks_store_put(w->store, op->art) != KS_OK) {
@@ -188,6 +197,12 @@ ks_store_writer_t *ks_writer_start(ks_store_t *s)
 	if (!w)
 		return NULL;
 	w->store = s;
+#ifdef KS_TEST_PLANT
+	/* The test build's slow store (tests/kspecd-plant only). */
+	if (getenv("KSPEC_TEST_PLANT_SLOW_WRITER"))
+		w->slow_ms = (unsigned)atoi(
+		    getenv("KSPEC_TEST_PLANT_SLOW_WRITER"));
+#endif
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->wake, NULL);
 	pthread_cond_init(&w->ran, NULL);
