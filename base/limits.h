@@ -50,4 +50,11 @@
 #define KS_FD_RESERVE          64          /* fds kept for the store,
                                               the workers' channels */
 
+/* Bundle imports: an import holds at most two batches, one being read
+ * and one being stored, whatever the size of the bundle. */
+#define KS_IMPORT_BATCH_ENTRIES 64         /* entries of a batch */
+#define KS_IMPORT_BATCH_BYTES  (1u << 20)  /* entry bytes of a batch, unless
+                                              one entry alone is larger */
+#define KS_IMPORT_LISTED       1000        /* refusals a reply lists */
+
 #endif

@@ -2937,15 +2937,23 @@ static int bundle_import(const char *socket_path, const char *file,
 	if (as_json) {
 		puts(text);
 	} else if (reply) {
+		double listed = 0;
+
 		cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(reply,
-		    "refusals"))
-			fprintf(stderr, "kspec: entry %d refused: %s: %s\n",
-			    (int)jnum(r, "index"), jstr(r, "code"),
+		    "refusals")) {
+			fprintf(stderr, "kspec: entry %.0f refused: %s: %s\n",
+			    jnum(r, "index"), jstr(r, "code"),
 			    jstr(r, "message"));
-		printf("imported %d of %d entries (%d already stored, %d "
-		    "refused)\n", (int)jnum(reply, "imported"),
-		    (int)jnum(reply, "entries"), (int)jnum(reply, "present"),
-		    (int)jnum(reply, "refused"));
+			listed++;
+		}
+		if (jnum(reply, "refused") > listed)
+			fprintf(stderr, "kspec: %.0f more entries refused (the "
+			    "daemon lists the first %.0f)\n",
+			    jnum(reply, "refused") - listed, listed);
+		printf("imported %.0f of %.0f entries (%.0f already stored, "
+		    "%.0f refused)\n", jnum(reply, "imported"),
+		    jnum(reply, "entries"), jnum(reply, "present"),
+		    jnum(reply, "refused"));
 	}
 	rc = reply && jnum(reply, "refused") == 0 ? EXIT_OK : EXIT_FAIL;
 	cJSON_Delete(reply);

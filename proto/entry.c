@@ -290,39 +290,101 @@ int ks_bundle_add(ks_buf_t *out, const ks_buf_t *entry)
 	return KS_OK;
 }
 
-int ks_bundle_each(const void *p, size_t len,
-    int (*cb)(void *ctx, uint32_t index, const void *entry, size_t len),
-    void *ctx, uint32_t *count, char *err, size_t errlen)
+/* Reads N bytes at OFF: KS_E_PROTO when the file ends first. */
+static int read_at(int fd, void *buf, size_t n, uint64_t off, char *err,
+    size_t errlen)
 {
-	const uint8_t *b = p;
-	size_t at = 12;
-	uint32_t i, n;
-	int rc;
+	size_t got = 0;
+	ssize_t r;
 
-	if (len < 12 || memcmp(b, bundle_magic, 8) != 0) {
-		snprintf(err, errlen, "not a kspec bundle");
-		return KS_E_PROTO;
-	}
-	n = (uint32_t)get_be(b + 8, 4);
-	*count = n;
-	for (i = 0; i < n; i++) {
-		uint64_t el;
-
-		if (len - at < 8 || (el = get_be(b + at, 8)) > len - at - 8) {
-			snprintf(err, errlen, "the bundle is cut short at entry "
-			    "%u of %u", i, n);
+	while (got < n) {
+		r = pread(fd, (uint8_t *)buf + got, n - got,
+		    (off_t)(off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			snprintf(err, errlen, "cannot read the bundle: %s",
+			    strerror(errno));
+			return KS_E_IO;
+		}
+		if (r == 0) {
+			snprintf(err, errlen, "the bundle ends before its "
+			    "length says (it changed while it was read?)");
 			return KS_E_PROTO;
 		}
-		at += 8;
-		rc = cb(ctx, i, b + at, (size_t)el);
-		if (rc)
-			return rc;
-		at += (size_t)el;
-	}
-	if (at != len) {
-		snprintf(err, errlen, "%zu bytes after the bundle's last "
-		    "entry", len - at);
-		return KS_E_PROTO;
+		got += (size_t)r;
 	}
 	return KS_OK;
+}
+
+/* The length of the entry whose length field is at F->at, checked
+ * against what the file has after it. */
+static int entry_len(const ks_bundle_file_t *f, uint64_t *len, char *err,
+    size_t errlen)
+{
+	uint8_t b[8];
+	int rc = f->size - f->at < 8 ? KS_E_PROTO : read_at(f->fd, b, 8,
+	    f->at, err, errlen);
+
+	if (rc == KS_OK && (*len = get_be(b, 8)) > f->size - f->at - 8)
+		rc = KS_E_PROTO;
+	if (rc == KS_E_PROTO)
+		snprintf(err, errlen, "the bundle is cut short at entry %u of "
+		    "%u", f->next, f->count);
+	return rc;
+}
+
+int ks_bundle_file_open(ks_bundle_file_t *f, int fd, uint64_t size,
+    char *err, size_t errlen)
+{
+	uint8_t head[12];
+	uint64_t len;
+	int rc;
+
+	memset(f, 0, sizeof *f);
+	f->fd = fd;
+	f->size = size;
+	rc = size < sizeof head ? KS_E_PROTO : read_at(fd, head, sizeof head,
+	    0, err, errlen);
+	if (rc == KS_OK && memcmp(head, bundle_magic, 8) != 0)
+		rc = KS_E_PROTO;
+	if (rc == KS_E_PROTO)
+		snprintf(err, errlen, "not a kspec bundle");
+	if (rc)
+		return rc;
+	f->count = (uint32_t)get_be(head + 8, 4);
+	/* The walk: every length, none of the entries. */
+	for (f->at = sizeof head; f->next < f->count; f->next++) {
+		rc = entry_len(f, &len, err, errlen);
+		if (rc)
+			return rc;
+		f->at += 8 + len;
+	}
+	if (f->at != size) {
+		snprintf(err, errlen, "%llu bytes after the bundle's last "
+		    "entry", (unsigned long long)(size - f->at));
+		return KS_E_PROTO;
+	}
+	f->at = sizeof head;
+	f->next = 0;
+	return KS_OK;
+}
+
+int ks_bundle_file_peek(ks_bundle_file_t *f, uint64_t *len, char *err,
+    size_t errlen)
+{
+	return entry_len(f, len, err, errlen);
+}
+
+int ks_bundle_file_take(ks_bundle_file_t *f, void *buf, uint64_t len,
+    char *err, size_t errlen)
+{
+	int rc = buf ? read_at(f->fd, buf, (size_t)len, f->at + 8, err,
+	    errlen) : KS_OK;
+
+	if (rc == KS_OK) {
+		f->at += 8 + len;
+		f->next++;
+	}
+	return rc;
 }

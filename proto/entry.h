@@ -97,14 +97,35 @@ int ks_entry_open(const ks_fleet_pub_t *keys, int nkeys, const void *v,
 /* Bundles: the header, then each entry with its length. */
 void ks_bundle_begin(ks_buf_t *out, uint32_t count);
 int ks_bundle_add(ks_buf_t *out, const ks_buf_t *entry);
+
 /*
- * Walks a bundle of LEN bytes at P: CB gets each entry's bytes (not yet
- * checked) and its index.  KS_E_PROTO with a message when the file is not
- * a bundle or is cut short; CB's nonzero return stops the walk and is
- * returned.
+ * A bundle file read in order, one entry at a time, so that a reader
+ * holds no more of it than the entry it asked for.  The file may change
+ * under the reader: every length is checked again as it is read.
  */
-int ks_bundle_each(const void *p, size_t len,
-    int (*cb)(void *ctx, uint32_t index, const void *entry, size_t len),
-    void *ctx, uint32_t *count, char *err, size_t errlen);
+typedef struct {
+	int fd;                  /* the caller's: not closed here */
+	uint64_t size;           /* of the file */
+	uint64_t at;             /* offset of the next entry's length */
+	uint32_t count;          /* entries in the bundle */
+	uint32_t next;           /* index of the next entry */
+} ks_bundle_file_t;
+
+/*
+ * Reads the header of the bundle file FD (SIZE bytes) and walks the
+ * lengths of all its entries, reading none of them, then leaves F at the
+ * first.  KS_E_PROTO with a message when the file is not a bundle, is cut
+ * short or has bytes after its last entry; KS_E_IO when a read fails.
+ */
+int ks_bundle_file_open(ks_bundle_file_t *f, int fd, uint64_t size,
+    char *err, size_t errlen);
+/* *LEN: the length of entry F->next, which must be < F->count.  Errors
+ * as ks_bundle_file_open's (the file changed since). */
+int ks_bundle_file_peek(ks_bundle_file_t *f, uint64_t *len, char *err,
+    size_t errlen);
+/* Reads entry F->next, of LEN bytes as peeked, into BUF (NULL: passes
+ * over it unread) and moves F to the next entry.  Errors as above. */
+int ks_bundle_file_take(ks_bundle_file_t *f, void *buf, uint64_t len,
+    char *err, size_t errlen);
 
 #endif

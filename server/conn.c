@@ -77,7 +77,12 @@ void ks_conns_close(ks_conns_t *set)
 		uv_close((uv_handle_t *)&set->turn, NULL);
 	if (!uv_is_closing((uv_handle_t *)&set->sweep))
 		uv_close((uv_handle_t *)&set->sweep, NULL);
+	/* A user whose request still waits (on a store write the writer
+	 * finishes after the loop) is freed by that request's
+	 * ks_conn_done, which still reads it. */
 	HASH_ITER(hh, set->users, u, tmp) {
+		if (u->waiting)
+			continue;
 		HASH_DEL(set->users, u);
 		free(u);
 	}

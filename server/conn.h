@@ -149,7 +149,8 @@ struct ks_conns {
 void ks_conns_init(ks_conns_t *set, uv_loop_t *loop,
     const ks_conn_limits_t *lim, ks_conn_request_fn on_request,
     void *owner);
-/* Closes the layer's own handles (after every connection has closed). */
+/* Closes the layer's own handles (after every connection has closed); a
+ * request still waiting is ended by its ks_conn_done later. */
 void ks_conns_close(ks_conns_t *set);
 /* The listener's connection callback (listener->data must be SET). */
 void ks_conns_on_connection(uv_stream_t *listener, int status);

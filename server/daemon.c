@@ -939,6 +939,15 @@ int ks_server_run(const ks_server_config_t *cfg)
 		ks_log(KS_LOG_WARN, "KSPEC_TEST_FAST_PATH_BUG is set: the get "
 		    "fast path is wrong on purpose");
 	}
+	if (getenv("KSPEC_TEST_PLANT_IMPORT_SLOW_STORE")) {
+		srv.import_slow_store = 1;
+		ks_log(KS_LOG_WARN, "KSPEC_TEST_PLANT_IMPORT_SLOW_STORE is "
+		    "set: imports see a store slower than any read");
+	}
+	if (getenv("KSPEC_TEST_PLANT_SLOW_WRITER"))
+		ks_log(KS_LOG_WARN, "KSPEC_TEST_PLANT_SLOW_WRITER is set: each "
+		    "store write waits %s ms",
+		    getenv("KSPEC_TEST_PLANT_SLOW_WRITER"));
 #endif
 	rc = start(&srv);
 	if (rc)

@@ -338,6 +338,14 @@ void ks_stats_fields(ks_srv_t *srv, ks_buf_t *out)
 		ks_buf_puts(out, "null");
 	ks_buf_puts(out, "}");
 	json_counter(out, "negative_hits", fl->negative_hits);
+	ks_buf_printf(out, ",\"imports\":{\"running\":%" PRIu64
+	    ",\"held_entries\":%" PRIu64 ",\"held_bytes\":%" PRIu64
+	    ",\"peak_entries\":%" PRIu64 ",\"peak_bytes\":%" PRIu64 "}",
+	    srv->imports.running,
+	    __atomic_load_n(&srv->imports.entries, __ATOMIC_RELAXED),
+	    __atomic_load_n(&srv->imports.bytes, __ATOMIC_RELAXED),
+	    __atomic_load_n(&srv->imports.peak_entries, __ATOMIC_RELAXED),
+	    __atomic_load_n(&srv->imports.peak_bytes, __ATOMIC_RELAXED));
 	remote_fields(srv, out);
 	ks_buf_printf(out, ",\"fast_path\":{\"enabled\":%s,\"hits\":%"
 	    PRIu64 ",\"learned\":%" PRIu64 ",\"replaced\":%" PRIu64 "}",

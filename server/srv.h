@@ -215,6 +215,19 @@ struct ks_srv {
 	struct ks_warm *warms;   /* warm requests in progress (op_get.c),
 	                            for cancel */
 	ks_deploy_state_t *deploys;  /* uthash by name (op_deploy.c) */
+	/* Bundle imports (op_import.c): how many run, and the entries they
+	 * hold (read and not yet stored or refused) with their artifact
+	 * bytes, now and at most since start, of all imports together.  All
+	 * but running are atomic: pool threads add to them. */
+	struct {
+		uint64_t running;
+		uint64_t entries, bytes;
+		uint64_t peak_entries, peak_bytes;
+	} imports;
+	int import_slow_store;   /* KSPEC_TEST_PLANT_IMPORT_SLOW_STORE: an
+	                            import's stored batches are taken only
+	                            while it reads none (set and read by the
+	                            test build only, -DKS_TEST_PLANT) */
 	ks_audit_t audit;        /* the key audit (audit.c) */
 	ks_canaries_t canaries;  /* known-answer canaries (canary.h) */
 };

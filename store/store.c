@@ -8,6 +8,8 @@
  *   absent   --put-->                    stored (one transaction: key, sum,
  *                                        row_sum, meta, bytes, size, times)
  *   stored   --put, same key-->          stored, replaced in one transaction
+ *   absent   --add-->                    stored, as by a put
+ *   stored   --add, same key-->          stored, unchanged (the add says so)
  *   stored   --get, checks pass-->       stored; a verified copy is served
  *   stored   --touch-->                  stored, a newer last_used pending in
  *                                        memory (not on disk)
@@ -1867,7 +1869,11 @@ int ks_store_get(ks_store_t *s, const ks_hash_t *key, ks_artifact_t **out)
 	return rc;
 }
 
-int ks_store_put(ks_store_t *s, const ks_artifact_t *a)
+/* The put (KEEP 0) and the add (KEEP 1): the key's row is looked for in
+ * the transaction that would write it, under wlock, so of two adds of one
+ * key exactly one finds no row and writes it (*ADDED 1). */
+static int put_row(ks_store_t *s, const ks_artifact_t *a, int keep,
+    int *added)
 {
 	uint64_t bytes, entries, evicted = 0;
 	uint8_t xsum[XSUM_BYTES];
@@ -1910,6 +1916,13 @@ int ks_store_put(ks_store_t *s, const ks_artifact_t *a)
 		sqlite3_reset(s->w_size);
 		if (st != SQLITE_ROW && st != SQLITE_DONE)
 			rc = failed(s, s->w, st, "read old size");
+	}
+	if (rc == KS_OK && keep && old >= 0) {
+		/* The row stays as it is: the transaction wrote nothing. */
+		rollback(s);
+		pthread_mutex_unlock(&s->wlock);
+		entry_cols_free(&cols);
+		return KS_OK;
 	}
 	if (rc == KS_OK) {
 		sqlite3_stmt *p = s->w_put;
@@ -1964,10 +1977,23 @@ int ks_store_put(ks_store_t *s, const ks_artifact_t *a)
 		atomic_store(&s->bytes, bytes);
 		atomic_store(&s->entries, entries);
 		atomic_fetch_add(&s->evicted, evicted);
+		if (added)
+			*added = 1;
 	}
 	pthread_mutex_unlock(&s->wlock);
 	entry_cols_free(&cols);
 	return rc;
+}
+
+int ks_store_put(ks_store_t *s, const ks_artifact_t *a)
+{
+	return put_row(s, a, 0, NULL);
+}
+
+int ks_store_add(ks_store_t *s, const ks_artifact_t *a, int *added)
+{
+	*added = 0;
+	return put_row(s, a, 1, added);
 }
 
 /*

@@ -156,6 +156,12 @@ int ks_store_get(ks_store_t *s, const ks_hash_t *key, ks_artifact_t **out);
 /* Inserts or replaces the artifact: key, sum, meta and bytes in one
  * transaction. */
 int ks_store_put(ks_store_t *s, const ks_artifact_t *a);
+/* Inserts the artifact unless its key has a row, which is left as it is:
+ * *added is 1 when this call wrote the row, else 0.  The row is looked
+ * for inside the write transaction (BEGIN IMMEDIATE, under the writer
+ * lock), so of any number of adds of one key, from any threads, exactly
+ * one reports it added. */
+int ks_store_add(ks_store_t *s, const ks_artifact_t *a, int *added);
 /* Records a hit in the pending set; written to disk in batches
  * (ks_store_flush), not per hit.  Never waits on the writer: returns 1
  * when the set is full and should be flushed, else 0; a touch that finds
@@ -427,6 +433,10 @@ void ks_writer_stop(ks_store_writer_t *w);
 void ks_writer_sync(ks_store_writer_t *w);
 /* ks_store_put of A (referenced until written). */
 int ks_writer_put(ks_store_writer_t *w, ks_artifact_t *a);
+/* ks_store_add of A (referenced until written); *RESULT gets 1 (added),
+ * 0 (its key had a row) or ks_store_add's error.  RESULT must live until
+ * the writer is past the add: a barrier posted after it says when. */
+int ks_writer_add(ks_store_writer_t *w, ks_artifact_t *a, int *result);
 /* ks_store_flush; a flush already waiting makes this a no-op. */
 int ks_writer_flush(ks_store_writer_t *w);
 int ks_writer_record_miss(ks_store_writer_t *w, const char *deployment,

@@ -6,16 +6,19 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "store.h"
 
-enum { OP_PUT, OP_FLUSH, OP_MISS, OP_QUARANTINE, OP_REMOVE, OP_BARRIER,
-    OP_REOPEN, OP_SYNC, OP_DEPLOY, OP_AUDIT, OP_CANARY, OP_PROBE, OP_STOP };
+enum { OP_PUT, OP_ADD, OP_FLUSH, OP_MISS, OP_QUARANTINE, OP_REMOVE,
+    OP_BARRIER, OP_REOPEN, OP_SYNC, OP_DEPLOY, OP_AUDIT, OP_CANARY, OP_PROBE,
+    OP_STOP };
 
 typedef struct op {
 	int type;
 	struct op *next;
-	ks_artifact_t *art;              /* PUT */
+	ks_artifact_t *art;              /* PUT, ADD */
+	int *result;                     /* ADD */
 	ks_hash_t key;                   /* QUARANTINE */
 	char *spec;                      /* MISS */
 	uint64_t count;                  /* MISS */
@@ -48,14 +51,22 @@ struct ks_store_writer {
 	int flush_queued;
 	uint64_t backlog;
 	uint64_t failed_puts;
+#ifdef KS_TEST_PLANT
+	unsigned slow_ms;                /* KSPEC_TEST_PLANT_SLOW_WRITER: each
+	                                    put and add waits this long */
+#endif
 };
 
 static void run(ks_store_writer_t *w, op_t *op)
 {
 	ks_hash_t *removed = NULL;
 	size_t n = 0;
-	int rc;
+	int rc, added;
 
+#ifdef KS_TEST_PLANT
+	if (w->slow_ms && (op->type == OP_PUT || op->type == OP_ADD))
+		usleep(w->slow_ms * 1000u);
+#endif
 	switch (op->type) {
 	case OP_PUT:
 		if (ks_store_put(w->store, op->art) != KS_OK) {
@@ -63,6 +74,11 @@ static void run(ks_store_writer_t *w, op_t *op)
 			    "artifact; it is served from memory only");
 			__atomic_add_fetch(&w->failed_puts, 1, __ATOMIC_RELAXED);
 		}
+		ks_artifact_unref(op->art);
+		break;
+	case OP_ADD:
+		rc = ks_store_add(w->store, op->art, &added);
+		*op->result = rc == KS_OK ? added : rc;
 		ks_artifact_unref(op->art);
 		break;
 	case OP_FLUSH:
@@ -189,6 +205,12 @@ ks_store_writer_t *ks_writer_start(ks_store_t *s)
 	if (!w)
 		return NULL;
 	w->store = s;
+#ifdef KS_TEST_PLANT
+	/* The test build's slow store (tests/kspecd-plant only). */
+	if (getenv("KSPEC_TEST_PLANT_SLOW_WRITER"))
+		w->slow_ms = (unsigned)atoi(
+		    getenv("KSPEC_TEST_PLANT_SLOW_WRITER"));
+#endif
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->wake, NULL);
 	pthread_cond_init(&w->ran, NULL);
@@ -235,16 +257,29 @@ void ks_writer_sync(ks_store_writer_t *w)
 	pthread_mutex_unlock(&w->lock);
 }
 
-int ks_writer_put(ks_store_writer_t *w, ks_artifact_t *a)
+/* A put or an add of A, which it references until written. */
+static int post_artifact(ks_store_writer_t *w, int type, ks_artifact_t *a,
+    int *result)
 {
-	op_t *op = op_new(OP_PUT);
+	op_t *op = op_new(type);
 
 	if (!op)
 		return KS_E_NOMEM;
 	ks_artifact_ref(a);
 	op->art = a;
+	op->result = result;
 	post(w, op);
 	return KS_OK;
+}
+
+int ks_writer_put(ks_store_writer_t *w, ks_artifact_t *a)
+{
+	return post_artifact(w, OP_PUT, a, NULL);
+}
+
+int ks_writer_add(ks_store_writer_t *w, ks_artifact_t *a, int *result)
+{
+	return post_artifact(w, OP_ADD, a, result);
 }
 
 int ks_writer_flush(ks_store_writer_t *w)

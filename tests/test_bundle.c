@@ -272,33 +272,49 @@ Test(bundle, a_daemon_without_a_fleet_key_imports_nothing)
 	free(out);
 }
 
+/* The fleet secret of the keys at KEYP. */
+static void load_secret(ks_fleet_sec_t *sk)
+{
+	char path[400], err[512];
+
+	cr_assert_eq(ks_base_init(), KS_OK);
+	snprintf(path, sizeof path, "%s.secret", keyp);
+	cr_assert_eq(ks_fleet_load_secret(path, sk, err, sizeof err), KS_OK,
+	    "%s", err);
+}
+
+/* What a store keeps of get reply R beside its bytes: the header's fields
+ * after its source (malloc'd; *LEN leaves out the closing brace), and its
+ * key. */
+static char *stored_meta(const e2e_reply_t *r, size_t *len, ks_hash_t *key)
+{
+	char *hdr = cJSON_PrintUnformatted(r->h), *meta;
+	const char *src = strstr(hdr, "\"source\":");
+
+	cr_assert(src);
+	meta = strdup(strchr(src + 9 + 1, '"') + 2);
+	*len = strlen(meta) - 1;
+	free(hdr);
+	cr_assert_eq(ks_hash_from_hex(e2e_str(r, "key"), key), KS_OK);
+	return meta;
+}
+
 /* Entries that are signed but wrong: for another compiler, or whose
  * metadata names another key.  Made here with the fleet secret. */
 Test(bundle, signed_but_wrong_entries_are_refused)
 {
-	char args[600], path[400], err[512], *out, *meta, *hdr;
+	char args[600], path[400], *out, *meta;
 	e2e_reply_t r;
 	ks_fleet_sec_t sk;
 	ks_buf_t file, one;
 	ks_hash_t key, other;
-	const char *p, *src;
 	size_t mlen;
 	int st;
 
 	export_from_a();
 	get(&a, specs[0], &r);
-	/* The stored fields: the reply header after its source. */
-	hdr = cJSON_PrintUnformatted(r.h);
-	src = strstr(hdr, "\"source\":");
-	cr_assert(src);
-	cr_assert_eq(ks_base_init(), KS_OK);
-	snprintf(path, sizeof path, "%s.secret", keyp);
-	cr_assert_eq(ks_fleet_load_secret(path, &sk, err, sizeof err), KS_OK,
-	    "%s", err);
-	cr_assert_eq(ks_hash_from_hex(e2e_str(&r, "key"), &key), KS_OK);
-	p = strchr(src + 9 + 1, '"');
-	meta = strdup(p + 2);
-	mlen = strlen(meta) - 1;         /* without the closing brace */
+	load_secret(&sk);
+	meta = stored_meta(&r, &mlen, &key);
 	ks_buf_init(&file);
 	ks_bundle_begin(&file, 3);
 	/* 0: what another compiler made: its compiler, so its key, are
@@ -345,7 +361,6 @@ Test(bundle, signed_but_wrong_entries_are_refused)
 	}
 	ks_buf_close(&file);
 	free(meta);
-	free(hdr);
 	e2e_reply_free(&r);
 	start_b(1, NULL);
 	snprintf(args, sizeof args, "bundle import '%s' --json", path);
@@ -414,4 +429,285 @@ Test(bundle, an_import_does_not_pass_a_failed_canary)
 	get(&b, specs[0], &r);
 	cr_assert_str_eq(e2e_str(&r, "source"), "disk");
 	e2e_reply_free(&r);
+}
+
+/*
+ * Made here, with no second daemon: the keys, daemon B started with them
+ * (as PROGRAM), one entry of spec 0 compiled on B and evicted again, and
+ * sealed as it was (*SEALED) with its parts, so that bundles of any size
+ * can be written from copies of it.
+ */
+typedef struct {
+	ks_fleet_sec_t sk;
+	ks_hash_t key;
+	char *meta;
+	size_t mlen;
+	e2e_reply_t r;           /* the get: its bytes */
+	ks_buf_t sealed;
+} one_entry_t;
+
+static void one_entry(one_entry_t *o, const char *program)
+{
+	char id[17], err[512], key[400];
+	e2e_reply_t r;
+
+	cr_assert_eq(ks_base_init(), KS_OK);
+	cr_assert_eq(ks_fleet_keygen(keyp, id, err, sizeof err), KS_OK, "%s",
+	    err);
+	load_secret(&o->sk);
+	snprintf(key, sizeof key, "%s.public", keyp);
+	b.program = program;
+	cr_assert_eq(e2e_start(&b, (const char *const[]){ "--workers", "1",
+	    "--fleet-key", key, NULL }), 0);
+	get(&b, specs[0], &o->r);
+	o->meta = stored_meta(&o->r, &o->mlen, &o->key);
+	ks_buf_init(&o->sealed);
+	cr_assert_eq(ks_entry_seal(&o->sk, &o->key, o->meta, o->mlen,
+	    o->r.payload, o->r.len, &o->sealed), KS_OK);
+	cr_assert_eq(e2e_call(b.sock, "{\"op\":\"evict\",\"all\":true}", &r),
+	    0);
+	cr_assert(e2e_ok(&r));
+	e2e_reply_free(&r);
+}
+
+static void one_entry_free(one_entry_t *o)
+{
+	free(o->meta);
+	e2e_reply_free(&o->r);
+	ks_buf_close(&o->sealed);
+}
+
+/* The entry of O's key and metadata with LEN bytes of its own (the
+ * metadata's artifact hash made theirs): still one this daemon would
+ * ask for, of any size. */
+static void reseal(one_entry_t *o, size_t len, ks_buf_t *out)
+{
+	char *meta = strdup(o->meta), *sum = strstr(meta, "\"artifact\":\"");
+	char hex[KS_HASH_HEX];
+	uint8_t *bytes = malloc(len);
+	ks_hash_t h;
+	size_t i;
+
+	cr_assert(sum && bytes);
+	for (i = 0; i < len; i++)
+		bytes[i] = o->r.payload[i % o->r.len];
+	ks_hash(bytes, len, &h);
+	ks_hash_hex(&h, hex);
+	memcpy(sum + 12, hex, 64);
+	ks_buf_init(out);
+	cr_assert_eq(ks_entry_seal(&o->sk, &o->key, meta, o->mlen, bytes, len,
+	    out), KS_OK);
+	free(bytes);
+	free(meta);
+}
+
+/* Writes a bundle of COPIES copies of ENTRY to PATH: no more in memory
+ * than one. */
+static void write_copies(const char *path, const ks_buf_t *entry,
+    uint32_t copies)
+{
+	FILE *f = fopen(path, "wb");
+	ks_buf_t head, one;
+	uint32_t i;
+
+	cr_assert(f);
+	ks_buf_init(&head);
+	ks_buf_init(&one);
+	ks_bundle_begin(&head, copies);
+	ks_bundle_add(&one, entry);
+	cr_assert_eq(fwrite(head.data, 1, head.len, f), head.len);
+	for (i = 0; i < copies; i++)
+		cr_assert_eq(fwrite(one.data, 1, one.len, f), one.len);
+	cr_assert_eq(fclose(f), 0);
+	ks_buf_close(&head);
+	ks_buf_close(&one);
+}
+
+/* Sends the import of PATH on connection FD. */
+static void import_on(int fd, const char *path)
+{
+	char req[600];
+
+	snprintf(req, sizeof req, "{\"op\":\"import\",\"path\":\"%s\"}", path);
+	cr_assert_eq(e2e_send(fd, req), 0);
+}
+
+/* The reply of an import on FD, which refused nothing. */
+static void import_reply(int fd, e2e_reply_t *r)
+{
+	cr_assert_eq(e2e_recv(fd, r), 0);
+	cr_assert(e2e_ok(r), "%s", e2e_code(r));
+	cr_assert_eq(e2e_num(r->h, "refused"), 0);
+}
+
+/* Imports PATH, of ENTRIES entries, on B; then the most entries and bytes
+ * imports have held at once since B started, and that they hold none. */
+static void import_peak(const char *path, double entries, double *peak,
+    double *peak_bytes)
+{
+	const cJSON *im;
+	e2e_reply_t r;
+	int fd = e2e_connect(b.sock);
+
+	cr_assert(fd >= 0);
+	import_on(fd, path);
+	import_reply(fd, &r);
+	close(fd);
+	cr_assert_eq(e2e_num(r.h, "entries"), entries);
+	cr_assert_eq(e2e_num(r.h, "imported") + e2e_num(r.h, "present"),
+	    entries);
+	e2e_reply_free(&r);
+	cr_assert_eq(e2e_call(b.sock, "{\"op\":\"stats\"}", &r), 0);
+	im = cJSON_GetObjectItemCaseSensitive(r.h, "imports");
+	*peak = e2e_num(im, "peak_entries");
+	*peak_bytes = e2e_num(im, "peak_bytes");
+	cr_assert_eq(e2e_num(im, "held_entries"), 0);
+	cr_assert_eq(e2e_num(im, "held_bytes"), 0);
+	cr_assert_eq(e2e_num(im, "running"), 0);
+	e2e_reply_free(&r);
+}
+
+/*
+ * The bound is in entries and bytes, not in the bundle's size: a bundle
+ * eight times larger is imported holding exactly as much.  The test build
+ * makes the store slower than any read (KSPEC_TEST_PLANT_IMPORT_SLOW_
+ * STORE), the case the bound is for, so that the peak is the bound every
+ * time: two full batches.  Copies of one entry make bundles of any size
+ * at the cost of one compile; every copy reaches the store writer (the
+ * first is stored, the others found present).
+ */
+Test(bundle, an_import_holds_two_batches_whatever_the_bundle_size)
+{
+	char small[400], big[400];
+	double e1, e2, b1, b2;
+	one_entry_t o;
+	ks_buf_t large;
+	uint32_t per;
+
+	setenv("KSPEC_TEST_PLANT_IMPORT_SLOW_STORE", "1", 1);
+	one_entry(&o, "tests/kspecd-plant");
+	unsetenv("KSPEC_TEST_PLANT_IMPORT_SLOW_STORE");
+	snprintf(small, sizeof small, "%s/small.kspec", dir);
+	snprintf(big, sizeof big, "%s/big.kspec", dir);
+	/* Entries of 64 KiB: a batch's bytes bind first, at PER entries.
+	 * (These come first: the peak since start only grows.) */
+	reseal(&o, 64 << 10, &large);
+	per = KS_IMPORT_BATCH_BYTES / (uint32_t)large.len;
+	cr_assert_lt(per, KS_IMPORT_BATCH_ENTRIES);
+	write_copies(small, &large, 3 * per);
+	write_copies(big, &large, 24 * per);
+	import_peak(small, 3 * per, &e1, &b1);
+	import_peak(big, 24 * per, &e2, &b2);
+	cr_assert_eq(e1, 2 * per, "small bundle: %.0f entries held", e1);
+	cr_assert_eq(e2, 2 * per, "big bundle: %.0f entries held", e2);
+	cr_assert_eq(b1, b2);
+	cr_assert_leq(b2, 2 * KS_IMPORT_BATCH_BYTES);
+	/* Entries of a few KB: a batch's count binds first. */
+	cr_assert_lt(o.sealed.len * KS_IMPORT_BATCH_ENTRIES,
+	    KS_IMPORT_BATCH_BYTES);
+	write_copies(small, &o.sealed, 4 * KS_IMPORT_BATCH_ENTRIES);
+	write_copies(big, &o.sealed, 32 * KS_IMPORT_BATCH_ENTRIES);
+	import_peak(small, 4 * KS_IMPORT_BATCH_ENTRIES, &e1, &b1);
+	import_peak(big, 32 * KS_IMPORT_BATCH_ENTRIES, &e2, &b2);
+	cr_assert_eq(e1, 2 * KS_IMPORT_BATCH_ENTRIES, "small: %.0f", e1);
+	cr_assert_eq(e2, 2 * KS_IMPORT_BATCH_ENTRIES, "big: %.0f", e2);
+	ks_buf_close(&large);
+	one_entry_free(&o);
+}
+
+/*
+ * Two imports of one bundle at once, each entry in it many times: the
+ * store decides which import stored each, in the transaction that writes
+ * it, so the one key is counted imported exactly once in all, and every
+ * other copy present.  The test build's writer takes a millisecond a
+ * write (KSPEC_TEST_PLANT_SLOW_WRITER), so that a count made from a look
+ * at the store before the write would count copies stored twice.
+ */
+Test(bundle, concurrent_imports_of_one_bundle_count_each_stored_entry_once)
+{
+	e2e_reply_t r1, r2;
+	one_entry_t o;
+	int fd1, fd2;
+
+	setenv("KSPEC_TEST_PLANT_SLOW_WRITER", "1", 1);
+	one_entry(&o, "tests/kspecd-plant");
+	unsetenv("KSPEC_TEST_PLANT_SLOW_WRITER");
+	write_copies(bundle, &o.sealed, 2 * KS_IMPORT_BATCH_ENTRIES);
+	fd1 = e2e_connect(b.sock);
+	fd2 = e2e_connect(b.sock);
+	cr_assert(fd1 >= 0 && fd2 >= 0);
+	import_on(fd1, bundle);
+	import_on(fd2, bundle);
+	import_reply(fd1, &r1);
+	import_reply(fd2, &r2);
+	cr_assert_eq(e2e_num(r1.h, "imported") + e2e_num(r2.h, "imported"), 1,
+	    "imported %.0f and %.0f", e2e_num(r1.h, "imported"),
+	    e2e_num(r2.h, "imported"));
+	cr_assert_eq(e2e_num(r1.h, "present") + e2e_num(r2.h, "present"),
+	    2 * 2 * KS_IMPORT_BATCH_ENTRIES - 1);
+	e2e_reply_free(&r1);
+	e2e_reply_free(&r2);
+	close(fd1);
+	close(fd2);
+	/* The one stored is served, and no import held more than its
+	 * bound. */
+	get(&b, specs[0], &r1);
+	cr_assert_str_eq(e2e_str(&r1, "source"), "disk");
+	e2e_reply_free(&r1);
+	cr_assert_eq(e2e_call(b.sock, "{\"op\":\"stats\"}", &r1), 0);
+	cr_assert_leq(e2e_num(cJSON_GetObjectItemCaseSensitive(r1.h,
+	    "imports"), "peak_entries"), 2 * 2 * KS_IMPORT_BATCH_ENTRIES);
+	e2e_reply_free(&r1);
+	one_entry_free(&o);
+}
+
+/*
+ * An import ends early, holding nothing after: when its client goes, it
+ * reads no further; when the daemon is told to stop, it answers
+ * E_SHUTTING_DOWN and the daemon ends cleanly.  The writer takes a
+ * millisecond a write, so that each import is still running then.
+ */
+Test(bundle, an_import_ends_when_its_client_goes_or_the_daemon_stops)
+{
+	e2e_reply_t r;
+	one_entry_t o;
+	const cJSON *im;
+	int fd, i, st;
+
+	setenv("KSPEC_TEST_PLANT_SLOW_WRITER", "1", 1);
+	one_entry(&o, "tests/kspecd-plant");
+	unsetenv("KSPEC_TEST_PLANT_SLOW_WRITER");
+	write_copies(bundle, &o.sealed, 16 * KS_IMPORT_BATCH_ENTRIES);
+	fd = e2e_connect(b.sock);
+	cr_assert(fd >= 0);
+	import_on(fd, bundle);
+	usleep(100 * 1000);
+	close(fd);
+	for (i = 0; i < 500; i++) {
+		cr_assert_eq(e2e_call(b.sock, "{\"op\":\"stats\"}", &r), 0);
+		im = cJSON_GetObjectItemCaseSensitive(r.h, "imports");
+		if (e2e_num(im, "running") == 0)
+			break;
+		e2e_reply_free(&r);
+		usleep(10 * 1000);
+	}
+	cr_assert_eq(e2e_num(im, "running"), 0);
+	cr_assert_eq(e2e_num(im, "held_entries"), 0);
+	cr_assert_eq(e2e_num(im, "held_bytes"), 0);
+	cr_assert_lt(e2e_num(cJSON_GetObjectItemCaseSensitive(r.h, "store"),
+	    "writes_pending"), 1);
+	e2e_reply_free(&r);
+	fd = e2e_connect(b.sock);
+	cr_assert(fd >= 0);
+	import_on(fd, bundle);
+	usleep(100 * 1000);
+	kill(b.pid, SIGTERM);
+	cr_assert_eq(e2e_recv(fd, &r), 0);
+	cr_assert_str_eq(e2e_code(&r), "E_SHUTTING_DOWN");
+	e2e_reply_free(&r);
+	close(fd);
+	cr_assert_eq(waitpid(b.pid, &st, 0), b.pid);
+	b.pid = 0;
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	one_entry_free(&o);
 }

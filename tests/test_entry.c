@@ -3,6 +3,7 @@
  * exactly what the holder of the secret key sealed.
  */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,49 +176,69 @@ Test(entry, another_fleets_entry_is_refused)
 	ks_buf_close(&b);
 }
 
-typedef struct {
-	int n;
-	size_t lens[4];
-} seen_t;
-
-static int count_entry(void *ctx, uint32_t index, const void *p, size_t len)
+/* Opens LEN bytes at P, written to a file, as a bundle file: F's fd is
+ * the caller's to close. */
+static int open_file(ks_bundle_file_t *f, const void *p, size_t len,
+    char *err)
 {
-	seen_t *s = ctx;
+	char path[128];
+	int fd;
 
-	(void)p;
-	cr_assert_eq(index, (uint32_t)s->n);
-	s->lens[s->n++] = len;
-	return 0;
+	snprintf(path, sizeof path, "%s/b.kspec", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	cr_assert(fd >= 0);
+	cr_assert_eq(write(fd, p, len), (ssize_t)len);
+	return ks_bundle_file_open(f, fd, len, err, 512);
 }
 
-Test(entry, bundles_walk_and_refuse_what_is_cut)
+Test(entry, bundle_files_are_walked_before_read_and_refused_when_cut)
 {
 	ks_buf_t b, bundle;
+	ks_bundle_file_t f;
 	ks_hash_t key;
-	seen_t seen = { 0, { 0 } };
-	uint32_t n = 0;
-	char err[512];
+	uint64_t len;
+	char err[512], *got;
 
 	seal(&b, &key);
 	ks_buf_init(&bundle);
 	ks_bundle_begin(&bundle, 2);
 	ks_bundle_add(&bundle, &b);
 	ks_bundle_add(&bundle, &b);
-	cr_assert_eq(ks_bundle_each(bundle.data, bundle.len, count_entry,
-	    &seen, &n, err, sizeof err), KS_OK, "%s", err);
-	cr_assert_eq(n, 2);
-	cr_assert_eq(seen.n, 2);
-	cr_assert_eq(seen.lens[1], b.len);
-	seen.n = 0;
-	cr_assert_eq(ks_bundle_each(bundle.data, bundle.len - 1, count_entry,
-	    &seen, &n, err, sizeof err), KS_E_PROTO);
+	cr_assert_eq(open_file(&f, bundle.data, bundle.len, err), KS_OK, "%s",
+	    err);
+	cr_assert_eq(f.count, 2);
+	/* The first passed over unread, the second read as it was sealed. */
+	cr_assert_eq(ks_bundle_file_peek(&f, &len, err, sizeof err), KS_OK);
+	cr_assert_eq(len, b.len);
+	cr_assert_eq(ks_bundle_file_take(&f, NULL, len, err, sizeof err),
+	    KS_OK);
+	cr_assert_eq(ks_bundle_file_peek(&f, &len, err, sizeof err), KS_OK);
+	got = malloc(len);
+	cr_assert_eq(ks_bundle_file_take(&f, got, len, err, sizeof err),
+	    KS_OK);
+	cr_assert_eq(memcmp(got, b.data, b.len), 0);
+	cr_assert_eq(f.next, 2);
+	/* Cut short after the walk: the read says so. */
+	f.next = 1;
+	f.at = 12 + 8 + b.len;
+	cr_assert_eq(ftruncate(f.fd, (off_t)(bundle.len - 1)), 0);
+	cr_assert_eq(ks_bundle_file_take(&f, got, len, err, sizeof err),
+	    KS_E_PROTO);
+	free(got);
+	close(f.fd);
+	/* Cut short, one byte too many, not a bundle: the walk says so. */
+	cr_assert_eq(open_file(&f, bundle.data, bundle.len - 1, err),
+	    KS_E_PROTO);
 	cr_assert(strstr(err, "cut short at entry 1"), "%s", err);
-	seen.n = 0;
+	close(f.fd);
 	ks_buf_append(&bundle, "x", 1);
-	cr_assert_eq(ks_bundle_each(bundle.data, bundle.len, count_entry,
-	    &seen, &n, err, sizeof err), KS_E_PROTO);
-	cr_assert_eq(ks_bundle_each("kspecE1\n\0\0\0\0", 12, count_entry,
-	    &seen, &n, err, sizeof err), KS_E_PROTO);
+	cr_assert_eq(open_file(&f, bundle.data, bundle.len, err), KS_E_PROTO);
+	cr_assert(strstr(err, "1 bytes after"), "%s", err);
+	close(f.fd);
+	cr_assert_eq(open_file(&f, "kspecE1\n\0\0\0\0", 12, err),
+	    KS_E_PROTO);
+	cr_assert(strstr(err, "not a kspec bundle"), "%s", err);
+	close(f.fd);
 	ks_buf_close(&b);
 	ks_buf_close(&bundle);
 }

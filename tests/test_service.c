@@ -598,7 +598,8 @@ Test(service, the_installed_binaries_read_no_test_switch)
 		"libkspec.so", "libkspec.a" };
 	static const char *const planted[] = { "KSPEC_TEST_FAULTS",
 		"KSPEC_TEST_REMOTE_BUG", "KSPEC_TEST_FAST_PATH_BUG",
-		"KSPEC_TEST_PLANT_CODEGEN" };
+		"KSPEC_TEST_PLANT_CODEGEN", "KSPEC_TEST_PLANT_IMPORT_SLOW_STORE",
+		"KSPEC_TEST_PLANT_SLOW_WRITER" };
 	size_t i;
 
 	for (i = 0; i < sizeof shipped / sizeof shipped[0]; i++)

@@ -598,6 +598,41 @@ Test(store, put_of_a_known_key_replaces_the_row)
 	ks_store_close(s);
 }
 
+/* An add leaves a stored row as it is and says whether it wrote it: of
+ * eight adds of one key posted to the writer, exactly one did. */
+Test(store, an_add_writes_a_new_key_only_and_says_so)
+{
+	ks_store_t *s = open_store(0);
+	ks_store_writer_t *w = ks_writer_start(s);
+	ks_artifact_t *a = make(1, 5000), *b = make(1, 3000);
+	ks_store_stats_t st;
+	int added = -1, results[8], i, n = 0;
+
+	cr_assert_eq(ks_store_add(s, a, &added), KS_OK);
+	cr_assert_eq(added, 1);
+	cr_assert_eq(ks_store_add(s, b, &added), KS_OK);
+	cr_assert_eq(added, 0);
+	expect_same(s, 1, 5000);
+	ks_artifact_unref(a);
+	ks_artifact_unref(b);
+	for (i = 0; i < 8; i++) {
+		a = make(2, 100 + (size_t)i);
+		cr_assert_eq(ks_writer_add(w, a, &results[i]), KS_OK);
+		ks_artifact_unref(a);
+	}
+	ks_writer_sync(w);
+	for (i = 0; i < 8; i++)
+		n += results[i];
+	cr_assert_eq(n, 1);
+	cr_assert_eq(results[0], 1);
+	expect_same(s, 2, 100);
+	ks_store_stats(s, &st);
+	cr_assert_eq(st.entries, 2);
+	cr_assert_eq(st.bytes, 5100);
+	ks_writer_stop(w);
+	ks_store_close(s);
+}
+
 Test(store, remove_deletes_the_row)
 {
 	ks_store_t *s = open_store(0);
