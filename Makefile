@@ -1,5 +1,5 @@
 # kspec: one Makefile.  Targets: all test run bench bench-instructions asan
-# install uninstall clean.
+# fuzz fuzz-corpus install uninstall clean.
 #
 # Modules and their dependencies (no cycles, docs/architecture.md):
 #   base <- proto, specialize <- jit <- exec ; base <- store ; all <- server
@@ -53,7 +53,8 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_SRC := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all examples test run bench bench-instructions asan clean deps golden install uninstall FORCE
+.PHONY: all examples test run bench bench-instructions asan fuzz \
+	fuzz-targets fuzz-corpus clean deps golden install uninstall FORCE
 
 all: $(PROGRAMS) $(EXAMPLES)
 
@@ -69,6 +70,15 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MT $@ -MT $(abspath $@) \
 	    -MT $(patsubst $(CURDIR)/%,%,$(abspath $@)) -c $< -o $@
+
+# jit/cpu.c asks for CPU features by names that only gcc knows, and
+# includes libgccjit.h from gcc's own headers: the fuzz build (clang, make
+# fuzz) builds it with gcc, uninstrumented; no fuzz target goes further
+# into it than a backend's format check.
+ifeq ($(FUZZ_BUILD),1)
+$(BUILD)/obj/jit/cpu.o: override CC = gcc
+$(BUILD)/obj/jit/cpu.o: override OPT = -g -O1
+endif
 
 # The dashboard page is assembled into the daemon (.incbin).
 $(BUILD)/obj/server/dashboard.o: server/dashboard.html
@@ -180,6 +190,31 @@ $(BUILD)/tests/kspecd-plant: $(BUILD)/obj/server/main.o $(PLANT_OBJ) \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 
+# The fuzz targets (fuzz/fuzz.h), each a file of fuzz/ but for the seed
+# writer.  The test suite replays their corpora (tests/test_fuzz.c) with
+# them as plain functions, and with the fast path built with its test
+# plant, which only the replay's self-check switches on.
+FUZZ_TARGETS := request fastpath http entry redis
+FUZZ_OBJ := $(patsubst %,$(BUILD)/obj/fuzz/%.o,common $(FUZZ_TARGETS))
+$(BUILD)/tests/test_fuzz: tests/test_fuzz.c $(FUZZ_OBJ) \
+	    $(BUILD)/plant/server/fastpath.o \
+	    $(filter-out $(BUILD)/obj/server/fastpath.o,$(DAEMON_OBJ))
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS) $(TEST_LIBS)
+
+# Under libFuzzer (make fuzz): each target its own program, everything
+# built by clang with coverage, ASan and UBSan in BUILD=build-fuzz.
+$(BUILD)/fuzz/%: fuzz/%.c $(BUILD)/obj/fuzz/common.o $(DAEMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DKS_FUZZ_LIBFUZZER -fsanitize=fuzzer -o $@ $< \
+	    $(BUILD)/obj/fuzz/common.o $(DAEMON_OBJ) $(LDLIBS)
+fuzz-targets: $(addprefix $(BUILD)/fuzz/,$(FUZZ_TARGETS))
+
+# The seed corpus's writer (fuzz/seeds.c).
+$(BUILD)/fuzz-seeds: $(BUILD)/obj/fuzz/seeds.o $(BUILD)/obj/fuzz/common.o \
+	    $(DAEMON_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 # Benchmarks run where they are built: -march=native gives the reference
 # loops the machine's full vector width.
 $(BUILD)/bench/%: bench/%/main.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
@@ -218,11 +253,31 @@ asan: deps
 	    OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	    LDFLAGS="-fsanitize=address,undefined" test
 
+# Each fuzz target under libFuzzer for FUZZ_SECONDS (FUZZ_JOBS at once);
+# new inputs and crashes go to FUZZ_WORK, never into fuzz/ (fuzz/run.sh
+# says where).  Not part of make test, which replays the corpora.
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= 1
+FUZZ_WORK ?= /tmp/kspec-fuzz
+FUZZ_OPT := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=undefined -fsanitize=fuzzer-no-link
+fuzz: deps
+	@./deploy/deps.sh --fuzz
+	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang-14 \
+	    FUZZ_BUILD=1 OPT="$(FUZZ_OPT)" \
+	    LDFLAGS="-fsanitize=address,undefined" fuzz-targets
+	@FUZZ_JOBS=$(FUZZ_JOBS) FUZZ_WORK=$(FUZZ_WORK) ./fuzz/run.sh \
+	    build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# Writes the seed corpus, fuzz/corpus/ (committed), anew.
+fuzz-corpus: $(BUILD)/fuzz-seeds
+	./$(BUILD)/fuzz-seeds fuzz/corpus
+
 # Regenerates the golden files of tests/golden/ from the current code.
 golden: all $(TEST_BINS)
 	KSPEC_GOLDEN_UPDATE=1 ./$(BUILD)/tests/test_specialize && for s in cuda opencl; do KSPEC_GOLDEN_UPDATE=1 ./$(BUILD)/tests/test_$$s --filter "$$s/emitted_source_matches_golden_files" || exit 1; done
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

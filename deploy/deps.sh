@@ -4,7 +4,9 @@
 # tests among them); with
 # --bench, also those that only benchmarks need (valgrind for the
 # instruction counts of bench/instr; Debian's PyTorch and numpy for
-# bench/llama's reference, run by /usr/bin/python3).  Idempotent: checks each package with
+# bench/llama's reference, run by /usr/bin/python3); with --fuzz, also
+# clang and its libFuzzer runtime for make fuzz (make test replays the
+# fuzz corpora with the usual compiler).  Idempotent: checks each package with
 # dpkg first and installs only what is missing.  Run as root (apt-get);
 # otherwise prints the exact command to run.
 set -eu
@@ -15,11 +17,13 @@ ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libopenblas-dev
 python3 python3-venv uthash-dev libxxhash-dev systemd groff-base
 curl prometheus chromium"
 BENCH_PKGS="valgrind python3-numpy python3-torch"
+FUZZ_PKGS="clang-14 libclang-rt-14-dev"
 
 case "${1:-}" in
 --bench) PKGS="$PKGS $BENCH_PKGS" ;;
+--fuzz) PKGS="$PKGS $FUZZ_PKGS" ;;
 "") ;;
-*) echo "usage: deploy/deps.sh [--bench]" >&2; exit 2 ;;
+*) echo "usage: deploy/deps.sh [--bench | --fuzz]" >&2; exit 2 ;;
 esac
 
 missing=""

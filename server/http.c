@@ -215,45 +215,78 @@ static int host_is_loopback(const char *headers)
 	return 0;
 }
 
-/* The head is complete (it ends at END): answers its request line. */
-static void answer(http_conn_t *c)
+/* The request line and Host of a complete head (one that holds a blank
+ * line) into R. */
+static void parse_request(char *head, int check_host, ks_http_req_t *r)
 {
-	char *line = c->head, *sp1, *sp2, *eol, *q;
-	ks_http_reply_t r;
-	int head_only;
+	char *line = head, *sp1, *sp2, *eol, *q;
 
 	eol = strstr(line, "\r\n");
 	*eol = '\0';
 	sp1 = strchr(line, ' ');
 	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
 	if (!sp1 || !sp2 || sp1[1] != '/') {
-		send_error(c, 400, "expected a request line `GET /path "
-		    "HTTP/1.1`", NULL);
+		r->status = 400;
+		r->why = "expected a request line `GET /path HTTP/1.1`";
 		return;
 	}
 	*sp1 = *sp2 = '\0';
 	if (strncmp(sp2 + 1, "HTTP/1.", 7) != 0) {
-		send_error(c, 505, "HTTP/1.x only", NULL);
+		r->status = 505;
+		r->why = "HTTP/1.x only";
 		return;
 	}
-	head_only = strcmp(line, "HEAD") == 0;
-	if (!head_only && strcmp(line, "GET") != 0) {
-		send_error(c, 405, "only GET and HEAD", "Allow: GET, HEAD\r\n");
+	r->head_only = strcmp(line, "HEAD") == 0;
+	if (!r->head_only && strcmp(line, "GET") != 0) {
+		r->status = 405;
+		r->why = "only GET and HEAD";
+		r->headers = "Allow: GET, HEAD\r\n";
 		return;
 	}
-	if (c->http->check_host && !host_is_loopback(eol + 2)) {
-		send_error(c, 403, "the Host header must name a loopback "
-		    "address or localhost (kspecd --metrics-any-host lifts "
-		    "this)", NULL);
+	if (check_host && !host_is_loopback(eol + 2)) {
+		r->status = 403;
+		r->why = "the Host header must name a loopback address or "
+		    "localhost (kspecd --metrics-any-host lifts this)";
 		return;
 	}
 	if ((q = strchr(sp1 + 1, '?')))
 		*q = '\0';
+	r->path = sp1 + 1;
+}
+
+int ks_http_parse_head(char *head, size_t len, int check_host,
+    ks_http_req_t *out)
+{
+	memset(out, 0, sizeof *out);
+	if (strstr(head, "\r\n\r\n")) {
+		parse_request(head, check_host, out);
+		return 1;
+	}
+	if (len >= KS_HTTP_MAX_HEAD - 1) {
+		out->status = 431;
+		out->why = "the request head is larger than 8 KiB";
+		return 1;
+	}
+	return 0;
+}
+
+/* Answers the head C has read, once it is complete. */
+static void answer(http_conn_t *c)
+{
+	ks_http_reply_t r;
+	ks_http_req_t req;
+
+	if (!ks_http_parse_head(c->head, c->len, c->http->check_host, &req))
+		return;
+	if (req.status) {
+		send_error(c, req.status, req.why, req.headers);
+		return;
+	}
 	memset(&r, 0, sizeof r);
 	r.status = 200;
 	r.type = "text/plain; charset=utf-8";
-	c->http->fn(c->http->owner, sp1 + 1, &r);
-	send_reply(c, &r, head_only);
+	c->http->fn(c->http->owner, req.path, &r);
+	send_reply(c, &r, req.head_only);
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
@@ -281,11 +314,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	}
 	c->len += (size_t)n;
 	c->head[c->len] = '\0';
-	if (strstr(c->head, "\r\n\r\n"))
-		answer(c);
-	else if (c->len >= sizeof c->head - 1)
-		send_error(c, 431, "the request head is larger than 8 KiB",
-		    NULL);
+	answer(c);
 }
 
 static void on_timeout(uv_timer_t *t)

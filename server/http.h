@@ -28,6 +28,32 @@ typedef struct {
 	ks_buf_t body;
 } ks_http_reply_t;
 
+/*
+ * A request head as ks_http_parse_head reads it: a request for PATH (the
+ * target without its query), or the error status to answer with WHY
+ * (and HEADERS, more header lines, or NULL).
+ */
+typedef struct {
+	int status;              /* 0: a request to answer; else 400, 403,
+	                            405, 431 or 505 */
+	const char *why;
+	const char *headers;
+	int head_only;           /* HEAD, not GET */
+	const char *path;        /* inside the head given, NUL-terminated */
+} ks_http_req_t;
+
+/*
+ * Reads the request head HEAD, the LEN bytes a connection has sent so far
+ * (HEAD[LEN] is a NUL; at most KS_HTTP_MAX_HEAD - 1 bytes): 0 while it
+ * needs more bytes, 1 when OUT says what to answer.  With CHECK_HOST a
+ * Host header that does not name a loopback address or localhost is 403.
+ * HEAD is cut into NUL-terminated pieces that OUT points into.  Nothing
+ * after the blank line that ends the head is read; a head that is not
+ * complete at KS_HTTP_MAX_HEAD - 1 bytes is 431.
+ */
+int ks_http_parse_head(char *head, size_t len, int check_host,
+    ks_http_req_t *out);
+
 /* Fills R for PATH (the request target without its query). */
 typedef void ks_http_fn(void *owner, const char *path, ks_http_reply_t *r);
 

@@ -15,8 +15,8 @@
 
 #include <cjson/cJSON.h>
 #include <hiredis/hiredis.h>
-#include <sodium.h>
 
+#include "fleetval.h"
 #include "lookup.h"
 
 /* The uses the memory tier recorded go to the store's pending set (the
@@ -142,14 +142,6 @@ static void remote_refused(ks_srv_t *srv, const ks_flight_t *f,
 	srv->remote_log_quiet = 0;
 }
 
-/* String NAME of object O is WANT. */
-static int meta_is(const cJSON *o, const char *name, const char *want)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-
-	return cJSON_IsString(v) && strcmp(v->valuestring, want) == 0;
-}
-
 /* The artifact of a value Redis had for F's key, or NULL when it is not
  * one this node can serve: signed by a fleet key, for this very key (not
  * a value copied under another), its metadata an object that names this
@@ -157,47 +149,29 @@ static int meta_is(const cJSON *o, const char *name, const char *want)
 static ks_artifact_t *remote_open(ks_srv_t *srv, const ks_flight_t *f,
     const char *v, size_t len)
 {
-	char err[512], hex[KS_HASH_HEX];
-	const cJSON *n;
+	char err[512];
 	ks_artifact_t *a;
 	ks_entry_t e;
 	ks_hash_t sum;
-	cJSON *meta;
-	int ok;
+	int rc;
 
 	if (ks_entry_open(srv->fleet, srv->nfleet, v, len, &e, err,
 	    sizeof err) != KS_OK) {
 		remote_refused(srv, f, err);
 		return NULL;
 	}
+	rc = ks_fleet_entry_binds(&e, &f->key, f->get.identity, &sum, err,
+	    sizeof err);
 #ifdef KS_TEST_PLANT
-	if (srv->remote_planted)
-		goto take;       /* the test build's planted bug: no check */
-#endif
-	if (memcmp(e.key.b, f->key.b, KS_HASH_BYTES) != 0) {
-		remote_refused(srv, f, "a signed entry of another key");
-		return NULL;
-	}
-	ks_hash(e.bytes, e.len, &sum);
-	meta = ks_meta_parse(e.meta, e.meta_len);
-	ks_hash_hex(&f->key, hex);
-	ok = meta && meta_is(meta, "key", hex) &&
-	    meta_is(meta, "compiler", f->get.identity);
-	ks_hash_hex(&sum, hex);
-	n = cJSON_GetObjectItemCaseSensitive(meta, "bytes");
-	ok = ok && meta_is(meta, "artifact", hex) && cJSON_IsNumber(n) &&
-	    n->valuedouble == (double)e.len;
-	cJSON_Delete(meta);
-	if (!ok) {
-		remote_refused(srv, f, "its metadata does not describe this "
-		    "key, compiler and bytes");
-		return NULL;
-	}
-#ifdef KS_TEST_PLANT
-take:
-	if (srv->remote_planted)
+	if (srv->remote_planted) {      /* the test build's planted bug: */
+		rc = KS_OK;             /* every entry that verifies is taken */
 		ks_hash(e.bytes, e.len, &sum);
+	}
 #endif
+	if (rc != KS_OK) {
+		remote_refused(srv, f, err);
+		return NULL;
+	}
 	a = ks_artifact_new_with_sum(&f->key, &sum, e.meta, e.meta_len,
 	    e.bytes, e.len);
 	if (a)
@@ -207,111 +181,20 @@ take:
 
 /* ---- signed fleet values: failure markers and leases ---- */
 
-/*
- * A node acts on a value from Redis only when a fleet key signed it
- * (docs/fleet.md, "What a writer of Redis can do"): a compile's failure
- * marker and a lease are signed entries (proto/entry.h) of the request
- * key with no bytes and the metadata {"kspec": KIND, "node": ..,
- * "expires_ms": .., ...}, hex-encoded.  Bound to its key (a value copied
- * under another key is refused) and to an expiry on the signer's clock (a
- * replayed one is refused once it passed, give or take FLEET_SKEW_MS of
- * clock difference between nodes).
- */
-#define FLEET_SKEW_MS 5000
-
 static const char *node_id(void);
 
-/*
- * The signed value of KIND for KEY, valid for TTL_MS from now, with the
- * members of MORE (an object, may be NULL, taken over), hex, in OUT.
- * KS_OK or an error (no sign key, out of memory).
- */
+/* The signed value of KIND for KEY (fleetval.h), valid for TTL_MS from
+ * now, with the members of MORE (an object, may be NULL, taken over), hex,
+ * in OUT.  KS_OK or an error (no sign key, out of memory). */
 static int fleet_seal(ks_srv_t *srv, const ks_hash_t *key, const char *kind,
     uint64_t ttl_ms, cJSON *more, ks_buf_t *out)
 {
-	cJSON *m = more ? more : cJSON_CreateObject();
-	ks_buf_t sealed;
-	char *meta;
-	int rc;
-
-	if (!srv->can_sign || !m) {
-		cJSON_Delete(m);
+	if (!srv->can_sign) {
+		cJSON_Delete(more);
 		return KS_E_DENIED;
 	}
-	cJSON_AddStringToObject(m, "kspec", kind);
-	cJSON_AddStringToObject(m, "node", node_id());
-	cJSON_AddNumberToObject(m, "expires_ms", (double)ks_wall_ms() +
-	    (double)ttl_ms);
-	meta = cJSON_PrintUnformatted(m);
-	cJSON_Delete(m);
-	if (!meta)
-		return KS_E_NOMEM;
-	ks_buf_init(&sealed);
-	rc = ks_entry_seal(&srv->sign, key, meta, strlen(meta), NULL, 0,
-	    &sealed);
-	free(meta);
-	if (rc == KS_OK)
-		rc = ks_buf_reserve(out, sealed.len * 2 + 1);
-	if (rc == KS_OK) {
-		sodium_bin2hex(out->data + out->len, sealed.len * 2 + 1,
-		    (const unsigned char *)sealed.data, sealed.len);
-		out->len += sealed.len * 2;
-	}
-	ks_buf_close(&sealed);
-	return rc;
-}
-
-/*
- * The metadata of V (LEN hex digits), a signed value of KIND for KEY that
- * has not expired and does not claim to live longer than MAX_TTL_MS: a
- * cJSON object (the caller deletes it), or NULL with WHY said.
- */
-static cJSON *fleet_open(ks_srv_t *srv, const ks_hash_t *key,
-    const char *kind, uint64_t max_ttl_ms, const char *v, size_t len,
-    char *why, size_t whylen)
-{
-	unsigned char *bin = malloc(len / 2 + 1);
-	const cJSON *k, *exp;
-	size_t n = 0;
-	ks_entry_t e;
-	cJSON *m = NULL;
-	double now = (double)ks_wall_ms();
-
-	why[0] = '\0';
-	if (!bin) {
-		snprintf(why, whylen, "out of memory");
-		return NULL;
-	}
-	if (sodium_hex2bin(bin, len / 2 + 1, v, len, NULL, &n, NULL) != 0 ||
-	    ks_entry_open(srv->fleet, srv->nfleet, bin, n, &e, why,
-	    whylen) != KS_OK) {
-		if (n == 0 || why[0] == '\0')
-			snprintf(why, whylen, "not signed by a fleet key");
-		free(bin);
-		return NULL;
-	}
-	if (memcmp(e.key.b, key->b, KS_HASH_BYTES) != 0)
-		snprintf(why, whylen, "a signed %s of another key", kind);
-	else if (!(m = cJSON_ParseWithLength(e.meta, e.meta_len)) ||
-	    !cJSON_IsString(k = cJSON_GetObjectItemCaseSensitive(m,
-	    "kspec")) || strcmp(k->valuestring, kind) != 0 ||
-	    !cJSON_IsNumber(exp = cJSON_GetObjectItemCaseSensitive(m,
-	    "expires_ms")))
-		snprintf(why, whylen, "a signed value that is not a %s", kind);
-	else if (exp->valuedouble + FLEET_SKEW_MS < now)
-		snprintf(why, whylen, "a %s that expired %.0f ms ago", kind,
-		    now - exp->valuedouble);
-	else if (exp->valuedouble > now + (double)(max_ttl_ms +
-	    FLEET_SKEW_MS))
-		snprintf(why, whylen, "a %s that claims to live %.0f ms", kind,
-		    exp->valuedouble - now);
-	else {
-		free(bin);
-		return m;
-	}
-	cJSON_Delete(m);
-	free(bin);
-	return NULL;
+	return ks_fleet_value_seal(&srv->sign, key, kind, node_id(),
+	    (double)ks_wall_ms(), ttl_ms, more, out);
 }
 
 /* ---- the fleet lease (docs/fleet.md, "Fleet-wide single flight") ---- */
@@ -482,6 +365,9 @@ static void on_poll_tick(uv_timer_t *t)
 	lease_poll(t->data);
 }
 
+/* What a marker's message says after it. */
+#define ELSEWHERE " (on another node of the fleet)"
+
 /* Another node's compile of this key failed: its error, ended here too,
  * when a fleet key signed the marker for this key, it has not expired and
  * it is a compile error (the compiler's own verdict, the same on every
@@ -490,29 +376,16 @@ static void lease_failed(lease_t *l, const char *v, size_t len)
 {
 	ks_flight_t *f = l->f;
 	ks_flights_t *flights;
-	const cJSON *code, *text;
-	char msg[512], why[256];
-	cJSON *m;
+	char msg[512], text[sizeof msg - sizeof ELSEWHERE + 1], why[256];
 
-	m = fleet_open(l->srv, &l->key, "fail", KS_LEASE_FAIL_TTL_MS, v, len,
-	    why, sizeof why);
-	if (m && (!cJSON_IsNumber(code = cJSON_GetObjectItemCaseSensitive(m,
-	    "code")) || code->valuedouble != KS_E_COMPILE ||
-	    !cJSON_IsString(text = cJSON_GetObjectItemCaseSensitive(m,
-	    "message")))) {
-		snprintf(why, sizeof why, "a failure marker of another kind "
-		    "than a compile error");
-		cJSON_Delete(m);
-		m = NULL;
-	}
-	if (!m) {
+	if (ks_fleet_fail_open(l->srv->fleet, l->srv->nfleet, &l->key,
+	    (double)ks_wall_ms(), v, len, text, sizeof text, why,
+	    sizeof why) != KS_OK) {
 		remote_refused(l->srv, f, why);
 		lease_compile_here(l);
 		return;
 	}
-	snprintf(msg, sizeof msg, "%s (on another node of the fleet)",
-	    text->valuestring);
-	cJSON_Delete(m);
+	snprintf(msg, sizeof msg, "%s" ELSEWHERE, text);
 	l->f = NULL;
 	flights = &l->srv->flights;
 	lease_free(l);
@@ -544,35 +417,27 @@ static int take_token(lease_t *l, const redisReply *v)
  * polls check a signature once and then only its expiry. */
 static int lease_is_signed(lease_t *l, const char *v, size_t len)
 {
-	const char *colon = memrchr(v, ':', len);
-	const cJSON *exp;
+	double expires;
 	char why[256];
-	cJSON *m = NULL;
 
 	if (l->seen && l->seen_len == len && memcmp(l->seen, v, len) == 0) {
-		if (l->seen_expires + FLEET_SKEW_MS >= (double)ks_wall_ms())
+		if (l->seen_expires + KS_FLEET_SKEW_MS >= (double)ks_wall_ms())
 			return 1;
 		snprintf(why, sizeof why, "a lease that expired");
-	} else if (colon) {
-		m = fleet_open(l->srv, &l->key, "lease", KS_LEASE_TTL_MS, v,
-		    (size_t)(colon - v), why, sizeof why);
-	} else {
-		snprintf(why, sizeof why, "a lease that is not signed:token");
+	} else if (ks_fleet_lease_open(l->srv->fleet, l->srv->nfleet,
+	    &l->key, (double)ks_wall_ms(), v, len, &expires, why,
+	    sizeof why) == KS_OK) {
+		free(l->seen);
+		l->seen = malloc(len);
+		if (l->seen) {
+			memcpy(l->seen, v, len);
+			l->seen_len = len;
+			l->seen_expires = expires;
+		}
+		return 1;
 	}
-	if (!m) {
-		remote_refused(l->srv, l->f, why);
-		return 0;
-	}
-	exp = cJSON_GetObjectItemCaseSensitive(m, "expires_ms");
-	free(l->seen);
-	l->seen = malloc(len);
-	if (l->seen) {
-		memcpy(l->seen, v, len);
-		l->seen_len = len;
-		l->seen_expires = exp->valuedouble;
-	}
-	cJSON_Delete(m);
-	return 1;
+	remote_refused(l->srv, l->f, why);
+	return 0;
 }
 
 static void on_acquire(void *ctx, int rc, const redisReply *rep)

@@ -1,0 +1,364 @@
+/*
+ * Writes the seed corpus of the fuzz targets, fuzz/corpus/TARGET/NAME
+ * (`make fuzz-corpus`; the files are committed).  Real examples, made by
+ * the project's own code where it makes them: request headers as clients
+ * send them, header pairs for the fast path, HTTP request heads, entries
+ * and bundles sealed with the fuzzers' key, and the values a node puts in
+ * Redis for the corpus's key at the fuzzers' clock (fuzz.h), so that they
+ * verify when the targets read them.
+ *
+ * Usage: fuzz-seeds DIR (the corpus folder, fuzz/corpus).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+#include <sodium.h>
+
+#include "../server/fleetval.h"
+#include "../server/lookup.h"
+#include "../server/remote.h"
+#include "fuzz.h"
+
+static const char *root;
+static int written;
+
+static void put(const char *target, const char *name, const void *p,
+    size_t n)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/%s", root, target);
+	if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+		perror(path);
+		exit(1);
+	}
+	snprintf(path, sizeof path, "%s/%s/%s", root, target, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
+		perror(path);
+		exit(1);
+	}
+	written++;
+}
+
+static void puts_to(const char *target, const char *name, const char *s)
+{
+	put(target, name, s, strlen(s));
+}
+
+/* ---- request headers ---- */
+
+#define GEMV "\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\"," \
+	"\"shape\":{\"M\":1,\"N\":4096,\"K\":4096}"
+
+static const struct {
+	const char *name, *header;
+} requests[] = {
+	{ "ping", "{\"op\":\"ping\",\"id\":1}" },
+	{ "hello", "{\"op\":\"hello\",\"id\":2}" },
+	{ "get", "{\"op\":\"get\",\"id\":3," GEMV "}" },
+	{ "get-every-field", "{\"id\":4,\"op\":\"get\",\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"target\":\"x86-64\",\"format\":\"so\","
+	    "\"dtype\":\"bf16\",\"wdtype\":\"bf16\",\"mode\":\"fast\","
+	    "\"return\":\"meta\",\"shape\":{\"N\":64,\"K\":64},"
+	    "\"dynamic\":[\"M\"],\"deployment\":\"llama-8b\"}" },
+	{ "get-rmsnorm", "{\"kernel\":\"rmsnorm\",\"op\":\"get\","
+	    "\"dtype\":\"f16\",\"backend\":\"cpu\",\"shape\":{\"H\":128},"
+	    "\"dynamic\":[\"R\"],\"mode\":\"fast\"}" },
+	{ "get-opencl", "{\"op\":\"get\",\"kernel\":\"softmax\","
+	    "\"backend\":\"opencl\",\"dtype\":\"f32\","
+	    "\"shape\":{\"R\":2,\"L\":32}}" },
+	{ "get-spaces", " { \"op\" : \"get\" , \"kernel\" : \"gemm\" , "
+	    "\"backend\" : \"cpu\" , \"dtype\" : \"f32\" , \"shape\" : "
+	    "{ \"M\" : 1 , \"N\" : 64 , \"K\" : 64 } }\n" },
+	{ "explain", "{\"op\":\"explain\",\"id\":5," GEMV "}" },
+	{ "stats", "{\"op\":\"stats\"}" },
+	{ "kernels", "{\"op\":\"kernels\"}" },
+	{ "list", "{\"op\":\"list\",\"kernel\":\"gemm\",\"backend\":\"cpu\","
+	    "\"target\":\"auto\",\"offset\":10,\"limit\":50}" },
+	{ "evict-key", "{\"op\":\"evict\",\"key\":\"0123abcd\"}" },
+	{ "evict-stale", "{\"op\":\"evict\",\"stale\":true,"
+	    "\"dry_run\":true}" },
+	{ "evict-all", "{\"op\":\"evict\",\"all\":true}" },
+	{ "warm", "{\"op\":\"warm\",\"id\":6,\"progress\":true,\"items\":["
+	    "{" GEMV "},{\"kernel\":\"rmsnorm\",\"backend\":\"cpu\","
+	    "\"dtype\":\"f32\",\"shape\":{\"R\":4,\"H\":4096}},"
+	    "{\"kernel\":\"gemm\"},7]}" },
+	{ "misses", "{\"op\":\"misses\",\"deployment\":\"llama-8b\"}" },
+	{ "cancel", "{\"op\":\"cancel\",\"id\":7,\"request\":6}" },
+	{ "import", "{\"op\":\"import\",\"path\":\"/srv/kspec/b.kspec\"}" },
+	{ "ready-items", "{\"op\":\"ready\",\"items\":[{" GEMV "}]}" },
+	{ "ready-deployment", "{\"op\":\"ready\",\"deployment\":\"l8\"}" },
+	{ "deploy", "{\"op\":\"deploy\",\"name\":\"l8\",\"items\":[{" GEMV
+	    "}]}" },
+	{ "undeploy", "{\"op\":\"undeploy\",\"name\":\"l8\"}" },
+	{ "deployments", "{\"op\":\"deployments\"}" },
+	{ "audit", "{\"op\":\"audit\",\"kernel\":\"gemm\"}" },
+	{ "audit-report", "{\"op\":\"audit\",\"report\":true}" },
+	{ "canary", "{\"op\":\"canary\",\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"status\":true}" },
+	{ "bad-duplicate", "{\"op\":\"ping\",\"id\":9,\"a\":{\"b\":1,"
+	    "\"b\":2}}" },
+	{ "bad-nul-escape", "{\"op\":\"ping\",\"id\\u0000x\":1}" },
+	{ "bad-deep", "{\"op\":\"ping\",\"x\":[[[[[1]]]]]}" },
+	{ "bad-shape", "{\"op\":\"get\",\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":{\"M\":1.5}}" },
+	{ "bad-trailing", "{\"op\":\"ping\"} {}" },
+	{ "bad-id", "{\"op\":\"ping\",\"id\":9007199254740994}" },
+};
+
+/* ---- fast path pairs: A, a NUL, B ---- */
+
+static const struct {
+	const char *name, *a, *b;
+} pairs[] = {
+	/* B is A with another id: a hit. */
+	{ "same-get-new-id", "{\"id\":1,\"op\":\"get\"," GEMV "}",
+	    "{\"id\":2,\"op\":\"get\"," GEMV "}" },
+	{ "id-last", "{\"op\":\"get\"," GEMV ",\"id\":10}",
+	    "{\"op\":\"get\"," GEMV ",\"id\":9007199254740992}" },
+	{ "no-id", "{\"op\":\"get\"," GEMV "}", "{\"op\":\"get\"," GEMV "}" },
+	{ "meta", "{\"id\":1,\"op\":\"get\"," GEMV ",\"return\":\"meta\"}",
+	    "{\"id\":3,\"op\":\"get\"," GEMV ",\"return\":\"meta\"}" },
+	{ "deployment", "{\"id\":1,\"op\":\"get\"," GEMV
+	    ",\"deployment\":\"l8\"}", "{\"id\":2,\"op\":\"get\"," GEMV
+	    ",\"deployment\":\"l8\"}" },
+	/* B differs after the id: a miss, and the full parse answers. */
+	{ "other-dtype", "{\"id\":1,\"op\":\"get\"," GEMV "}",
+	    "{\"id\":2,\"op\":\"get\",\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"bf16\","
+	    "\"shape\":{\"M\":1,\"N\":4096,\"K\":4096}}" },
+	{ "other-op", "{\"id\":1,\"op\":\"get\"," GEMV "}",
+	    "{\"id\":2,\"op\":\"explain\"," GEMV "}" },
+	/* Ids the scan must not take out. */
+	{ "escaped-id", "{\"i\\u0064\":1,\"op\":\"get\"," GEMV "}",
+	    "{\"i\\u0064\":2,\"op\":\"get\"," GEMV "}" },
+	{ "leading-zero", "{\"id\":1,\"op\":\"get\"," GEMV "}",
+	    "{\"id\":01,\"op\":\"get\"," GEMV "}" },
+	{ "nested-id", "{\"op\":\"get\",\"shape\":{\"id\":1},"
+	    "\"kernel\":\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\"}",
+	    "{\"op\":\"get\",\"shape\":{\"id\":2},\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\"}" },
+	{ "id-as-value", "{\"op\":\"get\",\"kernel\":\"id\"}",
+	    "{\"op\":\"get\",\"kernel\":\"id\"}" },
+	{ "duplicate-id", "{\"id\":1,\"id\":1,\"op\":\"get\"," GEMV "}",
+	    "{\"id\":2,\"id\":1,\"op\":\"get\"," GEMV "}" },
+};
+
+/* ---- HTTP request heads ---- */
+
+static const struct {
+	const char *name, *head;
+} heads[] = {
+	{ "metrics", "GET /metrics HTTP/1.1\r\nHost: localhost:9464\r\n"
+	    "User-Agent: Prometheus/2.42.0\r\nAccept: text/plain\r\n\r\n" },
+	{ "stats-query", "GET /api/stats?t=1 HTTP/1.1\r\n"
+	    "Host: 127.0.0.1:9464\r\n\r\n" },
+	{ "dashboard-head", "HEAD / HTTP/1.0\r\nHost: [::1]:9464\r\n\r\n" },
+	{ "post", "POST /metrics HTTP/1.1\r\nHost: localhost\r\n"
+	    "Content-Length: 3\r\n\r\nx=1" },
+	{ "http2", "GET / HTTP/2.0\r\nHost: localhost\r\n\r\n" },
+	{ "rebound-host", "GET /api/stats HTTP/1.1\r\n"
+	    "Host: rebound.example:9464\r\n\r\n" },
+	{ "no-host", "GET /metrics HTTP/1.1\r\nAccept: */*\r\n\r\n" },
+	{ "host-spaces", "GET /metrics HTTP/1.1\r\nhOsT: \t127.9.9.9 \r\n"
+	    "\r\n" },
+	{ "not-http", "hello\r\n\r\n" },
+	{ "unfinished", "GET /metrics HTTP/1.1\r\nHost: localhost\r\n" },
+	{ "pipelined", "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"
+	    "GET /nowhere HTTP/1.1\r\n\r\n" },
+};
+
+/* ---- entries, bundles and Redis values ---- */
+
+/* An artifact's metadata as the daemon writes it (ks_lookup_meta) for a
+ * cpu gemv whose bytes are BYTES, under KEY. */
+static void artifact_meta(const ks_hash_t *key, const uint8_t *bytes,
+    size_t len, ks_buf_t *meta)
+{
+	static const char hdr[] = "{\"op\":\"get\"," GEMV "}";
+	ks_job_out_t o;
+	ks_request_t r;
+	ks_hash_t sum;
+	ks_get_t g;
+	char err[512];
+
+	if (ks_request_parse(hdr, strlen(hdr), &r, err, sizeof err) ||
+	    ks_keys_normalize(ks_fuzz_keys(), &r.get, &g, err, sizeof err)) {
+		fprintf(stderr, "fuzz-seeds: %s\n", err);
+		exit(1);
+	}
+	g.key = *key;
+	memset(&o, 0, sizeof o);
+	o.len = len;
+	snprintf(o.format, sizeof o.format, "so");
+	snprintf(o.variant, sizeof o.variant, "gemv_m1");
+	snprintf(o.entry, sizeof o.entry, "ks_gemm_gemv_m1");
+	o.params = "[{\"name\":\"x\",\"kind\":\"buffer\"}]";
+	o.launch = "{\"groups\":512}";
+	o.compile_ms = 12.5;
+	ks_hash(bytes, len, &sum);
+	ks_lookup_meta(meta, &g, &o, &sum);
+}
+
+static void seal(const ks_hash_t *key, const ks_buf_t *meta,
+    const uint8_t *bytes, size_t len, ks_buf_t *out)
+{
+	if (ks_entry_seal(ks_fuzz_fleet_secret(), key, meta->data, meta->len,
+	    bytes, len, out) != KS_OK) {
+		fprintf(stderr, "fuzz-seeds: cannot seal\n");
+		exit(1);
+	}
+}
+
+static void entries(void)
+{
+	static const uint8_t so[] = "\x7f" "ELF\x02\x01\x01 a gemv";
+	ks_buf_t meta, e1, e2, b, empty;
+	ks_hash_t k1, k2;
+
+	memset(k1.b, 0x11, sizeof k1.b);
+	memset(k2.b, 0x22, sizeof k2.b);
+	ks_buf_init(&meta);
+	ks_buf_init(&e1);
+	ks_buf_init(&e2);
+	ks_buf_init(&b);
+	ks_buf_init(&empty);
+	artifact_meta(&k1, so, sizeof so - 1, &meta);
+	seal(&k1, &meta, so, sizeof so - 1, &e1);
+	put("entry", "entry", e1.data, e1.len);
+	seal(&k2, &empty, NULL, 0, &e2);
+	put("entry", "entry-empty", e2.data, e2.len);
+	ks_bundle_begin(&b, 2);
+	ks_bundle_add(&b, &e1);
+	ks_bundle_add(&b, &e2);
+	put("entry", "bundle", b.data, b.len);
+	b.len = 0;
+	ks_bundle_begin(&b, 0);
+	put("entry", "bundle-empty", b.data, b.len);
+	ks_buf_close(&meta);
+	ks_buf_close(&e1);
+	ks_buf_close(&e2);
+	ks_buf_close(&b);
+	ks_buf_close(&empty);
+}
+
+/* A failure marker or lease of KIND for KEY made at NOW_MS, as
+ * lookup.c's fleet_seal makes them. */
+static void value(const char *name, const ks_hash_t *key, const char *kind,
+    double now_ms, uint64_t ttl_ms, cJSON *more, const char *token)
+{
+	ks_buf_t v;
+
+	ks_buf_init(&v);
+	if (ks_fleet_value_seal(ks_fuzz_fleet_secret(), key, kind,
+	    "fuzz-node/1", now_ms, ttl_ms, more, &v) != KS_OK) {
+		fprintf(stderr, "fuzz-seeds: cannot seal a %s\n", kind);
+		exit(1);
+	}
+	if (token)
+		ks_buf_printf(&v, ":%s", token);
+	put("redis", name, v.data, v.len);
+	ks_buf_close(&v);
+}
+
+static cJSON *compile_error(int code)
+{
+	cJSON *m = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(m, "code", code);
+	cJSON_AddStringToObject(m, "message", "gemm.c:12: error: 'x' "
+	    "undeclared");
+	return m;
+}
+
+static void redis_values(void)
+{
+	/* What the redis target seals an artifact's metadata over. */
+	static const uint8_t fuzz_bytes[] = "\x7f" "ELF fuzz";
+	static const uint8_t so[] = "\x7f" "ELF\x02\x01\x01 a gemv";
+	ks_hash_t key, other;
+	ks_buf_t meta, e;
+	char *text;
+	cJSON *m;
+
+	ks_fuzz_value_key(&key);
+	memset(other.b, 0x33, sizeof other.b);
+	ks_buf_init(&meta);
+	ks_buf_init(&e);
+	artifact_meta(&key, so, sizeof so - 1, &meta);
+	seal(&key, &meta, so, sizeof so - 1, &e);
+	put("redis", "artifact", e.data, e.len);
+	e.len = 0;
+	seal(&other, &meta, so, sizeof so - 1, &e);
+	put("redis", "artifact-other-key", e.data, e.len);
+	/* The metadata alone, which the target seals over its own bytes. */
+	meta.len = 0;
+	artifact_meta(&key, fuzz_bytes, sizeof fuzz_bytes - 1, &meta);
+	put("redis", "artifact-meta", meta.data, meta.len);
+
+	value("fail", &key, "fail", KS_FUZZ_NOW_MS, KS_LEASE_FAIL_TTL_MS,
+	    compile_error(KS_E_COMPILE), NULL);
+	value("fail-timeout", &key, "fail", KS_FUZZ_NOW_MS,
+	    KS_LEASE_FAIL_TTL_MS, compile_error(KS_E_COMPILE_TIMEOUT), NULL);
+	value("fail-other-key", &other, "fail", KS_FUZZ_NOW_MS,
+	    KS_LEASE_FAIL_TTL_MS, compile_error(KS_E_COMPILE), NULL);
+	value("lease", &key, "lease", KS_FUZZ_NOW_MS, KS_LEASE_TTL_MS, NULL,
+	    "42");
+	value("lease-expired", &key, "lease", KS_FUZZ_NOW_MS - 60000,
+	    KS_LEASE_TTL_MS, NULL, "43");
+	value("lease-too-long", &key, "lease", KS_FUZZ_NOW_MS,
+	    10 * KS_LEASE_TTL_MS, NULL, "44");
+	value("lease-as-fail", &key, "fail", KS_FUZZ_NOW_MS, KS_LEASE_TTL_MS,
+	    NULL, "45");
+	/* A marker's metadata alone, which the target seals itself. */
+	m = compile_error(KS_E_COMPILE);
+	cJSON_AddStringToObject(m, "kspec", "fail");
+	cJSON_AddStringToObject(m, "node", "fuzz-node/1");
+	cJSON_AddNumberToObject(m, "expires_ms", KS_FUZZ_NOW_MS + 1000);
+	text = cJSON_PrintUnformatted(m);
+	puts_to("redis", "fail-meta", text);
+	free(text);
+	cJSON_Delete(m);
+	puts_to("redis", "lease-meta", "{\"kspec\":\"lease\",\"node\":"
+	    "\"fuzz-node/1\",\"expires_ms\":1800000009000}");
+	ks_buf_close(&meta);
+	ks_buf_close(&e);
+}
+
+int main(int argc, char **argv)
+{
+	size_t i;
+	char buf[8192];
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: fuzz-seeds DIR\n");
+		return 2;
+	}
+	root = argv[1];
+	if (mkdir(root, 0755) != 0 && errno != EEXIST) {
+		perror(root);
+		return 1;
+	}
+	for (i = 0; i < sizeof requests / sizeof requests[0]; i++)
+		puts_to("request", requests[i].name, requests[i].header);
+	for (i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+		size_t na = strlen(pairs[i].a), nb = strlen(pairs[i].b);
+
+		memcpy(buf, pairs[i].a, na);
+		buf[na] = '\0';
+		memcpy(buf + na + 1, pairs[i].b, nb);
+		put("fastpath", pairs[i].name, buf, na + 1 + nb);
+	}
+	for (i = 0; i < sizeof heads / sizeof heads[0]; i++)
+		puts_to("http", heads[i].name, heads[i].head);
+	entries();
+	redis_values();
+	printf("fuzz-seeds: %d files in %s\n", written, root);
+	return 0;
+}
