@@ -906,6 +906,10 @@ int ks_pool_submit(ks_pool_t *p, ks_pool_job_t *pj)
 	pj->err = KS_OK;
 	pj->errmsg[0] = '\0';
 	memset(&pj->out, 0, sizeof pj->out);
+	/* Until a worker takes it (a job ended unsent counts from here). */
+	pj->compile_ms = 0;
+	pj->started_ns = ks_now_ns();
+	pj->pid = 0;
 	w = p->heard;
 	if (w && w->state == WORKER_IDLE && !w->probing)
 		return send_job(w, pj);
