@@ -81,8 +81,12 @@ int ks_exec_launch_json(ks_buf_t *out, const ks_ir_kernel_t *k);
  * (u32 header length, u32 payload length, JSON header, raw payload), one
  * request at a time:
  *
- *   worker -> parent  {"op":"ready","pid":N,"codegen":C,
+ *   worker -> parent  {"op":"ready","pid":N,"channel":V,"codegen":C,
  *                      "fingerprints":["<hex>",...]}       once, at start
+ *   parent -> worker  {"op":"ping","seq":S}
+ *   worker -> parent  {"seq":S,"ok":true}                  at once: the
+ *                      parent's liveness check before it gives work to
+ *                      a worker that has been silent (server/pool.c)
  *   parent -> worker  {"op":"probe","seq":S}
  *   worker -> parent  {"seq":S,"ok":true,"probe":{...},"witness":[...]}
  *                      (ks_exec_probe, ks_exec_witness_paths)
@@ -109,13 +113,20 @@ int ks_exec_launch_json(ks_buf_t *out, const ks_ir_kernel_t *k);
  *                      "rss":B} (or the error that stopped it)
  *
  * rss is the worker's resident set in bytes after the job.  The parent
- * closing its end tells the worker to exit.
+ * closing its end tells the worker to exit.  V is KS_WORKER_CHANNEL: the
+ * parent kills a worker that names another (a change to these messages
+ * changes it).
  */
+
+#define KS_WORKER_CHANNEL 2
 
 /* Largest header and payload either side accepts on the channel. */
 #define KS_WIRE_MAX_HEADER  (1u << 20)
 #define KS_WIRE_MAX_PAYLOAD (256u << 20)
 
+/* The JSON header HDR (LEN bytes, not terminated) of a frame, or NULL
+ * when it is not JSON (or out of memory); free it with cJSON_Delete. */
+struct cJSON *ks_wire_header_parse(const char *hdr, size_t len);
 /* Appends the compile request of JOB (a whole frame) to FRAME. */
 int ks_wire_job_encode(const ks_job_t *job, uint64_t seq, ks_buf_t *frame);
 /* Parses a compile request; the kernel and backend must be this build's.

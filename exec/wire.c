@@ -74,7 +74,7 @@ int ks_wire_job_encode(const ks_job_t *job, uint64_t seq, ks_buf_t *frame)
 	return wire_end(frame, at, 0);
 }
 
-static cJSON *parse_copy(const char *hdr, size_t len)
+cJSON *ks_wire_header_parse(const char *hdr, size_t len)
 {
 	char *text = malloc(len + 1);
 	cJSON *j;
@@ -122,7 +122,7 @@ int ks_wire_job_decode(const char *hdr, size_t len, ks_job_t *job,
 	ks_dim_t dims[2 * KS_MAX_DIMS];
 	const ks_kernel_def_t *def;
 	const cJSON *v, *shape, *dyn;
-	cJSON *j = parse_copy(hdr, len);
+	cJSON *j = ks_wire_header_parse(hdr, len);
 	uint64_t codegen;
 	ks_dtype_t dtype, wdtype;
 	ks_mode_t mode;
@@ -225,7 +225,7 @@ int ks_wire_out_decode(const char *hdr, size_t len, const void *payload,
     size_t plen, uint64_t *seq, int *rc, char *errmsg, size_t errlen,
     ks_job_out_t *out, uint64_t *rss)
 {
-	cJSON *j = parse_copy(hdr, len);
+	cJSON *j = ks_wire_header_parse(hdr, len);
 	const cJSON *ok, *e, *ms;
 	int ret = KS_E_PROTO;
 

@@ -240,8 +240,9 @@ static int send_ready(int fd)
 	ks_buf_init(&b);
 	ks_buf_append(&b, "\0\0\0\0\0\0\0\0", KS_FRAME_PREFIX);
 	at = b.len;
-	ks_buf_printf(&b, "{\"op\":\"ready\",\"pid\":%ld,\"codegen\":%d,"
-	    "\"fingerprints\":[", (long)getpid(), KS_CODEGEN_VERSION);
+	ks_buf_printf(&b, "{\"op\":\"ready\",\"pid\":%ld,\"channel\":%d,"
+	    "\"codegen\":%d,\"fingerprints\":[", (long)getpid(),
+	    KS_WORKER_CHANNEL, KS_CODEGEN_VERSION);
 	all = ks_kernels(&n);
 	for (i = 0; i < n; i++) {
 		const ks_hash_t *h = ks_kernel_fingerprint(all[i]);
@@ -264,31 +265,37 @@ static int send_ready(int fd)
 	return rc;
 }
 
-static int reply_probe(int fd, uint64_t seq)
+/* Answers request SEQ: {"seq":S,"ok":true} with the probe in it when
+ * PROBE, else nothing more (a ping's answer). */
+static int reply_ok(int fd, uint64_t seq, int probe)
 {
 	ks_buf_t b;
 	int rc;
 
 	ks_buf_init(&b);
 	ks_buf_append(&b, "\0\0\0\0\0\0\0\0", KS_FRAME_PREFIX);
+	ks_buf_printf(&b, "{\"seq\":%" PRIu64 ",\"ok\":true", seq);
+	if (probe) {
 #ifdef KS_TEST_PLANT
-	/* A slow probe, for the tests of what a restarted daemon answers
-	 * while its probe runs. */
-	const char *delay = getenv("KSPEC_TEST_PLANT_PROBE_DELAY_MS");
+		/* A slow probe, for the tests of what a restarted daemon
+		 * answers while its probe runs. */
+		const char *delay = getenv("KSPEC_TEST_PLANT_PROBE_DELAY_MS");
 
-	if (delay && *delay) {
-		long ms = strtol(delay, NULL, 10);
-		struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+		if (delay && *delay) {
+			long ms = strtol(delay, NULL, 10);
+			struct timespec ts = { ms / 1000,
+			    (ms % 1000) * 1000000 };
 
-		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-			;
-	}
+			while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+				;
+		}
 #endif
-	ks_buf_printf(&b, "{\"seq\":%" PRIu64 ",\"ok\":true,\"probe\":", seq);
-	ks_exec_probe(&b);
-	/* After the probe: the libraries it loaded are mapped now. */
-	ks_buf_puts(&b, ",\"witness\":");
-	ks_exec_witness_paths(&b);
+		ks_buf_puts(&b, ",\"probe\":");
+		ks_exec_probe(&b);
+		/* After the probe: the libraries it loaded are mapped now. */
+		ks_buf_puts(&b, ",\"witness\":");
+		ks_exec_witness_paths(&b);
+	}
 	ks_buf_puts(&b, "}");
 	if (!b.data)
 		return -1;
@@ -365,18 +372,11 @@ static int reply_compile(int fd, const char *hdr, size_t len)
 static const char *op_of(const char *hdr, size_t len, uint64_t *seq)
 {
 	static char op[16];
-	char *text = malloc(len + 1);
+	cJSON *j = ks_wire_header_parse(hdr, len);
 	const cJSON *v;
-	cJSON *j;
 
 	op[0] = '\0';
 	*seq = 0;
-	if (!text)
-		return op;
-	memcpy(text, hdr, len);
-	text[len] = '\0';
-	j = cJSON_Parse(text);
-	free(text);
 	v = cJSON_GetObjectItemCaseSensitive(j, "op");
 	if (cJSON_IsString(v))
 		snprintf(op, sizeof op, "%s", v->valuestring);
@@ -436,7 +436,9 @@ int ks_worker_main(int fd, uint64_t memory_bytes, long parent)
 		if (strcmp(op, "compile") == 0 || strcmp(op, "canary") == 0)
 			rc = reply_compile(fd, hdr, hl);
 		else if (strcmp(op, "probe") == 0)
-			rc = reply_probe(fd, seq);
+			rc = reply_ok(fd, seq, 1);
+		else if (strcmp(op, "ping") == 0)
+			rc = reply_ok(fd, seq, 0);
 		else
 			rc = -1;
 		if (rc != 0) {

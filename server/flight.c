@@ -252,19 +252,39 @@ int ks_flight_job_fill(const ks_keys_t *keys, const ks_get_t *g,
 	return KS_OK;
 }
 
+/*
+ * The next flight to start, or NULL: while the pool can take an ordinary
+ * job, the first of the highest priority in fair order; else, while its
+ * reserve is free, the next get of a client that has nothing compiling
+ * (pool.h).  A client's backlog never takes the reserve, so another
+ * client's cold get is never queued behind it.
+ */
+static ks_sched_item_t *next_flight(ks_flights_t *set, int *reserve)
+{
+	ks_sched_item_t *it = NULL;
+	int p;
+
+	*reserve = 0;
+	if (ks_pool_idle(set->pool) > 0) {
+		for (p = 0; p < KS_PRIO_COUNT && !it; p++)
+			it = ks_sched_pop(&set->queue[p]);
+		return it;
+	}
+	if (!ks_pool_reserve_idle(set->pool))
+		return NULL;
+	*reserve = 1;
+	return ks_sched_pop_lone(&set->queue[KS_PRIO_GET]);
+}
+
 void ks_flights_dispatch(ks_flights_t *set)
 {
 	ks_sched_item_t *it;
 	ks_flight_t *f;
-	int p, rc;
+	int reserve, rc;
 
 	if (set->first)
 		set->first(set);
-	while (!set->stopping && ks_pool_idle(set->pool) > 0) {
-		for (p = 0, it = NULL; p < KS_PRIO_COUNT && !it; p++)
-			it = ks_sched_pop(&set->queue[p]);
-		if (!it)
-			return;
+	while (!set->stopping && (it = next_flight(set, &reserve))) {
 		f = FLIGHT_OF(it);
 		if (!flight_wanted(f)) {
 			/* Every client of it went away: compile nothing. */
@@ -275,6 +295,7 @@ void ks_flights_dispatch(ks_flights_t *set)
 		}
 		set->queue_ns += ks_now_ns() - f->created_ns;
 		f->pj.done = job_done;
+		f->pj.reserve = reserve;
 		rc = ks_flight_job_fill(set->keys, &f->get, &f->pj);
 		if (rc == KS_OK)
 			rc = ks_pool_submit(set->pool, &f->pj);

@@ -204,6 +204,11 @@ static void compiles(ks_buf_t *b, ks_srv_t *srv, const census_t *cs)
 	    "memory limit.", srv->pool.ooms);
 	counter(b, "kspec_worker_recycles_total", "Workers replaced after "
 	    "their job or memory budget.", srv->pool.recycled);
+	counter(b, "kspec_worker_unresponsive_total", "Idle workers killed "
+	    "for missing a ping before a job.", srv->pool.unresponsive);
+	counter(b, "kspec_reserve_compiles_total", "Compiles run on the "
+	    "reserve worker: a get of a client with nothing else compiling, "
+	    "while the other workers were busy.", srv->pool.reserve_jobs);
 	ks_prom_head(b, "kspec_audits_total", "counter", "Stored entries "
 	    "compiled again by the key audit, by result.");
 	for (j = 0; j < KS_AUDIT_COUNT; j++) {

@@ -149,6 +149,8 @@ static void worker_one(void *ctx, const ks_worker_t *w)
 		    "\"backend\":\"%s\",\"job_ms\":%.1f", hex,
 		    w->job->job.spec.def->name, w->job->job.backend->name,
 		    (double)(in->now - w->job_ns) / 1e6);
+		if (w->job->reserve)
+			ks_buf_puts(in->out, ",\"reserve\":true");
 	}
 	ks_buf_printf(in->out, ",\"jobs\":%" PRIu64 ",\"rss\":%" PRIu64
 	    ",\"age_s\":%.1f}", w->jobs, w->rss,
@@ -359,12 +361,15 @@ void ks_stats_fields(ks_srv_t *srv, ks_buf_t *out)
 	json_counter(out, "worker_ooms", srv->pool.ooms);
 	json_counter(out, "worker_retries", srv->pool.retries);
 	json_counter(out, "worker_recycles", srv->pool.recycled);
+	json_counter(out, "worker_unresponsive", srv->pool.unresponsive);
+	json_counter(out, "reserve_compiles", srv->pool.reserve_jobs);
 	ks_buf_printf(out, ",\"limits\":{\"workers\":%d,"
+	    "\"reserve_workers\":%d,"
 	    "\"compile_timeout_s\":%" PRIu64 ",\"worker_memory\":%" PRIu64
 	    ",\"worker_jobs\":%" PRIu64 ",\"worker_rss\":%" PRIu64
 	    ",\"connections\":%d,\"connections_per_user\":%d,"
 	    "\"idle_timeout_s\":%" PRIu64 ",\"read_timeout_s\":%" PRIu64 "}",
-	    srv->cfg.workers, srv->cfg.compile_timeout_s,
+	    srv->cfg.workers, KS_POOL_RESERVE, srv->cfg.compile_timeout_s,
 	    srv->cfg.worker_memory, srv->cfg.worker_jobs, srv->cfg.worker_rss,
 	    srv->conns.lim.max, srv->conns.lim.max_per_user,
 	    srv->cfg.idle_timeout_s, srv->cfg.read_timeout_s);

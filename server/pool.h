@@ -4,20 +4,41 @@
  * job per worker at a time; the flight layer decides which job goes next.
  *
  * Worker states:
- *   STARTING  spawned, not yet ready (its ready message names its code
- *             generation and kernel fingerprints, which must be ours);
+ *   STARTING  spawned, not yet ready (its ready message names its channel
+ *             version, code generation and kernel fingerprints, which
+ *             must be ours);
  *   IDLE      ready for a job;
+ *   CHECKING  pinged before it is given work: back to IDLE (and given
+ *             the work) when it answers, killed and counted as
+ *             unresponsive when it does not within PING_DEADLINE_MS
+ *             (pool.c);
  *   BUSY      running one job, under the compile deadline;
  *   RETIRING  done with its last job (recycled after KS_WORKER_JOBS jobs
- *             or above the RSS limit) or the daemon is stopping: its
- *             channel is closed and it exits; a replacement is started
- *             at once;
+ *             or above the RSS limit), found unresponsive, or the daemon
+ *             is stopping: its channel is closed and it exits (or is
+ *             killed); a replacement is started at once;
  *   DEAD      its process has ended; freed once its handles are closed.
  * A worker that dies while BUSY ends its job: a timeout is
  * E_COMPILE_TIMEOUT, a death at the memory limit E_COMPILE_OOM, any other
  * death is retried once on another worker and then E_COMPILE_CRASHED.  A
  * replacement is started for every worker that ends, after a growing
  * pause when workers keep failing to start.
+ *
+ * A job is sent only to a worker that has just answered: the one whose
+ * result (or ready message, or pong) the loop is handling, or else, while
+ * the pool holds the job in its queue with the retries, the first idle
+ * worker to answer a ping.  A stopped or hung idle worker therefore costs
+ * a job at most PING_DEADLINE_MS (and, when no other worker answers, a
+ * replacement's start), never the compile deadline.
+ *
+ * The reserve.  The pool runs OPTS.workers workers plus KS_POOL_RESERVE
+ * more, and counts jobs in two slots: at most OPTS.workers ordinary jobs
+ * run at once (ks_pool_idle), and the reserve's KS_POOL_RESERVE jobs only
+ * when the flight layer says so (ks_pool_job_t.reserve; it gives the
+ * reserve only a get of a client that has nothing else compiling).  So a
+ * client's backlog never holds every worker: another client's cold get
+ * starts at once, or after at most one compile, on the reserve, whatever
+ * the backlog (docs/architecture.md, "Scheduling").
  */
 #ifndef KS_SERVER_POOL_H
 #define KS_SERVER_POOL_H
@@ -38,6 +59,7 @@ struct ks_pool_job {
 	ks_hash_t key;                      /* in: for stats and logs */
 	uint64_t timeout_ms;                /* in: its deadline when the pool
 	                                       has one (0: the pool's) */
+	int reserve;                        /* in: runs in the reserve slot */
 	/* Called once on the loop thread when the job ended, with err and
 	 * out (KS_OK) or errmsg (an error) filled. */
 	void (*done)(ks_pool_job_t *pj);
@@ -49,11 +71,14 @@ struct ks_pool_job {
 	pid_t pid;                          /* the worker that ran it last */
 	/* The pool's. */
 	int attempts;                       /* workers that died running it */
-	ks_pool_job_t *next;                /* the retry queue */
+	ks_pool_job_t *next;                /* the pool's queue */
 };
 
-enum { WORKER_STARTING, WORKER_IDLE, WORKER_BUSY, WORKER_RETIRING,
-    WORKER_DEAD };
+enum { WORKER_STARTING, WORKER_IDLE, WORKER_CHECKING, WORKER_BUSY,
+    WORKER_RETIRING, WORKER_DEAD };
+
+/* Workers beyond --workers, for the reserve slot (above). */
+#define KS_POOL_RESERVE 1
 
 struct ks_worker {
 	ks_pool_t *pool;
@@ -62,12 +87,13 @@ struct ks_worker {
 	int pidfd;
 	uv_poll_t exitw;                    /* readable once the process ended */
 	uv_pipe_t chan;                     /* the socketpair */
-	uv_timer_t deadline;                /* start or compile deadline */
+	uv_timer_t deadline;                /* start, ping or compile
+	                                       deadline */
 	int open_handles;                   /* freed when it reaches 0 */
 	int chan_open;
 	ks_buf_t in;                        /* received bytes */
 	ks_pool_job_t *job;                 /* BUSY */
-	uint64_t seq;                       /* of the job or probe sent */
+	uint64_t seq;                       /* of the job, probe or ping sent */
 	int probing;                        /* the probe was sent to it */
 	int timed_out;                      /* killed by the deadline */
 	const char *why;                    /* a reason it was killed */
@@ -79,7 +105,8 @@ struct ks_worker {
 };
 
 typedef struct {
-	int workers;                        /* processes */
+	int workers;                        /* ordinary slots (processes, less
+	                                       the reserve) */
 	uint64_t timeout_ms;                /* per compile */
 	uint64_t memory_bytes;              /* per worker (RLIMIT_DATA) */
 	uint64_t recycle_jobs;              /* jobs before a worker retires */
@@ -94,13 +121,16 @@ struct ks_pool {
 	char exe[64];                       /* its /proc path */
 	ks_worker_t *workers;               /* every live worker process */
 	int nlive;                          /* not RETIRING or DEAD */
-	ks_pool_job_t *retry_head, *retry_tail;
+	/* Jobs taken and not on a worker: new ones waiting for a worker that
+	 * answered, and retries. */
+	ks_pool_job_t *queue_head, *queue_tail;
 	int stopping;
 	uv_timer_t respawn;                 /* the pause after start failures */
 	uv_signal_t sigchld;                /* without pidfds only */
 	int failing;                        /* start failures in a row */
 	int paused;                         /* the pause has passed */
 	uint64_t next_seq;
+	ks_worker_t *heard;                 /* whose message is being handled */
 	/* A worker became idle (the flight layer dispatches). */
 	void (*on_idle)(ks_pool_t *p);
 	/* The probe's outcome: RC, and on success the probe's JSON and its
@@ -117,6 +147,8 @@ struct ks_pool {
 	uint64_t ooms;
 	uint64_t retries;
 	uint64_t recycled;
+	uint64_t unresponsive;              /* idle workers that missed a ping */
+	uint64_t reserve_jobs;              /* jobs sent in the reserve slot */
 };
 
 /* Starts OPTS.workers processes. */
@@ -129,10 +161,14 @@ void ks_pool_probe(ks_pool_t *p);
  * job.  The loop runs until every worker has ended. */
 void ks_pool_stop(ks_pool_t *p);
 void ks_pool_close(ks_pool_t *p);
-/* How many more jobs the pool can start now. */
+/* How many more ordinary jobs the pool can take now. */
 int ks_pool_idle(const ks_pool_t *p);
-/* Starts PJ on an idle worker.  On failure (a negative ks error) PJ's
- * done is not called. */
+/* 1 when the pool can take a job in the reserve slot now. */
+int ks_pool_reserve_idle(const ks_pool_t *p);
+/* Takes PJ (in the slot PJ->reserve names): starts it on a worker that
+ * answered recently, or holds it until one does.  KS_E_BUSY when its slot
+ * is full; on any failure (a negative ks error) PJ's done is not
+ * called. */
 int ks_pool_submit(ks_pool_t *p, ks_pool_job_t *pj);
 /* Calls FN for every worker process. */
 void ks_pool_each(ks_pool_t *p, void (*fn)(void *ctx, const ks_worker_t *w),

@@ -155,30 +155,38 @@ void ks_sched_finish(ks_sched_t *s, ks_sched_item_t *it)
 	settle(s, c);
 }
 
-/* 1 when some client of U has an item queued. */
-static int user_waiting(const ks_sched_user_t *u)
+/* 1 when C may go next: it has an item queued and, for a pop of a lone
+ * client only, nothing running. */
+static int eligible(const ks_sched_client_t *c, int lone)
+{
+	return c->head && (!lone || c->running == 0);
+}
+
+/* 1 when some client of U is eligible. */
+static int user_waiting(const ks_sched_user_t *u, int lone)
 {
 	const ks_sched_client_t *c;
 
 	for (c = u->clients; c; c = c->next)
-		if (c->head)
+		if (eligible(c, lone))
 			return 1;
 	return 0;
 }
 
-ks_sched_item_t *ks_sched_pop(ks_sched_t *s)
+static ks_sched_item_t *pop(ks_sched_t *s, int lone)
 {
 	ks_sched_user_t *u, *best_u = NULL;
 	ks_sched_client_t *c, *best_c = NULL;
 	ks_sched_item_t *it;
 
 	for (u = s->users; u; u = u->next)
-		if ((!best_u || u->vtime < best_u->vtime) && user_waiting(u))
+		if ((!best_u || u->vtime < best_u->vtime) &&
+		    user_waiting(u, lone))
 			best_u = u;
 	if (!best_u)
 		return NULL;
 	for (c = best_u->clients; c; c = c->next)
-		if (c->head && (!best_c || c->vtime < best_c->vtime))
+		if (eligible(c, lone) && (!best_c || c->vtime < best_c->vtime))
 			best_c = c;
 	it = best_c->head;
 	s->vtime = best_u->vtime;
@@ -189,4 +197,14 @@ ks_sched_item_t *ks_sched_pop(ks_sched_t *s)
 	it->running = 1;
 	best_c->running++;
 	return it;
+}
+
+ks_sched_item_t *ks_sched_pop(ks_sched_t *s)
+{
+	return pop(s, 0);
+}
+
+ks_sched_item_t *ks_sched_pop_lone(ks_sched_t *s)
+{
+	return pop(s, 1);
 }

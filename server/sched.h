@@ -61,6 +61,10 @@ int ks_sched_push(ks_sched_t *s, ks_sched_item_t *it, uint32_t uid,
 /* Takes the next item (see above), or NULL when empty; it is running
  * until ks_sched_finish. */
 ks_sched_item_t *ks_sched_pop(ks_sched_t *s);
+/* Takes the next item, in the same order, among the clients that have
+ * nothing running (a lone client: the pool's reserve, pool.h), or NULL
+ * when none has one queued. */
+ks_sched_item_t *ks_sched_pop_lone(ks_sched_t *s);
 /* A popped item has ended. */
 void ks_sched_finish(ks_sched_t *s, ks_sched_item_t *it);
 /* Takes a queued IT out of the queue. */

@@ -206,7 +206,10 @@ Test(metrics, promtool_accepts_it_and_the_counters_move)
 	    "{tier=\"memory\",le=\"+Inf\"}"), 1);
 	cr_assert_gt(sample(after, "kspec_store_bytes"), 0);
 	cr_assert_eq(sample(after, "kspec_store_entries"), 1);
-	cr_assert_eq(sample(after, "kspec_workers{state=\"idle\"}"), 1);
+	/* --workers 1 and the reserve. */
+	cr_assert_eq(sample(after, "kspec_workers{state=\"idle\"}"), 2);
+	cr_assert_eq(sample(after, "kspec_worker_unresponsive_total"), 0);
+	cr_assert_eq(sample(after, "kspec_reserve_compiles_total"), 0);
 	cr_assert_eq(sample(after, "kspec_compiles_queued"), 0);
 
 	/* The checker catches a planted mistake: a counter without its

@@ -180,3 +180,55 @@ Test(sched, a_removed_job_is_never_popped)
 	free(b);
 	ks_sched_close(&q.s);
 }
+
+/*
+ * The reserve's pop (ks_sched_pop_lone, or POP when planted): clients 1
+ * and 2 each queue two jobs, and one job of each runs.  Returns the job
+ * the lone pop gives then (none: both clients have one running), and
+ * after client 1's job finished, in *AFTER (client 1's second job).
+ */
+static job_t *lone_pop_of_busy_clients(ks_sched_item_t *(*pop)(ks_sched_t *),
+    job_t **after)
+{
+	ks_sched_t s;
+	job_t *jobs[4], *got, *first, *second;
+	int i;
+
+	ks_sched_init(&s);
+	for (i = 0; i < 4; i++) {
+		jobs[i] = job(0, 1 + (uint64_t)(i / 2), i % 2);
+		cr_assert_eq(ks_sched_push(&s, &jobs[i]->it, 0, jobs[i]->client),
+		    0);
+	}
+	first = (job_t *)ks_sched_pop(&s);
+	second = (job_t *)ks_sched_pop(&s);
+	cr_assert_neq(first->client, second->client);
+	got = (job_t *)pop(&s);
+	if (!got) {
+		ks_sched_finish(&s, &jobs[0]->it);
+		*after = (job_t *)pop(&s);
+	}
+	ks_sched_close(&s);
+	for (i = 0; i < 4; i++)
+		free(jobs[i]);
+	return got;
+}
+
+Test(sched, the_lone_pop_takes_only_a_client_with_nothing_running)
+{
+	job_t *after = NULL;
+
+	cr_assert_null(lone_pop_of_busy_clients(ks_sched_pop_lone, &after),
+	    "a client with a job running took the reserve");
+	cr_assert(after, "client 1 went lone and got nothing");
+	cr_assert_eq(after->client, 1);
+	cr_assert_eq(after->seq, 1);
+}
+
+Test(sched, the_lone_checker_rejects_a_plain_pop)
+{
+	job_t *after = NULL;
+
+	cr_assert_not_null(lone_pop_of_busy_clients(ks_sched_pop, &after),
+	    "the checker would pass a pop that ignores running jobs");
+}

@@ -95,6 +95,28 @@ static int worker_pids(const char *state, pid_t *pids, int max)
 	return n;
 }
 
+/* How many worker processes the daemon keeps: --workers and the reserve
+ * (stats' limits). */
+static int worker_count(void)
+{
+	cJSON *s = stats();
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(s, "limits");
+	int n = (int)(e2e_num(l, "workers") + e2e_num(l, "reserve_workers"));
+
+	cJSON_Delete(s);
+	return n;
+}
+
+/* Waits until the daemon's every worker is ready; returns their pids. */
+static int wait_ready(pid_t *pids, int max)
+{
+	int i, n = worker_count();
+
+	for (i = 0; i < 500 && worker_pids("idle", pids, max) < n; i++)
+		usleep(10000);
+	return worker_pids("idle", pids, max);
+}
+
 /* Waits until N workers are compiling at once; returns their pids. */
 static int wait_compiling(int n, pid_t *pids, double deadline_ms)
 {
@@ -208,12 +230,15 @@ Test(workers, killed_worker_is_retried_and_every_waiter_answered)
 	e2e_reply_free(&r);
 	for (i = 0; i < 200; i++) {
 		n = worker_pids(NULL, after, 8);
-		if (n == 2 && after[0] != busy[0] && after[1] != busy[0])
+		if (n == 3 && after[0] != busy[0] && after[1] != busy[0] &&
+		    after[2] != busy[0])
 			break;
 		usleep(20000);
 	}
-	cr_assert_eq(n, 2, "the killed worker was not replaced");
-	cr_assert(after[0] != busy[0] && after[1] != busy[0]);
+	/* Two workers and the reserve. */
+	cr_assert_eq(n, 3, "the killed worker was not replaced");
+	cr_assert(after[0] != busy[0] && after[1] != busy[0] &&
+	    after[2] != busy[0]);
 	cr_assert(pid_gone(busy[0]));
 	close(a);
 	close(b);
@@ -315,50 +340,97 @@ Test(workers, two_workers_compile_at_the_same_time)
 	close(b);
 }
 
-Test(workers, a_light_client_goes_before_a_heavy_clients_queue)
+/* 1 when FD has something to read now. */
+static int readable(int fd)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+
+	return poll(&p, 1, 0) == 1;
+}
+
+/*
+ * The reserve: one worker, a client with a backlog whose first compile
+ * is slow, and another client's cold get.  The backlog holds the one
+ * ordinary worker and never the reserve; the lone get runs on the
+ * reserve and is answered while the backlog's first compile still runs
+ * (without the reserve it waits for that compile, whose reply comes
+ * first).
+ */
+Test(workers, a_lone_get_runs_on_the_reserve_beside_another_clients_backlog)
 {
 	static const char *const extra[] = { "--workers", "1", NULL };
-	int heavy, light, i, heavy_done = 0, light_after = -1;
+	int heavy, light, i;
 	pid_t busy[8];
 	e2e_reply_t r;
 
-	/* The heavy client's first compile is slow, so its others queue. */
-	start("delay/800:N=4132", extra);
+	start("delay/2500:N=4132", extra);
 	heavy = e2e_connect(D.sock);
 	light = e2e_connect(D.sock);
 	cr_assert(heavy >= 0 && light >= 0);
-	for (i = 0; i < 6; i++)
+	for (i = 0; i < 4; i++)
 		cr_assert_eq(e2e_send(heavy, get_n(i, 4132 + 4 * i)), 0);
 	cr_assert_eq(wait_compiling(1, busy, 10000), 1);
-	cr_assert_eq(e2e_send(light, get_n(100, 5000)), 0);
-	/* One worker: replies come in dispatch order. */
-	while (heavy_done < 6) {
-		struct pollfd p[2] = { { heavy, POLLIN, 0 },
-		    { light, POLLIN, 0 } };
+	usleep(200000);
+	cr_assert_eq(worker_pids("compiling", busy, 8), 1, "the backlog took "
+	    "the reserve");
+	cr_assert_eq(counter("reserve_compiles"), 0);
 
-		cr_assert_gt(poll(p, 2, 20000), 0, "no reply");
-		if (p[1].revents & POLLIN) {
-			cr_assert_eq(e2e_recv(light, &r), 0);
-			cr_assert(e2e_ok(&r));
-			e2e_reply_free(&r);
-			light_after = heavy_done;
-			p[1].fd = -1;
-			continue;
-		}
-		cr_assert_eq(e2e_recv(heavy, &r), 0);
+	cr_assert_eq(e2e_send(light, get_n(100, 5000)), 0);
+	cr_assert_eq(recv_within(light, &r, 20000), 0);
+	cr_assert(e2e_ok(&r), "%s", cJSON_PrintUnformatted(r.h));
+	e2e_reply_free(&r);
+	cr_assert(!readable(heavy), "the lone get waited for the backlog's "
+	    "running compile");
+	cr_assert_eq(counter("reserve_compiles"), 1);
+	for (i = 0; i < 4; i++) {
+		cr_assert_eq(recv_within(heavy, &r, 20000), 0);
 		cr_assert(e2e_ok(&r));
 		e2e_reply_free(&r);
-		heavy_done++;
 	}
-	if (light_after < 0) {
-		cr_assert_eq(recv_within(light, &r, 10000), 0);
-		e2e_reply_free(&r);
-		light_after = 6;
-	}
-	cr_assert_eq(light_after, 1, "the light client's compile ran after %d "
-	    "of the heavy client's, not after the one running", light_after);
+	/* The backlog ran on the ordinary worker alone. */
+	cr_assert_eq(counter("reserve_compiles"), 1);
 	close(heavy);
 	close(light);
+}
+
+/*
+ * The liveness check: every idle worker is stopped (SIGSTOP), as a hung
+ * or frozen worker would be, and a get comes.  Each is pinged before it
+ * is given the job, misses the ping's deadline, and is killed and
+ * replaced; a replacement compiles the get.  Without the check the job
+ * goes to a stopped worker and waits for the compile deadline.
+ */
+Test(workers, a_stopped_idle_worker_is_found_by_a_ping_before_it_gets_a_job)
+{
+	static const char *const extra[] = { "--workers", "1",
+	    "--compile-timeout", "60", NULL };
+	pid_t idle[8];
+	e2e_reply_t r;
+	double t;
+	int fd, i, n;
+
+	start(NULL, extra);
+	n = wait_ready(idle, 8);
+	cr_assert_eq(n, worker_count());
+	for (i = 0; i < n; i++)
+		cr_assert_eq(kill(idle[i], SIGSTOP), 0);
+	fd = e2e_connect(D.sock);
+	cr_assert_geq(fd, 0);
+	t = now_ms();
+	cr_assert_eq(e2e_send(fd, get_n(1, 4160)), 0);
+	cr_assert_eq(recv_within(fd, &r, 20000), 0, "no reply: the job went "
+	    "to a stopped worker");
+	cr_log_info("the get answered in %.0f ms", now_ms() - t);
+	cr_assert(e2e_ok(&r), "%s", cJSON_PrintUnformatted(r.h));
+	cr_assert_str_eq(e2e_str(&r, "source"), "compiled");
+	e2e_reply_free(&r);
+	close(fd);
+	cr_assert_eq(counter("worker_unresponsive"), n);
+	cr_assert_eq(counter("worker_timeouts"), 0);
+	cr_assert_eq(counter("worker_crashes"), 0);
+	for (i = 0; i < n; i++)
+		cr_assert(pid_gone(idle[i]), "a stopped worker is still there");
+	still_serving();
 }
 
 Test(workers, compile_ms_is_the_compile_and_queue_time_is_separate)
@@ -366,20 +438,21 @@ Test(workers, compile_ms_is_the_compile_and_queue_time_is_separate)
 	static const char *const extra[] = { "--workers", "1", NULL };
 	e2e_reply_t r;
 	double t0, waited, compile_ms;
-	int a, b;
+	int a;
 
+	/* One client's two gets: the second waits for the first (a lone
+	 * get of another client would run on the reserve). */
 	start("delay/1000:N=4140", extra);
 	a = e2e_connect(D.sock);
-	b = e2e_connect(D.sock);
 	cr_assert_eq(e2e_send(a, get_n(1, 4140)), 0);
 	usleep(100000);
 	t0 = now_ms();
-	cr_assert_eq(e2e_send(b, get_n(2, 4144)), 0);
-	cr_assert_eq(recv_within(b, &r, 20000), 0);
-	waited = now_ms() - t0;
-	compile_ms = e2e_num(r.h, "compile_ms");
+	cr_assert_eq(e2e_send(a, get_n(2, 4144)), 0);
+	cr_assert_eq(recv_within(a, &r, 20000), 0);
 	e2e_reply_free(&r);
 	cr_assert_eq(recv_within(a, &r, 20000), 0);
+	waited = now_ms() - t0;
+	compile_ms = e2e_num(r.h, "compile_ms");
 	e2e_reply_free(&r);
 	cr_log_info("queued get: %.0f ms in all, compile_ms %.1f", waited,
 	    compile_ms);
@@ -387,7 +460,6 @@ Test(workers, compile_ms_is_the_compile_and_queue_time_is_separate)
 	cr_assert_lt(compile_ms + 500, waited, "compile_ms counts the wait");
 	cr_assert_gt(counter("queue_ms_total"), 500);
 	close(a);
-	close(b);
 }
 
 /* "Field:\t..." of /proc/PID/status. */
@@ -437,8 +509,8 @@ Test(workers, workers_are_children_in_their_own_session_with_one_channel)
 	DIR *d;
 
 	start(NULL, extra);
-	n = worker_pids(NULL, pids, 8);
-	cr_assert_eq(n, 2);
+	n = wait_ready(pids, 8);
+	cr_assert_eq(n, 3, "two workers and the reserve");
 	for (i = 0; i < n; i++) {
 		cr_assert_eq(stat_field(pids[i], 4), D.pid, "not a child");
 		cr_assert_neq(stat_field(pids[i], 6), stat_field(D.pid, 6),
@@ -469,37 +541,50 @@ Test(workers, killing_the_daemon_leaves_no_worker_behind)
 
 	start(NULL, extra);
 	n = worker_pids(NULL, pids, 8);
-	cr_assert_eq(n, 2);
+	cr_assert_eq(n, 3, "two workers and the reserve");
 	kill(D.pid, SIGKILL);
 	waitpid(D.pid, &st, 0);
 	D.pid = 0;
-	for (i = 0; i < 250 && !(pid_gone(pids[0]) && pid_gone(pids[1]));
-	    i++)
+	for (i = 0; i < 250 && !(pid_gone(pids[0]) && pid_gone(pids[1]) &&
+	    pid_gone(pids[2])); i++)
 		usleep(20000);
-	cr_assert(pid_gone(pids[0]) && pid_gone(pids[1]), "orphans left");
+	cr_assert(pid_gone(pids[0]) && pid_gone(pids[1]) && pid_gone(pids[2]),
+	    "orphans left");
 }
 
 Test(workers, worker_is_replaced_after_its_job_limit)
 {
 	static const char *const extra[] = { "--workers", "1",
 	    "--worker-jobs", "2", NULL };
-	pid_t first, now;
+	pid_t first[8], now[8], gone = 0;
 	e2e_reply_t r;
-	int i;
+	int i, j, n;
 
 	start(NULL, extra);
-	cr_assert_eq(worker_pids(NULL, &first, 1), 1);
+	n = wait_ready(first, 8);
+	cr_assert_eq(n, 2, "the worker and the reserve");
+	/* Three jobs on two workers: one of them does two. */
 	for (i = 0; i < 3; i++) {
 		cr_assert_eq(e2e_call(D.sock, get_n(i, 64 + 8 * i), &r), 0);
 		cr_assert(e2e_ok(&r), "%s", cJSON_PrintUnformatted(r.h));
 		e2e_reply_free(&r);
 	}
 	cr_assert_eq(counter("worker_recycles"), 1);
-	cr_assert_eq(worker_pids(NULL, &now, 1), 1);
-	cr_assert_neq(now, first);
-	for (i = 0; i < 250 && !pid_gone(first); i++)
+	for (i = 0; i < 250 && worker_pids(NULL, now, 8) != 2; i++)
 		usleep(20000);
-	cr_assert(pid_gone(first), "the retired worker did not leave");
+	cr_assert_eq(worker_pids(NULL, now, 8), 2, "not replaced");
+	for (i = 0; i < 2; i++) {
+		for (j = 0; j < 2 && now[j] != first[i]; j++)
+			;
+		if (j == 2) {
+			cr_assert_eq(gone, 0, "both workers were replaced");
+			gone = first[i];
+		}
+	}
+	cr_assert_neq(gone, 0, "no worker was replaced");
+	for (i = 0; i < 250 && !pid_gone(gone); i++)
+		usleep(20000);
+	cr_assert(pid_gone(gone), "the retired worker did not leave");
 }
 
 /* Holds the store's write lock from another connection, as an operator's

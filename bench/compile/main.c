@@ -6,81 +6,27 @@
  *       of CPUs (each worker warmed up by one compile first), beside the
  *       reference: the same kernels specialized and compiled one after the
  *       other in this process, with the backend directly;
- *   (2) fairness: one client pipelines 24 distinct cold OpenCL gets, and a
- *       second client's single cold cpu get is timed, beside the same get
- *       on the same, otherwise idle, daemon;
- *   (3) the daemon's own memory: its RSS after the first compile and
+ *   (2) the daemon's own memory: its RSS after the first compile and
  *       after 300 distinct cold cpu compiles plus 20 OpenCL compiles (the
  *       workers' RSS beside it).
  * Trials alternate the configurations; medians with min..max.  PoCL's own
  * kernel cache is off (POCL_KERNEL_CACHE=0), so OpenCL compiles are real.
+ * One client's cold get beside another's backlog is bench/fairness.
  */
-#include "../../tests/e2e.h"
 #include "../../jit/jit.h"
 #include "../../specialize/specialize.h"
 #include "../bench.h"
+#include "../cold.h"
 
 #define TRIALS 5
-
-static int next_n = 1000;        /* distinct N for every cold kernel */
-
-static const char *spec(int id, const char *backend, int n, int k)
-{
-	static char buf[512];
-
-	snprintf(buf, sizeof buf, "{\"op\":\"get\",\"id\":%d,\"kernel\":"
-	    "\"gemm\",\"backend\":\"%s\",\"dtype\":\"f32\",\"shape\":{\"M\":1,"
-	    "\"N\":%d,\"K\":%d},\"return\":\"meta\"}", id, backend, n, k);
-	return buf;
-}
-
-/* Sends COUNT gets of kernels never asked for before on FD. */
-static void send_cold(int fd, const char *backend, int count, int k)
-{
-	int i;
-
-	for (i = 0; i < count; i++)
-		if (e2e_send(fd, spec(i, backend, next_n++, k))) {
-			fprintf(stderr, "compile: send failed\n");
-			exit(1);
-		}
-}
-
-static void recv_ok(int fd, int count)
-{
-	e2e_reply_t r;
-	int i;
-
-	for (i = 0; i < count; i++) {
-		if (e2e_recv(fd, &r) || !e2e_ok(&r)) {
-			fprintf(stderr, "compile: a get failed: %s\n", r.h ?
-			    cJSON_PrintUnformatted(r.h) : "no reply");
-			exit(1);
-		}
-		e2e_reply_free(&r);
-	}
-}
-
-static void start(e2e_daemon_t *d, int workers)
-{
-	char w[16];
-	const char *extra[] = { "--workers", w, NULL };
-
-	snprintf(w, sizeof w, "%d", workers);
-	memset(d, 0, sizeof *d);
-	if (e2e_start(d, extra)) {
-		fprintf(stderr, "compile: kspecd did not start\n");
-		exit(1);
-	}
-}
 
 /* One compile per worker, so none pays its first compile in a trial. */
 static void warm(e2e_daemon_t *d, int workers, const char *backend)
 {
 	int fd = e2e_connect(d->sock);
 
-	send_cold(fd, backend, workers, 64);
-	recv_ok(fd, workers);
+	cold_send(fd, backend, workers, 64);
+	cold_recv(fd, workers, NULL);
 	close(fd);
 }
 
@@ -92,12 +38,12 @@ static double throughput(int workers, int count)
 	double ms;
 	int fd;
 
-	start(&d, workers);
+	cold_start(&d, workers);
 	warm(&d, workers, "cpu");
 	fd = e2e_connect(d.sock);
 	t0 = bench_ns();
-	send_cold(fd, "cpu", count, 512);
-	recv_ok(fd, count);
+	cold_send(fd, "cpu", count, 512);
+	cold_recv(fd, count, NULL);
 	ms = (double)(bench_ns() - t0) / 1e6;
 	close(fd);
 	e2e_cleanup(&d);
@@ -114,7 +60,7 @@ static double in_process(int count)
 	ks_backend_cpu.resolve_target("auto", target, sizeof target, err,
 	    sizeof err);
 	for (i = 0; i < count; i++) {
-		ks_dim_t dims[3] = { { "M", 1, 1 }, { "N", 1, next_n++ },
+		ks_dim_t dims[3] = { { "M", 1, 1 }, { "N", 1, cold_next_n++ },
 		    { "K", 1, 512 } };
 		ks_jit_artifact_t a;
 		ks_ir_kernel_t *k;
@@ -132,31 +78,6 @@ static double in_process(int count)
 		ks_ir_free(k);
 	}
 	return (double)(bench_ns() - t0) / 1e6;
-}
-
-/* (2): ms of one cold cpu get, alone (HEAVY 0) or behind a client with
- * 24 cold OpenCL gets queued. */
-static double light_get(e2e_daemon_t *d, int heavy)
-{
-	int h = -1, l = e2e_connect(d->sock);
-	uint64_t t0;
-	double ms;
-
-	if (heavy) {
-		h = e2e_connect(d->sock);
-		send_cold(h, "opencl", 24, 512);
-		usleep(200000);         /* they are queued */
-	}
-	t0 = bench_ns();
-	send_cold(l, "cpu", 1, 512);
-	recv_ok(l, 1);
-	ms = (double)(bench_ns() - t0) / 1e6;
-	if (heavy) {
-		recv_ok(h, 24);
-		close(h);
-	}
-	close(l);
-	return ms;
 }
 
 /* The RSS of every worker, from stats, in MiB. */
@@ -187,8 +108,7 @@ int main(void)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	int counts[2] = { 32, 16 }, ws[3] = { 1, 2, (int)ncpu }, nw = 3;
-	double t[2][4][TRIALS], ratio[TRIALS], lone[TRIALS], loaded[TRIALS];
-	double over[TRIALS], med;
+	double t[2][4][TRIALS], ratio[TRIALS], med;
 	char name[128], wr[256];
 	e2e_daemon_t d;
 	long before, after;
@@ -232,35 +152,16 @@ int main(void)
 	    ratio[TRIALS - 1]);
 
 	/* (2) */
-	start(&d, (int)ncpu);
-	warm(&d, (int)ncpu, "cpu");
-	warm(&d, (int)ncpu, "opencl");
-	for (r = 0; r < TRIALS; r++) {
-		lone[r] = light_get(&d, 0);
-		loaded[r] = light_get(&d, 1);
-		over[r] = loaded[r] / (3 * lone[r] + 1000);
-	}
-	e2e_cleanup(&d);
-	printf("\nfairness: one cold cpu get, --workers %ld, %d trials\n\n",
-	    ncpu, TRIALS);
-	printf("%-52s %10s %21s\n", "case", "median ms", "(min..max)");
-	row("alone", lone, TRIALS);
-	row("behind another client's 24 cold OpenCL gets", loaded, TRIALS);
-	med = bench_median(over, TRIALS);
-	printf("loaded / (3 x alone + 1 s), per trial: median %.2f (%.2f..%.2f)"
-	    "; goal <= 1\n", med, over[0], over[TRIALS - 1]);
-
-	/* (3) */
-	start(&d, (int)ncpu);
+	cold_start(&d, (int)ncpu);
 	warm(&d, 1, "cpu");
 	before = e2e_rss_kb(d.pid);
 	fd = e2e_connect(d.sock);
 	for (i = 0; i < 300; i += 50) {
-		send_cold(fd, "cpu", 50, 256);
-		recv_ok(fd, 50);
+		cold_send(fd, "cpu", 50, 256);
+		cold_recv(fd, 50, NULL);
 	}
-	send_cold(fd, "opencl", 20, 256);
-	recv_ok(fd, 20);
+	cold_send(fd, "opencl", 20, 256);
+	cold_recv(fd, 20, NULL);
 	close(fd);
 	after = e2e_rss_kb(d.pid);
 	worker_rss(&d, wr, sizeof wr);
