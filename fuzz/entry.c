@@ -6,12 +6,15 @@
  * (the corpus's entries verify).  Checks: an entry that opens lies inside
  * what it was opened from, its lengths add up, and sealing its parts
  * again with the fuzzers' secret key gives it back byte for byte (Ed25519
- * signatures are deterministic); a bundle that walks hands out entries
+ * signatures are deterministic); a bundle that opens hands out entries
  * that tile it exactly, and begin/add of them gives it back.  Then the
  * input itself is sealed, cut into metadata and bytes, and must open to
  * the same parts; with any one byte changed it must not verify.
  */
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "fuzz.h"
 
@@ -47,44 +50,46 @@ static void open_entry(const uint8_t *v, size_t len)
 		KS_FUZZ_CHECK(err[0] != '\0');
 }
 
-typedef struct {
-	const uint8_t *base;
-	size_t at;               /* where the next entry's length is */
-	ks_buf_t again;          /* the bundle made anew */
-} walk_t;
-
-static int each(void *ctx, uint32_t index, const void *p, size_t len)
-{
-	walk_t *w = ctx;
-	ks_buf_t one = { .data = (char *)p, .len = len, .cap = len };
-
-	KS_FUZZ_CHECK((const uint8_t *)p == w->base + w->at + 8);
-	w->at += 8 + len;
-	KS_FUZZ_CHECK(ks_bundle_add(&w->again, &one) == KS_OK);
-	open_entry(p, len);
-	return 0;
-}
-
+/* The input as a bundle file (a memfd), read as an import reads one:
+ * opened (every length walked), then each entry peeked and taken. */
 static void walk_bundle(const uint8_t *data, size_t size)
 {
-	walk_t w = { .base = data, .at = 12 };
+	ks_bundle_file_t f;
+	ks_buf_t again, one;
 	char err[512];
-	uint32_t count = 0;
+	uint64_t len, at = 12;
+	int fd = memfd_create("bundle", MFD_CLOEXEC);
 
-	ks_buf_init(&w.again);
-	if (size >= 12)
-		ks_bundle_begin(&w.again, (uint32_t)data[8] << 24 |
-		    (uint32_t)data[9] << 16 | (uint32_t)data[10] << 8 |
-		    data[11]);
-	if (ks_bundle_each(data, size, each, &w, &count, err, sizeof err) ==
-	    KS_OK) {
-		KS_FUZZ_CHECK(w.at == size);
-		KS_FUZZ_CHECK(w.again.len == size &&
-		    memcmp(w.again.data, data, size) == 0);
+	KS_FUZZ_CHECK(fd >= 0);
+	KS_FUZZ_CHECK(size == 0 || write(fd, data, size) == (ssize_t)size);
+	ks_buf_init(&again);
+	err[0] = '\0';
+	if (ks_bundle_file_open(&f, fd, size, err, sizeof err) == KS_OK) {
+		ks_bundle_begin(&again, f.count);
+		while (f.next < f.count) {
+			KS_FUZZ_CHECK(ks_bundle_file_peek(&f, &len, err,
+			    sizeof err) == KS_OK);
+			/* The entries tile the file, each after its length. */
+			KS_FUZZ_CHECK(at + 8 + len <= size);
+			one.data = malloc(len ? len : 1);
+			one.len = one.cap = len;
+			KS_FUZZ_CHECK(one.data != NULL);
+			KS_FUZZ_CHECK(ks_bundle_file_take(&f, one.data, len, err,
+			    sizeof err) == KS_OK);
+			KS_FUZZ_CHECK(memcmp(one.data, data + at + 8, len) == 0);
+			at += 8 + len;
+			KS_FUZZ_CHECK(ks_bundle_add(&again, &one) == KS_OK);
+			open_entry((const uint8_t *)one.data, len);
+			free(one.data);
+		}
+		KS_FUZZ_CHECK(at == size);
+		KS_FUZZ_CHECK(again.len == size &&
+		    memcmp(again.data, data, size) == 0);
 	} else {
 		KS_FUZZ_CHECK(err[0] != '\0');
 	}
-	ks_buf_close(&w.again);
+	ks_buf_close(&again);
+	close(fd);
 }
 
 /* The input sealed as an entry: its first byte says where the metadata
