@@ -569,7 +569,7 @@ static void import_peak(const char *path, double entries, double *peak,
 
 /*
  * The bound is in entries and bytes, not in the bundle's size: a bundle
- * eight times larger is imported holding exactly as much.  The test build
+ * of 512 MB is imported holding exactly as much as one of 64 MB.  The test build
  * makes the store slower than any read (KSPEC_TEST_PLANT_IMPORT_SLOW_
  * STORE), the case the bound is for, so that the peak is the bound every
  * time: two full batches.  Copies of one entry make bundles of any size
@@ -589,15 +589,16 @@ Test(bundle, an_import_holds_two_batches_whatever_the_bundle_size)
 	unsetenv("KSPEC_TEST_PLANT_IMPORT_SLOW_STORE");
 	snprintf(small, sizeof small, "%s/small.kspec", dir);
 	snprintf(big, sizeof big, "%s/big.kspec", dir);
-	/* Entries of 64 KiB: a batch's bytes bind first, at PER entries.
-	 * (These come first: the peak since start only grows.) */
+	/* Entries of 64 KiB: a batch's bytes bind first, at PER entries;
+	 * bundles of 64 MB and 512 MB.  (These come first: the peak since
+	 * start only grows.) */
 	reseal(&o, 64 << 10, &large);
 	per = KS_IMPORT_BATCH_BYTES / (uint32_t)large.len;
 	cr_assert_lt(per, KS_IMPORT_BATCH_ENTRIES);
-	write_copies(small, &large, 3 * per);
-	write_copies(big, &large, 24 * per);
-	import_peak(small, 3 * per, &e1, &b1);
-	import_peak(big, 24 * per, &e2, &b2);
+	write_copies(small, &large, (64u << 20) / (uint32_t)large.len);
+	write_copies(big, &large, (512u << 20) / (uint32_t)large.len);
+	import_peak(small, (64u << 20) / (uint32_t)large.len, &e1, &b1);
+	import_peak(big, (512u << 20) / (uint32_t)large.len, &e2, &b2);
 	cr_assert_eq(e1, 2 * per, "small bundle: %.0f entries held", e1);
 	cr_assert_eq(e2, 2 * per, "big bundle: %.0f entries held", e2);
 	cr_assert_eq(b1, b2);
