@@ -88,8 +88,8 @@ int ks_exec_launch_json(ks_buf_t *out, const ks_ir_kernel_t *k);
  *                      parent's liveness check before it gives work to
  *                      a worker that has been silent (server/pool.c)
  *   parent -> worker  {"op":"probe","seq":S}
- *   worker -> parent  {"seq":S,"ok":true,"probe":{...},"witness":[...]}
- *                      (ks_exec_probe, ks_exec_witness_paths)
+ *   worker -> parent  {"seq":S,"ok":true,"probe":{...},"witness":{...}}
+ *                      (ks_exec_probe, ks_exec_witness; null when none)
  *   parent -> worker  {"op":"compile","seq":S,"kernel":..,"dtype":..,
  *                      "mode":..,"shape":{..},"dynamic":[..],"backend":..,
  *                      "target":..,"format":..,"identity":..,
@@ -172,18 +172,24 @@ int ks_exec_probe(ks_buf_t *out);
  * probe's keys while its workers probe again (docs/architecture.md,
  * "Start").
  *
- * ks_exec_witness_paths appends, as a JSON array of strings, the files
+ * ks_exec_witness appends {"paths":[...],"digest":"<hex>"}: the files
  * this process has mapped (its executable, libgccjit, NVRTC, the OpenCL
- * loader and every driver a probe loaded, ...) and those that decide what
- * a probe would load (/etc/ld.so.cache, the OpenCL vendor directory and
- * its files); a worker calls it after its probe.  ks_exec_witness_digest
- * hashes, for PATHS in order, each one's stat (device, inode, size, mode,
- * modification and change times, or its absence), then the environment
+ * loader and every driver a probe loaded, ...), their directories and
+ * those of LD_LIBRARY_PATH, and the files that decide what a probe would
+ * load (/etc/ld.so.cache, the OpenCL vendor directory and its files),
+ * with their digest taken now; a worker calls it right after
+ * its probe.  KS_E_INVAL, and nothing appended, when the witness cannot
+ * be sound: a library mapped from a file since deleted (an upgrade under
+ * the running process), more paths or vendor files than it holds.
+ * ks_exec_witness_digest hashes the codegen version, then for PATHS in
+ * order each one's stat (device, inode, size, mode, modification and
+ * change times, or its absence), then the environment
  * variables a compiler or driver reads (KSPEC_NVRTC*, OCL_*, POCL_*,
- * CUDA_*, NVIDIA_*, LD_*, GCC_*, and the test build's identity switch), the first CPU's model and flags and the NVIDIA
+ * CUDA_*, NVIDIA_*, LD_*, GCC_*, and the test build's identity switch),
+ * the first CPU's model and flags and the NVIDIA
  * driver's version and GPUs (/proc/driver/nvidia), where present.
  */
-int ks_exec_witness_paths(ks_buf_t *out);
+int ks_exec_witness(ks_buf_t *out);
 int ks_exec_witness_digest(const char *const *paths, int npaths,
     ks_hash_t *out);
 

@@ -131,6 +131,7 @@ extern char **environ;
 typedef struct {
 	char *p[MAX_WITNESS_PATHS];
 	int n;
+	int unsound;             /* something could not be witnessed */
 } path_set_t;
 
 static void path_add(path_set_t *s, const char *path, size_t len)
@@ -142,6 +143,8 @@ static void path_add(path_set_t *s, const char *path, size_t len)
 			return;
 	if (s->n < MAX_WITNESS_PATHS && (s->p[s->n] = strndup(path, len)))
 		s->n++;
+	else
+		s->unsound = 1;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -160,9 +163,15 @@ static void dir_add(path_set_t *s, const char *dir)
 	path_add(s, dir, strlen(dir));
 	if (!(d = opendir(dir)))
 		return;
-	while ((e = readdir(d)) && n < 256)
-		if (e->d_name[0] != '.' && (names[n] = strdup(e->d_name)))
-			n++;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		if (n == 256 || !(names[n] = strdup(e->d_name))) {
+			s->unsound = 1;
+			break;
+		}
+		n++;
+	}
 	closedir(d);
 	qsort(names, (size_t)n, sizeof *names, cmp_str);
 	for (i = 0; i < n; i++) {
@@ -173,8 +182,10 @@ static void dir_add(path_set_t *s, const char *dir)
 }
 
 /* The files of /proc/self/maps: the pathname column, after five fields.
- * Device files, pseudo files and deleted files are left out (their times
- * change at every boot, or they are no file a later start can find). */
+ * Device files and pseudo files are left out (their times change at every
+ * boot); a file mapped and since deleted (replaced by an upgrade under
+ * the running process) makes the witness unsound: what was loaded is no
+ * longer what a later start can look at. */
 static void maps_add(path_set_t *s)
 {
 	char line[4352];
@@ -189,25 +200,32 @@ static void maps_add(path_set_t *s)
 		if (!p)
 			continue;
 		len = strcspn(p, "\n");
-		if ((len >= 10 && strncmp(p + len - 10, " (deleted)", 10) == 0) ||
-		    strncmp(p, "/dev/", 5) == 0 ||
+		if (strncmp(p, "/dev/", 5) == 0 ||
 		    strncmp(p, "/proc/", 6) == 0 ||
 		    strncmp(p, "/sys/", 5) == 0 ||
 		    strncmp(p, "/memfd:", 7) == 0)
 			continue;
-		path_add(s, p, len);
+		if (len >= 10 && strncmp(p + len - 10, " (deleted)", 10) == 0)
+			s->unsound = 1;
+		else
+			path_add(s, p, len);
 	}
 	fclose(f);
 }
 
-int ks_exec_witness_paths(ks_buf_t *out)
+int ks_exec_witness(ks_buf_t *out)
 {
-	const char *vendors = getenv("OCL_ICD_VENDORS");
+	const char *vendors = getenv("OCL_ICD_VENDORS"), *lp;
+	char hex[KS_HASH_HEX];
 	struct stat st;
 	path_set_t s;
-	int i, rc;
+	ks_hash_t d;
+	ks_buf_t b;
+	size_t len;
+	int i, n, rc;
 
 	s.n = 0;
+	s.unsound = 0;
 	path_add(&s, "/etc/ld.so.cache", strlen("/etc/ld.so.cache"));
 	if (vendors && stat(vendors, &st) == 0 && !S_ISDIR(st.st_mode))
 		path_add(&s, vendors, strlen(vendors));
@@ -215,15 +233,42 @@ int ks_exec_witness_paths(ks_buf_t *out)
 		dir_add(&s, vendors && *vendors ? vendors :
 		    "/etc/OpenCL/vendors");
 	maps_add(&s);
-	rc = ks_buf_puts(out, "[");
+	/* The directories a library could appear in without ldconfig (a
+	 * newer NVRTC beside the one loaded): those of the mapped files and
+	 * of LD_LIBRARY_PATH; a file added to or removed from one changes
+	 * its times. */
+	for (i = 0, n = s.n; i < n; i++) {
+		const char *slash = strrchr(s.p[i], '/');
+
+		if (slash && slash != s.p[i])
+			path_add(&s, s.p[i], (size_t)(slash - s.p[i]));
+	}
+	for (lp = getenv("LD_LIBRARY_PATH"); lp && *lp; lp += len + !!lp[len]) {
+		len = strcspn(lp, ":");
+		if (len)
+			path_add(&s, lp, len);
+	}
+	/* The digest now, right after the probe loaded what it needed. */
+	rc = s.unsound ? KS_E_INVAL : ks_exec_witness_digest(
+	    (const char *const *)s.p, s.n, &d);
+	ks_buf_init(&b);
+	if (rc == KS_OK)
+		rc = ks_buf_puts(&b, "{\"paths\":[");
 	for (i = 0; i < s.n; i++) {
 		if (rc == KS_OK && i)
-			rc = ks_buf_puts(out, ",");
+			rc = ks_buf_puts(&b, ",");
 		if (rc == KS_OK)
-			rc = ks_buf_json_str(out, s.p[i]);
+			rc = ks_buf_json_str(&b, s.p[i]);
 		free(s.p[i]);
 	}
-	return rc == KS_OK ? ks_buf_puts(out, "]") : rc;
+	if (rc == KS_OK) {
+		ks_hash_hex(&d, hex);
+		rc = ks_buf_printf(&b, "],\"digest\":\"%s\"}", hex);
+	}
+	if (rc == KS_OK)
+		rc = ks_buf_append(out, b.data, b.len);
+	ks_buf_close(&b);
+	return rc;
 }
 
 static int env_witnessed(const char *e)
@@ -262,19 +307,30 @@ static void cpu_field(ks_hasher_t *h)
 	fclose(f);
 }
 
-static void file_field(ks_hasher_t *h, const char *name, const char *path)
+/* The lines of PATH that begin with one of KEYS (NULL: every line), as
+ * fields NAME. */
+static void file_field(ks_hasher_t *h, const char *name, const char *path,
+    const char *const *keys)
 {
-	char buf[4096];
-	size_t n;
+	char line[1024];
 	FILE *f = fopen(path, "re");
+	int i;
 
 	if (!f)
 		return;
-	n = fread(buf, 1, sizeof buf - 1, f);
-	buf[n] = '\0';
+	while (fgets(line, sizeof line, f))
+		for (i = 0; !keys || keys[i]; i++)
+			if (!keys || strncmp(line, keys[i],
+			    strlen(keys[i])) == 0) {
+				ks_hasher_field(h, name, line);
+				break;
+			}
 	fclose(f);
-	ks_hasher_field(h, name, buf);
 }
+
+/* What a GPU is, not its IRQ or what it is doing. */
+static const char *const gpu_keys[] = { "Model:", "GPU UUID:",
+    "Bus Location:", "Video BIOS:", NULL };
 
 /* The NVIDIA kernel driver's version and each GPU's bus id and model. */
 static void nvidia_fields(ks_hasher_t *h)
@@ -283,7 +339,7 @@ static void nvidia_fields(ks_hasher_t *h)
 	path_set_t gpus;
 	int i;
 
-	file_field(h, "nvidia", "/proc/driver/nvidia/version");
+	file_field(h, "nvidia", "/proc/driver/nvidia/version", NULL);
 	gpus.n = 0;
 	dir_add(&gpus, "/proc/driver/nvidia/gpus");
 	for (i = 0; i < gpus.n; i++) {
@@ -291,7 +347,7 @@ static void nvidia_fields(ks_hasher_t *h)
 			ks_hasher_field(h, "gpu", gpus.p[i]);
 			snprintf(path, sizeof path, "%s/information",
 			    gpus.p[i]);
-			file_field(h, "gpu-information", path);
+			file_field(h, "gpu-information", path, gpu_keys);
 		}
 		free(gpus.p[i]);
 	}
@@ -308,6 +364,8 @@ int ks_exec_witness_digest(const char *const *paths, int npaths,
 
 	ks_hasher_init(&h);
 	ks_hasher_field(&h, "scheme", WITNESS_SCHEME);
+	snprintf(sbuf, sizeof sbuf, "%d", KS_CODEGEN_VERSION);
+	ks_hasher_field(&h, "codegen", sbuf);
 	for (i = 0; i < npaths; i++) {
 		ks_hasher_field(&h, "path", paths[i]);
 		if (stat(paths[i], &st) != 0)

@@ -294,7 +294,8 @@ static int reply_ok(int fd, uint64_t seq, int probe)
 		ks_exec_probe(&b);
 		/* After the probe: the libraries it loaded are mapped now. */
 		ks_buf_puts(&b, ",\"witness\":");
-		ks_exec_witness_paths(&b);
+		if (ks_exec_witness(&b) != KS_OK)
+			ks_buf_puts(&b, "null");
 	}
 	ks_buf_puts(&b, "}");
 	if (!b.data)

@@ -245,18 +245,63 @@ static void start_failed(ks_srv_t *srv, const char *err)
 	uv_async_send(&srv->stop_async);
 }
 
+/* The paths and the digest of a witness as the worker sent it (a JSON
+ * object): *PATHS malloc'd (an array), HEX the digest; KS_OK or
+ * KS_E_PROTO. */
+static int witness_parts(const char *witness, char **paths,
+    char hex[KS_HASH_HEX])
+{
+	cJSON *w = cJSON_Parse(witness);
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(w, "paths");
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(w, "digest");
+	int rc = KS_E_PROTO;
+
+	*paths = NULL;
+	if (cJSON_IsArray(p) && cJSON_IsString(d) &&
+	    strlen(d->valuestring) == KS_HASH_HEX - 1 &&
+	    (*paths = cJSON_PrintUnformatted(p))) {
+		memcpy(hex, d->valuestring, KS_HASH_HEX);
+		rc = KS_OK;
+	}
+	cJSON_Delete(w);
+	return rc;
+}
+
 /* What the store keeps for the next start, when it differs from what it
- * has. */
+ * has.  The witness is the one the worker took right after its probe; it
+ * is kept only if what it looks at is still what it was now (else a file
+ * changed since the probe loaded it, and the saved probe is dropped: the
+ * next start waits for its own). */
 static void save_probe(ks_srv_t *srv)
 {
-	char hex[KS_HASH_HEX];
+	char hex[KS_HASH_HEX], tail[KS_HASH_HEX + 16], *paths = NULL;
 	ks_store_probe_t p = { srv->probe_json, NULL, NULL };
+	char *now = NULL;
 	ks_buf_t fps;
+	size_t n;
 	int i;
 
-	if (!srv->probe_paths ||
-	    !(p.witness = witness_of(srv->probe_paths)))
+	if (srv->probe_witness &&
+	    witness_parts(srv->probe_witness, &paths, hex) == KS_OK &&
+	    (now = witness_of(paths)) != NULL) {
+		/* witness_of ends with the digest it took now. */
+		snprintf(tail, sizeof tail, "\"digest\":\"%s\"}", hex);
+		n = strlen(now);
+		if (n >= strlen(tail) && strcmp(now + n - strlen(tail),
+		    tail) == 0)
+			p.witness = now;
+	}
+	free(paths);
+	if (!p.witness) {
+		free(now);
+		if (srv->saved.probe) {
+			ks_log(KS_LOG_INFO, "the compilers' probe is not saved "
+			    "(its witness is not sound); the next start waits "
+			    "for its own");
+			ks_writer_probe(srv->writer, NULL);
+		}
 		return;
+	}
 	ks_buf_init(&fps);
 	ks_buf_puts(&fps, "[");
 	for (i = 0; i < srv->keys.nkernels; i++) {
@@ -312,6 +357,9 @@ static void probe_done(ks_srv_t *srv)
 		rc = ks_keys_load_probe(&srv->keys, srv->probe_json, err,
 		    sizeof err);
 		if (rc != KS_OK) {
+			/* Nothing is keyed while the daemon stops. */
+			ks_keys_forget_probe(&srv->keys);
+			srv->probe_state = KS_PROBE_NONE;
 			start_failed(srv, err);
 			return;
 		}
@@ -333,7 +381,7 @@ static void probe_done(ks_srv_t *srv)
 
 /* This start's probe, from the first worker. */
 static void on_probe(ks_pool_t *p, int rc, const char *json,
-    const char *paths)
+    const char *witness)
 {
 	ks_srv_t *srv = p->owner;
 
@@ -346,7 +394,7 @@ static void on_probe(ks_pool_t *p, int rc, const char *json,
 		return;
 	}
 	srv->probe_json = strdup(json);
-	srv->probe_paths = paths ? strdup(paths) : NULL;
+	srv->probe_witness = witness ? strdup(witness) : NULL;
 	if (!srv->probe_json) {
 		start_failed(srv, "out of memory");
 		return;
@@ -800,16 +848,18 @@ static int start(ks_srv_t *srv)
 	}
 	/* Serving from here on: hits under the saved probe's keys, when its
 	 * witness holds; the rest once the probe is in (probe_done). */
+	load_saved_probe(srv);
+	rc = listen_now(srv);
+	if (rc)
+		return rc;
+	/* Queued only now: a start that failed above returns with nothing
+	 * of its own on libuv's pool. */
 	srv->fp_work.data = srv;
 	rc = uv_queue_work(srv->loop, &srv->fp_work, fp_compute, fp_computed);
 	if (rc) {
 		ks_log(KS_LOG_ERROR, "cannot start: %s", uv_strerror(rc));
 		return KS_E_INTERNAL;
 	}
-	load_saved_probe(srv);
-	rc = listen_now(srv);
-	if (rc)
-		return rc;
 	if (srv->probe_state == KS_PROBE_SAVED)
 		notify_ready(srv, "hits under the saved probe's keys while "
 		    "the compilers are probed");
@@ -977,7 +1027,7 @@ int ks_server_run(const ks_server_config_t *cfg)
 	ks_observe_close(&srv);
 	ks_store_probe_free(&srv.saved);
 	free(srv.probe_json);
-	free(srv.probe_paths);
+	free(srv.probe_witness);
 	ks_buf_close(&srv.hello_body);
 	ks_buf_close(&srv.kernels_body);
 	ks_keys_close(&srv.keys);

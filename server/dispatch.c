@@ -92,6 +92,9 @@ static void req_log_end(ks_srv_t *srv)
 	l->on = 0;
 }
 
+/* The headers parked at once, all connections together. */
+#define KS_PARKED_MAX_BYTES (16u << 20)
+
 /*
  * Until this start's probe is in (daemon.c, "Start"), a request that
  * needs it waits, parked: its header is copied and dispatched again once
@@ -122,11 +125,13 @@ void ks_srv_park(ks_conn_t *c, int has_id, uint64_t id, int counted)
 	char err[160];
 
 	if (c->pending >= KS_MAX_INFLIGHT_PER_CONN ||
-	    ks_conn_user_waiting(c) >= KS_MAX_INFLIGHT_PER_USER) {
+	    ks_conn_user_waiting(c) >= KS_MAX_INFLIGHT_PER_USER ||
+	    srv->parked_bytes + srv->req_len > KS_PARKED_MAX_BYTES) {
 		snprintf(err, sizeof err, "too many requests waiting on this "
 		    "%s while kspecd probes its compilers",
 		    c->pending >= KS_MAX_INFLIGHT_PER_CONN ? "connection" :
-		    "uid");
+		    ks_conn_user_waiting(c) >= KS_MAX_INFLIGHT_PER_USER ?
+		    "uid" : "daemon");
 		ks_srv_reject(c, has_id, id, KS_E_BUSY, err);
 		return;
 	}
@@ -143,6 +148,7 @@ void ks_srv_park(ks_conn_t *c, int has_id, uint64_t id, int counted)
 	*srv->parked_tail = p;
 	srv->parked_tail = &p->next;
 	srv->nparked++;
+	srv->parked_bytes += p->len;
 	srv->parked_total++;
 	srv->rlog.waiting = 1;
 	ks_conn_wait(c);
@@ -157,6 +163,7 @@ void ks_dispatch_unpark(ks_srv_t *srv, int code)
 		if (!srv->parked)
 			srv->parked_tail = &srv->parked;
 		srv->nparked--;
+		srv->parked_bytes -= p->len;
 		if (ks_conn_live(p->conn) && !code) {
 			/* Counted when it came, as far as it got. */
 			srv->replaying = p->counted;
@@ -165,11 +172,14 @@ void ks_dispatch_unpark(ks_srv_t *srv, int code)
 		} else if (ks_conn_live(p->conn)) {
 			ks_request_t req;
 			char err[64];
-			int op = ks_srv_answer_as(srv, KS_OP_COUNT_);
+			int op;
 
 			ks_request_parse(p->hdr, p->len, &req, err,
 			    sizeof err);
-			ks_srv_reject(p->conn, req.has_id, req.id, code,
+			/* Counted as its op's error reply. */
+			op = ks_srv_answer_as(srv, (unsigned)req.op <
+			    KS_OP_COUNT_ ? (int)req.op : KS_OP_COUNT_);
+			ks_reply_err(p->conn, req.has_id, req.id, code,
 			    ks_strerror(code));
 			ks_request_close(&req);
 			srv->cur_op = op;

@@ -139,9 +139,15 @@ void ks_op_get(ks_conn_t *c, const ks_request_t *req)
 	char err[512];
 	int rc;
 
-	srv->n.gets += srv->replaying != KS_REPLAY_COUNTED;
 	err[0] = '\0';
 	rc = ks_keys_normalize(&srv->keys, &req->get, &g, err, sizeof err);
+	/* What the saved probe refused (a backend unavailable then, a
+	 * target unknown), this start's probe may accept: it waits. */
+	if (rc && srv->probe_state == KS_PROBE_SAVED) {
+		ks_srv_park(c, req->has_id, req->id, KS_REPLAY_BEFORE_OP);
+		return;
+	}
+	srv->n.gets += srv->replaying != KS_REPLAY_COUNTED;
 	if (rc) {
 		ks_srv_reject(c, req->has_id, req->id, rc, err);
 		return;

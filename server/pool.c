@@ -532,14 +532,14 @@ static void on_probe_reply(ks_worker_t *w, const cJSON *j)
 {
 	ks_pool_t *p = w->pool;
 	const cJSON *probe = cJSON_GetObjectItemCaseSensitive(j, "probe");
-	const cJSON *paths = cJSON_GetObjectItemCaseSensitive(j, "witness");
+	const cJSON *wit = cJSON_GetObjectItemCaseSensitive(j, "witness");
 	char *json = NULL, *witness = NULL;
 
 	w->probing = 0;
 	if (cJSON_IsObject(probe))
 		json = cJSON_PrintUnformatted(probe);
-	if (cJSON_IsArray(paths))
-		witness = cJSON_PrintUnformatted(paths);
+	if (cJSON_IsObject(wit))
+		witness = cJSON_PrintUnformatted(wit);
 	if (p->on_probe)
 		p->on_probe(p, json ? KS_OK : KS_E_PROTO, json, witness);
 	free(witness);

@@ -134,7 +134,7 @@ struct ks_pool {
 	/* A worker became idle (the flight layer dispatches). */
 	void (*on_idle)(ks_pool_t *p);
 	/* The probe's outcome: RC, and on success the probe's JSON and its
-	 * witness's paths (a JSON array, exec.h), or NULL. */
+	 * witness (a JSON object, exec.h), or NULL when it had none. */
 	void (*on_probe)(ks_pool_t *p, int rc, const char *json,
 	    const char *witness);
 	int probe_wanted;

@@ -153,9 +153,9 @@ struct ks_srv {
 	                                 witness differs), "used" or
 	                                 "replaced" (the probe differed) */
 	ks_store_probe_t saved;  /* the store's saved probe, while needed */
-	char *probe_json;        /* this start's probe and its witness's
-	                            paths, from the first worker */
-	char *probe_paths;
+	char *probe_json;        /* this start's probe and its witness,
+	                            from the first worker */
+	char *probe_witness;
 	uv_work_t fp_work;       /* the kernels' fingerprints, computed on
 	                            a thread of libuv's pool */
 	ks_hash_t fp_computed[KS_KEYS_MAX_KERNELS];
@@ -165,6 +165,7 @@ struct ks_srv {
 	int notified_ready;
 	ks_parked_t *parked, **parked_tail;
 	uint64_t nparked;        /* waiting now */
+	size_t parked_bytes;     /* their headers */
 	uint64_t parked_total;
 	int replaying;           /* KS_REPLAY_*: a parked request's second
 	                            dispatch, counted as far as it says */

@@ -2933,16 +2933,17 @@ int ks_store_probe_put(ks_store_t *s, const ks_store_probe_t *p)
 	int rc;
 
 	pthread_mutex_lock(&s->wlock);
-	rc = sqlite3_prepare_v2(s->w, "INSERT OR REPLACE INTO probe (id, "
-	    "probe, witness, fingerprints, at) VALUES (1, ?1, ?2, ?3, ?4)",
-	    -1, &st, NULL);
-	if (rc == SQLITE_OK) {
+	rc = sqlite3_prepare_v2(s->w, p ? "INSERT OR REPLACE INTO probe (id, "
+	    "probe, witness, fingerprints, at) VALUES (1, ?1, ?2, ?3, ?4)" :
+	    "DELETE FROM probe", -1, &st, NULL);
+	if (rc == SQLITE_OK && p) {
 		sqlite3_bind_text(st, 1, p->probe, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, p->witness, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, p->fingerprints, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 4, ks_wall_ms());
-		rc = sqlite3_step(st);
 	}
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
 	rc = rc == SQLITE_DONE ? KS_OK : failed(s, s->w, rc, "probe");
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&s->wlock);

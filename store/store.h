@@ -329,7 +329,7 @@ int ks_store_canaries(ks_store_t *s, const char *backend,
  * its witness and the kernels' fingerprints, as the daemon wrote them.
  * ks_store_probe_get (reader) fills OUT with copies (ks_store_probe_free),
  * or returns KS_E_NOT_FOUND; ks_store_probe_put (writer thread) replaces
- * it.
+ * it, or with P NULL removes it.
  */
 typedef struct {
 	char *probe, *witness, *fingerprints;
@@ -454,7 +454,8 @@ int ks_writer_deploy(ks_store_writer_t *w, const char *name,
     void (*done)(void *ctx, int rc), void *ctx);
 /* ks_store_canary_put of a copy of C. */
 int ks_writer_canary(ks_store_writer_t *w, const ks_store_canary_t *c);
-/* ks_store_probe_put on the writer thread (P is copied). */
+/* ks_store_probe_put on the writer thread (P is copied; NULL removes the
+ * saved probe). */
 int ks_writer_probe(ks_store_writer_t *w, const ks_store_probe_t *p);
 /* Calls REACHED(CTX) on the writer thread once everything posted before
  * has run: a reader that waits for it sees those writes. */

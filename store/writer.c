@@ -133,9 +133,13 @@ static void run(ks_store_writer_t *w, op_t *op)
 		free(op->spec);
 		break;
 	case OP_PROBE:
-		if (ks_store_probe_put(w->store, &op->probe) != KS_OK)
-			ks_log(KS_LOG_WARN, "store: could not save the probe; "
-			    "the next start waits for its own");
+		/* One that cannot be saved must not leave an older one: it
+		 * is removed, and the next start waits for its own probe. */
+		if (ks_store_probe_put(w->store, op->probe.probe ? &op->probe :
+		    NULL) != KS_OK && (!op->probe.probe ||
+		    ks_store_probe_put(w->store, NULL) != KS_OK))
+			ks_log(KS_LOG_WARN, "store: could not save or remove "
+			    "the saved probe of the compilers");
 		ks_store_probe_free(&op->probe);
 		break;
 	case OP_REOPEN:
@@ -361,6 +365,10 @@ int ks_writer_probe(ks_store_writer_t *w, const ks_store_probe_t *p)
 
 	if (!op)
 		return KS_E_NOMEM;
+	if (!p) {
+		post(w, op);
+		return KS_OK;
+	}
 	op->probe.probe = strdup(p->probe);
 	op->probe.witness = strdup(p->witness);
 	op->probe.fingerprints = strdup(p->fingerprints);

@@ -8,6 +8,7 @@
  * the daemon reports, not a time.
  */
 #include <criterion/criterion.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "e2e.h"
@@ -99,7 +100,7 @@ static void first_run(void)
 Test(start, hit_answered_while_the_probe_runs_and_a_miss_waits_for_it)
 {
 	e2e_reply_t r;
-	int fd;
+	int fd, bad;
 
 	first_run();
 	setenv("KSPEC_TEST_PLANT_PROBE_DELAY_MS", PROBE_DELAY, 1);
@@ -109,13 +110,19 @@ Test(start, hit_answered_while_the_probe_runs_and_a_miss_waits_for_it)
 	expect_probe("saved", "used");
 	cr_assert_str_eq(source_of(64), "disk");
 	expect_probe("state", "saved");
-	/* A miss is parked until the probe is in, then compiled. */
+	/* A miss is parked until the probe is in, then compiled; so is a
+	 * target the saved probe does not know (this start's may). */
 	fd = e2e_connect(D.sock);
 	cr_assert_geq(fd, 0);
 	cr_assert_eq(e2e_send(fd, get_of(96)), 0);
-	for (int i = 0; i < 200 && probe_field("waiting", NULL, 0) < 1; i++)
+	bad = e2e_connect(D.sock);
+	cr_assert_geq(bad, 0);
+	cr_assert_eq(e2e_send(bad, "{\"op\":\"get\",\"kernel\":\"rmsnorm\","
+	    "\"backend\":\"cpu\",\"target\":\"no-such-cpu\",\"dtype\":"
+	    "\"f32\",\"shape\":{\"R\":1,\"H\":64}}"), 0);
+	for (int i = 0; i < 200 && probe_field("waiting", NULL, 0) < 2; i++)
 		usleep(10000);
-	cr_assert_eq(probe_field("waiting", NULL, 0), 1);
+	cr_assert_eq(probe_field("waiting", NULL, 0), 2);
 	expect_probe("state", "saved");
 	/* ping and stats are answered while it waits (above). */
 	cr_assert_eq(e2e_call(D.sock, "{\"op\":\"ping\"}", &r), 0);
@@ -126,11 +133,41 @@ Test(start, hit_answered_while_the_probe_runs_and_a_miss_waits_for_it)
 	cr_assert(e2e_ok(&r), "%s", e2e_code(&r));
 	cr_assert_str_eq(e2e_str(&r, "source"), "compiled");
 	e2e_reply_free(&r);
+	cr_assert_eq(e2e_recv(bad, &r), 0);
+	close(bad);
+	cr_assert_str_eq(e2e_code(&r), "E_BAD_TARGET");
+	e2e_reply_free(&r);
 	expect_probe("state", "done");
 	cr_assert_eq(probe_field("waiting", NULL, 0), 0);
-	cr_assert_eq(probe_field("waited", NULL, 0), 1);
-	/* Counted once, when it came. */
-	cr_assert_eq(e2e_stat(D.sock, "gets"), 2);
+	cr_assert_eq(probe_field("waited", NULL, 0), 2);
+	/* Counted once each. */
+	cr_assert_eq(e2e_stat(D.sock, "gets"), 3);
+}
+
+Test(start, a_library_replaced_under_the_process_makes_no_witness)
+{
+	char path[] = "/tmp/kspec-mapped-XXXXXX";
+	ks_buf_t out;
+	void *m;
+	int fd = mkstemp(path);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, "lib", 3), 3);
+	m = mmap(NULL, 3, PROT_READ, MAP_PRIVATE, fd, 0);
+	cr_assert_neq(m, MAP_FAILED);
+	close(fd);
+	cr_assert_eq(ks_base_init(), KS_OK);
+	ks_buf_init(&out);
+	cr_assert_eq(ks_exec_witness(&out), KS_OK);
+	cr_assert(strstr(out.data, path) != NULL, "a mapped file not named");
+	ks_buf_close(&out);
+	/* An upgrade renames a new file over it: what is mapped is gone. */
+	unlink(path);
+	ks_buf_init(&out);
+	cr_assert_eq(ks_exec_witness(&out), KS_E_INVAL);
+	cr_assert_eq(out.len, 0);
+	ks_buf_close(&out);
+	munmap(m, 3);
 }
 
 Test(start, changed_compiler_is_not_served_from_the_saved_keys)
@@ -231,19 +268,34 @@ Test(start, witness_sees_files_and_the_compilers_environment)
 	cr_assert_not(ks_hash_eq(&a, &b));
 }
 
-Test(start, witness_paths_name_the_compilers_this_process_mapped)
+Test(start, witness_names_the_compilers_this_process_mapped)
 {
+	const cJSON *paths, *digest;
+	const char *list[1024];
+	char hex[KS_HASH_HEX];
 	ks_buf_t out;
-	cJSON *a;
+	ks_hash_t d;
+	cJSON *w;
+	int n = 0;
 
+	cr_assert_eq(ks_base_init(), KS_OK);
 	ks_buf_init(&out);
-	cr_assert_eq(ks_exec_witness_paths(&out), KS_OK);
-	a = cJSON_Parse(out.data);
-	cr_assert(cJSON_IsArray(a));
-	cr_assert_str_eq(cJSON_GetArrayItem(a, 0)->valuestring,
+	cr_assert_eq(ks_exec_witness(&out), KS_OK);
+	w = cJSON_Parse(out.data);
+	paths = cJSON_GetObjectItemCaseSensitive(w, "paths");
+	digest = cJSON_GetObjectItemCaseSensitive(w, "digest");
+	cr_assert(cJSON_IsArray(paths) && cJSON_IsString(digest), "%s",
+	    out.data);
+	cr_assert_str_eq(cJSON_GetArrayItem(paths, 0)->valuestring,
 	    "/etc/ld.so.cache");
 	/* The test binary links libgccjit, as the worker does. */
 	cr_assert(strstr(out.data, "libgccjit") != NULL, "%s", out.data);
-	cJSON_Delete(a);
+	/* Its digest is the digest of its paths. */
+	for (const cJSON *p = paths->child; p && n < 1024; p = p->next)
+		list[n++] = p->valuestring;
+	cr_assert_eq(ks_exec_witness_digest(list, n, &d), KS_OK);
+	ks_hash_hex(&d, hex);
+	cr_assert_str_eq(digest->valuestring, hex);
+	cJSON_Delete(w);
 	ks_buf_close(&out);
 }
