@@ -1,4 +1,4 @@
-# kspec: one Makefile.  Targets: all test run bench bench-instructions asan
+# kspec: one Makefile.  Targets: all check test run bench bench-instructions asan
 # fuzz fuzz-corpus install uninstall clean.
 #
 # Modules and their dependencies (no cycles, docs/architecture.md):
@@ -53,7 +53,7 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_SRC := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all examples test run bench bench-instructions asan fuzz \
+.PHONY: all examples check test run bench bench-instructions asan fuzz \
 	fuzz-targets fuzz-corpus clean deps golden install uninstall FORCE
 
 all: $(PROGRAMS) $(EXAMPLES)
@@ -221,6 +221,17 @@ $(BUILD)/bench/%: bench/%/main.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
 	    $(wildcard bench/*.h tests/*.h ref/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O3 -march=native -o $@ $< $(DAEMON_OBJ) $(CLIENT_LIB_OBJ) $(LDLIBS) -lopenblas
+
+# The quick tier, for every edit: the unit tests, and the end-to-end suite
+# and the fast path's against real daemons; make test runs everything.
+CHECK_BINS := $(addprefix $(BUILD)/tests/,test_proto test_entry test_key \
+	test_sched test_store test_specialize test_jit test_exec test_fuzz \
+	test_fastpath test_e2e)
+check: deps
+	@$(MAKE) --no-print-directory $(PROGRAMS) $(CHECK_BINS) \
+	    $(BUILD)/tests/kspecd-plant
+	@KSPEC_BUILD=$(abspath $(BUILD)) KSPEC_TEST_TIER=check \
+	    ./tests/run.sh $(CHECK_BINS)
 
 # Tests run one binary per module; KSPEC_BUILD tells end-to-end tests where
 # kspecd and kspec are.
