@@ -45,6 +45,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -370,6 +371,67 @@ static int reply_compile(int fd, const char *hdr, size_t len)
 	return wrc;
 }
 
+/*
+ * What a compile leaves behind in this process (libgccjit's allocators and
+ * tables, PoCL's and NVRTC's state) changes the next compile's register
+ * choices: one key compiled after another history gave other bytes.  So
+ * every request that compiles runs in a fork of this worker, taken in the
+ * state of its start (the one-time setup done), whose reply it writes;
+ * the worker waits for it and ends as it ended (the same signal or exit
+ * status), so that a crash, a memory limit or a planted fault reads to
+ * the daemon as before.  A fork dies with the worker (a deadline kills
+ * the worker).
+ */
+static int in_fork(int fd, const char *hdr, size_t len,
+    int (*fn)(int fd, const char *hdr, size_t len))
+{
+	struct rlimit none = { 0, 0 };
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		return fn(fd, hdr, len);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		_exit(fn(fd, hdr, len) != 0 ? 1 : 0);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (WIFSIGNALED(st)) {
+		setrlimit(RLIMIT_CORE, &none);
+		signal(WTERMSIG(st), SIG_DFL);
+		raise(WTERMSIG(st));
+		_exit(128 + WTERMSIG(st));
+	}
+	if (WEXITSTATUS(st) != 0)
+		_exit(WEXITSTATUS(st));
+	return 0;
+}
+
+static const char *op_of(const char *hdr, size_t len, uint64_t *seq);
+
+static int probe_reply(int fd, const char *hdr, size_t len)
+{
+	uint64_t seq;
+
+	op_of(hdr, len, &seq);
+	return reply_ok(fd, seq, 1);
+}
+
+/* The setup every fork starts from: the compilers' build names, read by
+ * an empty compile once (cpu_identity), so no fork does it. */
+static void warm_identities(void)
+{
+	const ks_backend_t *be = ks_backend_find("cpu");
+	ks_buf_t id;
+
+	ks_buf_init(&id);
+	if (be && be->identity)
+		be->identity("x86-64", &id);
+	ks_buf_close(&id);
+}
+
 static const char *op_of(const char *hdr, size_t len, uint64_t *seq)
 {
 	static char op[16];
@@ -417,7 +479,10 @@ int ks_worker_main(int fd, uint64_t memory_bytes, long parent)
 #ifdef KS_TEST_PLANT
 	faults_parse(getenv("KSPEC_TEST_FAULTS"));
 #endif
-	if (ks_base_init() != KS_OK || send_ready(fd) != 0)
+	if (ks_base_init() != KS_OK)
+		return 1;
+	warm_identities();
+	if (send_ready(fd) != 0)
 		return 1;
 	hdr = malloc(KS_WIRE_MAX_HEADER);
 	if (!hdr)
@@ -435,9 +500,9 @@ int ks_worker_main(int fd, uint64_t memory_bytes, long parent)
 		}
 		op = op_of(hdr, hl, &seq);
 		if (strcmp(op, "compile") == 0 || strcmp(op, "canary") == 0)
-			rc = reply_compile(fd, hdr, hl);
+			rc = in_fork(fd, hdr, hl, reply_compile);
 		else if (strcmp(op, "probe") == 0)
-			rc = reply_ok(fd, seq, 1);
+			rc = in_fork(fd, hdr, hl, probe_reply);
 		else if (strcmp(op, "ping") == 0)
 			rc = reply_ok(fd, seq, 0);
 		else
