@@ -393,7 +393,7 @@ Test(users, one_user_holding_the_metrics_listener_shuts_out_no_one_else)
 	for (w = 0; w < 2; w++) {
 		const char *extra[] = { "--socket-group", group,
 			"--metrics-listen", addr, NULL };
-		int ready[2], st;
+		int ready[2], st, tries;
 		pid_t holder;
 		char c;
 
@@ -415,9 +415,15 @@ Test(users, one_user_holding_the_metrics_listener_shuts_out_no_one_else)
 		cr_assert_eq(read(ready[0], &c, 1), 1);
 		cr_assert_eq(c, 'y', "%s: the holder could not connect",
 		    where[w]);
-		usleep(200000);         /* the daemon has accepted them */
-		cr_assert_eq(scrape_as(member, addr), 0, "%s: another user's "
-		    "scrape was shut out", where[w]);
+		/* Answered while the holder holds on: tried again for a few
+		 * seconds, as the daemon may still be accepting (and cutting)
+		 * the holder's connections on a loaded machine.  Without the
+		 * per-peer limit every try is shut out. */
+		for (tries = 0; scrape_as(member, addr) != 0 && tries < 10;
+		    tries++)
+			usleep(300000);
+		cr_assert_lt(tries, 10, "%s: another user's scrape was shut "
+		    "out", where[w]);
 		kill(holder, SIGKILL);
 		waitpid(holder, &st, 0);
 		holder_pid = 0;
