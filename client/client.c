@@ -108,7 +108,7 @@ void kspec_free(void *p)
 
 int kspec_default_socket(char *buf, size_t len)
 {
-	return ks_proto_default_socket(buf, len);
+	return ks_proto_default_socket(KS_SOCKET_CLIENT, buf, len);
 }
 
 /* Records a failure on C (code name from RC) and returns RC. */
@@ -565,7 +565,8 @@ int kspec_connect(const char *socket_path, kspec_client_t **out)
 			    "socket path is longer than %zu bytes",
 			    sizeof c->path - 1);
 		memcpy(c->path, socket_path, strlen(socket_path) + 1);
-	} else if (ks_proto_default_socket(c->path, sizeof c->path)) {
+	} else if (ks_proto_default_socket(KS_SOCKET_CLIENT, c->path,
+	    sizeof c->path)) {
 		return set_error(c, KSPEC_E_TOO_LARGE,
 		    "default socket path is longer than %zu bytes",
 		    sizeof c->path - 1);

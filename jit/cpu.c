@@ -36,6 +36,7 @@
  * set once under pthread_once.
  */
 #include "jit.h"
+#include "helpers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -285,12 +286,6 @@ static int cpu_identity(const char *target, ks_buf_t *out)
 
 /* ---- lowering state ---- */
 
-enum {
-	H_F16_LOAD, H_BF16_LOAD, H_F16_STORE, H_BF16_STORE,
-	H_FMIN, H_FMAX, H_IMIN, H_IMAX, H_EXP,
-	H_COUNT
-};
-
 typedef struct {
 	gcc_jit_context *ctx;
 	const ks_ir_kernel_t *k;
@@ -303,7 +298,7 @@ typedef struct {
 	gcc_jit_lvalue **local;         /* per local array: a stack array */
 	gcc_jit_lvalue *group;          /* i64 work-group index */
 	gcc_jit_lvalue *lane;           /* lane counter; NULL outside LANES */
-	gcc_jit_function *helper[H_COUNT];
+	gcc_jit_function *helper[KSH_COUNT];
 	gcc_jit_function *fmaf;
 	gcc_jit_function *sqrtf, *fabsf; /* gcc builtins */
 	gcc_jit_function *prefetch;
@@ -428,304 +423,123 @@ static gcc_jit_rvalue *f32c(lower_t *L, float f)
 	return gcc_jit_context_new_rvalue_from_double(L->ctx, L->t_f32, f);
 }
 
-/* ---- helpers: conversions and min/max, always inlined ---- */
+/* ---- helpers: helpers.c's programs, always inlined ---- */
 
-/* Starts an always-inline helper with NP parameters of type PT; switches
- * L->fn and L->blk to it.  The caller restores them.  Helper names start
- * with "ksh_", which no entry ("ks_<kernel>_<variant>") can collide with. */
-static gcc_jit_function *helper_begin(lower_t *L, const char *hname,
-    gcc_jit_type *ret, gcc_jit_type *pt, int np, gcc_jit_rvalue **args)
-{
-	static const char *const pname[] = { "a", "b" };
-	gcc_jit_param *ps[2];
-	int i;
-
-	for (i = 0; i < np; i++)
-		ps[i] = gcc_jit_context_new_param(L->ctx, NULL, pt, pname[i]);
-	L->fn = gcc_jit_context_new_function(L->ctx, NULL,
-	    GCC_JIT_FUNCTION_ALWAYS_INLINE, ret, hname, np, ps, 0);
-	L->blk = gcc_jit_function_new_block(L->fn, "entry");
-	for (i = 0; i < np; i++)
-		args[i] = gcc_jit_param_as_rvalue(ps[i]);
-	return L->fn;
-}
-
-/*
- * f16 -> f32, exact for every pattern: the exponent is rebiased by adding
- * (127-15)<<23; Inf/NaN get the rest of the exponent range (payload kept,
- * a signaling NaN stays signaling); zero and subnormals are renormalized by
- * one exact f32 subtraction of 2^-14 (its operands and result are normal,
- * so flush-to-zero modes cannot affect it).
- */
-static void build_f16_load(lower_t *L)
-{
-	gcc_jit_type *u = L->t_u32;
-	gcc_jit_rvalue *a[1], *h, *o, *e, *inf, *sub, *r;
-
-	helper_begin(L, "ksh_f16_to_f32", L->t_f32, L->t_u16, 1, a);
-	h = let(L, u, cast(L, a[0], u));
-	o = let(L, u, op(L, GCC_JIT_BINARY_OP_LSHIFT, u,
-	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u, h, cint(L, u, 0x7fff)),
-	    cint(L, u, 13)));
-	e = let(L, u, op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u, o,
-	    cint(L, u, 0x0f800000)));
-	o = let(L, u, op(L, GCC_JIT_BINARY_OP_PLUS, u, o,
-	    cint(L, u, 0x38000000)));
-	inf = op(L, GCC_JIT_BINARY_OP_PLUS, u, o, cint(L, u, 0x38000000));
-	sub = bitcast(L, op(L, GCC_JIT_BINARY_OP_MINUS, L->t_f32,
-	    bitcast(L, op(L, GCC_JIT_BINARY_OP_PLUS, u, o,
-	    cint(L, u, 0x00800000)), L->t_f32),
-	    bitcast(L, cint(L, u, 0x38800000), L->t_f32)), u);
-	r = sel(L, u, cmp(L, GCC_JIT_COMPARISON_EQ, e, cint(L, u, 0)),
-	    let(L, u, sub), o);
-	r = sel(L, u, cmp(L, GCC_JIT_COMPARISON_EQ, e,
-	    cint(L, u, 0x0f800000)), let(L, u, inf), let(L, u, r));
-	r = op(L, GCC_JIT_BINARY_OP_BITWISE_OR, u, let(L, u, r),
-	    op(L, GCC_JIT_BINARY_OP_LSHIFT, u,
-	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u, h, cint(L, u, 0x8000)),
-	    cint(L, u, 16)));
-	gcc_jit_block_end_with_return(L->blk, NULL, bitcast(L, let(L, u, r),
-	    L->t_f32));
-}
-
-/* bf16 -> f32: the upper half of the f32 pattern. */
-static void build_bf16_load(lower_t *L)
-{
-	gcc_jit_rvalue *a[1];
-
-	helper_begin(L, "ksh_bf16_to_f32", L->t_f32, L->t_u16, 1, a);
-	gcc_jit_block_end_with_return(L->blk, NULL, bitcast(L,
-	    op(L, GCC_JIT_BINARY_OP_LSHIFT, L->t_u32, cast(L, a[0], L->t_u32),
-	    cint(L, L->t_u32, 16)), L->t_f32));
-}
-
-/*
- * f32 -> bf16, round-to-nearest-even by adding 0x7fff plus the lowest kept
- * bit; a carry into the exponent gives the next binade or Inf, which is the
- * correct rounding.  NaN: the upper half with the quiet bit set (sign and
- * top payload kept), so a NaN never becomes Inf.
- */
-static void build_bf16_store(lower_t *L)
-{
-	gcc_jit_type *u = L->t_u32;
-	gcc_jit_rvalue *a[1], *x, *nan, *r, *q;
-
-	helper_begin(L, "ksh_f32_to_bf16", L->t_u16, L->t_f32, 1, a);
-	x = let(L, u, bitcast(L, a[0], u));
-	nan = cmp(L, GCC_JIT_COMPARISON_GT,
-	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u, x, cint(L, u, 0x7fffffff)),
-	    cint(L, u, 0x7f800000));
-	r = let(L, u, op(L, GCC_JIT_BINARY_OP_RSHIFT, u,
-	    op(L, GCC_JIT_BINARY_OP_PLUS, u, x,
-	    op(L, GCC_JIT_BINARY_OP_PLUS, u, cint(L, u, 0x7fff),
-	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u,
-	    op(L, GCC_JIT_BINARY_OP_RSHIFT, u, x, cint(L, u, 16)),
-	    cint(L, u, 1)))), cint(L, u, 16)));
-	q = let(L, u, op(L, GCC_JIT_BINARY_OP_BITWISE_OR, u,
-	    op(L, GCC_JIT_BINARY_OP_RSHIFT, u, x, cint(L, u, 16)),
-	    cint(L, u, 0x40)));
-	gcc_jit_block_end_with_return(L->blk, NULL,
-	    cast(L, let(L, u, sel(L, u, nan, q, r)), L->t_u16));
-}
-
-/*
- * f32 -> f16, round-to-nearest-even, three cases on |x| computed without
- * branches and selected:
- *   |x| >= 2^16 (Inf, NaN, and finite values whose rounding overflows
- *   anyway): Inf, or a quiet NaN keeping sign and top payload bits;
- *   |x| < 2^-14 (f16 subnormal or zero): add 0.5f, whose ulp 2^-24 is the
- *   f16 subnormal step, so the FP add itself rounds to nearest even; the
- *   low bits of the sum are the f16 pattern (0x400 when it rounds up to the
- *   smallest normal, which is again correct).  An f32 subnormal input that
- *   a DAZ mode reads as zero rounds to zero either way;
- *   otherwise: rebias the exponent and add 0xfff plus the lowest kept bit
- *   (RNE), then shift; a carry gives the next binade, or Inf above 65504.
- */
-static void build_f16_store(lower_t *L)
-{
-	gcc_jit_type *u = L->t_u32;
-	gcc_jit_rvalue *a[1], *x, *sign, *m, *big, *small, *nanv, *sub;
-	gcc_jit_rvalue *norm, *r;
-
-	helper_begin(L, "ksh_f32_to_f16", L->t_u16, L->t_f32, 1, a);
-	x = let(L, u, bitcast(L, a[0], u));
-	sign = let(L, u, op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u, x,
-	    cint(L, u, 0x80000000L)));
-	m = let(L, u, op(L, GCC_JIT_BINARY_OP_BITWISE_XOR, u, x, sign));
-	big = cmp(L, GCC_JIT_COMPARISON_GE, m, cint(L, u, 0x47800000));
-	small = cmp(L, GCC_JIT_COMPARISON_LT, m, cint(L, u, 0x38800000));
-	nanv = let(L, u, sel(L, u,
-	    cmp(L, GCC_JIT_COMPARISON_GT, m, cint(L, u, 0x7f800000)),
-	    op(L, GCC_JIT_BINARY_OP_BITWISE_OR, u, cint(L, u, 0x7e00),
-	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u,
-	    op(L, GCC_JIT_BINARY_OP_RSHIFT, u, m, cint(L, u, 13)),
-	    cint(L, u, 0x3ff))), cint(L, u, 0x7c00)));
-	sub = let(L, u, op(L, GCC_JIT_BINARY_OP_MINUS, u,
-	    bitcast(L, op(L, GCC_JIT_BINARY_OP_PLUS, L->t_f32,
-	    bitcast(L, m, L->t_f32), f32c(L, 0.5f)), u),
-	    cint(L, u, 0x3f000000)));
-	norm = let(L, u, op(L, GCC_JIT_BINARY_OP_RSHIFT, u,
-	    op(L, GCC_JIT_BINARY_OP_PLUS, u, m,
-	    op(L, GCC_JIT_BINARY_OP_PLUS, u, cint(L, u, 0xc8000fffL),
-	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u,
-	    op(L, GCC_JIT_BINARY_OP_RSHIFT, u, m, cint(L, u, 13)),
-	    cint(L, u, 1)))), cint(L, u, 13)));
-	r = let(L, u, sel(L, u, small, sub, norm));
-	r = let(L, u, sel(L, u, big, nanv, r));
-	r = op(L, GCC_JIT_BINARY_OP_BITWISE_OR, u, r,
-	    op(L, GCC_JIT_BINARY_OP_RSHIFT, u, sign, cint(L, u, 16)));
-	gcc_jit_block_end_with_return(L->blk, NULL,
-	    cast(L, let(L, u, r), L->t_u16));
-}
-
-/*
- * The order key of an f32 bit pattern: the pattern as a signed integer,
- * with the magnitude bits of negative values flipped, so that integer
- * order is the float order on non-NaN values with -0 below +0, and equal
- * keys are equal patterns.  Integer comparisons never trap, so selects on
- * them if-convert inside lane loops (float comparisons may raise invalid
- * and GCC keeps them as branches under the default -ftrapping-math).
- */
-static gcc_jit_rvalue *f32_key(lower_t *L, gcc_jit_rvalue *bits)
-{
-	gcc_jit_type *i = L->t_i32;
-	gcc_jit_rvalue *s = let(L, i, cast(L, bits, i));
-
-	return let(L, i, op(L, GCC_JIT_BINARY_OP_BITWISE_XOR, i, s,
-	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, i,
-	    op(L, GCC_JIT_BINARY_OP_RSHIFT, i, s, cint(L, i, 31)),
-	    cint(L, i, 0x7fffffff))));
-}
-
-/* Whether the f32 bit pattern BITS is a NaN (an integer comparison). */
-static gcc_jit_rvalue *f32_isnan(lower_t *L, gcc_jit_rvalue *bits)
-{
-	gcc_jit_type *u = L->t_u32;
-
-	return cmp(L, GCC_JIT_COMPARISON_GT, op(L,
-	    GCC_JIT_BINARY_OP_BITWISE_AND, u, bits, cint(L, u, 0x7fffffff)),
-	    cint(L, u, 0x7f800000));
-}
-
-/*
- * f32 min and max.  Semantics: those of C fminf/fmaxf (IEEE 754-2008
- * minNum/maxNum): a NaN operand is ignored, the result is NaN only when
- * both are NaN (then b).  Where C leaves the choice open, it is fixed here
- * so every backend agrees: -0 is below +0 (min(-0, +0) = -0, max(-0, +0) =
- * +0).  Computed on the bit patterns with integer comparisons (f32_key),
- * branch-free, so it vectorizes; no libm call.  The C dialects' helpers
- * compute the same function with float comparisons.
- */
-static void build_fminmax(lower_t *L, int is_max)
-{
-	gcc_jit_type *u = L->t_u32;
-	gcc_jit_rvalue *a[2], *ai, *bi, *ka, *kb, *take_b, *r;
-
-	helper_begin(L, is_max ? "ksh_fmaxf" : "ksh_fminf", L->t_f32, L->t_f32,
-	    2, a);
-	ai = let(L, u, bitcast(L, a[0], u));
-	bi = let(L, u, bitcast(L, a[1], u));
-	ka = f32_key(L, ai);
-	kb = f32_key(L, bi);
-	/* b when a is NaN, or b is not NaN and beyond a. */
-	take_b = op(L, GCC_JIT_BINARY_OP_BITWISE_OR, u,
-	    cast(L, f32_isnan(L, ai), u),
-	    op(L, GCC_JIT_BINARY_OP_BITWISE_AND, u,
-	    cast(L, cmp(L, GCC_JIT_COMPARISON_EQ, cast(L, f32_isnan(L, bi), u),
-	    cint(L, u, 0)), u),
-	    cast(L, cmp(L, is_max ? GCC_JIT_COMPARISON_GT :
-	    GCC_JIT_COMPARISON_LT, kb, ka), u)));
-	r = let(L, u, sel(L, u, cmp(L, GCC_JIT_COMPARISON_NE, take_b,
-	    cint(L, u, 0)), bi, ai));
-	gcc_jit_block_end_with_return(L->blk, NULL, bitcast(L, r, L->t_f32));
-}
-
-static void build_iminmax(lower_t *L, int is_max)
-{
-	gcc_jit_rvalue *a[2];
-
-	helper_begin(L, is_max ? "ksh_imax" : "ksh_imin", L->t_i64, L->t_i64,
-	    2, a);
-	gcc_jit_block_end_with_return(L->blk, NULL, sel(L, L->t_i64,
-	    cmp(L, is_max ? GCC_JIT_COMPARISON_GT : GCC_JIT_COMPARISON_LT,
-	    a[0], a[1]), a[0], a[1]));
-}
-
-/*
- * kspec's exp (docs/ir.md; tests/ref.h ref_expf is the same sequence in
- * plain C): clamp, k = rint(x log2 e) by the 1.5 * 2^23 trick, r = x - k
- * ln2 in two fma steps, a degree-7 polynomial in Horner form with fma,
- * the scale 2^k as two exact powers of two, and the special cases (NaN,
- * overflow, underflow) selected on the bit patterns.  Only IEEE f32
- * operations, integer operations and bit casts: bitwise equal to the C
- * dialects' ksh_expf and vectorizable (no call, no branch).
- */
 static gcc_jit_rvalue *call(lower_t *L, int h, int n, gcc_jit_rvalue *a,
     gcc_jit_rvalue *b);
 
-/* The order key (f32_key) of the constant F. */
-static gcc_jit_rvalue *key_of(lower_t *L, float f)
+static gcc_jit_type *prog_ty(lower_t *L, int t)
 {
-	uint32_t u;
-	int32_t k;
-
-	memcpy(&u, &f, sizeof u);
-	k = (int32_t)u;
-	k ^= (k >> 31) & 0x7fffffff;
-	return cint(L, L->t_i32, (long)k);
+	switch (t) {
+	case KSH_U16: return L->t_u16;
+	case KSH_U32: return L->t_u32;
+	case KSH_I32: return L->t_i32;
+	case KSH_I64: return L->t_i64;
+	case KSH_F32: return L->t_f32;
+	}
+	return L->t_bool;
 }
 
-static void build_expf(lower_t *L)
-{
-	static const float poly[] = { 1.3981999507e-3f, 8.3334519073e-3f,
-		4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f };
-	gcc_jit_type *f = L->t_f32, *u = L->t_u32, *i = L->t_i32;
-	gcc_jit_rvalue *a[1], *x, *xc, *kf, *r, *p, *k, *k1, *y, *res, *fa[3];
-	gcc_jit_rvalue *xb, *kx;
-	size_t j;
+/* gccjit's operation for each arithmetic, bitwise and comparison op. */
+static const int prog_binop[] = {
+	[KSH_ADD] = GCC_JIT_BINARY_OP_PLUS,
+	[KSH_SUB] = GCC_JIT_BINARY_OP_MINUS,
+	[KSH_MUL] = GCC_JIT_BINARY_OP_MULT,
+	[KSH_DIV] = GCC_JIT_BINARY_OP_DIVIDE,
+	[KSH_AND] = GCC_JIT_BINARY_OP_BITWISE_AND,
+	[KSH_OR] = GCC_JIT_BINARY_OP_BITWISE_OR,
+	[KSH_XOR] = GCC_JIT_BINARY_OP_BITWISE_XOR,
+	[KSH_SHL] = GCC_JIT_BINARY_OP_LSHIFT,
+	[KSH_SHR] = GCC_JIT_BINARY_OP_RSHIFT,
+};
+static const int prog_cmp[] = {
+	[KSH_EQ] = GCC_JIT_COMPARISON_EQ,
+	[KSH_NE] = GCC_JIT_COMPARISON_NE,
+	[KSH_LT] = GCC_JIT_COMPARISON_LT,
+	[KSH_GT] = GCC_JIT_COMPARISON_GT,
+	[KSH_GE] = GCC_JIT_COMPARISON_GE,
+};
 
-	helper_begin(L, "ksh_expf", f, f, 1, a);
-	x = a[0];
-	xc = let(L, f, call(L, H_FMAX, 2, x, f32c(L, -104.0f)));
-	xc = let(L, f, call(L, H_FMIN, 2, xc, f32c(L, 89.0f)));
-	kf = let(L, f, op(L, GCC_JIT_BINARY_OP_MULT, f, xc,
-	    f32c(L, 1.44269502f)));
-	kf = let(L, f, op(L, GCC_JIT_BINARY_OP_PLUS, f, kf,
-	    f32c(L, 12582912.0f)));
-	kf = let(L, f, op(L, GCC_JIT_BINARY_OP_MINUS, f, kf,
-	    f32c(L, 12582912.0f)));
-#define FMA_(A, B, C) (fa[0] = (A), fa[1] = (B), fa[2] = (C), \
-	let(L, f, gcc_jit_context_new_call(L->ctx, NULL, L->fmaf, 3, fa)))
-	r = FMA_(kf, f32c(L, -0.693145752f), xc);
-	r = FMA_(kf, f32c(L, -1.42860677e-6f), r);
-	p = FMA_(f32c(L, 1.9875691500e-4f), r, f32c(L, poly[0]));
-	for (j = 1; j < sizeof poly / sizeof poly[0]; j++)
-		p = FMA_(p, r, f32c(L, poly[j]));
-	p = FMA_(p, let(L, f, op(L, GCC_JIT_BINARY_OP_MULT, f, r, r)), r);
-#undef FMA_
-	p = let(L, f, op(L, GCC_JIT_BINARY_OP_PLUS, f, p, f32c(L, 1.0f)));
-	k = let(L, i, cast(L, kf, i));
-	k1 = let(L, i, op(L, GCC_JIT_BINARY_OP_DIVIDE, i, k, cint(L, i, 2)));
-	y = let(L, f, op(L, GCC_JIT_BINARY_OP_MULT, f, p, bitcast(L,
-	    op(L, GCC_JIT_BINARY_OP_LSHIFT, u, cast(L, op(L,
-	    GCC_JIT_BINARY_OP_PLUS, i, k1, cint(L, i, 127)), u),
-	    cint(L, u, 23)), f)));
-	y = let(L, f, op(L, GCC_JIT_BINARY_OP_MULT, f, y, bitcast(L,
-	    op(L, GCC_JIT_BINARY_OP_LSHIFT, u, cast(L, op(L,
-	    GCC_JIT_BINARY_OP_PLUS, i, op(L, GCC_JIT_BINARY_OP_MINUS, i, k,
-	    k1), cint(L, i, 127)), u), cint(L, u, 23)), f)));
-	/* The special cases on the order key of x (integer comparisons:
-	 * see f32_key); a NaN is selected last, so its key does not
-	 * matter before. */
-	xb = let(L, u, bitcast(L, x, u));
-	kx = f32_key(L, xb);
-	res = let(L, u, sel(L, u, cmp(L, GCC_JIT_COMPARISON_LT, kx,
-	    key_of(L, -103.972084f)), cint(L, u, 0), bitcast(L, y, u)));
-	res = let(L, u, sel(L, u, cmp(L, GCC_JIT_COMPARISON_GT, kx,
-	    key_of(L, 88.7228394f)), cint(L, u, 0x7f800000), res));
-	res = let(L, u, sel(L, u, f32_isnan(L, xb),
-	    bitcast(L, op(L, GCC_JIT_BINARY_OP_PLUS, f, x, x), u), res));
-	gcc_jit_block_end_with_return(L->blk, NULL, bitcast(L, res, f));
+/*
+ * Helper H as an always-inline function: its program, one local per
+ * value.  Selects are sel()'s masks, so the helper if-converts and
+ * vectorizes inside lane loops.  Helper names start with "ksh_", which no
+ * entry ("ks_<kernel>_<variant>") can collide with.
+ */
+static void build_helper(lower_t *L, int h)
+{
+	ksh_prog_t p;
+	gcc_jit_param *ps[2];
+	gcc_jit_rvalue *v[KSH_MAX_INS], *fa[3];
+	gcc_jit_type *t;
+	int i;
+
+	ksh_build((ksh_id_t)h, &p);
+	for (i = 0; i < p.nargs; i++)
+		ps[i] = gcc_jit_context_new_param(L->ctx, NULL,
+		    prog_ty(L, p.arg), i ? "b" : "a");
+	L->fn = gcc_jit_context_new_function(L->ctx, NULL,
+	    GCC_JIT_FUNCTION_ALWAYS_INLINE, prog_ty(L, p.ret), p.name,
+	    p.nargs, ps, 0);
+	L->blk = gcc_jit_function_new_block(L->fn, "entry");
+	for (i = 0; i < p.nins; i++) {
+		const ksh_ins_t *in = &p.ins[i];
+		gcc_jit_rvalue *a = in->a >= 0 ? v[in->a] : NULL;
+		gcc_jit_rvalue *b = in->b >= 0 ? v[in->b] : NULL;
+		gcc_jit_rvalue *c = in->c >= 0 ? v[in->c] : NULL;
+		float f;
+		uint32_t u;
+
+		t = prog_ty(L, in->ty);
+		switch ((ksh_op_t)in->op) {
+		case KSH_ARG:
+			v[i] = gcc_jit_param_as_rvalue(ps[in->imm]);
+			continue;
+		case KSH_CONST:
+			if (in->ty == KSH_F32) {
+				u = (uint32_t)in->imm;
+				memcpy(&f, &u, sizeof f);
+				v[i] = f32c(L, f);
+			} else {
+				v[i] = cint(L, t, (long)in->imm);
+			}
+			continue;
+		case KSH_CVT:
+			v[i] = let(L, t, cast(L, a, t));
+			continue;
+		case KSH_BITS:
+			v[i] = let(L, t, bitcast(L, a, t));
+			continue;
+		case KSH_ADD: case KSH_SUB: case KSH_MUL: case KSH_DIV:
+		case KSH_AND: case KSH_OR: case KSH_XOR: case KSH_SHL:
+		case KSH_SHR:
+			v[i] = let(L, t, op(L,
+			    (enum gcc_jit_binary_op)prog_binop[in->op], t, a,
+			    b));
+			continue;
+		case KSH_FMA:
+			fa[0] = a;
+			fa[1] = b;
+			fa[2] = c;
+			v[i] = let(L, t, gcc_jit_context_new_call(L->ctx, NULL,
+			    L->fmaf, 3, fa));
+			continue;
+		case KSH_EQ: case KSH_NE: case KSH_LT: case KSH_GT:
+		case KSH_GE:
+			v[i] = cmp(L, (enum gcc_jit_comparison)prog_cmp[in->op],
+			    a, b);
+			continue;
+		case KSH_SEL:
+			v[i] = let(L, t, sel(L, t, a, b, c));
+			continue;
+		case KSH_CALL:
+			v[i] = let(L, t, call(L, (int)in->imm, b ? 2 : 1, a, b));
+			continue;
+		case KSH_RET:
+			gcc_jit_block_end_with_return(L->blk, NULL, a);
+			continue;
+		}
+	}
 }
 
 /* The helper H, built on first use (the set built depends only on the IR,
@@ -737,17 +551,7 @@ static gcc_jit_function *helper(lower_t *L, int h)
 
 	if (L->helper[h] != NULL)
 		return L->helper[h];
-	switch (h) {
-	case H_F16_LOAD: build_f16_load(L); break;
-	case H_BF16_LOAD: build_bf16_load(L); break;
-	case H_F16_STORE: build_f16_store(L); break;
-	case H_BF16_STORE: build_bf16_store(L); break;
-	case H_FMIN: build_fminmax(L, 0); break;
-	case H_FMAX: build_fminmax(L, 1); break;
-	case H_IMIN: build_iminmax(L, 0); break;
-	case H_IMAX: build_iminmax(L, 1); break;
-	case H_EXP: build_expf(L); break;
-	}
+	build_helper(L, h);
 	L->helper[h] = L->fn;
 	L->fn = fn;
 	L->blk = blk;
@@ -806,8 +610,8 @@ static gcc_jit_rvalue *combine(lower_t *L, int is_max, ks_ty_t t,
 	if (!is_max)
 		return op(L, GCC_JIT_BINARY_OP_PLUS, ty(L, t), a, b);
 	if (t == KS_TY_F32)
-		return call(L, H_FMAX, 2, a, b);
-	return call(L, H_IMAX, 2, a, b);
+		return call(L, KSH_FMAX, 2, a, b);
+	return call(L, KSH_IMAX, 2, a, b);
 }
 
 /*
@@ -963,10 +767,10 @@ static gcc_jit_rvalue *lower_bin(lower_t *L, const ks_expr_t *e)
 		return op(L, arith[e->op], ty(L, t), a, b);
 	case KS_OP_MIN: case KS_OP_MAX:
 		if (t == KS_TY_F32)
-			return call(L, e->op == KS_OP_MIN ? H_FMIN : H_FMAX, 2,
+			return call(L, e->op == KS_OP_MIN ? KSH_FMIN : KSH_FMAX, 2,
 			    a, b);
 		if (t == KS_TY_I64)
-			return call(L, e->op == KS_OP_MIN ? H_IMIN : H_IMAX, 2,
+			return call(L, e->op == KS_OP_MIN ? KSH_IMIN : KSH_IMAX, 2,
 			    a, b);
 		break;
 	case KS_OP_LT: case KS_OP_LE: case KS_OP_EQ: case KS_OP_NE:
@@ -1019,8 +823,8 @@ static gcc_jit_rvalue *lower_load(lower_t *L, const ks_expr_t *e)
 	if (p->type == KS_TY_I32)
 		return x;
 	switch (p->dtype) {
-	case KS_DTYPE_F16: return call(L, H_F16_LOAD, 1, x, NULL);
-	case KS_DTYPE_BF16: return call(L, H_BF16_LOAD, 1, x, NULL);
+	case KS_DTYPE_F16: return call(L, KSH_F16_TO_F32, 1, x, NULL);
+	case KS_DTYPE_BF16: return call(L, KSH_BF16_TO_F32, 1, x, NULL);
 	default: return x;
 	}
 }
@@ -1060,7 +864,7 @@ static gcc_jit_rvalue *lower_un(lower_t *L, const ks_expr_t *e)
 		break;
 	case KS_UN_EXP:
 		if (f)
-			return call(L, H_EXP, 1, a, NULL);
+			return call(L, KSH_EXP, 1, a, NULL);
 		break;
 	case KS_UN_COUNT:
 		break;
@@ -1237,8 +1041,8 @@ static void lower_store(lower_t *L, const ks_stmt_t *s)
 	    rv(L->param[s->param]), lx(L, s->a));
 	v = lx(L, s->b);
 	switch (p->type == KS_TY_I32 ? KS_DTYPE_F32 : p->dtype) {
-	case KS_DTYPE_F16: v = call(L, H_F16_STORE, 1, v, NULL); break;
-	case KS_DTYPE_BF16: v = call(L, H_BF16_STORE, 1, v, NULL); break;
+	case KS_DTYPE_F16: v = call(L, KSH_F32_TO_F16, 1, v, NULL); break;
+	case KS_DTYPE_BF16: v = call(L, KSH_F32_TO_BF16, 1, v, NULL); break;
 	default: break;
 	}
 	assign(L, dst, v);

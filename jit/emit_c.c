@@ -21,6 +21,7 @@
  * IR cast.
  */
 #include "emit_c.h"
+#include "helpers.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -28,12 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum {
-	H_F16_LOAD, H_BF16_LOAD, H_F16_STORE, H_BF16_STORE,
-	H_FMIN, H_FMAX, H_IMIN, H_IMAX, H_IABS, H_EXP,
-	H_COUNT
-};
 
 typedef struct {
 	const ks_ir_kernel_t *k;
@@ -146,147 +141,147 @@ const ks_c_reduce_t ks_c_reduces[KS_C_RED_COUNT] = {
 		.scratch = "ks_red_i64", .combine = combine_imax },
 };
 
-/* ---- helpers: the algorithms of cpu.c, as C ---- */
+/* ---- helpers: helpers.c's programs, as C ---- */
+
+static void f32_const(emit_t *E, float f);
+static void i64_const(emit_t *E, int64_t v);
+
+static const char *prog_cty(int t)
+{
+	switch (t) {
+	case KSH_U16: return "ks_u16";
+	case KSH_U32: return "ks_u32";
+	case KSH_I64: return "ks_i64";
+	case KSH_F32: return "float";
+	}
+	return "int";           /* KSH_I32, KSH_BOOL */
+}
+
+static const char *const prog_op[] = {
+	[KSH_ADD] = "+", [KSH_SUB] = "-", [KSH_MUL] = "*", [KSH_DIV] = "/",
+	[KSH_AND] = "&", [KSH_OR] = "|", [KSH_XOR] = "^", [KSH_SHL] = "<<",
+	[KSH_SHR] = ">>", [KSH_EQ] = "==", [KSH_NE] = "!=", [KSH_LT] = "<",
+	[KSH_GT] = ">", [KSH_GE] = ">=",
+};
+
+/* Operand X of program P: a parameter, a constant, or a temporary. */
+static void prog_operand(emit_t *E, const ksh_prog_t *p, int x)
+{
+	const ksh_ins_t *in = &p->ins[x];
+	uint32_t u;
+	float f;
+
+	if (in->op == KSH_ARG) {
+		put(E, "%s", in->imm ? "b" : "a");
+	} else if (in->op != KSH_CONST) {
+		put(E, "t%d", x);
+	} else if (in->ty == KSH_F32) {
+		u = (uint32_t)in->imm;
+		memcpy(&f, &u, sizeof f);
+		f32_const(E, f);
+	} else if (in->ty == KSH_U32) {
+		put(E, in->imm < 256 ? "%" PRIu32 "u" : "0x%" PRIx32 "u",
+		    (uint32_t)in->imm);
+	} else if (in->ty == KSH_I64) {
+		i64_const(E, in->imm);
+	} else {
+		put(E, in->imm < 0 ? "(%" PRId64 ")" : "%" PRId64, in->imm);
+	}
+}
 
 /*
- * Each helper is the same sequence of integer and f32 operations as its
- * namesake in cpu.c (read the comments there for why each is exact); the
- * branch-free selects of cpu.c are written as if/else or ?:, which choose
- * the same value.  F2U and U2F stand for the dialect's bit casts.
+ * Helper H: its program, one const temporary per value.  The selects of
+ * the program are ?: here (the branch-free masks of cpu.c choose the same
+ * value); every operation is parenthesized and typed by its temporary.
  */
 static void helper(emit_t *E, int h)
 {
 	const ks_c_dialect_t *d = E->d;
-	const char *fn = d->fn, *f2u = d->f32_bits, *u2f = d->bits_f32;
+	ksh_prog_t p;
+	int i;
 
-	switch (h) {
-	case H_F16_LOAD:
-		put(E, "/* f16 -> f32, exact for every pattern. */\n"
-		    "%sfloat ksh_f16_to_f32(ks_u16 a)\n"
-		    "{\n"
-		    "\tks_u32 h = (ks_u32)a;\n"
-		    "\tks_u32 o = (h & 0x7fffu) << 13;\n"
-		    "\tks_u32 e = o & 0x0f800000u;\n"
-		    "\tks_u32 r;\n"
-		    "\n"
-		    "\to = o + 0x38000000u;\n"
-		    "\tif (e == 0u)            /* zero, subnormal: exact */\n"
-		    "\t\tr = %s(%s(o + 0x00800000u) - %s(0x38800000u));\n"
-		    "\telse if (e == 0x0f800000u)   /* Inf, NaN */\n"
-		    "\t\tr = o + 0x38000000u;\n"
-		    "\telse\n"
-		    "\t\tr = o;\n"
-		    "\treturn %s(r | ((h & 0x8000u) << 16));\n"
-		    "}\n\n", fn, f2u, u2f, u2f, u2f);
-		break;
-	case H_BF16_LOAD:
-		put(E, "/* bf16 -> f32: the upper half of the f32 pattern. */\n"
-		    "%sfloat ksh_bf16_to_f32(ks_u16 a)\n"
-		    "{\n"
-		    "\treturn %s((ks_u32)a << 16);\n"
-		    "}\n\n", fn, u2f);
-		break;
-	case H_F16_STORE:
-		put(E, "/* f32 -> f16, round to nearest even; NaN stays a "
-		    "quiet NaN. */\n"
-		    "%sks_u16 ksh_f32_to_f16(float a)\n"
-		    "{\n"
-		    "\tks_u32 x = %s(a);\n"
-		    "\tks_u32 sign = x & 0x80000000u;\n"
-		    "\tks_u32 m = x ^ sign;\n"
-		    "\tks_u32 r;\n"
-		    "\n"
-		    "\tif (m >= 0x47800000u)   /* Inf, NaN, overflow */\n"
-		    "\t\tr = m > 0x7f800000u ? "
-		    "(0x7e00u | ((m >> 13) & 0x3ffu)) : 0x7c00u;\n"
-		    "\telse if (m < 0x38800000u)  /* f16 subnormal, zero */\n"
-		    "\t\tr = %s(%s(m) + 0.5f) - 0x3f000000u;\n"
-		    "\telse\n"
-		    "\t\tr = (m + 0xc8000fffu + ((m >> 13) & 1u)) >> 13;\n"
-		    "\treturn (ks_u16)(r | (sign >> 16));\n"
-		    "}\n\n", fn, f2u, f2u, u2f);
-		break;
-	case H_BF16_STORE:
-		put(E, "/* f32 -> bf16, round to nearest even; NaN stays a "
-		    "quiet NaN. */\n"
-		    "%sks_u16 ksh_f32_to_bf16(float a)\n"
-		    "{\n"
-		    "\tks_u32 x = %s(a);\n"
-		    "\n"
-		    "\tif ((x & 0x7fffffffu) > 0x7f800000u)\n"
-		    "\t\treturn (ks_u16)((x >> 16) | 0x40u);\n"
-		    "\treturn (ks_u16)((x + 0x7fffu + ((x >> 16) & 1u)) >> "
-		    "16);\n"
-		    "}\n\n", fn, f2u);
-		break;
-	case H_FMIN:
-	case H_FMAX:
-		put(E, "/* %s: a NaN operand is ignored; %s. */\n"
-		    "%sfloat ksh_f%sf(float a, float b)\n"
-		    "{\n"
-		    "\tks_u32 ai = %s(a), bi = %s(b);\n"
-		    "\tks_u32 r = (b %s a || a != a) ? bi : ai;\n"
-		    "\n"
-		    "\tif (a == b)             /* at most the sign of zero "
-		    "differs */\n"
-		    "\t\tr = ai %s bi;\n"
-		    "\treturn %s(r);\n"
-		    "}\n\n", h == H_FMAX ? "fmaxf" : "fminf",
-		    h == H_FMAX ? "max(-0, +0) = +0" : "min(-0, +0) = -0", fn,
-		    h == H_FMAX ? "max" : "min", f2u, f2u,
-		    h == H_FMAX ? ">" : "<", h == H_FMAX ? "&" : "|", u2f);
-		break;
-	case H_IMIN:
-	case H_IMAX:
-		put(E, "%sks_i64 ksh_i%s(ks_i64 a, ks_i64 b)\n"
-		    "{\n"
-		    "\treturn a %s b ? a : b;\n"
-		    "}\n\n", fn, h == H_IMAX ? "max" : "min",
-		    h == H_IMAX ? ">" : "<");
-		break;
-	case H_IABS:
-		put(E, "%sks_i64 ksh_iabs(ks_i64 a)\n"
-		    "{\n"
-		    "\treturn a < 0 ? -a : a;\n"
-		    "}\n\n", fn);
-		break;
-	case H_EXP:
-		put(E, "/* kspec's exp (docs/ir.md): the sequence of cpu.c's "
-		    "ksh_expf. */\n"
-		    "%sfloat ksh_expf(float x)\n"
-		    "{\n"
-		    "\tfloat xc = ksh_fminf(ksh_fmaxf(x, -104.0f), 89.0f);\n"
-		    "\tfloat kf = (xc * 1.44269502f + 12582912.0f) - "
-		    "12582912.0f;\n"
-		    "\tfloat r = %s(kf, -0.693145752f, xc);\n"
-		    "\tfloat p;\n"
-		    "\tint k, k1;\n"
-		    "\n"
-		    "\tr = %s(kf, -1.42860677e-6f, r);\n"
-		    "\tp = %s(1.9875691500e-4f, r, 1.3981999507e-3f);\n"
-		    "\tp = %s(p, r, 8.3334519073e-3f);\n"
-		    "\tp = %s(p, r, 4.1665795894e-2f);\n"
-		    "\tp = %s(p, r, 1.6666665459e-1f);\n"
-		    "\tp = %s(p, r, 5.0000001201e-1f);\n"
-		    "\tp = %s(p, r * r, r) + 1.0f;\n"
-		    "\tk = (int)kf;\n"
-		    "\tk1 = k / 2;\n"
-		    "\tp = p * %s((ks_u32)(k1 + 127) << 23);\n"
-		    "\tp = p * %s((ks_u32)(k - k1 + 127) << 23);\n"
-		    "\tif (x != x)\n"
-		    "\t\treturn x + x;\n"
-		    "\tif (x > 88.7228394f)\n"
-		    "\t\treturn %s(0x7f800000u);\n"
-		    "\treturn x < -103.972084f ? 0.0f : p;\n"
-		    "}\n\n", fn, d->fma, d->fma, d->fma, d->fma, d->fma,
-		    d->fma, d->fma, d->fma, u2f, u2f, u2f);
-		break;
+	ksh_build((ksh_id_t)h, &p);
+	put(E, "/* %s. */\n%s%s %s(", p.doc, d->fn, prog_cty(p.ret), p.name);
+	for (i = 0; i < p.nargs; i++)
+		put(E, "%s%s %s", i ? ", " : "", prog_cty(p.arg), i ? "b" : "a");
+	put(E, ")\n{\n");
+	for (i = 0; i < p.nins; i++) {
+		const ksh_ins_t *in = &p.ins[i];
+
+		if (in->op == KSH_ARG || in->op == KSH_CONST)
+			continue;
+		if (in->op == KSH_RET) {
+			put(E, "\treturn ");
+			prog_operand(E, &p, in->a);
+			put(E, ";\n");
+			continue;
+		}
+		put(E, "\tconst %s t%d = ", prog_cty(in->ty), i);
+		switch ((ksh_op_t)in->op) {
+		case KSH_CVT:
+			put(E, "(%s)", prog_cty(in->ty));
+			prog_operand(E, &p, in->a);
+			break;
+		case KSH_BITS:
+			put(E, "%s(", in->ty == KSH_F32 ? d->bits_f32 :
+			    d->f32_bits);
+			prog_operand(E, &p, in->a);
+			put(E, ")");
+			break;
+		case KSH_FMA:
+			put(E, "%s(", d->fma);
+			prog_operand(E, &p, in->a);
+			put(E, ", ");
+			prog_operand(E, &p, in->b);
+			put(E, ", ");
+			prog_operand(E, &p, in->c);
+			put(E, ")");
+			break;
+		case KSH_SEL:
+			put(E, "(");
+			prog_operand(E, &p, in->a);
+			put(E, " ? ");
+			prog_operand(E, &p, in->b);
+			put(E, " : ");
+			prog_operand(E, &p, in->c);
+			put(E, ")");
+			break;
+		case KSH_CALL: {
+			ksh_prog_t q;
+
+			ksh_build((ksh_id_t)in->imm, &q);
+			put(E, "%s(", q.name);
+			prog_operand(E, &p, in->a);
+			if (in->b >= 0) {
+				put(E, ", ");
+				prog_operand(E, &p, in->b);
+			}
+			put(E, ")");
+			break;
+		}
+		default:
+			put(E, "(");
+			prog_operand(E, &p, in->a);
+			put(E, " %s ", prog_op[in->op]);
+			prog_operand(E, &p, in->b);
+			put(E, ")");
+			break;
+		}
+		put(E, ";\n");
 	}
+	put(E, "}\n\n");
 }
 
+/* Marks helper H used, with the helpers it calls. */
 static void use(emit_t *E, int h)
 {
+	unsigned calls = ksh_calls((ksh_id_t)h);
+	int c;
+
 	E->used |= 1u << h;
+	for (c = 0; c < KSH_COUNT; c++)
+		if (calls & (1u << c))
+			use(E, c);
 }
 
 /* ---- expressions ---- */
@@ -353,8 +348,8 @@ static void bin(emit_t *E, const ks_expr_t *e)
 	case KS_OP_MIN: case KS_OP_MAX:
 		if (t == KS_TY_BOOL)
 			break;
-		h = t == KS_TY_F32 ? (e->op == KS_OP_MIN ? H_FMIN : H_FMAX) :
-		    (e->op == KS_OP_MIN ? H_IMIN : H_IMAX);
+		h = t == KS_TY_F32 ? (e->op == KS_OP_MIN ? KSH_FMIN : KSH_FMAX) :
+		    (e->op == KS_OP_MIN ? KSH_IMIN : KSH_IMAX);
 		use(E, h);
 		put(E, "ksh_%s%s(", t == KS_TY_F32 ? "f" : "i",
 		    e->op == KS_OP_MIN ? (t == KS_TY_F32 ? "minf" : "min") :
@@ -452,11 +447,11 @@ static void load(emit_t *E, const ks_expr_t *e)
 	}
 	switch (p->dtype) {
 	case KS_DTYPE_F16:
-		use(E, H_F16_LOAD);
+		use(E, KSH_F16_TO_F32);
 		put(E, "ksh_f16_to_f32(");
 		break;
 	case KS_DTYPE_BF16:
-		use(E, H_BF16_LOAD);
+		use(E, KSH_BF16_TO_F32);
 		put(E, "ksh_bf16_to_f32(");
 		break;
 	default:
@@ -492,9 +487,9 @@ static void reduce(emit_t *E, const ks_expr_t *e)
 	    (e->red == KS_RED_MAX ? KS_C_RED_MAX_F32 : KS_C_RED_SUM_F32) :
 	    (e->red == KS_RED_MAX ? KS_C_RED_MAX_I64 : KS_C_RED_SUM_I64);
 	if (which == KS_C_RED_MAX_F32)
-		use(E, H_FMAX);
+		use(E, KSH_FMAX);
 	if (which == KS_C_RED_MAX_I64)
-		use(E, H_IMAX);
+		use(E, KSH_IMAX);
 	E->reduces |= 1u << which;
 	r = &ks_c_reduces[which];
 	put(E, "%s(v_%s", r->name, v->name);
@@ -524,7 +519,7 @@ static void un(emit_t *E, const ks_expr_t *e)
 			put(E, "ksh_iabs(");
 			expr(E, e->a);
 			put(E, ")");
-			use(E, H_IABS);
+			use(E, KSH_IABS);
 			return;
 		}
 		fn = f ? E->d->fabs : NULL;
@@ -534,9 +529,7 @@ static void un(emit_t *E, const ks_expr_t *e)
 		break;
 	case KS_UN_EXP:
 		if (f) {
-			use(E, H_FMIN);
-			use(E, H_FMAX);
-			use(E, H_EXP);
+			use(E, KSH_EXP);
 			fn = "ksh_expf";
 		}
 		break;
@@ -822,10 +815,10 @@ static void store(emit_t *E, const ks_stmt_t *s)
 	if (p->type == KS_TY_I32) {
 		conv = "";
 	} else if (p->dtype == KS_DTYPE_F16) {
-		use(E, H_F16_STORE);
+		use(E, KSH_F32_TO_F16);
 		conv = "ksh_f32_to_f16";
 	} else if (p->dtype == KS_DTYPE_BF16) {
-		use(E, H_BF16_STORE);
+		use(E, KSH_F32_TO_BF16);
 		conv = "ksh_f32_to_bf16";
 	}
 	if (E->in_lanes) {
@@ -1068,7 +1061,7 @@ int ks_jit_emit_c(const ks_ir_kernel_t *k, const ks_c_dialect_t *d,
 	    " * Generated from the kernel's IR; do not edit.\n */\n",
 	    k->name, k->variant, d->name, k->nlanes);
 	put(&E, "%s\n", d->prelude);
-	for (h = 0; h < H_COUNT; h++)
+	for (h = 0; h < KSH_COUNT; h++)
 		if (E.used & (1u << h))
 			helper(&E, h);
 	for (r = 0; r < KS_C_RED_COUNT; r++) {

@@ -24,9 +24,9 @@
  *     LANES statement, or a uniform store), all threads synchronize, so
  *     the next phase sees the stores as the CPU's sequential order would.
  *
- * Numerics: every helper (f16/bf16 conversions, min/max) is the integer
- * bit algorithm of cpu.c, written out in C, so results agree bit for bit
- * with the cpu backend; contraction is off (the dialect's pragma and the
+ * Numerics: every helper (f16/bf16 conversions, min/max, exp) is the
+ * program of helpers.c that cpu.c lowers too, written out in C, so results
+ * agree bit for bit with the cpu backend; contraction is off (the dialect's pragma and the
  * backend's compile options); f32 constants keep their exact bits.
  *
  * Output is a pure function of the IR and the dialect: byte-deterministic.
@@ -98,7 +98,7 @@ extern const ks_c_reduce_t ks_c_reduces[KS_C_RED_COUNT];
 /* Version of the emitter's output; part of each GPU backend's identity (and
  * so of every key), bumped whenever the emitted text changes for the same
  * IR. */
-#define KS_EMIT_C_VERSION 1
+#define KS_EMIT_C_VERSION 2
 
 /*
  * Appends the source of K in dialect D to OUT.  Errors: KS_E_UNSUPPORTED

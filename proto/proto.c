@@ -106,10 +106,11 @@ const char *ks_op_name(ks_op_t op)
 
 /* ---- default socket path ---- */
 
-int ks_proto_default_socket(char *out, size_t outlen)
+int ks_proto_default_socket(ks_socket_role_t role, char *out, size_t outlen)
 {
 	const char *env = getenv("KSPEC_SOCKET");
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	const char *unit = getenv("INVOCATION_ID");
 	int n;
 
 	struct stat st;
@@ -118,14 +119,15 @@ int ks_proto_default_socket(char *out, size_t outlen)
 		n = snprintf(out, outlen, "%s", env);
 	else if (xdg && *xdg)
 		n = snprintf(out, outlen, "%s/kspec/kspecd.sock", xdg);
+	else if (role == KS_SOCKET_DAEMON && unit && *unit)
+		n = snprintf(out, outlen, "%s", KS_PROTO_SYSTEM_SOCKET);
 	else
 		n = snprintf(out, outlen, "/tmp/kspec-%lu/kspecd.sock",
 		    (unsigned long)getuid());
 	if (n < 0 || (size_t)n >= outlen)
 		return KS_E_TOO_LARGE;
-	/* No daemon of the user's own: the machine's, where one runs as a
-	 * system service. */
-	if (!(env && *env) && lstat(out, &st) != 0 && errno == ENOENT &&
+	if (role == KS_SOCKET_CLIENT && !(env && *env) &&
+	    lstat(out, &st) != 0 && errno == ENOENT &&
 	    stat(KS_PROTO_SYSTEM_SOCKET, &st) == 0 && S_ISSOCK(st.st_mode) &&
 	    strlen(KS_PROTO_SYSTEM_SOCKET) < outlen)
 		strcpy(out, KS_PROTO_SYSTEM_SOCKET);

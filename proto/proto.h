@@ -24,14 +24,26 @@
 /* The socket of a kspecd run as a system service (its unit passes it). */
 #define KS_PROTO_SYSTEM_SOCKET "/run/kspec/kspecd.sock"
 
+/* Who asks for the default socket: a client, or the daemon itself. */
+typedef enum { KS_SOCKET_CLIENT, KS_SOCKET_DAEMON } ks_socket_role_t;
+
 /*
- * The socket path clients use when none is given: env KSPEC_SOCKET when
- * set and non-empty, else $XDG_RUNTIME_DIR/kspec/kspecd.sock, else
- * /tmp/kspec-$UID/kspecd.sock; when that per-user path does not exist and
- * KS_PROTO_SYSTEM_SOCKET is a socket, that one.  Writes it NUL-terminated
- * into OUT; KS_E_TOO_LARGE when it does not fit.
+ * The socket path used when none is given, the one place that decides it
+ * (docs/cli.md, "Socket"; the Python client's default_socket_path follows
+ * the same order, and a test holds the two together):
+ *   1. env KSPEC_SOCKET when set and non-empty;
+ *   2. else $XDG_RUNTIME_DIR/kspec/kspecd.sock when that is set and
+ *      non-empty;
+ *   3. else, for the daemon only, KS_PROTO_SYSTEM_SOCKET when it runs as a
+ *      system service (INVOCATION_ID set: systemd names every unit it
+ *      starts, and gives user services an XDG_RUNTIME_DIR);
+ *   4. else /tmp/kspec-$UID/kspecd.sock;
+ *   5. for a client, when the path of 2 or 4 does not exist and
+ *      KS_PROTO_SYSTEM_SOCKET is a socket, that one (the machine's daemon,
+ *      where the user runs none of their own).
+ * Writes it NUL-terminated into OUT; KS_E_TOO_LARGE when it does not fit.
  */
-int ks_proto_default_socket(char *out, size_t outlen);
+int ks_proto_default_socket(ks_socket_role_t role, char *out, size_t outlen);
 
 /* Writes the 8-byte frame prefix. */
 void ks_frame_prefix(uint8_t out[KS_FRAME_PREFIX], uint32_t header_len,

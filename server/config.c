@@ -18,22 +18,8 @@ int ks_server_defaults(ks_server_config_t *cfg)
 	int n;
 
 	memset(cfg, 0, sizeof *cfg);
-	if ((env = getenv("KSPEC_SOCKET")) && *env)
-		n = snprintf(cfg->socket_path, sizeof cfg->socket_path, "%s",
-		    env);
-	else if ((env = getenv("XDG_RUNTIME_DIR")) && *env)
-		n = snprintf(cfg->socket_path, sizeof cfg->socket_path,
-		    "%s/kspec/kspecd.sock", env);
-	else if ((env = getenv("INVOCATION_ID")) && *env)
-		/* A system service (systemd names every unit it starts, and
-		 * gives user services an XDG_RUNTIME_DIR): the machine's
-		 * socket, where clients look after their own. */
-		n = snprintf(cfg->socket_path, sizeof cfg->socket_path, "%s",
-		    KS_PROTO_SYSTEM_SOCKET);
-	else
-		n = snprintf(cfg->socket_path, sizeof cfg->socket_path,
-		    "/tmp/kspec-%ld/kspecd.sock", (long)getuid());
-	if (n < 0 || (size_t)n >= sizeof cfg->socket_path)
+	if (ks_proto_default_socket(KS_SOCKET_DAEMON, cfg->socket_path,
+	    sizeof cfg->socket_path) != KS_OK)
 		return -1;
 
 	home = getenv("HOME");

@@ -10,41 +10,64 @@ typedef unsigned short ks_u16;
 /* f16 -> f32, exact for every pattern. */
 static __device__ __forceinline__ float ksh_f16_to_f32(ks_u16 a)
 {
-	ks_u32 h = (ks_u32)a;
-	ks_u32 o = (h & 0x7fffu) << 13;
-	ks_u32 e = o & 0x0f800000u;
-	ks_u32 r;
-
-	o = o + 0x38000000u;
-	if (e == 0u)            /* zero, subnormal: exact */
-		r = __float_as_uint(__uint_as_float(o + 0x00800000u) - __uint_as_float(0x38800000u));
-	else if (e == 0x0f800000u)   /* Inf, NaN */
-		r = o + 0x38000000u;
-	else
-		r = o;
-	return __uint_as_float(r | ((h & 0x8000u) << 16));
+	const ks_u32 t1 = (ks_u32)a;
+	const ks_u32 t4 = (t1 & 0x7fffu);
+	const ks_u32 t5 = (t4 << 13u);
+	const ks_u32 t7 = (t5 & 0xf800000u);
+	const ks_u32 t9 = (t5 + 0x38000000u);
+	const ks_u32 t11 = (t9 + 0x38000000u);
+	const float t13 = __uint_as_float(0x38800000u);
+	const ks_u32 t15 = (t9 + 0x800000u);
+	const float t16 = __uint_as_float(t15);
+	const float t17 = (t16 - t13);
+	const ks_u32 t18 = __float_as_uint(t17);
+	const int t20 = (t7 == 0u);
+	const ks_u32 t21 = (t20 ? t18 : t9);
+	const int t23 = (t7 == 0xf800000u);
+	const ks_u32 t24 = (t23 ? t11 : t21);
+	const ks_u32 t27 = (t1 & 0x8000u);
+	const ks_u32 t28 = (t27 << 16u);
+	const ks_u32 t29 = (t24 | t28);
+	const float t30 = __uint_as_float(t29);
+	return t30;
 }
 
 /* f32 -> f16, round to nearest even; NaN stays a quiet NaN. */
 static __device__ __forceinline__ ks_u16 ksh_f32_to_f16(float a)
 {
-	ks_u32 x = __float_as_uint(a);
-	ks_u32 sign = x & 0x80000000u;
-	ks_u32 m = x ^ sign;
-	ks_u32 r;
-
-	if (m >= 0x47800000u)   /* Inf, NaN, overflow */
-		r = m > 0x7f800000u ? (0x7e00u | ((m >> 13) & 0x3ffu)) : 0x7c00u;
-	else if (m < 0x38800000u)  /* f16 subnormal, zero */
-		r = __float_as_uint(__uint_as_float(m) + 0.5f) - 0x3f000000u;
-	else
-		r = (m + 0xc8000fffu + ((m >> 13) & 1u)) >> 13;
-	return (ks_u16)(r | (sign >> 16));
+	const ks_u32 t1 = __float_as_uint(a);
+	const ks_u32 t3 = (t1 & 0x80000000u);
+	const ks_u32 t4 = (t1 ^ t3);
+	const int t6 = (t4 >= 0x47800000u);
+	const int t8 = (t4 < 0x38800000u);
+	const ks_u32 t12 = (t4 >> 13u);
+	const ks_u32 t13 = (t12 & 0x3ffu);
+	const ks_u32 t15 = (0x7e00u | t13);
+	const int t17 = (t4 > 0x7f800000u);
+	const ks_u32 t18 = (t17 ? t15 : 0x7c00u);
+	const float t21 = __uint_as_float(t4);
+	const float t22 = (t21 + __uint_as_float(0x3f000000u));
+	const ks_u32 t23 = __float_as_uint(t22);
+	const ks_u32 t24 = (t23 - 0x3f000000u);
+	const ks_u32 t28 = (t4 >> 13u);
+	const ks_u32 t29 = (t28 & 1u);
+	const ks_u32 t31 = (0xc8000fffu + t29);
+	const ks_u32 t32 = (t4 + t31);
+	const ks_u32 t33 = (t32 >> 13u);
+	const ks_u32 t34 = (t8 ? t24 : t33);
+	const ks_u32 t35 = (t6 ? t18 : t34);
+	const ks_u32 t37 = (t3 >> 16u);
+	const ks_u32 t38 = (t35 | t37);
+	const ks_u16 t39 = (ks_u16)t38;
+	return t39;
 }
 
+/* i64 min. */
 static __device__ __forceinline__ ks_i64 ksh_imin(ks_i64 a, ks_i64 b)
 {
-	return a < b ? a : b;
+	const int t2 = (a < b);
+	const ks_i64 t3 = (t2 ? a : b);
+	return t3;
 }
 
 /* The canonical tree over 32 lanes: t[l] = t[l] op t[l + s], s = 16 .. 1. */

@@ -10,22 +10,36 @@ typedef unsigned short ks_u16;
 /* bf16 -> f32: the upper half of the f32 pattern. */
 static __device__ __forceinline__ float ksh_bf16_to_f32(ks_u16 a)
 {
-	return __uint_as_float((ks_u32)a << 16);
+	const ks_u32 t2 = (ks_u32)a;
+	const ks_u32 t3 = (t2 << 16u);
+	const float t4 = __uint_as_float(t3);
+	return t4;
 }
 
 /* f32 -> bf16, round to nearest even; NaN stays a quiet NaN. */
 static __device__ __forceinline__ ks_u16 ksh_f32_to_bf16(float a)
 {
-	ks_u32 x = __float_as_uint(a);
-
-	if ((x & 0x7fffffffu) > 0x7f800000u)
-		return (ks_u16)((x >> 16) | 0x40u);
-	return (ks_u16)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+	const ks_u32 t1 = __float_as_uint(a);
+	const ks_u32 t4 = (t1 & 0x7fffffffu);
+	const int t5 = (t4 > 0x7f800000u);
+	const ks_u32 t9 = (t1 >> 16u);
+	const ks_u32 t10 = (t9 & 1u);
+	const ks_u32 t12 = (0x7fffu + t10);
+	const ks_u32 t13 = (t1 + t12);
+	const ks_u32 t14 = (t13 >> 16u);
+	const ks_u32 t17 = (t1 >> 16u);
+	const ks_u32 t18 = (t17 | 64u);
+	const ks_u32 t19 = (t5 ? t18 : t14);
+	const ks_u16 t20 = (ks_u16)t19;
+	return t20;
 }
 
+/* i64 min. */
 static __device__ __forceinline__ ks_i64 ksh_imin(ks_i64 a, ks_i64 b)
 {
-	return a < b ? a : b;
+	const int t2 = (a < b);
+	const ks_i64 t3 = (t2 ? a : b);
+	return t3;
 }
 
 /* The canonical tree over 32 lanes: t[l] = t[l] op t[l + s], s = 16 .. 1. */

@@ -7,9 +7,12 @@ typedef long long ks_i64;
 typedef unsigned int ks_u32;
 typedef unsigned short ks_u16;
 
+/* i64 min. */
 static __device__ __forceinline__ ks_i64 ksh_imin(ks_i64 a, ks_i64 b)
 {
-	return a < b ? a : b;
+	const int t2 = (a < b);
+	const ks_i64 t3 = (t2 ? a : b);
+	return t3;
 }
 
 /* The canonical tree over 32 lanes: t[l] = t[l] op t[l + s], s = 16 .. 1. */

@@ -313,6 +313,22 @@ class BasicOpsTest(DaemonTestCase):
                          "/tmp/kspec-%d/kspecd.sock" % os.getuid())
         self.assertEqual(d({}), "/tmp/kspec-%d/kspecd.sock" % os.getuid())
 
+    def test_default_socket_path_is_libkspecs(self):
+        # One order of fallbacks in both languages: libkspec's
+        # kspec_default_socket (proto/proto.c) under the same environment.
+        lib = ctypes.CDLL(os.path.join(daemon_harness.build_dir(),
+                                       "libkspec.so"))
+        buf = ctypes.create_string_buffer(256)
+        d = tempfile.mkdtemp(prefix="kspec-py-xdg-")
+        self.addCleanup(os.rmdir, d)
+        for env in ({"KSPEC_SOCKET": "/a/b.sock", "XDG_RUNTIME_DIR": d},
+                    {"KSPEC_SOCKET": "", "XDG_RUNTIME_DIR": d},
+                    {"XDG_RUNTIME_DIR": ""}, {"INVOCATION_ID": "x"}, {}):
+            with mock.patch.dict(os.environ, env, clear=True):
+                self.assertEqual(lib.kspec_default_socket(buf, 256), 0)
+                self.assertEqual(buf.value.decode(),
+                                 kspec.default_socket_path(), env)
+
     def test_client_default_comes_from_KSPEC_SOCKET(self):
         with mock.patch.dict(os.environ, {"KSPEC_SOCKET": self.sock}):
             with kspec.Client() as c:

@@ -62,7 +62,9 @@ SYSTEM_SOCKET = "/run/kspec/kspecd.sock"
 
 
 def default_socket_path(environ=None):
-    """The daemon's socket (docs/cli.md): ``$KSPEC_SOCKET`` when set and
+    """The daemon's socket, in the order of docs/cli.md ("Socket") and of
+    libkspec's ``kspec_default_socket`` (a test holds the two together):
+    ``$KSPEC_SOCKET`` when set and
     non-empty, else ``$XDG_RUNTIME_DIR/kspec/kspecd.sock`` when
     ``XDG_RUNTIME_DIR`` is set and non-empty, else
     ``/tmp/kspec-$UID/kspecd.sock``; when that per-user path does not exist
