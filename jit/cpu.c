@@ -292,7 +292,7 @@ typedef struct {
 	gcc_jit_function *fn;           /* function being built */
 	gcc_jit_block *blk;             /* current block */
 	gcc_jit_type *t_void, *t_bool, *t_i64, *t_u64, *t_i32, *t_u32;
-	gcc_jit_type *t_u16, *t_f32, *t_voidp, *t_cvoidp, *t_int;
+	gcc_jit_type *t_u16, *t_u8, *t_f32, *t_voidp, *t_cvoidp, *t_int;
 	gcc_jit_lvalue **var;           /* per IR var: local or lane array */
 	gcc_jit_lvalue **param;         /* per unbound param: unpacked value */
 	gcc_jit_lvalue **local;         /* per local array: a stack array */
@@ -582,6 +582,8 @@ static gcc_jit_type *ty(lower_t *L, ks_ty_t t)
 /* The element type buffer P holds in memory. */
 static gcc_jit_type *elem_ty(lower_t *L, const ks_ir_param_t *p)
 {
+	if (p->bytes)
+		return L->t_u8;
 	if (p->type == KS_TY_I32)
 		return L->t_i32;
 	return p->dtype == KS_DTYPE_F32 ? L->t_f32 : L->t_u16;
@@ -742,6 +744,13 @@ static gcc_jit_rvalue *lower_bin(lower_t *L, const ks_expr_t *e)
 		[KS_OP_DIV] = GCC_JIT_BINARY_OP_DIVIDE,
 		[KS_OP_REM] = GCC_JIT_BINARY_OP_MODULO,
 	};
+	static const enum gcc_jit_binary_op bits[] = {
+		[KS_OP_BAND] = GCC_JIT_BINARY_OP_BITWISE_AND,
+		[KS_OP_BOR] = GCC_JIT_BINARY_OP_BITWISE_OR,
+		[KS_OP_BXOR] = GCC_JIT_BINARY_OP_BITWISE_XOR,
+		[KS_OP_SHL] = GCC_JIT_BINARY_OP_LSHIFT,
+		[KS_OP_SHR] = GCC_JIT_BINARY_OP_RSHIFT,
+	};
 	static const enum gcc_jit_comparison cmps[] = {
 		[KS_OP_LT] = GCC_JIT_COMPARISON_LT,
 		[KS_OP_LE] = GCC_JIT_COMPARISON_LE,
@@ -775,6 +784,12 @@ static gcc_jit_rvalue *lower_bin(lower_t *L, const ks_expr_t *e)
 		break;
 	case KS_OP_LT: case KS_OP_LE: case KS_OP_EQ: case KS_OP_NE:
 		return cmp(L, cmps[e->op], a, b);
+	case KS_OP_BAND: case KS_OP_BOR: case KS_OP_BXOR: case KS_OP_SHL:
+	case KS_OP_SHR:
+		/* On signed types: GCC's >> is arithmetic. */
+		if (t != KS_TY_I64 && t != KS_TY_I32)
+			break;
+		return op(L, bits[e->op], ty(L, t), a, b);
 	case KS_OP_AND: case KS_OP_OR:
 		/* Both operands are pure: the non-short-circuit form keeps the
 		 * lane loop free of branches. */
@@ -820,6 +835,8 @@ static gcc_jit_rvalue *lower_load(lower_t *L, const ks_expr_t *e)
 	}
 	x = rv(gcc_jit_context_new_array_access(L->ctx, NULL,
 	    rv(L->param[e->param]), lx(L, e->a)));
+	if (p->bytes)
+		return cast(L, x, L->t_i32);   /* zero-extends: 0..255 */
 	if (p->type == KS_TY_I32)
 		return x;
 	switch (p->dtype) {
@@ -865,6 +882,11 @@ static gcc_jit_rvalue *lower_un(lower_t *L, const ks_expr_t *e)
 	case KS_UN_EXP:
 		if (f)
 			return call(L, KSH_EXP, 1, a, NULL);
+		break;
+	case KS_UN_F16:
+		if (e->a->type == KS_TY_I32)
+			return call(L, KSH_F16_TO_F32, 1, cast(L, a, L->t_u16),
+			    NULL);
 		break;
 	case KS_UN_COUNT:
 		break;
@@ -1284,6 +1306,7 @@ static int build(gcc_jit_context *ctx, const ks_ir_kernel_t *k,
 	L.t_i32 = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_INT32_T);
 	L.t_u32 = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_UINT32_T);
 	L.t_u16 = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_UINT16_T);
+	L.t_u8 = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_UINT8_T);
 	L.t_f32 = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_FLOAT);
 	L.t_voidp = gcc_jit_context_get_type(ctx, GCC_JIT_TYPE_VOID_PTR);
 	L.t_cvoidp = gcc_jit_type_get_pointer(gcc_jit_type_get_const(

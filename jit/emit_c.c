@@ -108,6 +108,8 @@ static const char *cty(ks_ty_t t)
 
 static const char *elem_cty(const ks_ir_param_t *p)
 {
+	if (p->bytes)
+		return "unsigned char";
 	if (p->type == KS_TY_I32)
 		return "int";
 	return p->dtype == KS_DTYPE_F32 ? "float" : "ks_u16";
@@ -329,6 +331,8 @@ static void bin(emit_t *E, const ks_expr_t *e)
 		[KS_OP_DIV] = "/", [KS_OP_REM] = "%",
 		[KS_OP_LT] = "<", [KS_OP_LE] = "<=", [KS_OP_EQ] = "==",
 		[KS_OP_NE] = "!=", [KS_OP_AND] = "&&", [KS_OP_OR] = "||",
+		[KS_OP_BAND] = "&", [KS_OP_BOR] = "|", [KS_OP_BXOR] = "^",
+		[KS_OP_SHL] = "<<", [KS_OP_SHR] = ">>",
 	};
 	ks_ty_t t = e->a->type;
 	int h;
@@ -360,6 +364,13 @@ static void bin(emit_t *E, const ks_expr_t *e)
 		put(E, ")");
 		return;
 	case KS_OP_LT: case KS_OP_LE: case KS_OP_EQ: case KS_OP_NE:
+		goto infix;
+	case KS_OP_BAND: case KS_OP_BOR: case KS_OP_BXOR: case KS_OP_SHL:
+	case KS_OP_SHR:
+		/* On signed types, as the IR: >> is arithmetic in CUDA C and
+		 * OpenCL C. */
+		if (t != KS_TY_I64 && t != KS_TY_I32)
+			break;
 		goto infix;
 	case KS_OP_AND: case KS_OP_OR:
 		/* Both operands are pure, so short-circuiting changes no
@@ -443,6 +454,12 @@ static void load(emit_t *E, const ks_expr_t *e)
 
 	if (p->kind != KS_PARAM_BUFFER) {
 		fail(E, "load from '%s', which is not a buffer", p->name);
+		return;
+	}
+	if (p->bytes) {
+		put(E, "((int)p_%s[", p->name);    /* zero-extends: 0..255 */
+		expr(E, e->a);
+		put(E, "])");
 		return;
 	}
 	switch (p->dtype) {
@@ -531,6 +548,15 @@ static void un(emit_t *E, const ks_expr_t *e)
 		if (f) {
 			use(E, KSH_EXP);
 			fn = "ksh_expf";
+		}
+		break;
+	case KS_UN_F16:
+		if (e->a->type == KS_TY_I32) {
+			use(E, KSH_F16_TO_F32);
+			put(E, "ksh_f16_to_f32((ks_u16)(");
+			expr(E, e->a);
+			put(E, "))");
+			return;
 		}
 		break;
 	case KS_UN_COUNT:

@@ -230,6 +230,14 @@ int ks_ir_buffer_i32(ks_ir_kernel_t *k, const char *name, int access)
 	return i;
 }
 
+int ks_ir_buffer_bytes(ks_ir_kernel_t *k, const char *name)
+{
+	int i = ks_ir_buffer_i32(k, name, KS_ACCESS_READ);
+
+	k->params[i].bytes = 1;
+	return i;
+}
+
 int ks_ir_scalar(ks_ir_kernel_t *k, const char *name, ks_ty_t type)
 {
 	int i = add_param(k, name);
@@ -405,13 +413,13 @@ ks_expr_t *ks_x_reduce(ks_ir_kernel_t *k, ks_redop_t op, int lane_var)
 }
 
 /* The result type is the operand's: NEG/ABS on f32 or i64, SQRT/EXP on
- * f32 (the verifier checks). */
+ * f32; F16 gives f32 from i32 (the verifier checks). */
 ks_expr_t *ks_x_un(ks_ir_kernel_t *k, ks_unop_t op, ks_expr_t *a)
 {
 	ks_expr_t *e;
 
 	assert(a != NULL);
-	e = expr(k, KS_X_UN, a->type);
+	e = expr(k, KS_X_UN, op == KS_UN_F16 ? KS_TY_F32 : a->type);
 	e->un = op;
 	e->a = a;
 	return e;
@@ -424,6 +432,7 @@ const char *ks_unop_name(ks_unop_t op)
 	case KS_UN_ABS: return "abs";
 	case KS_UN_SQRT: return "sqrt";
 	case KS_UN_EXP: return "exp";
+	case KS_UN_F16: return "f16bits";
 	case KS_UN_COUNT: break;
 	}
 	return "?";

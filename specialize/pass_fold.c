@@ -5,9 +5,10 @@
  * results, bit for bit.
  *
  *   - i64 and bool operators over constants fold, except where the result
- *     is not representable: + - * that overflow, / and % by zero or of
- *     INT64_MIN by -1 stay as they are, so folding never turns a defined
- *     program into a different one;
+ *     is not representable: + - * << that overflow, shifts by a count
+ *     outside [0, 64), / and % by zero or of INT64_MIN by -1 stay as they
+ *     are, so folding never turns a defined program into a different one;
+ *     i32 operators are not folded;
  *   - integer identities: x*1, 1*x, x+0, 0+x, x-0, x/1 -> x; x*0, 0*x,
  *     x%1 -> 0.  Dropping x is sound because expressions have no side
  *     effects (a load only reads);
@@ -58,6 +59,19 @@ static int fold_i64(ks_binop_t op, int64_t a, int64_t b, int64_t *out)
 		if (b == 0 || (a == INT64_MIN && b == -1))
 			return 0;
 		*out = op == KS_OP_DIV ? a / b : a % b;
+		return 1;
+	case KS_OP_BAND: *out = a & b; return 1;
+	case KS_OP_BOR: *out = a | b; return 1;
+	case KS_OP_BXOR: *out = a ^ b; return 1;
+	case KS_OP_SHL:
+		/* a << b is a * 2^b; it folds where that does not overflow. */
+		if (b < 0 || b > 62)
+			return 0;
+		return !__builtin_mul_overflow(a, (int64_t)1 << b, out);
+	case KS_OP_SHR:
+		if (b < 0 || b > 63)
+			return 0;
+		*out = a >> b;  /* arithmetic on int64_t in GCC and clang */
 		return 1;
 	case KS_OP_MIN: *out = a < b ? a : b; return 1;
 	case KS_OP_MAX: *out = a > b ? a : b; return 1;

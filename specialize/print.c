@@ -20,6 +20,8 @@ static const char *const binop_text[KS_OP_COUNT] = {
 	[KS_OP_MIN] = "min", [KS_OP_MAX] = "max",
 	[KS_OP_LT] = "<", [KS_OP_LE] = "<=", [KS_OP_EQ] = "==",
 	[KS_OP_NE] = "!=", [KS_OP_AND] = "&&", [KS_OP_OR] = "||",
+	[KS_OP_BAND] = "&", [KS_OP_BOR] = "|", [KS_OP_BXOR] = "^",
+	[KS_OP_SHL] = "<<", [KS_OP_SHR] = ">>",
 };
 
 static const char *param_name(const ks_ir_kernel_t *k, int i)
@@ -250,7 +252,7 @@ static int print_param(const ks_ir_kernel_t *k, int i, ks_buf_t *out)
 	 * they are part of the text that fingerprints hash. */
 	if (p->kind == KS_PARAM_BUFFER)
 		return ks_buf_printf(out, "param %d %s buffer %s %s%s%s\n", i,
-		    p->name, p->type == KS_TY_I32 ? "i32" :
+		    p->name, p->bytes ? "u8" : p->type == KS_TY_I32 ? "i32" :
 		    ks_dtype_name(p->dtype), access_text(p->access),
 		    p->dims ? " dims " : "", p->dims ? p->dims : "");
 	if (p->bound)

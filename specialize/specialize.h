@@ -53,9 +53,10 @@ typedef enum {
 	KS_TY_BOOL,
 	KS_TY_I64,
 	KS_TY_F32,
-	KS_TY_I32,      /* storage and transfer only: loads of i32 buffers,
-	                   variables, select, ==/!=, casts to and from i64
-	                   and f32; compute in i64 (no i32 arithmetic) */
+	KS_TY_I32,      /* loads of i32 and byte buffers, variables, select,
+	                   comparisons, casts to and from i64 and f32, and
+	                   the integer operators + - * & | ^ << >> (no / %,
+	                   min, max or reduce); index arithmetic is i64 */
 } ks_ty_t;
 
 const char *ks_ty_name(ks_ty_t t); /* "bool" "i64" "f32" "i32" */
@@ -97,6 +98,10 @@ typedef struct {
 	 * comma-separated expressions of the kernel's dims ("M,K": M*K
 	 * elements); NULL where the kernel does not declare it */
 	const char *dims;
+	/* buffer of bytes (ks_ir_buffer_bytes): type KS_TY_I32, an element
+	 * is one byte, a load gives it as 0..255, the index and the extent
+	 * count bytes; read-only.  dtype is KS_DTYPE_F32, unused. */
+	int bytes;
 } ks_ir_param_t;
 
 /* ---- variables ---- */
@@ -141,10 +146,12 @@ typedef enum {
  * backend, so it is bitwise equal across backends.  EXP is f32 only and
  * defined by kspec (docs/ir.md): one fixed sequence of f32 operations that
  * every backend emits, within 1.01 ulp of e^x and bitwise equal across
- * backends.
+ * backends.  F16 takes an i32 whose low 16 bits are an f16 bit pattern
+ * (two bytes of a byte buffer, low | high << 8) and gives that f16's value
+ * as f32, exactly, for every pattern (NaN payloads kept).
  */
 typedef enum {
-	KS_UN_NEG, KS_UN_ABS, KS_UN_SQRT, KS_UN_EXP,
+	KS_UN_NEG, KS_UN_ABS, KS_UN_SQRT, KS_UN_EXP, KS_UN_F16,
 	KS_UN_COUNT
 } ks_unop_t;
 
@@ -153,6 +160,11 @@ typedef enum {
 	KS_OP_MIN, KS_OP_MAX,
 	KS_OP_LT, KS_OP_LE, KS_OP_EQ, KS_OP_NE,  /* -> bool */
 	KS_OP_AND, KS_OP_OR,                     /* bool x bool -> bool */
+	/* Integer bit operators, on i64 x i64 or i32 x i32, of that type.
+	 * Shifts take a count in [0, bits); >> is arithmetic (sign-filling),
+	 * << must not overflow, as + - * must not (kernels use them on
+	 * values whose range they know). */
+	KS_OP_BAND, KS_OP_BOR, KS_OP_BXOR, KS_OP_SHL, KS_OP_SHR,
 	KS_OP_COUNT
 } ks_binop_t;
 
@@ -258,6 +270,9 @@ int ks_ir_buffer(ks_ir_kernel_t *k, const char *name, ks_dtype_t dtype,
     int access);                               /* returns param index */
 /* A buffer of int32 elements (loads give i32). */
 int ks_ir_buffer_i32(ks_ir_kernel_t *k, const char *name, int access);
+/* A read-only buffer of bytes: loads give i32 0..255 (ks_ir_param_t.bytes);
+ * quantized weights are read through one. */
+int ks_ir_buffer_bytes(ks_ir_kernel_t *k, const char *name);
 int ks_ir_scalar(ks_ir_kernel_t *k, const char *name, ks_ty_t type);
 /* Declares buffer P's extent: DIMS, comma-separated expressions of the
  * kernel's dim names and integers with + - * / ( ) (C's integer
@@ -288,7 +303,8 @@ ks_expr_t *ks_x_reduce(ks_ir_kernel_t *k, ks_redop_t op, int lane_var);
 ks_expr_t *ks_x_un(ks_ir_kernel_t *k, ks_unop_t op, ks_expr_t *a);
 int ks_ir_local(ks_ir_kernel_t *k, const char *name, int64_t nelems);
 ks_expr_t *ks_x_lload(ks_ir_kernel_t *k, int local, ks_expr_t *index);
-const char *ks_unop_name(ks_unop_t op);  /* "neg" "abs" "sqrt" "exp" */
+/* "neg" "abs" "sqrt" "exp" "f16bits" */
+const char *ks_unop_name(ks_unop_t op);
 
 ks_stmt_t *ks_s_block(ks_ir_kernel_t *k);
 void ks_s_append(ks_ir_kernel_t *k, ks_stmt_t *block, ks_stmt_t *s);

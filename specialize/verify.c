@@ -22,8 +22,10 @@
  *   - loads read a buffer with the read bit, stores write a buffer with the
  *     write bit, indices are i64, loaded and stored values of the buffer's
  *     type (f32, or i32 for an i32 buffer, whose dtype is f32, unused);
- *   - i32 only in variables, loads, stores, select, == and !=, and casts
- *     to and from i64 and f32 (no i32 arithmetic or reduce);
+ *   - i32 in variables, loads, stores, select, comparisons, casts to and
+ *     from i64 and f32, and + - * & | ^ << >> (no / %, min, max or
+ *     reduce); & | ^ << >> on i64 or i32 only; f16bits of i32 gives f32;
+ *   - a byte buffer is an i32 buffer that is read-only;
  *   - scalar parameter uses are of unbound parameters (ks_pass_bind
  *     replaces every use of the ones it binds);
  *   - the grid is an i64 expression of constants, scalar parameters and
@@ -166,8 +168,8 @@ static int is_arith(ks_ty_t t)
 	return t == KS_TY_I64 || t == KS_TY_F32;
 }
 
-/* Types a cast converts between (i32 is not arithmetic: no operator
- * computes in it). */
+/* Types a cast converts between (i32 is not arithmetic in the sense of
+ * is_arith: no division, min, max or reduce computes in it). */
 static int is_num(ks_ty_t t)
 {
 	return is_arith(t) || t == KS_TY_I32;
@@ -218,14 +220,24 @@ static void check_bin(verifier_t *v, const ks_expr_t *e)
 			    ks_ty_name(ta));
 		want = ta;
 		break;
-	case KS_OP_ADD: case KS_OP_SUB: case KS_OP_MUL: case KS_OP_DIV:
-	case KS_OP_MIN: case KS_OP_MAX:
+	case KS_OP_ADD: case KS_OP_SUB: case KS_OP_MUL:
+		if (!is_num(ta))
+			fail(v, "arithmetic on %s", ks_ty_name(ta));
+		want = ta;
+		break;
+	case KS_OP_DIV: case KS_OP_MIN: case KS_OP_MAX:
 		if (!is_arith(ta))
 			fail(v, "arithmetic on %s", ks_ty_name(ta));
 		want = ta;
 		break;
+	case KS_OP_BAND: case KS_OP_BOR: case KS_OP_BXOR: case KS_OP_SHL:
+	case KS_OP_SHR:
+		if (ta != KS_TY_I64 && ta != KS_TY_I32)
+			fail(v, "bit operator on %s", ks_ty_name(ta));
+		want = ta;
+		break;
 	case KS_OP_LT: case KS_OP_LE:
-		if (!is_arith(ta))
+		if (!is_num(ta))
 			fail(v, "ordering comparison of %s", ks_ty_name(ta));
 		want = KS_TY_BOOL;
 		break;
@@ -398,11 +410,13 @@ static ks_expr_t *check_expr(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
 			break;
 		}
 		t = e->a->type;
-		if ((e->un == KS_UN_SQRT || e->un == KS_UN_EXP) ?
+		if (e->un == KS_UN_F16 ? t != KS_TY_I32 :
+		    (e->un == KS_UN_SQRT || e->un == KS_UN_EXP) ?
 		    t != KS_TY_F32 : !is_arith(t))
 			fail(v, "%s of %s", ks_unop_name(e->un),
 			    ks_ty_name(t));
-		expect_type(v, e, t, ks_unop_name(e->un));
+		expect_type(v, e, e->un == KS_UN_F16 ? KS_TY_F32 : t,
+		    ks_unop_name(e->un));
 		break;
 	default:
 		fail(v, "expression kind %d unknown", e->kind);
@@ -625,7 +639,9 @@ static void check_decls(verifier_t *v)
 			    p->dtype < 0 || p->dtype >= KS_DTYPE_COUNT ||
 			    (p->type == KS_TY_I32 &&
 			    p->dtype != KS_DTYPE_F32) || p->bound ||
-			    !(p->access & (KS_ACCESS_READ | KS_ACCESS_WRITE)))
+			    !(p->access & (KS_ACCESS_READ | KS_ACCESS_WRITE)) ||
+			    (p->bytes && (p->type != KS_TY_I32 ||
+			    p->access != KS_ACCESS_READ)))
 				fail(v, "buffer %s: bad type, dtype, access "
 				    "or binding", p->name);
 		} else if (p->kind == KS_PARAM_SCALAR) {

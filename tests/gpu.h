@@ -523,6 +523,123 @@ static inline ks_ir_kernel_t *gpu_i32_kernel(void)
 	return k;
 }
 
+/*
+ * Byte buffers and the integer bit operators, over N bytes of B (N a
+ * multiple of 32, at least 256), one lane per byte i:
+ *   yb[i] = B[i]                                  a load gives 0..255
+ *   yh[i] = f16bits(B[i] | B[i >> 8] << 8)        every f16 pattern when
+ *                                                 N = 65536 (gpu_bytes_in)
+ *   yn[i] = ((B[i] >> 4 & 15) - 8) * ((B[i] & 15) + 1)   nibbles, i32 - *
+ *   yk[i] = (B[i] & 63 | (B[j] >> 6) << 4) ^ (B[j] << 3), j = (i + 1) % N
+ *                                                 a 6-bit field, xor
+ *   ys[i] = (B[i] - 128) >> 3                     i32 >> fills the sign
+ *   yl[i] = i32((i64(B[i]) << 40 >> 37 | i64(B[i]) & 7) ^ 1)   i64 bits
+ */
+static inline ks_ir_kernel_t *gpu_bytes_kernel(void)
+{
+	ks_ir_kernel_t *k = ks_ir_new("bytes", "t", 32);
+	int B = ks_ir_buffer_bytes(k, "B");
+	int yb = ks_ir_buffer_i32(k, "yb", KS_ACCESS_WRITE);
+	int yh = ks_ir_buffer(k, "yh", KS_DTYPE_F32, KS_ACCESS_WRITE);
+	int yn = ks_ir_buffer_i32(k, "yn", KS_ACCESS_WRITE);
+	int yk = ks_ir_buffer_i32(k, "yk", KS_ACCESS_WRITE);
+	int ys = ks_ir_buffer_i32(k, "ys", KS_ACCESS_WRITE);
+	int yl = ks_ir_buffer_i32(k, "yl", KS_ACCESS_WRITE);
+	int n = ks_ir_scalar(k, "n", KS_TY_I64);
+	int b = ks_ir_var(k, "b", KS_TY_I32, KS_VAR_LANE);
+	int c = ks_ir_var(k, "c", KS_TY_I32, KS_VAR_LANE);
+	int w = ks_ir_var(k, "w", KS_TY_I64, KS_VAR_LANE);
+	ks_stmt_t *lanes = ks_s_lanes(k), *L = lanes->body;
+#define I32(v) ks_x_cast(k, KS_TY_I32, GI(v))
+#define VB ks_x_var(k, b)
+#define VC ks_x_var(k, c)
+
+	k->grid = GBIN(DIV, GP(n), GI(32));
+	ks_s_append(k, L, ks_s_decl(k, b, ks_x_load(k, B, gpu_gidx(k))));
+	ks_s_append(k, L, ks_s_decl(k, c, ks_x_load(k, B, GBIN(REM,
+	    GBIN(ADD, gpu_gidx(k), GI(1)), GP(n)))));
+	ks_s_append(k, L, ks_s_store(k, yb, gpu_gidx(k), VB));
+	ks_s_append(k, L, ks_s_store(k, yh, gpu_gidx(k), ks_x_un(k,
+	    KS_UN_F16, GBIN(BOR, VB, GBIN(SHL, ks_x_load(k, B,
+	    GBIN(SHR, gpu_gidx(k), GI(8))), I32(8))))));
+	ks_s_append(k, L, ks_s_store(k, yn, gpu_gidx(k), GBIN(MUL,
+	    GBIN(SUB, GBIN(BAND, GBIN(SHR, VB, I32(4)), I32(15)), I32(8)),
+	    GBIN(ADD, GBIN(BAND, VB, I32(15)), I32(1)))));
+	ks_s_append(k, L, ks_s_store(k, yk, gpu_gidx(k), GBIN(BXOR,
+	    GBIN(BOR, GBIN(BAND, VB, I32(63)), GBIN(SHL, GBIN(SHR, VC,
+	    I32(6)), I32(4))), GBIN(SHL, VC, I32(3)))));
+	ks_s_append(k, L, ks_s_store(k, ys, gpu_gidx(k), GBIN(SHR,
+	    GBIN(SUB, VB, I32(128)), I32(3))));
+	ks_s_append(k, L, ks_s_decl(k, w, ks_x_cast(k, KS_TY_I64, VB)));
+	ks_s_append(k, L, ks_s_store(k, yl, gpu_gidx(k), ks_x_cast(k,
+	    KS_TY_I32, GBIN(BXOR, GBIN(BOR, GBIN(SHR, GBIN(SHL,
+	    ks_x_var(k, w), GI(40)), GI(37)), GBIN(BAND, ks_x_var(k, w),
+	    GI(7))), GI(1)))));
+	ks_s_append(k, k->body, lanes);
+#undef I32
+#undef VB
+#undef VC
+	return k;
+}
+
+/* N bytes for gpu_bytes_kernel: B[i] = (i + 37 (i >> 8)) mod 256, so that
+ * B[i] runs over every byte in each 256 and (B[i], B[i >> 8]) over every
+ * pair for N = 65536. */
+static inline void gpu_bytes_in(uint8_t *B, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		B[i] = (uint8_t)(i + 37 * (i >> 8));
+}
+
+/* The f32 value of f16 pattern H, by its definition (sign, exponent,
+ * fraction; subnormals scaled by 2^-24), independent of the backends'
+ * bit algorithm. */
+static inline uint32_t gpu_f16_bits(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31;
+	uint32_t m = h & 0x3ff;
+	float v;
+
+	if (e == 31)
+		return sign | 0x7f800000u | m << 13;
+	v = e ? ldexpf((float)(m | 0x400), (int)e - 25) :
+	    ldexpf((float)m, -24);
+	return sign | gpu_bits(v);
+}
+
+/* Counts gpu_bytes_kernel's outputs that differ from plain C, logging
+ * the first; WHO names the backend (NULL: no log, for planted bugs). */
+static inline size_t gpu_bytes_bad(const char *who, const uint8_t *B,
+    const int32_t *yb, const float *yh, const int32_t *yn,
+    const int32_t *yk, const int32_t *ys, const int32_t *yl, size_t n)
+{
+	size_t i, bad = 0;
+
+	for (i = 0; i < n; i++) {
+		int32_t b = B[i], c = B[(i + 1) % n];
+		int64_t w = b;
+		uint16_t h = (uint16_t)(b | B[i >> 8] << 8);
+		int32_t want[5] = { b, ((b >> 4 & 15) - 8) * ((b & 15) + 1),
+			((b & 63) | (c >> 6) << 4) ^ (c << 3), (b - 128) >> 3,
+			(int32_t)((w << 40 >> 37 | (w & 7)) ^ 1) };
+		int32_t got[5] = { yb[i], yn[i], yk[i], ys[i], yl[i] };
+		int j;
+
+		for (j = 0; j < 5; j++)
+			if (got[j] != want[j] && bad++ < 5 && who)
+				cr_log_error("%s: byte %zu (0x%02x), output %d: "
+				    "%d, want %d", who, i, b, j, got[j],
+				    want[j]);
+		if (gpu_bits(yh[i]) != gpu_f16_bits(h) && bad++ < 5 && who)
+			cr_log_error("%s: f16bits(0x%04x) = 0x%08x, want "
+			    "0x%08x", who, h, gpu_bits(yh[i]),
+			    gpu_f16_bits(h));
+	}
+	return bad;
+}
+
 /* Inputs of gpu_i32_kernel: P over the whole int32 range (extremes, 2^24
  * neighbours, ties of the f32 rounding), X in (-2^31, 2^31). */
 static inline void gpu_i32_inputs(int32_t *P, float *X, size_t n,

@@ -358,6 +358,44 @@ Test(opencl, i32_buffers_and_casts_equal_cpu_and_ref)
 	free(P); free(yi); free(zi); free(X); free(yf); free(ye);
 }
 
+/* Byte buffers, f16bits and the bit operators: bitwise the cpu backend
+ * and plain C, over every byte and every f16 pattern. */
+Test(opencl, byte_buffers_and_bit_operators_equal_cpu_and_ref)
+{
+	enum { N = 65536 };
+	uint8_t *B = malloc(N);
+	int32_t *o[5];
+	float *yh = calloc(N, 4);
+	int64_t n = N;
+	ks_ir_kernel_t *k = gpu_bytes_kernel();
+	gpu_arg_t args[8], c[8];
+	clenv_t e;
+	int i;
+
+	for (i = 0; i < 5; i++)
+		o[i] = calloc(N, 4);
+	args[0] = (gpu_arg_t){ B, N };
+	args[1] = (gpu_arg_t){ o[0], N * 4 };
+	args[2] = (gpu_arg_t){ yh, N * 4 };
+	for (i = 1; i < 5; i++)
+		args[2 + i] = (gpu_arg_t){ o[i], N * 4 };
+	args[7] = (gpu_arg_t){ &n, 8 };
+	env_open(&e);
+	gpu_bytes_in(B, N);
+	run_both(&e, k, args, 8, c);
+	cr_assert_eq(gpu_bytes_bad("opencl", B, o[0], yh, o[1], o[2], o[3],
+	    o[4], N), 0);
+	cr_assert_eq(gpu_bytes_bad("cpu", B, c[1].data, c[2].data, c[3].data,
+	    c[4].data, c[5].data, c[6].data, N), 0);
+	free_copies(args, c, 8);
+	ks_ir_free(k);
+	env_close(&e);
+	for (i = 0; i < 5; i++)
+		free(o[i]);
+	free(B);
+	free(yh);
+}
+
 /* An unrolled kernel (LANES phases from a uniform loop, copies of a lane
  * loop, fresh lane variables, a reduce) runs bitwise as the cpu backend
  * and as the loop form on OpenCL. */

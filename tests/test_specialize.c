@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "../specialize/specialize.h"
+#include "../ref/ref.h"
 #include "gpu.h"
 
 static void setup(void)
@@ -781,7 +782,7 @@ Test(specialize, fold_folds_neg_abs_of_constants_never_sqrt_exp)
 	ks_ir_free(k);
 }
 
-Test(specialize, i32_is_a_storage_type_the_verifier_keeps_out_of_arithmetic)
+Test(specialize, i32_computes_integer_operators_only)
 {
 	int y, x, n, P, v;
 	ks_ir_kernel_t *k = tiny(&y, &x, &n);
@@ -804,9 +805,19 @@ Test(specialize, i32_is_a_storage_type_the_verifier_keeps_out_of_arithmetic)
 	k = tiny(&y, &x, &n);
 	P = ks_ir_buffer_i32(k, "P", KS_ACCESS_READ);
 	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_cast(k, KS_TY_I64,
-	    ks_x_bin(k, KS_OP_ADD, ks_x_load(k, P, c64(k, 0)),
+	    ks_x_bin(k, KS_OP_DIV, ks_x_load(k, P, c64(k, 0)),
 	    ks_x_load(k, P, c64(k, 1)))), ks_x_f32(k, 0.0f)));
 	expect_invalid(k, "arithmetic on i32");
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0), ks_x_bin(k,
+	    KS_OP_BAND, ks_x_load(k, x, c64(k, 0)), ks_x_f32(k, 1.0f))));
+	expect_invalid(k, "bit operator on f32");
+
+	k = tiny(&y, &x, &n);
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0), ks_x_un(k,
+	    KS_UN_F16, ks_x_load(k, x, c64(k, 0)))));
+	expect_invalid(k, "f16bits of f32");
 
 	k = tiny(&y, &x, &n);
 	P = ks_ir_buffer_i32(k, "P", KS_ACCESS_READ);
@@ -824,6 +835,26 @@ Test(specialize, i32_is_a_storage_type_the_verifier_keeps_out_of_arithmetic)
 	P = ks_ir_buffer_i32(k, "P", KS_ACCESS_READ);
 	k->params[P].dtype = KS_DTYPE_BF16;
 	expect_invalid(k, "buffer P: bad type, dtype");
+
+	/* A byte buffer: loads give i32, the bit operators and f16bits
+	 * print as C's, and it is read-only. */
+	k = tiny(&y, &x, &n);
+	P = ks_ir_buffer_bytes(k, "Q");
+	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0), ks_x_un(k,
+	    KS_UN_F16, ks_x_bin(k, KS_OP_BOR, ks_x_load(k, P, c64(k, 0)),
+	    ks_x_bin(k, KS_OP_SHL, ks_x_load(k, P, c64(k, 1)),
+	    ks_x_cast(k, KS_TY_I32, c64(k, 8)))))));
+	cr_assert_eq(ks_ir_verify(k, NULL, 0), KS_OK);
+	t = text(k);
+	cr_assert(strstr(t, "param 3 Q buffer u8 read\n"), "%s", t);
+	cr_assert(strstr(t, "  y[0] = f16bits((Q[0] | (Q[1] << i32(8))))\n"),
+	    "%s", t);
+	free(t);
+	ks_ir_free(k);
+	k = tiny(&y, &x, &n);
+	P = ks_ir_buffer_bytes(k, "Q");
+	k->params[P].access |= KS_ACCESS_WRITE;
+	expect_invalid(k, "buffer Q: bad type, dtype");
 
 	/* The wire's dtypes stay f32, f16, bf16. */
 	cr_assert_eq(ks_dtype_parse("i32", &dt), KS_E_BAD_DTYPE);
@@ -1462,6 +1493,11 @@ static val_t bin_i64(ks_binop_t op, int64_t a, int64_t b)
 	case KS_OP_NE: r.i = a != b; break;
 	case KS_OP_AND: r.i = a && b; break;
 	case KS_OP_OR: r.i = a || b; break;
+	case KS_OP_BAND: r.i = a & b; break;
+	case KS_OP_BOR: r.i = a | b; break;
+	case KS_OP_BXOR: r.i = a ^ b; break;
+	case KS_OP_SHL: r.i = (int64_t)((uint64_t)a << b); break;
+	case KS_OP_SHR: r.i = a >> b; break;
 	default: cr_assert_fail("op %d", op);
 	}
 	return r;
@@ -1572,6 +1608,7 @@ static val_t ev(interp_t *in, const ks_expr_t *e, int lane)
 		case KS_UN_ABS: r.f = fabsf(a.f); break;
 		case KS_UN_SQRT: r.f = sqrtf(a.f); break;
 		case KS_UN_EXP: r.f = expf(a.f); break;
+		case KS_UN_F16: r.f = ref_f16_to_f32((uint16_t)a.i); break;
 		case KS_UN_COUNT: cr_assert_fail("unop");
 		}
 		return r;	case KS_X_LLOAD:
