@@ -198,19 +198,25 @@ char *ks_buf_steal(ks_buf_t *b, size_t *len)
 
 /* ---- dtypes ---- */
 
-static const char *const dtype_names[KS_DTYPE_COUNT] = { "f32", "f16", "bf16" };
-static const size_t dtype_sizes[KS_DTYPE_COUNT] = { 4, 2, 2 };
+static const char *const dtype_names[KS_DTYPE_ALL] = { "f32", "f16", "bf16",
+	"q8_0", "q4_0", "q4_k" };
+static const size_t dtype_sizes[KS_DTYPE_ALL] = { 4, 2, 2, 0, 0, 0 };
+static const struct { int elems, bytes; } dtype_blocks[KS_DTYPE_ALL] = {
+	[KS_DTYPE_Q8_0] = { 32, 34 },
+	[KS_DTYPE_Q4_0] = { 32, 18 },
+	[KS_DTYPE_Q4_K] = { 256, 144 },
+};
 
 const char *ks_dtype_name(ks_dtype_t d)
 {
-	return (unsigned)d < KS_DTYPE_COUNT ? dtype_names[d] : "?";
+	return (unsigned)d < KS_DTYPE_ALL ? dtype_names[d] : "?";
 }
 
 int ks_dtype_parse(const char *s, ks_dtype_t *out)
 {
 	int i;
 
-	for (i = 0; i < KS_DTYPE_COUNT; i++) {
+	for (i = 0; i < KS_DTYPE_ALL; i++) {
 		if (strcmp(s, dtype_names[i]) == 0) {
 			*out = (ks_dtype_t)i;
 			return KS_OK;
@@ -221,7 +227,18 @@ int ks_dtype_parse(const char *s, ks_dtype_t *out)
 
 size_t ks_dtype_size(ks_dtype_t d)
 {
-	return (unsigned)d < KS_DTYPE_COUNT ? dtype_sizes[d] : 0;
+	return (unsigned)d < KS_DTYPE_ALL ? dtype_sizes[d] : 0;
+}
+
+int ks_dtype_block(ks_dtype_t d, int *elems, int *bytes)
+{
+	if ((unsigned)d >= KS_DTYPE_ALL || dtype_blocks[d].elems == 0)
+		return 0;
+	if (elems)
+		*elems = dtype_blocks[d].elems;
+	if (bytes)
+		*bytes = dtype_blocks[d].bytes;
+	return 1;
 }
 
 /* ---- logging and clocks ---- */

@@ -139,18 +139,33 @@ int ks_hash_eq(const ks_hash_t *a, const ks_hash_t *b);
 
 /*
  * Storage dtypes of kernel tensors.  Arithmetic is f32; conversion to the
- * storage dtype happens once, at the store, round-to-nearest-even.
+ * storage dtype happens once, at the store, round-to-nearest-even.  The
+ * element dtypes come first (any buffer, the request's dtype); after them
+ * GGUF's block formats, which only weights take (a request's wdtype): a
+ * row of K weights is K / elems blocks of `bytes` bytes each
+ * (ks_dtype_block; docs/kernels.md defines each layout).
  */
 typedef enum {
 	KS_DTYPE_F32 = 0,
 	KS_DTYPE_F16 = 1,
 	KS_DTYPE_BF16 = 2,
-	KS_DTYPE_COUNT
+	KS_DTYPE_COUNT,                 /* the element dtypes end here */
+	KS_DTYPE_Q8_0 = KS_DTYPE_COUNT, /* 32 per block: f16 d, 32 int8 */
+	KS_DTYPE_Q4_0,                  /* 32 per block: f16 d, 16 nibble bytes */
+	KS_DTYPE_Q4_K,                  /* 256 per block: f16 d, dmin, 12 bytes
+	                                   of 6-bit scales, 128 nibble bytes */
+	KS_DTYPE_ALL
 } ks_dtype_t;
 
-const char *ks_dtype_name(ks_dtype_t d);        /* "f32" "f16" "bf16" */
-int ks_dtype_parse(const char *s, ks_dtype_t *out); /* KS_E_BAD_DTYPE */
+/* "f32" "f16" "bf16" "q8_0" "q4_0" "q4_k" */
+const char *ks_dtype_name(ks_dtype_t d);
+/* Any of ks_dtype_name's names; KS_E_BAD_DTYPE for others. */
+int ks_dtype_parse(const char *s, ks_dtype_t *out);
+/* Bytes of one element; 0 for a block format. */
 size_t ks_dtype_size(ks_dtype_t d);
+/* Whether D is a block format; then *ELEMS and *BYTES (either may be NULL)
+ * are a block's weights and its size. */
+int ks_dtype_block(ks_dtype_t d, int *elems, int *bytes);
 
 /* Logging to stderr, one line per message: as text,
  * "2026-11-29T13:00:00.123Z kspecd[pid] level: msg", or as one JSON

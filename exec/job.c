@@ -47,8 +47,8 @@ int ks_exec_params_json(ks_buf_t *m, const ks_ir_kernel_t *k)
 		ks_buf_json_str(m, p->name);
 		if (p->kind == KS_PARAM_BUFFER) {
 			ks_buf_printf(m, ",\"kind\":\"buffer\",\"dtype\":\"%s\","
-			    "\"access\":\"%s\"", p->bytes ? "u8" :
-			    p->type == KS_TY_I32 ? "i32" :
+			    "\"access\":\"%s\"", p->bytes && p->dtype == KS_DTYPE_F32 ? "u8" :
+			    p->type == KS_TY_I32 && !p->bytes ? "i32" :
 			    ks_dtype_name(p->dtype),
 			    p->access == (KS_ACCESS_READ | KS_ACCESS_WRITE) ?
 			    "readwrite" : p->access == KS_ACCESS_WRITE ?

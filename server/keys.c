@@ -358,15 +358,16 @@ int ks_keys_normalize(ks_keys_t *keys, const ks_get_req_t *req,
 		    "have not reported it");
 		return KS_E_BACKEND_UNAVAILABLE;
 	}
-	if (ks_dtype_parse(req->dtype, &dtype)) {
-		snprintf(err, errlen, "dtype '%s' is not one of f32, f16, bf16",
-		    req->dtype);
+	if (ks_dtype_parse(req->dtype, &dtype) || dtype >= KS_DTYPE_COUNT) {
+		snprintf(err, errlen, "dtype '%s' is not one of f32, f16, bf16%s",
+		    req->dtype, dtype >= KS_DTYPE_COUNT ? " (a block format is "
+		    "a weight dtype: wdtype)" : "");
 		return KS_E_BAD_DTYPE;
 	}
 	wdtype = dtype;
 	if (req->wdtype[0] && ks_dtype_parse(req->wdtype, &wdtype)) {
 		snprintf(err, errlen, "wdtype '%s' is not one of f32, f16, "
-		    "bf16", req->wdtype);
+		    "bf16, q8_0, q4_0, q4_k", req->wdtype);
 		return KS_E_BAD_DTYPE;
 	}
 	if (strcmp(req->mode, "exact") == 0) {
@@ -515,7 +516,7 @@ int ks_keys_entry_get(const ks_keys_t *keys, const ks_store_entry_t *e,
 		if (id->backend != be || strcmp(id->target, e->target))
 			continue;
 		seen = 1;
-		for (w = 0; w <= KS_DTYPE_COUNT; w++) {
+		for (w = 0; w <= KS_DTYPE_ALL; w++) {
 			spec.wdtype = w == 0 ? dtype : (ks_dtype_t)(w - 1);
 			if ((w > 0 && spec.wdtype == dtype) ||
 			    !ks_kernel_wdtype_ok(def, dtype, spec.wdtype))

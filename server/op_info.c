@@ -443,7 +443,24 @@ static void kernels_body(ks_buf_t *out, const ks_keys_t *keys)
 		for (j = 0; j < KS_DTYPE_COUNT; j++)
 			ks_buf_printf(out, "%s\"%s\"", j ? "," : "",
 			    ks_dtype_name((ks_dtype_t)j));
-		ks_buf_puts(out, "],\"variants\":[");
+		/* The weight dtypes each dtype takes beside itself. */
+		ks_buf_puts(out, "],\"wdtypes\":{");
+		for (j = 0; j < KS_DTYPE_COUNT; j++) {
+			int w, first = 1;
+
+			ks_buf_printf(out, "%s\"%s\":[", j ? "," : "",
+			    ks_dtype_name((ks_dtype_t)j));
+			for (w = 0; w < KS_DTYPE_ALL; w++) {
+				if (w == j || !ks_kernel_wdtype_ok(k,
+				    (ks_dtype_t)j, (ks_dtype_t)w))
+					continue;
+				ks_buf_printf(out, "%s\"%s\"", first ? "" : ",",
+				    ks_dtype_name((ks_dtype_t)w));
+				first = 0;
+			}
+			ks_buf_puts(out, "]");
+		}
+		ks_buf_puts(out, "},\"variants\":[");
 		for (j = 0; j < k->nvariants; j++) {
 			ks_buf_printf(out, "%s{\"name\":", j ? "," : "");
 			ks_buf_json_str(out, k->variants[j]);

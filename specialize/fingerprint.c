@@ -115,7 +115,7 @@ static void compute(const ks_kernel_def_t *def, ks_hash_t *out)
 				    (ks_dtype_t)d, (ks_mode_t)m,
 				    probe_list[p]);
 	for (d = 0; d < KS_DTYPE_COUNT; d++)
-		for (w = 0; w < KS_DTYPE_COUNT; w++) {
+		for (w = 0; w < KS_DTYPE_ALL; w++) {
 			if (w == d || !ks_kernel_wdtype_ok(def, (ks_dtype_t)d,
 			    (ks_dtype_t)w))
 				continue;

@@ -139,7 +139,21 @@ static int check_buffer(const ks_spec_t *spec, const char *buf, int rows,
 
 static int gemm_check(const ks_spec_t *spec, char *err, size_t errlen)
 {
-	int rc = check_buffer(spec, "x", DIM_M, DIM_K, err, errlen);
+	const ks_dim_t *K = &spec->dims[DIM_K];
+	int rc = check_buffer(spec, "x", DIM_M, DIM_K, err, errlen), qk;
+
+	/* A block format tiles each row of W: K is a constant multiple of
+	 * the block (the row's bytes are then known). */
+	if (rc == KS_OK && ks_dtype_block(spec->wdtype, &qk, NULL) &&
+	    (!K->is_const || K->value % qk != 0)) {
+		if (err != NULL && errlen > 0)
+			snprintf(err, errlen, "wdtype %s needs K constant and a "
+			    "multiple of its block of %d weights (K %s%lld)",
+			    ks_dtype_name(spec->wdtype), qk, K->is_const ?
+			    "= " : "dynamic", K->is_const ?
+			    (long long)K->value : 0LL);
+		return KS_E_BAD_SHAPE;
+	}
 
 	rc = rc ? rc : check_buffer(spec, "W", DIM_N, DIM_K, err, errlen);
 	return rc ? rc : check_buffer(spec, "y", DIM_M, DIM_N, err, errlen);
@@ -150,6 +164,15 @@ static int gemm_check(const ks_spec_t *spec, char *err, size_t errlen)
 typedef struct {
 	ks_ir_kernel_t *k;
 	int x, W, y, M, N, K;   /* parameters */
+	ks_dtype_t wq;          /* W's block format, or KS_DTYPE_F32 */
+	int qk, qb;             /* weights and bytes of one of its blocks */
+	/* A chunk's decode factors, per row of W (wq_hoist), while its
+	 * LANES are built; nhq 0 elsewhere. */
+	struct wq { int wo, base, d, dm, sh; } hq[ROW_MAX];
+	int nhq, hq_off;        /* rows; the lanes' first index in a block */
+	int q4sel;              /* q4_0: read both halves' bytes (q4_inside) */
+	int alt;                /* building chunk_lanes' second LANES */
+	int serial;             /* names of the hoisted variables */
 } gemm_t;
 
 static ks_expr_t *c64(gemm_t *g, int64_t v)
@@ -188,6 +211,358 @@ static int decl(gemm_t *g, ks_stmt_t *block, const char *name, ks_ty_t t,
 	return v;
 }
 
+/* Appends to BLOCK a uniform i64 variable NAME = E. */
+static int ulet(gemm_t *g, ks_stmt_t *block, const char *name, ks_expr_t *e)
+{
+	return decl(g, block, name, KS_TY_I64, KS_VAR_UNIFORM, e);
+}
+
+/* ---- W's values ---- */
+
+static ks_expr_t *i32c(gemm_t *g, int64_t v)
+{
+	return ks_x_cast(g->k, KS_TY_I32, c64(g, v));
+}
+
+/* The byte of W at WO + OFF (OFF a fresh i64 tree), as i32 0..255. */
+static ks_expr_t *wbyte(gemm_t *g, int wo, ks_expr_t *off)
+{
+	return ks_x_load(g->k, g->W, bin(g, KS_OP_ADD, var(g, wo), off));
+}
+
+/* The f16 at bytes WO + OFF, WO + OFF + 1 (little-endian) as f32. */
+static ks_expr_t *wf16(gemm_t *g, int wo, ks_expr_t *(*off)(gemm_t *,
+    int, int64_t), int k_var, int64_t at)
+{
+	return ks_x_un(g->k, KS_UN_F16, bin(g, KS_OP_BOR, wbyte(g, wo,
+	    off(g, k_var, at)), bin(g, KS_OP_SHL, wbyte(g, wo, off(g, k_var,
+	    at + 1)), i32c(g, 8))));
+}
+
+/* The byte offset of the block holding element K_VAR, plus AT. */
+static ks_expr_t *blk_at(gemm_t *g, int k_var, int64_t at)
+{
+	return bin(g, KS_OP_ADD, bin(g, KS_OP_MUL, bin(g, KS_OP_DIV,
+	    var(g, k_var), c64(g, g->qk)), c64(g, g->qb)), c64(g, at));
+}
+
+/* Element K_VAR's index in its block of 32 (q8_0, q4_0) or in its
+ * sub-block of 32 (q4_k). */
+static ks_expr_t *in32(gemm_t *g, int k_var)
+{
+	return bin(g, KS_OP_REM, var(g, k_var), c64(g, 32));
+}
+
+/* q4_k: element K_VAR's sub-block, 0..7. */
+static ks_expr_t *sub8(gemm_t *g, int k_var)
+{
+	return bin(g, KS_OP_DIV, bin(g, KS_OP_REM, var(g, k_var), c64(g, 256)),
+	    c64(g, 32));
+}
+
+/* q4_k: byte AT + S of the 12 packed scale bytes (at block offset 4). */
+static ks_expr_t *scale_byte(gemm_t *g, int wo, int k_var, int64_t at)
+{
+	return wbyte(g, wo, bin(g, KS_OP_ADD, blk_at(g, k_var, 4 + at),
+	    sub8(g, k_var)));
+}
+
+/*
+ * q4_k: sub-block S's 6-bit scale (MIN = 0) or min (MIN = 1), as f32:
+ * for S < 4, the low 6 bits of byte S (scale) or S + 4 (min); for S >= 4,
+ * the 4 bits of byte S + 4 (low nibble: scale, high: min) below the top 2
+ * bits of byte S - 4 (scale) or S (min).  Both forms are computed (their
+ * bytes lie in the block either way) and selected.
+ */
+static ks_expr_t *scale6(gemm_t *g, int wo, int k_var, int min)
+{
+	ks_expr_t *lo = bin(g, KS_OP_BAND, scale_byte(g, wo, k_var,
+	    min ? 4 : 0), i32c(g, 63));
+	ks_expr_t *q4 = min ? bin(g, KS_OP_SHR, scale_byte(g, wo, k_var, 4),
+	    i32c(g, 4)) : bin(g, KS_OP_BAND, scale_byte(g, wo, k_var, 4),
+	    i32c(g, 15));
+	ks_expr_t *hi = bin(g, KS_OP_BOR, q4, bin(g, KS_OP_SHL, bin(g,
+	    KS_OP_SHR, scale_byte(g, wo, k_var, min ? 0 : -4), i32c(g, 6)),
+	    i32c(g, 4)));
+
+	return ks_x_cast(g->k, KS_TY_F32, ks_x_select(g->k, bin(g, KS_OP_LT,
+	    sub8(g, k_var), c64(g, 4)), lo, hi));
+}
+
+/*
+ * The f32 value of W[row][k], K_VAR the lane variable k and WO the uniform
+ * variable of the row's start: a load of W[wo + k], or for a block format
+ * the decode of docs/kernels.md, exact (every product below is exact; in
+ * q4_k only the final subtraction rounds):
+ *   q8_0  d * f32(q), q the int8 at byte 2 + k % 32 of the block;
+ *   q4_0  d * f32(q - 8), q the low nibble of byte 2 + k % 16 for
+ *         k % 32 < 16, else its high nibble;
+ *   q4_k  (d * f32(sc)) * f32(q) - dmin * f32(m), sc and m sub-block
+ *         k % 256 / 32's 6-bit scale and min, q the low nibble of byte
+ *         16 + s / 2 * 32 + k % 32 for an even sub-block s, else the high.
+ */
+static ks_expr_t *wvalue(gemm_t *g, int wo, int k_var)
+{
+	ks_ir_kernel_t *k = g->k;
+	ks_expr_t *q, *j;
+
+	switch (g->wq) {
+	case KS_DTYPE_Q8_0:
+		q = wbyte(g, wo, bin(g, KS_OP_ADD, blk_at(g, k_var, 2),
+		    in32(g, k_var)));
+		q = bin(g, KS_OP_SUB, bin(g, KS_OP_BXOR, q, i32c(g, 128)),
+		    i32c(g, 128));          /* the int8 */
+		return bin(g, KS_OP_MUL, wf16(g, wo, blk_at, k_var, 0),
+		    ks_x_cast(k, KS_TY_F32, q));
+	case KS_DTYPE_Q4_0:
+		j = bin(g, KS_OP_REM, var(g, k_var), c64(g, 16));
+		q = ks_x_select(k, bin(g, KS_OP_LT, in32(g, k_var),
+		    c64(g, 16)), bin(g, KS_OP_BAND, wbyte(g, wo, bin(g,
+		    KS_OP_ADD, blk_at(g, k_var, 2), j)), i32c(g, 15)),
+		    bin(g, KS_OP_SHR, wbyte(g, wo, bin(g, KS_OP_ADD,
+		    blk_at(g, k_var, 2), bin(g, KS_OP_REM, var(g, k_var),
+		    c64(g, 16)))), i32c(g, 4)));
+		return bin(g, KS_OP_MUL, wf16(g, wo, blk_at, k_var, 0),
+		    ks_x_cast(k, KS_TY_F32, bin(g, KS_OP_SUB, q, i32c(g, 8))));
+	case KS_DTYPE_Q4_K:
+		j = bin(g, KS_OP_ADD, bin(g, KS_OP_ADD, blk_at(g, k_var, 16),
+		    bin(g, KS_OP_MUL, bin(g, KS_OP_DIV, sub8(g, k_var),
+		    c64(g, 2)), c64(g, 32))), in32(g, k_var));
+		q = wbyte(g, wo, j);
+		q = ks_x_select(k, bin(g, KS_OP_EQ, bin(g, KS_OP_REM,
+		    sub8(g, k_var), c64(g, 2)), c64(g, 0)), bin(g, KS_OP_BAND,
+		    q, i32c(g, 15)), bin(g, KS_OP_SHR, wbyte(g, wo, bin(g,
+		    KS_OP_ADD, bin(g, KS_OP_ADD, blk_at(g, k_var, 16),
+		    bin(g, KS_OP_MUL, bin(g, KS_OP_DIV, sub8(g, k_var),
+		    c64(g, 2)), c64(g, 32))), in32(g, k_var))), i32c(g, 4)));
+		return bin(g, KS_OP_SUB, bin(g, KS_OP_MUL, bin(g, KS_OP_MUL,
+		    wf16(g, wo, blk_at, k_var, 0), scale6(g, wo, k_var, 0)),
+		    ks_x_cast(k, KS_TY_F32, q)), bin(g, KS_OP_MUL,
+		    wf16(g, wo, blk_at, k_var, 2), scale6(g, wo, k_var, 1)));
+	default:
+		return ks_x_load(k, g->W, bin(g, KS_OP_ADD, var(g, wo),
+		    var(g, k_var)));
+	}
+}
+
+/*
+ * A chunk's decode, hoisted.  In the main k loops a chunk of 32 lanes is
+ * k = k0 + OFF + lane with k0 a multiple of 32 (OFF 0, or 16 in blocked's
+ * second half), so the chunk lies in one block of 32 (q8_0, q4_0) or one
+ * sub-block of 32 (q4_k): its scale (and q4_k's scale, min and nibble
+ * half) are uniform.  wq_hoist declares them in BLOCK, before the chunk's
+ * LANES, for the rows WO[0..n); wvalue_hoisted then reads each lane's
+ * code bytes, contiguous in lane order.  The values are wvalue's, by the
+ * same operations in the same order.
+ */
+static void wq_hoist(gemm_t *g, ks_stmt_t *block, int k0, int n,
+    const int *wo, int off)
+{
+	ks_ir_kernel_t *k = g->k;
+	char name[32];
+	int r, sb = -1;
+
+	g->nhq = n;
+	g->hq_off = off;
+	if (g->wq == KS_DTYPE_Q4_K) {
+		snprintf(name, sizeof name, "qs%d", g->serial);
+		sb = ulet(g, block, name, bin(g, KS_OP_DIV, bin(g, KS_OP_REM,
+		    var(g, k0), c64(g, 256)), c64(g, 32)));
+	}
+	for (r = 0; r < n; r++) {
+		struct wq *q = &g->hq[r];
+		ks_expr_t *sc, *m;
+
+		q->wo = wo[r];
+		snprintf(name, sizeof name, "qb%d_%d", g->serial, r);
+		q->base = ulet(g, block, name, bin(g, KS_OP_ADD, var(g, wo[r]),
+		    bin(g, KS_OP_MUL, bin(g, KS_OP_DIV, var(g, k0),
+		    c64(g, g->qk)), c64(g, g->qb))));
+		snprintf(name, sizeof name, "qd%d_%d", g->serial, r);
+		q->d = decl(g, block, name, KS_TY_F32, KS_VAR_UNIFORM,
+		    ks_x_un(k, KS_UN_F16, bin(g, KS_OP_BOR, wbyte(g, q->base,
+		    c64(g, 0)), bin(g, KS_OP_SHL, wbyte(g, q->base, c64(g, 1)),
+		    i32c(g, 8)))));
+		if (g->wq != KS_DTYPE_Q4_K)
+			continue;
+		/* The sub-block's scale and min, as scale6 (byte AT + s of
+		 * the 12 at offset 4), multiplied into d and dmin. */
+#define SB(at) wbyte(g, q->base, bin(g, KS_OP_ADD, c64(g, 4 + (at)), \
+	var(g, sb)))
+		sc = ks_x_cast(k, KS_TY_F32, ks_x_select(k, bin(g, KS_OP_LT,
+		    var(g, sb), c64(g, 4)), bin(g, KS_OP_BAND, SB(0),
+		    i32c(g, 63)), bin(g, KS_OP_BOR, bin(g, KS_OP_BAND, SB(4),
+		    i32c(g, 15)), bin(g, KS_OP_SHL, bin(g, KS_OP_SHR, SB(-4),
+		    i32c(g, 6)), i32c(g, 4)))));
+		m = ks_x_cast(k, KS_TY_F32, ks_x_select(k, bin(g, KS_OP_LT,
+		    var(g, sb), c64(g, 4)), bin(g, KS_OP_BAND, SB(4),
+		    i32c(g, 63)), bin(g, KS_OP_BOR, bin(g, KS_OP_SHR, SB(4),
+		    i32c(g, 4)), bin(g, KS_OP_SHL, bin(g, KS_OP_SHR, SB(0),
+		    i32c(g, 6)), i32c(g, 4)))));
+#undef SB
+		snprintf(name, sizeof name, "qds%d_%d", g->serial, r);
+		q->d = decl(g, block, name, KS_TY_F32, KS_VAR_UNIFORM, bin(g,
+		    KS_OP_MUL, var(g, q->d), sc));
+		snprintf(name, sizeof name, "qm%d_%d", g->serial, r);
+		q->dm = decl(g, block, name, KS_TY_F32, KS_VAR_UNIFORM, bin(g,
+		    KS_OP_MUL, ks_x_un(k, KS_UN_F16, bin(g, KS_OP_BOR,
+		    wbyte(g, q->base, c64(g, 2)), bin(g, KS_OP_SHL,
+		    wbyte(g, q->base, c64(g, 3)), i32c(g, 8)))), m));
+		/* The code bytes of the sub-block pair, and the nibble. */
+		snprintf(name, sizeof name, "qc%d_%d", g->serial, r);
+		q->base = ulet(g, block, name, bin(g, KS_OP_ADD, bin(g,
+		    KS_OP_ADD, var(g, q->base), c64(g, 16)), bin(g, KS_OP_MUL,
+		    bin(g, KS_OP_DIV, var(g, sb), c64(g, 2)), c64(g, 32))));
+		snprintf(name, sizeof name, "qh%d_%d", g->serial, r);
+		q->sh = decl(g, block, name, KS_TY_I32, KS_VAR_UNIFORM,
+		    ks_x_cast(k, KS_TY_I32, bin(g, KS_OP_MUL, bin(g,
+		    KS_OP_REM, var(g, sb), c64(g, 2)), c64(g, 4))));
+	}
+	g->serial++;
+}
+
+/* The lane's weight of hoisted row Q: the lane's index in the block is
+ * i = hq_off + lane.  q4_0 first appends to BLOCK its nibble as a lane
+ * variable: lanes i < 16 take the low nibble of byte 2 + i, the others the
+ * high nibble of byte 2 + i - 16, each read under its branch of an IF, so
+ * both reads are contiguous in lane order and in the block (the cpu
+ * backend vectorizes them as masked loads; a select of two reads would
+ * read past the block and be a gather). */
+static ks_expr_t *wvalue_hoisted(gemm_t *g, ks_stmt_t *block,
+    const struct wq *q)
+{
+	ks_ir_kernel_t *k = g->k;
+	ks_expr_t *b;
+	ks_stmt_t *half;
+	char name[32];
+	int qn;
+
+#define LI() bin(g, KS_OP_ADD, c64(g, g->hq_off), ks_x_lane(k))
+	switch (g->wq) {
+	case KS_DTYPE_Q8_0:
+		b = wbyte(g, q->base, bin(g, KS_OP_ADD, c64(g, 2), LI()));
+		return bin(g, KS_OP_MUL, var(g, q->d), ks_x_cast(k, KS_TY_F32,
+		    bin(g, KS_OP_SUB, bin(g, KS_OP_BXOR, b, i32c(g, 128)),
+		    i32c(g, 128))));
+	case KS_DTYPE_Q4_0:
+		if (k->nlanes == 16 || g->q4sel) {
+			/* Lanes i < 16: the low nibble of byte 2 + i; the
+			 * others the high nibble of byte 2 + i - 16.  With 16
+			 * lanes one half is all of them; with 32 both bytes are
+			 * read, contiguous in lane order (q4_inside holds). */
+			ks_expr_t *lo = bin(g, KS_OP_BAND, wbyte(g, q->base,
+			    bin(g, KS_OP_ADD, c64(g, 2), LI())), i32c(g, 15));
+			ks_expr_t *hi = bin(g, KS_OP_SHR, wbyte(g, q->base,
+			    bin(g, KS_OP_ADD, c64(g, 2 - 16), LI())), i32c(g, 4));
+
+			if (k->nlanes == 16) {
+				b = g->hq_off < 16 ? lo : hi;
+			} else {
+				/* m = -(i / 16), all ones for the high half;
+				 * lo ^ ((lo ^ hi) & m) is (i < 16 ? lo : hi) by
+				 * bit operations, which the cpu backend
+				 * vectorizes (a select on the lane it did not). */
+				ks_expr_t *m = bin(g, KS_OP_SUB, i32c(g, 0),
+				    ks_x_cast(k, KS_TY_I32, bin(g, KS_OP_SHR,
+				    LI(), c64(g, 4))));
+				ks_expr_t *lo2 = bin(g, KS_OP_BAND, wbyte(g,
+				    q->base, bin(g, KS_OP_ADD, c64(g, 2), LI())),
+				    i32c(g, 15));
+
+				b = bin(g, KS_OP_BXOR, lo2, bin(g, KS_OP_BAND,
+				    bin(g, KS_OP_BXOR, lo, hi), m));
+			}
+			return bin(g, KS_OP_MUL, var(g, q->d), ks_x_cast(k,
+			    KS_TY_F32, bin(g, KS_OP_SUB, b, i32c(g, 8))));
+		}
+		snprintf(name, sizeof name, "qn%d", g->serial++);
+		qn = decl(g, block, name, KS_TY_I32, KS_VAR_LANE, NULL);
+		half = ks_s_if(k, bin(g, KS_OP_LT, LI(), c64(g, 16)));
+		ks_s_append(k, block, half);
+		ks_s_append(k, half->body, ks_s_assign(k, qn, bin(g,
+		    KS_OP_BAND, wbyte(g, q->base, bin(g, KS_OP_ADD, c64(g, 2),
+		    LI())), i32c(g, 15))));
+		half->orelse = ks_s_block(k);
+		ks_s_append(k, half->orelse, ks_s_assign(k, qn, bin(g,
+		    KS_OP_SHR, wbyte(g, q->base, bin(g, KS_OP_ADD,
+		    c64(g, 2 - 16), LI())), i32c(g, 4))));
+		return bin(g, KS_OP_MUL, var(g, q->d), ks_x_cast(k, KS_TY_F32,
+		    bin(g, KS_OP_SUB, var(g, qn), i32c(g, 8))));
+	default:                /* q4_k */
+		b = bin(g, KS_OP_BAND, bin(g, KS_OP_SHR, wbyte(g, q->base,
+		    LI()), var(g, q->sh)), i32c(g, 15));
+		return bin(g, KS_OP_SUB, bin(g, KS_OP_MUL, var(g, q->d),
+		    ks_x_cast(k, KS_TY_F32, b)), var(g, q->dm));
+	}
+#undef LI
+}
+
+/*
+ * q4_0, 32 lanes: whether every hoisted row's block lies 14 bytes or more
+ * from the start of W and 34 or more from its end, so that reading bytes
+ * 2 + i and 2 + i - 16 for every lane i stays in W (wvalue_hoisted's
+ * select form).  Only the first and the last block of W can fail it.
+ */
+static ks_expr_t *q4_inside(gemm_t *g)
+{
+	ks_expr_t *in = NULL, *e;
+	int r;
+
+	for (r = 0; r < g->nhq; r++) {
+		e = bin(g, KS_OP_AND, bin(g, KS_OP_LE, c64(g, 14),
+		    var(g, g->hq[r].base)), bin(g, KS_OP_LE, bin(g, KS_OP_ADD,
+		    var(g, g->hq[r].base), c64(g, 34)), bin(g, KS_OP_MUL,
+		    par(g, g->N), bin(g, KS_OP_MUL, bin(g, KS_OP_DIV,
+		    par(g, g->K), c64(g, 32)), c64(g, 18)))));
+		in = in ? bin(g, KS_OP_AND, in, e) : e;
+	}
+	return in;
+}
+
+/*
+ * Appends to BLOCK a chunk's LANES and returns its body: for q4_0 with 32
+ * lanes two of them, under IF (q4_inside) the select form and in the else
+ * branch the IF form; MAKE then fills each body (called once per body,
+ * g->q4sel telling which).
+ */
+static ks_stmt_t *chunk_lanes(gemm_t *g, ks_stmt_t *block,
+    void (*make)(gemm_t *, ks_stmt_t *, void *), void *arg)
+{
+	ks_ir_kernel_t *k = g->k;
+	ks_stmt_t *lanes = ks_s_lanes(k), *in;
+
+	if (!(g->nhq && g->wq == KS_DTYPE_Q4_0 && k->nlanes == 32)) {
+		ks_s_append(k, block, lanes);
+		make(g, lanes->body, arg);
+		return lanes;
+	}
+	in = ks_s_if(k, q4_inside(g));
+	ks_s_append(k, block, in);
+	ks_s_append(k, in->body, lanes);
+	g->q4sel = 1;
+	make(g, lanes->body, arg);
+	g->q4sel = 0;
+	in->orelse = ks_s_block(k);
+	lanes = ks_s_lanes(k);
+	ks_s_append(k, in->orelse, lanes);
+	g->alt = 1;             /* its lane variables get other names */
+	make(g, lanes->body, arg);
+	g->alt = 0;
+	return lanes;
+}
+
+/* W's value for row WO at lane variable K_VAR: hoisted when the current
+ * chunk has its factors, else wvalue. */
+static ks_expr_t *wval(gemm_t *g, ks_stmt_t *block, int wo, int k_var)
+{
+	int r;
+
+	for (r = 0; r < g->nhq; r++)
+		if (g->hq[r].wo == wo)
+			return wvalue_hoisted(g, block, &g->hq[r]);
+	return wvalue(g, wo, k_var);
+}
+
 /*
  * Appends to BLOCK, inside LANES, the accumulation of element K_VAR (a lane
  * variable) for the NW rows of W: xv = x[xo + k]; acc[r] = fma(xv,
@@ -204,8 +579,7 @@ static void accumulate(gemm_t *g, ks_stmt_t *block, const char *xname,
 	xv = decl(g, block, xname, KS_TY_F32, KS_VAR_LANE,
 	    ks_x_load(g->k, g->x, xi));
 	for (r = 0; r < nw; r++) {
-		ks_expr_t *w = ks_x_load(g->k, g->W, bin(g, KS_OP_ADD,
-		    var(g, wo[r]), var(g, k_var)));
+		ks_expr_t *w = wval(g, block, wo[r], k_var);
 
 		ks_s_append(g->k, block, ks_s_assign(g->k, acc[r],
 		    ks_x_fma(g->k, var(g, xv), w, var(g, acc[r]))));
@@ -232,8 +606,7 @@ static void accumulate_rows(gemm_t *g, ks_stmt_t *block, const char *pfx,
 	for (r = 0; r < nw; r++) {
 		snprintf(name, sizeof name, "w%s%d", pfx, r);
 		wv[r] = decl(g, block, name, KS_TY_F32, KS_VAR_LANE,
-		    ks_x_load(g->k, g->W, bin(g, KS_OP_ADD, var(g, wo[r]),
-		    var(g, k_var))));
+		    wval(g, block, wo[r], k_var));
 	}
 	for (m = 0; m < M; m++) {
 		snprintf(name, sizeof name, "x%s%d", pfx, (int)m);
@@ -249,6 +622,39 @@ static void accumulate_rows(gemm_t *g, ks_stmt_t *block, const char *pfx,
 	}
 }
 
+/* One main-loop chunk of build_row (for chunk_lanes): k = k0 + lane. */
+struct row_chunk {
+	int k0, xo, nw;
+	const int *wo, *acc;
+};
+
+static void row_chunk(gemm_t *g, ks_stmt_t *body, void *arg)
+{
+	const struct row_chunk *c = arg;
+	int kv = decl(g, body, g->alt ? "kb" : "k", KS_TY_I64, KS_VAR_LANE,
+	    bin(g, KS_OP_ADD, var(g, c->k0), ks_x_lane(g->k)));
+
+	accumulate(g, body, g->alt ? "xvb" : "xv", kv, c->xo, c->nw, c->wo,
+	    c->acc);
+}
+
+/* One main-loop chunk of build_tile: k = k0 + lane. */
+struct tile_chunk {
+	int k0;
+	int64_t rows;
+	const int *xo, *wo, *acc;
+};
+
+static void tile_chunk(gemm_t *g, ks_stmt_t *body, void *arg)
+{
+	const struct tile_chunk *c = arg;
+	int kv = decl(g, body, g->alt ? "tkb" : "tk", KS_TY_I64, KS_VAR_LANE,
+	    bin(g, KS_OP_ADD, var(g, c->k0), ks_x_lane(g->k)));
+
+	accumulate_rows(g, body, g->alt ? "vb" : "v", kv, c->rows, RB, c->xo,
+	    c->wo, c->acc);
+}
+
 /*
  * Appends to BLOCK the computation of the NW outputs n0..n0+NW-1 of one
  * row: the lane accumulators, the k loop (full chunks, then the guarded
@@ -261,7 +667,7 @@ static void build_row(gemm_t *g, ks_stmt_t *block, int n0, int xo, int yo,
 {
 	ks_ir_kernel_t *k = g->k;
 	ks_stmt_t *loop, *lanes, *tail, *guard;
-	int acc[ROW_MAX], k0, kv, kt, r;
+	int acc[ROW_MAX], k0, kt, r;
 	char name[16];
 
 	for (r = 0; r < nw; r++) {
@@ -275,11 +681,14 @@ static void build_row(gemm_t *g, ks_stmt_t *block, int n0, int xo, int yo,
 	loop = ks_s_for(k, k0, c64(g, 0), k_main(g), NLANES);
 	loop->unroll = UNROLL_M1;       /* build_row is gemv_m1's alone */
 	ks_s_append(k, block, loop);
-	lanes = ks_s_lanes(k);
-	ks_s_append(k, loop->body, lanes);
-	kv = decl(g, lanes->body, "k", KS_TY_I64, KS_VAR_LANE,
-	    bin(g, KS_OP_ADD, var(g, k0), ks_x_lane(k)));
-	accumulate(g, lanes->body, "xv", kv, xo, nw, wo, acc);
+	if (g->qk)
+		wq_hoist(g, loop->body, k0, nw, wo, 0);
+	{
+		struct row_chunk c = { k0, xo, nw, wo, acc };
+
+		chunk_lanes(g, loop->body, row_chunk, &c);
+	}
+	g->nhq = 0;
 
 	/* Tail chunk: k = K - K % 32 + lane, guarded by k < K. */
 	tail = ks_s_if(k, bin(g, KS_OP_NE, bin(g, KS_OP_REM, par(g, g->K),
@@ -321,7 +730,7 @@ static void build_tile(gemm_t *g, ks_stmt_t *block, int64_t rows, int m0,
 {
 	ks_ir_kernel_t *k = g->k;
 	ks_stmt_t *loop, *lanes, *tail, *guard;
-	int acc[TILE_MAX * RB], k0, kv, kt, r, i;
+	int acc[TILE_MAX * RB], k0, kt, r, i;
 	ks_expr_t *row;
 	char name[32];
 
@@ -334,11 +743,14 @@ static void build_tile(gemm_t *g, ks_stmt_t *block, int64_t rows, int m0,
 	k0 = ks_ir_var(k, "tk0", KS_TY_I64, KS_VAR_UNIFORM);
 	loop = ks_s_for(k, k0, c64(g, 0), k_main(g), NLANES);
 	ks_s_append(k, block, loop);
-	lanes = ks_s_lanes(k);
-	ks_s_append(k, loop->body, lanes);
-	kv = decl(g, lanes->body, "tk", KS_TY_I64, KS_VAR_LANE,
-	    bin(g, KS_OP_ADD, var(g, k0), ks_x_lane(k)));
-	accumulate_rows(g, lanes->body, "v", kv, rows, RB, xo, wo, acc);
+	if (g->qk)
+		wq_hoist(g, loop->body, k0, RB, wo, 0);
+	{
+		struct tile_chunk c = { k0, rows, xo, wo, acc };
+
+		chunk_lanes(g, loop->body, tile_chunk, &c);
+	}
+	g->nhq = 0;
 
 	tail = ks_s_if(k, bin(g, KS_OP_NE, bin(g, KS_OP_REM, par(g, g->K),
 	    c64(g, NLANES)), c64(g, 0)));
@@ -389,18 +801,16 @@ static void decl_rows(gemm_t *g, ks_stmt_t *block, const char *pfx, int base,
 
 	for (i = 0; i < n; i++) {
 		snprintf(name, sizeof name, "%s%d", pfx, i);
+		/* A row of W in a block format is K / qk blocks. */
 		out[i] = decl(g, block, name, KS_TY_I64, KS_VAR_UNIFORM,
 		    bin(g, KS_OP_MUL, bin(g, KS_OP_MIN, bin(g, KS_OP_ADD,
 		    var(g, base), c64(g, i)), bin(g, KS_OP_SUB,
-		    par(g, rows), c64(g, 1))), par(g, g->K)));
+		    par(g, rows), c64(g, 1))), rows == g->N && g->qk ?
+		    bin(g, KS_OP_MUL, bin(g, KS_OP_DIV, par(g, g->K),
+		    c64(g, g->qk)), c64(g, g->qb)) : par(g, g->K)));
 	}
 }
 
-/* Appends to BLOCK a uniform i64 variable NAME = E. */
-static int ulet(gemm_t *g, ks_stmt_t *block, const char *name, ks_expr_t *e)
-{
-	return decl(g, block, name, KS_TY_I64, KS_VAR_UNIFORM, e);
-}
 
 /* Sub-tile (SI, SJ) of a macro tile BN wide: its 4 row offsets into x
  * (SXO), into W (SWO) and its 16 accumulators (SACC, row-major) out of
@@ -499,6 +909,9 @@ static void build_blocked(gemm_t *g, ks_stmt_t *body, int64_t M)
 				    KS_OP_MIN, bin(g, KS_OP_ADD, var(g, kb),
 				    c64(g, KB)), k_main(g)), NLANES);
 				ks_s_append(k, kloop->body, loop);
+				if (g->qk)
+					wq_hoist(g, loop->body, k0, SC, swo,
+					    16 * h);
 				lanes = ks_s_lanes(k);
 				ks_s_append(k, loop->body, lanes);
 				snprintf(name, sizeof name, "k%c%d_%d",
@@ -511,6 +924,7 @@ static void build_blocked(gemm_t *g, ks_stmt_t *body, int64_t M)
 				    si, sj);
 				accumulate_rows(g, lanes->body, pfx, kt, SR,
 				    SC, sxo, swo, sacc);
+				g->nhq = 0;
 			}
 
 	/* The tail chunk, once for the whole tile. */
@@ -584,10 +998,22 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	k = ks_ir_new("gemm", variant, v == BLOCKED ? NLANES / 2 : NLANES);
 	g.k = k;
 	g.x = ks_ir_buffer(k, "x", spec->dtype, KS_ACCESS_READ);
-	g.W = ks_ir_buffer(k, "W", spec->wdtype, KS_ACCESS_READ);
+	g.wq = KS_DTYPE_F32;
+	if (ks_dtype_block(spec->wdtype, &g.qk, &g.qb)) {
+		char dims[48];
+
+		/* The bytes of N rows of K / qk blocks. */
+		g.wq = spec->wdtype;
+		g.W = ks_ir_buffer_bytes(k, "W");
+		k->params[g.W].dtype = spec->wdtype;
+		snprintf(dims, sizeof dims, "N,K/%d*%d", g.qk, g.qb);
+		ks_ir_buffer_dims(k, g.W, dims);
+	} else {
+		g.W = ks_ir_buffer(k, "W", spec->wdtype, KS_ACCESS_READ);
+		ks_ir_buffer_dims(k, g.W, "N,K");
+	}
 	g.y = ks_ir_buffer(k, "y", spec->dtype, KS_ACCESS_WRITE);
 	ks_ir_buffer_dims(k, g.x, "M,K");
-	ks_ir_buffer_dims(k, g.W, "N,K");
 	ks_ir_buffer_dims(k, g.y, "M,N");
 	g.M = ks_ir_scalar(k, "M", KS_TY_I64);
 	g.N = ks_ir_scalar(k, "N", KS_TY_I64);
@@ -647,7 +1073,7 @@ const ks_kernel_def_t ks_kernel_gemm = {
 	.name = "gemm",
 	.summary = "y[m][n] = sum_k x[m][k] * W[n][k]; x MxK, W NxK, y MxN, "
 	    "row-major",
-	.version = 7,
+	.version = 8,           /* 8: the block formats q8_0, q4_0, q4_k */
 	.probes = gemm_probes,
 	.nprobes = (int)(sizeof gemm_probes / sizeof gemm_probes[0]),
 	.dims = gemm_dims,
@@ -660,4 +1086,5 @@ const ks_kernel_def_t ks_kernel_gemm = {
 	.build = gemm_build,
 	.weights = "W",
 	.wmix = KS_WMIX_NARROW,
+	.wblocks = 1,
 };

@@ -88,6 +88,8 @@ int ks_kernel_wdtype_ok(const ks_kernel_def_t *def, ks_dtype_t dtype,
 {
 	if (wdtype == dtype)
 		return 1;
+	if (ks_dtype_block(wdtype, NULL, NULL))
+		return def->wblocks && dtype == KS_DTYPE_F32;
 	if ((int)wdtype < 0 || wdtype >= KS_DTYPE_COUNT)
 		return 0;
 	switch (def->wmix) {
@@ -124,7 +126,7 @@ int ks_kernel_validate_mixed(const ks_kernel_def_t *def, ks_dtype_t dtype,
 		    "dtype %d is not supported", (int)dtype);
 	if (!ks_kernel_wdtype_ok(def, dtype, wdtype))
 		return def->wmix == KS_WMIX_NONE || (int)wdtype < 0 ||
-		    wdtype >= KS_DTYPE_COUNT ?
+		    wdtype >= KS_DTYPE_ALL ?
 		    seterr(err, errlen, KS_E_BAD_DTYPE, "wdtype must equal "
 		    "dtype for kernel %s (it has no weight buffer of its "
 		    "own dtype)", def->name) :
@@ -132,7 +134,8 @@ int ks_kernel_validate_mixed(const ks_kernel_def_t *def, ks_dtype_t dtype,
 		    "%s is not supported by %s (its %s: %s)",
 		    ks_dtype_name(wdtype), ks_dtype_name(dtype), def->name,
 		    def->weights, def->wmix == KS_WMIX_NARROW ?
-		    "f16 or bf16 with dtype f32" :
+		    (def->wblocks ? "f16, bf16, q8_0, q4_0 or q4_k with dtype "
+		    "f32" : "f16 or bf16 with dtype f32") :
 		    "f32 with dtype f16 or bf16");
 	if (mode != KS_MODE_EXACT && mode != KS_MODE_FAST)
 		return seterr(err, errlen, KS_E_BAD_MODE,

@@ -252,7 +252,8 @@ static int print_param(const ks_ir_kernel_t *k, int i, ks_buf_t *out)
 	 * they are part of the text that fingerprints hash. */
 	if (p->kind == KS_PARAM_BUFFER)
 		return ks_buf_printf(out, "param %d %s buffer %s %s%s%s\n", i,
-		    p->name, p->bytes ? "u8" : p->type == KS_TY_I32 ? "i32" :
+		    p->name, p->bytes && p->dtype == KS_DTYPE_F32 ? "u8" :
+		    p->type == KS_TY_I32 && !p->bytes ? "i32" :
 		    ks_dtype_name(p->dtype), access_text(p->access),
 		    p->dims ? " dims " : "", p->dims ? p->dims : "");
 	if (p->bound)

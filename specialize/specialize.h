@@ -100,7 +100,9 @@ typedef struct {
 	const char *dims;
 	/* buffer of bytes (ks_ir_buffer_bytes): type KS_TY_I32, an element
 	 * is one byte, a load gives it as 0..255, the index and the extent
-	 * count bytes; read-only.  dtype is KS_DTYPE_F32, unused. */
+	 * count bytes; read-only.  dtype is the block format the bytes hold
+	 * (KS_DTYPE_Q8_0 ..: the reply's dtype of the buffer), or
+	 * KS_DTYPE_F32 for plain bytes (printed "u8"). */
 	int bytes;
 } ks_ir_param_t;
 
@@ -459,6 +461,10 @@ typedef struct ks_kernel_def {
 	 * it allows; NULL and KS_WMIX_NONE for a kernel without one. */
 	const char *weights;
 	ks_wmix_t wmix;
+	/* The weights may also come in a block format (KS_DTYPE_Q8_0 ..,
+	 * dtype f32): the kernel's check refuses shapes the blocks do not
+	 * tile. */
+	int wblocks;
 } ks_kernel_def_t;
 
 /* The kernels of the library, one file each (k_<name>.c). */

@@ -636,8 +636,9 @@ static void check_decls(verifier_t *v)
 
 		if (p->kind == KS_PARAM_BUFFER) {
 			if ((p->type != KS_TY_F32 && p->type != KS_TY_I32) ||
-			    p->dtype < 0 || p->dtype >= KS_DTYPE_COUNT ||
-			    (p->type == KS_TY_I32 &&
+			    p->dtype < 0 || p->dtype >= KS_DTYPE_ALL ||
+			    (p->dtype >= KS_DTYPE_COUNT && !p->bytes) ||
+			    (p->type == KS_TY_I32 && !p->bytes &&
 			    p->dtype != KS_DTYPE_F32) || p->bound ||
 			    !(p->access & (KS_ACCESS_READ | KS_ACCESS_WRITE)) ||
 			    (p->bytes && (p->type != KS_TY_I32 ||

@@ -1,0 +1,318 @@
+/*
+ * Quantized weights in gemm (docs/kernels.md, "Quantized weight formats"):
+ * W in q8_0, q4_0 or q4_k with dtype f32, every variant, on the cpu
+ * backend and on OpenCL (PoCL here):
+ *
+ *   - bit for bit the plain-C reference: ref/ref_quant.h's decoder (written
+ *     from the documented codec) and ref_gemm's canonical order in f32;
+ *   - bit for bit the plain f32 kernel of the same variant run on the
+ *     decoded weights (the contract: decode exactly, then gemm);
+ *   - every variant bit for bit `general` at the same shape;
+ *   - within a float64 bound of the exact sum of the decoded weights.
+ *
+ * The checker is shown to catch each planted decoder bug of
+ * ref_quant.h (nibble order, scale dtype, q4_k's 6-bit unpacking, a block
+ * boundary, a tail).  Validation (K a constant multiple of the block,
+ * dtype f32 only, names) and the IR's byte buffer are checked without a
+ * compile.
+ */
+#include "cl.h"
+#include "kern.h"
+
+static int plant;
+#define REF_QUANT_PLANT(p) (plant == (p))
+#include "../ref/ref_quant.h"
+
+static void setup(void)
+{
+	cr_assert_eq(ks_base_init(), KS_OK);
+}
+
+TestSuite(quant, .init = setup, .timeout = 300);
+
+static const ks_dtype_t fmts[] = { KS_DTYPE_Q8_0, KS_DTYPE_Q4_0,
+	KS_DTYPE_Q4_K };
+static const char *const variants[] = { "general", "gemv_m1", "small_m",
+	"blocked" };
+static const int64_t var_m[] = { 5, 1, 3, 9 };
+
+enum { N = 37, K = 512 };
+
+static int ref_fmt(ks_dtype_t f)
+{
+	return f == KS_DTYPE_Q8_0 ? REF_Q8_0 : f == KS_DTYPE_Q4_0 ? REF_Q4_0 :
+	    REF_Q4_K;
+}
+
+/* The IR of gemm's VARIANT with weights WDT at M x N x K, all constant. */
+static ks_ir_kernel_t *gemm_ir(const char *variant, ks_dtype_t wdt,
+    int64_t M)
+{
+	ks_dim_t dims[3] = { { "M", 1, M }, { "N", 1, N }, { "K", 1, K } };
+	ks_spec_t spec;
+	ks_ir_kernel_t *k = NULL;
+	char err[512];
+
+	cr_assert_eq(ks_kernel_validate_mixed(&ks_kernel_gemm, KS_DTYPE_F32,
+	    wdt, KS_MODE_EXACT, dims, 3, &spec, err, sizeof err), KS_OK, "%s",
+	    err);
+	cr_assert_eq(ks_specialize_variant(&spec, variant, &k, err,
+	    sizeof err), KS_OK, "%s: %s", variant, err);
+	return k;
+}
+
+/* An f16 of random sign with an exponent field in [lo, hi] (0: zero or
+ * subnormal). */
+static void put_f16(uint8_t *p, uint64_t *s, int lo, int hi)
+{
+	uint64_t r = gpu_rng(s);
+	unsigned e = (unsigned)(lo + (int)(r % (unsigned)(hi - lo + 1)));
+	uint16_t h = (uint16_t)((r >> 16 & 0x8000) | e << 10 |
+	    (r >> 32 & 0x3ff));
+
+	p[0] = (uint8_t)h;
+	p[1] = (uint8_t)(h >> 8);
+}
+
+/* N rows of K weights of format F: random code bytes, finite scales over
+ * many binades (the first block's d subnormal), dmin too for q4_k. */
+static uint8_t *weights(ks_dtype_t f, uint64_t seed)
+{
+	int rf = ref_fmt(f);
+	int64_t bb = ref_qblock_bytes(rf), nb = N * (K / ref_qblock(rf)), b;
+	uint8_t *w = malloc((size_t)(nb * bb));
+	uint64_t s = seed;
+	int64_t i;
+
+	for (i = 0; i < nb * bb; i++)
+		w[i] = (uint8_t)gpu_rng(&s);
+	for (b = 0; b < nb; b++) {
+		put_f16(w + b * bb, &s, b ? 5 : 0, b ? 17 : 0);
+		if (rf == REF_Q4_K)
+			put_f16(w + b * bb + 2, &s, 4, 16);
+	}
+	return w;
+}
+
+static void inputs(float *x, int64_t n, uint64_t seed)
+{
+	int64_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t r = gpu_rng(&seed);
+
+		x[i] = ldexpf((float)(int32_t)(r >> 40) / 8388608.0f,
+		    (int)(r % 13) - 6);
+	}
+}
+
+/* Runs gemm K on x, W (WBYTES bytes) into y, on ENV or the cpu. */
+static void run(clenv_t *env, ks_ir_kernel_t *k, float *x, void *w,
+    size_t wbytes, float *y, int64_t M)
+{
+	kt_buf_t bufs[3] = { { "x", x, (size_t)(M * K * 4) },
+		{ "W", w, wbytes }, { "y", y, (size_t)(M * N * 4) } };
+	kt_val_t vals[3] = { { "M", M, 0 }, { "N", N, 0 }, { "K", K, 0 } };
+	kt_args_t a;
+	kt_prog_t p;
+
+	kt_bind(&a, k, bufs, 3, vals, 3);
+	kt_prog_open(&p, k, env);
+	kt_prog_run(&p, a.args);
+	kt_prog_close(&p);
+}
+
+/* y of the reference: the decoded weights, then ref_gemm in f32. */
+static void reference(ks_dtype_t f, const uint8_t *w, const float *x,
+    float *wf, float *y, int64_t M)
+{
+	ref_dequant_rows(ref_fmt(f), w, N, K, wf);
+	ref_gemm(x, wf, y, KS_DTYPE_F32, M, N, K);
+}
+
+/* Differing outputs of Y against WANT, logged under WHO (NULL: quiet). */
+static int64_t ndiff(const char *who, const float *y, const float *want,
+    int64_t n)
+{
+	int64_t i, bad = 0;
+
+	for (i = 0; i < n; i++)
+		if (gpu_bits(y[i]) != gpu_bits(want[i]) && bad++ < 3 && who)
+			cr_log_error("%s: y[%lld] = %a, want %a", who,
+			    (long long)i, (double)y[i], (double)want[i]);
+	return bad;
+}
+
+/* Every variant x format on ENV (or the cpu): the reference, the f32
+ * kernel on the decoded weights (cpu), general, and the f64 bound. */
+static void every_variant(clenv_t *env)
+{
+	const char *be = env ? "opencl" : "cpu";
+	float *x = malloc(9 * K * 4), *wf = malloc(N * K * 4);
+	float y[9 * N], want[9 * N], yf[9 * N], gen[9 * N];
+	size_t fi, vi;
+
+	inputs(x, 9 * K, 5);
+	for (fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
+		uint8_t *w = weights(fmts[fi], 17 + fi);
+		size_t wbytes = (size_t)(N * ref_qrow_bytes(ref_fmt(fmts[fi]),
+		    K));
+
+		for (vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
+			int64_t M = var_m[vi], i, n;
+			char who[64];
+
+			snprintf(who, sizeof who, "%s %s %s", be, variants[vi],
+			    ks_dtype_name(fmts[fi]));
+			memset(y, 0xa5, sizeof y);
+			run(env, gemm_ir(variants[vi], fmts[fi], M), x, w,
+			    wbytes, y, M);
+			reference(fmts[fi], w, x, wf, want, M);
+			cr_assert_eq(ndiff(who, y, want, M * N), 0,
+			    "%s: not the reference", who);
+			/* general at this variant's M. */
+			memset(gen, 0xa5, sizeof gen);
+			run(env, gemm_ir("general", fmts[fi], M), x, w, wbytes,
+			    gen, M);
+			cr_assert_eq(ndiff(who, y, gen, M * N), 0,
+			    "%s: not general", who);
+			/* The plain f32 kernel on the decoded weights. */
+			if (env == NULL) {
+				memset(yf, 0xa5, sizeof yf);
+				run(NULL, gemm_ir(variants[vi], KS_DTYPE_F32,
+				    M), x, wf, (size_t)(N * K * 4), yf, M);
+				cr_assert_eq(ndiff(who, y, yf, M * N), 0,
+				    "%s: not the f32 kernel on decoded weights",
+				    who);
+			}
+			/* Within (K + 2) u of sum |x w| of the f64 sum. */
+			for (n = 0; n < M * N; n++) {
+				double s = 0, a = 0;
+
+				for (i = 0; i < K; i++) {
+					double p = (double)x[n / N * K + i] *
+					    wf[n % N * K + i];
+
+					s += p;
+					a += fabs(p);
+				}
+				cr_assert_leq(fabs(y[n] - s), (K + 2) *
+				    ldexp(1, -24) * a + 1e-300, "%s: y[%lld] "
+				    "beyond the bound", who, (long long)n);
+			}
+		}
+		free(w);
+	}
+	free(x);
+	free(wf);
+}
+
+Test(quant, every_gemm_variant_and_format_on_cpu_is_the_reference)
+{
+	every_variant(NULL);
+}
+
+Test(quant, every_gemm_variant_and_format_on_opencl_is_the_reference)
+{
+	clenv_t e;
+
+	env_open(&e);
+	every_variant(&e);
+	env_close(&e);
+}
+
+/* Each planted decoder bug changes the reference of some format, and the
+ * kernel's output then differs from it: the checker catches it. */
+Test(quant, the_checker_catches_each_planted_decoder_bug)
+{
+	float *x = malloc(K * 4), *wf = malloc(N * K * 4);
+	float y[3][N], want[N];
+	size_t fi;
+	int p;
+
+	inputs(x, K, 7);
+	for (fi = 0; fi < 3; fi++) {
+		uint8_t *w = weights(fmts[fi], 31 + fi);
+
+		run(NULL, gemm_ir("gemv_m1", fmts[fi], 1), x, w,
+		    (size_t)(N * ref_qrow_bytes(ref_fmt(fmts[fi]), K)), y[fi],
+		    1);
+		free(w);
+	}
+	for (p = REF_PLANT_NONE + 1; p < REF_PLANT_N; p++) {
+		int64_t caught = 0;
+
+		for (fi = 0; fi < 3; fi++) {
+			uint8_t *w = weights(fmts[fi], 31 + fi);
+
+			if (p == REF_PLANT_NIBBLE_SWAP &&
+			    fmts[fi] == KS_DTYPE_Q8_0)
+				continue;       /* no nibbles */
+			if (p == REF_PLANT_Q4K_SCALE_BITS &&
+			    fmts[fi] != KS_DTYPE_Q4_K)
+				continue;
+			memset(wf, 0, N * K * 4);
+			plant = p;
+			reference(fmts[fi], w, x, wf, want, 1);
+			plant = REF_PLANT_NONE;
+			caught = ndiff(NULL, y[fi], want, N);
+			cr_assert_gt(caught, 0, "plant %d in %s not caught", p,
+			    ks_dtype_name(fmts[fi]));
+			free(w);
+		}
+	}
+	free(x);
+	free(wf);
+}
+
+Test(quant, validation_names_the_block_and_the_ir_reads_bytes)
+{
+	ks_dim_t dims[3] = { { "M", 1, 1 }, { "N", 1, 64 }, { "K", 1, 96 } };
+	ks_spec_t spec;
+	ks_ir_kernel_t *k;
+	ks_dtype_t d;
+	ks_buf_t b;
+	char err[512];
+
+	/* K = 96: three q8_0 blocks, not a q4_k super-block. */
+	cr_assert_eq(ks_kernel_validate_mixed(&ks_kernel_gemm, KS_DTYPE_F32,
+	    KS_DTYPE_Q8_0, KS_MODE_EXACT, dims, 3, &spec, err, sizeof err),
+	    KS_OK, "%s", err);
+	cr_assert_eq(ks_kernel_validate_mixed(&ks_kernel_gemm, KS_DTYPE_F32,
+	    KS_DTYPE_Q4_K, KS_MODE_EXACT, dims, 3, &spec, err, sizeof err),
+	    KS_E_BAD_SHAPE);
+	cr_assert(strstr(err, "q4_k") && strstr(err, "256"), "%s", err);
+	dims[2].value = 100;
+	cr_assert_eq(ks_kernel_validate_mixed(&ks_kernel_gemm, KS_DTYPE_F32,
+	    KS_DTYPE_Q4_0, KS_MODE_EXACT, dims, 3, &spec, err, sizeof err),
+	    KS_E_BAD_SHAPE);
+	cr_assert(strstr(err, "block of 32"), "%s", err);
+	dims[2] = (ks_dim_t){ "K", 0, 0 };
+	cr_assert_eq(ks_kernel_validate_mixed(&ks_kernel_gemm, KS_DTYPE_F32,
+	    KS_DTYPE_Q4_0, KS_MODE_EXACT, dims, 3, &spec, err, sizeof err),
+	    KS_E_BAD_SHAPE);
+	cr_assert(strstr(err, "K dynamic"), "%s", err);
+	/* Only with dtype f32, only for kernels that take blocks. */
+	dims[2] = (ks_dim_t){ "K", 1, 64 };
+	cr_assert_eq(ks_kernel_validate_mixed(&ks_kernel_gemm, KS_DTYPE_F16,
+	    KS_DTYPE_Q8_0, KS_MODE_EXACT, dims, 3, &spec, err, sizeof err),
+	    KS_E_BAD_DTYPE);
+	cr_assert(!ks_kernel_wdtype_ok(&ks_kernel_rmsnorm, KS_DTYPE_F32,
+	    KS_DTYPE_Q8_0));
+	cr_assert_eq(ks_dtype_parse("q6_k", &d), KS_E_BAD_DTYPE);
+	cr_assert_eq(ks_dtype_parse("q4_k", &d), KS_OK);
+	cr_assert_eq(d, KS_DTYPE_Q4_K);
+
+	/* W is a byte buffer of the format, its dims in bytes. */
+	cr_assert_eq(ks_kernel_validate_mixed(&ks_kernel_gemm, KS_DTYPE_F32,
+	    KS_DTYPE_Q4_0, KS_MODE_EXACT, dims, 3, &spec, err, sizeof err),
+	    KS_OK, "%s", err);
+	cr_assert_eq(ks_specialize(&spec, &k, err, sizeof err), KS_OK, "%s",
+	    err);
+	ks_buf_init(&b);
+	cr_assert_eq(ks_ir_print(k, &b), KS_OK);
+	cr_assert(strstr(b.data, "param 1 W buffer q4_0 read dims N,K/32*18\n"),
+	    "%s", b.data);
+	ks_buf_close(&b);
+	ks_ir_free(k);
+}
