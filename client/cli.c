@@ -1007,6 +1007,19 @@ static int print_kernels(const cJSON *r)
 		    "dtypes"))
 			printf(" %s", cJSON_IsString(v) ? v->valuestring : "?");
 		printf("\n");
+		/* The weight dtypes beside each dtype (wdtype). */
+		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(k,
+		    "wdtypes")) {
+			const cJSON *w;
+
+			if (cJSON_GetArraySize(v) == 0)
+				continue;
+			printf("  wdtype with %s:", v->string);
+			cJSON_ArrayForEach(w, v)
+				printf(" %s", cJSON_IsString(w) ?
+				    w->valuestring : "?");
+			printf("\n");
+		}
 		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(k,
 		    "variants"))
 			printf("  %-12s %s\n", jstr(v, "name"),

@@ -67,6 +67,8 @@ static size_t elem_size(const char *dtype)
 		{ "f32", 4 }, { "f16", 2 }, { "bf16", 2 }, { "f64", 8 },
 		{ "i8", 1 }, { "u8", 1 }, { "i16", 2 }, { "u16", 2 },
 		{ "i32", 4 }, { "u32", 4 }, { "i64", 8 }, { "u64", 8 },
+		/* Block formats of weights: their dims count bytes. */
+		{ "q8_0", 1 }, { "q4_0", 1 }, { "q4_k", 1 },
 	};
 	size_t i;
 

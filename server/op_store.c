@@ -596,6 +596,11 @@ static int near_one(void *ctx, const ks_hash_t *key, const char *meta,
 	}
 	if (strcmp(meta_str(m, "dtype"), ks_dtype_name(g->spec.dtype)))
 		differ(&nr->differs, &n, "dtype");
+	/* The weights' own dtype, where one differs from the dtype (the
+	 * meta has wdtype only then, as ks_get_wdtype_json writes it). */
+	if (strcmp(meta_str(m, "wdtype"), g->spec.wdtype != g->spec.dtype ?
+	    ks_dtype_name(g->spec.wdtype) : ""))
+		differ(&nr->differs, &n, "wdtype");
 	if (strcmp(meta_str(m, "mode"), g->spec.mode == KS_MODE_FAST ?
 	    "fast" : "exact"))
 		differ(&nr->differs, &n, "mode");

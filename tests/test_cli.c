@@ -143,6 +143,8 @@ Test(cli, kernels_ls_explain_and_evict)
 	    "lens[i32,r] o[dtype,w] B:i64 Hq:i64 Hkv:i64 D:i64 S:i64 "
 	    "scale:f32"), "%s", out);
 	cr_assert(strstr(out, "x[dtype,rw] pos[i32,r]"), "%s", out);
+	cr_assert(strstr(out, "wdtype with f32: f16 bf16 q8_0 q4_0 q4_k\n"),
+	    "%s", out);
 	cr_assert_eq(kspec("ping --json"), 0);
 	cr_assert(strncmp(out, "{\"ok\":true,\"ms\":", 15) == 0, "%s", out);
 	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "

@@ -570,6 +570,50 @@ class GemmTest(DaemonTestCase):
                 self.assertEqual(nm.unpack(dtype, y), want)
                 self.assertEqual(bytes(y2), bytes(y))
 
+    def test_quantized_weights_through_the_daemon(self):
+        """gemm with q8_0 and q4_0 weights served by the daemon and called
+        through the loader: W is the GGUF block bytes (dims in bytes, the
+        size checked), y bitwise the canonical f32 gemm of the weights
+        decoded by the documented codec."""
+        c = self.client()
+        M, N, K = 1, 9, 64
+        rng = random.Random(7)
+        for fmt, bb in (("q8_0", 34), ("q4_0", 18)):
+            with self.subTest(wdtype=fmt):
+                art = c.get("gemm", dtype="f32", wdtype=fmt,
+                            shape={"M": M, "N": N, "K": K})
+                w = [q for q in art.params if q["name"] == "W"][0]
+                self.assertEqual((w["dtype"], w["dims"]),
+                                 (fmt, ["N", "K/32*%d" % bb]))
+                wb = bytearray(rng.getrandbits(8) for _ in
+                               range(N * K // 32 * bb))
+                wv = []
+                for blk in range(N * K // 32):
+                    o = blk * bb
+                    h = 0x3000 | rng.getrandbits(10)    # a normal f16
+                    wb[o], wb[o + 1] = h & 255, h >> 8
+                    d = nm.from_bits("f16", h)
+                    for j in range(32):
+                        if fmt == "q8_0":
+                            q = wb[o + 2 + j] - (wb[o + 2 + j] & 128) * 2
+                        else:
+                            b = wb[o + 2 + j % 16]
+                            q = (b & 15 if j < 16 else b >> 4) - 8
+                        wv.append(nm.from_bits("f32", nm.to_bits(
+                            "f32", d * q)))
+                x = nm.fill("f32", M * K, 43)
+                xv = [nm.from_bits("f32", u) for u in x]
+                y = bytearray(4 * M * N)
+                with kspec.load_cpu(art) as kern:
+                    kern(bytearray(nm.pack("f32", x)), wb, y)
+                    with self.assertRaisesRegex(ValueError,
+                                                "buffer W has"):
+                        kern(bytearray(nm.pack("f32", x)), wb[:-1], y)
+                want = [nm.to_bits("f32", nm.dot_canonical(
+                    xv[m * K:(m + 1) * K], wv[n * K:(n + 1) * K]))
+                    for m in range(M) for n in range(N)]
+                self.assertEqual(nm.unpack("f32", y), want)
+
     def test_loader_checks_arguments(self):
         c = self.client()
         N, K = 5, 40
@@ -1326,6 +1370,9 @@ class NewOpsTest(DaemonTestCase):
         self.assertEqual(r["key"], art.key)
         self.assertEqual(r["cached"], "memory")
         self.assertIsNone(r["nearest"])
+        # The same spec with other weights: the weight dtype is named.
+        r = c.explain(dict(self.spec(28), wdtype="bf16"))
+        self.assertEqual(r["nearest"]["differs"], ["wdtype"])
 
     def test_warm(self):
         c = self.client()

@@ -37,9 +37,11 @@ __all__ = ["load_cpu", "CpuKernel", "eval_expr", "ELEM_SIZE",
            "default_threads", "MAX_THREADS"]
 
 # Bytes per element of a buffer dtype.
+# Block formats of weights (q8_0, q4_0, q4_k): their dims count bytes.
 ELEM_SIZE = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8,
              "i8": 1, "u8": 1, "i16": 2, "u16": 2,
-             "i32": 4, "u32": 4, "i64": 8, "u64": 8}
+             "i32": 4, "u32": 4, "i64": 8, "u64": 8,
+             "q8_0": 1, "q4_0": 1, "q4_k": 1}
 
 # Scalar dtypes and the C type the entry reads through params[i].
 _SCALAR_CTYPES = {"i64": ctypes.c_int64, "u64": ctypes.c_uint64,
