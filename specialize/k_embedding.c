@@ -2,11 +2,11 @@
  * embedding: y[t][j] = table[ids[t]][j] for t < T, j < H; zeros for an id
  * outside [0, V).
  *
- * ids is T int32, table is V x H, y is T x H, row-major.  table and y are
- * of the request dtype for now (the table's own dtype is the weight dtype
- * of mixed precision once requests carry one: only the table buffer's
- * dtype changes, as the kernel already converts).  Parameters, in ABI
- * order: ids (i32, read), table (read), y (write), T, V, H (i64).
+ * ids is T int32, table is V x H, y is T x H, row-major.  table is of the
+ * request's wdtype: the dtype, f16/bf16 with dtype f32, or a block format
+ * (q8_0, q4_0, q4_k, with H a constant multiple of the block), whose
+ * weights are decoded by k_quant.h.  Parameters, in ABI order: ids (i32,
+ * read), table (read), y (write), T, V, H (i64).
  *
  * Definition (docs/kernels.md): each element is loaded (converted exactly
  * to f32) and stored once, round-to-nearest-even to y's dtype: between
@@ -23,6 +23,7 @@
  * (with H a multiple of 256 the guard folds away, with H <= 256 the chunk
  * index folds to 0).
  */
+#include "k_quant.h"
 #include "k_rope.h"
 
 #include <stdio.h>
@@ -60,6 +61,7 @@ static int emb_check(const ks_spec_t *spec, char *err, size_t errlen)
 	int rc;
 
 	rc = ks_check_buffer(spec, "table", table_dims, 2, err, errlen);
+	rc = rc ? rc : ks_quant_check(spec, DIM_H, err, errlen);
 	return rc ? rc : ks_check_buffer(spec, "y", y_dims, 2, err, errlen);
 }
 
@@ -69,6 +71,8 @@ typedef struct {
 	ks_ir_kernel_t *k;
 	int table, y, H;        /* parameters */
 	int c0, so, yo, ok;     /* uniform: chunk start, offsets, id valid */
+	ks_quant_t q;           /* a table in a block format (q.qk != 0): so
+	                           is then its row's first byte */
 } emb_t;
 
 static ks_expr_t *c64(emb_t *e, int64_t v)
@@ -107,7 +111,7 @@ static void chunk(emb_t *e, ks_stmt_t *block, char sfx, int guarded)
 	ks_ir_kernel_t *k = e->k;
 	ks_stmt_t *loop, *lanes, *in;
 	char name[8];
-	int s0, j;
+	int s0, j, col = -1;
 
 	snprintf(name, sizeof name, "s0%c", sfx);
 	s0 = ks_ir_var(k, name, KS_TY_I64, KS_VAR_UNIFORM);
@@ -118,6 +122,12 @@ static void chunk(emb_t *e, ks_stmt_t *block, char sfx, int guarded)
 	snprintf(name, sizeof name, "j%c", sfx);
 	j = decl(e, lanes->body, name, KS_TY_I64, KS_VAR_LANE,
 	    bin(e, KS_OP_ADD, ks_x_var(k, s0), ks_x_lane(k)));
+	if (e->q.qk) {
+		/* The weight's column in its row, for the decode. */
+		snprintf(name, sizeof name, "col%c", sfx);
+		col = decl(e, lanes->body, name, KS_TY_I64, KS_VAR_LANE,
+		    bin(e, KS_OP_ADD, ks_x_var(k, e->c0), ks_x_var(k, j)));
+	}
 	in = lanes;
 	if (guarded) {
 		in = ks_s_if(k, bin(e, KS_OP_LT, bin(e, KS_OP_ADD,
@@ -127,6 +137,7 @@ static void chunk(emb_t *e, ks_stmt_t *block, char sfx, int guarded)
 	ks_s_append(k, in->body, ks_s_store(k, e->y, bin(e, KS_OP_ADD,
 	    ks_x_var(k, e->yo), ks_x_var(k, j)), ks_x_select(k,
 	    bin(e, KS_OP_NE, ks_x_var(k, e->ok), c64(e, 0)),
+	    e->q.qk ? ks_quant_value(&e->q, e->so, col) :
 	    ks_x_load(k, e->table, bin(e, KS_OP_ADD, ks_x_var(k, e->so),
 	    ks_x_var(k, j))), ks_x_f32(k, 0.0f))));
 }
@@ -143,13 +154,19 @@ static ks_ir_kernel_t *emb_build(const ks_spec_t *spec, const char *variant)
 	k = ks_ir_new("embedding", variant, NLANES);
 	e.k = k;
 	ids = ks_ir_buffer_i32(k, "ids", KS_ACCESS_READ);
-	e.table = ks_ir_buffer(k, "table", spec->wdtype, KS_ACCESS_READ);
+	if (ks_dtype_block(spec->wdtype, NULL, NULL)) {
+		ks_quant_buffer(&e.q, k, "table", spec->wdtype, "V", "H");
+		e.table = e.q.W;
+	} else {
+		e.table = ks_ir_buffer(k, "table", spec->wdtype,
+		    KS_ACCESS_READ);
+		ks_ir_buffer_dims(k, e.table, "V,H");
+	}
 	e.y = ks_ir_buffer(k, "y", spec->dtype, KS_ACCESS_WRITE);
 	T = ks_ir_scalar(k, "T", KS_TY_I64);
 	V = ks_ir_scalar(k, "V", KS_TY_I64);
 	e.H = ks_ir_scalar(k, "H", KS_TY_I64);
 	ks_ir_buffer_dims(k, ids, "T");
-	ks_ir_buffer_dims(k, e.table, "V,H");
 	ks_ir_buffer_dims(k, e.y, "T,H");
 	body = k->body;
 
@@ -165,8 +182,13 @@ static ks_ir_kernel_t *emb_build(const ks_spec_t *spec, const char *variant)
 	    bin(&e, KS_OP_AND, bin(&e, KS_OP_LE, c64(&e, 0), ks_x_var(k, id)),
 	    bin(&e, KS_OP_LT, ks_x_var(k, id), ks_x_param(k, V))),
 	    c64(&e, 1), c64(&e, 0)));
-	/* Row 0 stands in for an invalid id: a real address, never used. */
-	e.so = decl(&e, body, "so", KS_TY_I64, KS_VAR_UNIFORM,
+	/* Row 0 stands in for an invalid id: a real address, never used.
+	 * A block-format row starts at its first byte; the decode takes
+	 * the column. */
+	e.so = decl(&e, body, "so", KS_TY_I64, KS_VAR_UNIFORM, e.q.qk ?
+	    bin(&e, KS_OP_MUL, bin(&e, KS_OP_MUL, ks_x_var(k, id),
+	    ks_x_var(k, e.ok)), ks_quant_row_bytes(&e.q,
+	    ks_x_param(k, e.H))) :
 	    bin(&e, KS_OP_ADD, bin(&e, KS_OP_MUL, bin(&e, KS_OP_MUL,
 	    ks_x_var(k, id), ks_x_var(k, e.ok)), ks_x_param(k, e.H)),
 	    ks_x_var(k, e.c0)));
@@ -190,7 +212,7 @@ const ks_kernel_def_t ks_kernel_embedding = {
 	.name = "embedding",
 	.summary = "y[t] = table[ids[t]] (a row of zeros for an id outside "
 	    "[0, V)); ids T int32, table VxH, y TxH",
-	.version = 1,
+	.version = 2,           /* 2: the block formats q8_0, q4_0, q4_k */
 	.dims = emb_dims,
 	.ndims = 3,
 	.variants = emb_variants,
@@ -203,4 +225,5 @@ const ks_kernel_def_t ks_kernel_embedding = {
 	.nprobes = (int)(sizeof emb_probes / sizeof emb_probes[0]),
 	.weights = "table",
 	.wmix = KS_WMIX_NARROW,
+	.wblocks = 1,
 };

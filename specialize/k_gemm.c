@@ -42,7 +42,7 @@
  * has no non-exact variant: mode "fast" selects exactly what "exact"
  * selects.
  */
-#include "specialize.h"
+#include "k_quant.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -139,21 +139,11 @@ static int check_buffer(const ks_spec_t *spec, const char *buf, int rows,
 
 static int gemm_check(const ks_spec_t *spec, char *err, size_t errlen)
 {
-	const ks_dim_t *K = &spec->dims[DIM_K];
-	int rc = check_buffer(spec, "x", DIM_M, DIM_K, err, errlen), qk;
+	int rc = check_buffer(spec, "x", DIM_M, DIM_K, err, errlen);
 
 	/* A block format tiles each row of W: K is a constant multiple of
 	 * the block (the row's bytes are then known). */
-	if (rc == KS_OK && ks_dtype_block(spec->wdtype, &qk, NULL) &&
-	    (!K->is_const || K->value % qk != 0)) {
-		if (err != NULL && errlen > 0)
-			snprintf(err, errlen, "wdtype %s needs K constant and a "
-			    "multiple of its block of %d weights (K %s%lld)",
-			    ks_dtype_name(spec->wdtype), qk, K->is_const ?
-			    "= " : "dynamic", K->is_const ?
-			    (long long)K->value : 0LL);
-		return KS_E_BAD_SHAPE;
-	}
+	rc = rc ? rc : ks_quant_check(spec, DIM_K, err, errlen);
 
 	rc = rc ? rc : check_buffer(spec, "W", DIM_N, DIM_K, err, errlen);
 	return rc ? rc : check_buffer(spec, "y", DIM_M, DIM_N, err, errlen);
@@ -164,7 +154,8 @@ static int gemm_check(const ks_spec_t *spec, char *err, size_t errlen)
 typedef struct {
 	ks_ir_kernel_t *k;
 	int x, W, y, M, N, K;   /* parameters */
-	ks_dtype_t wq;          /* W's block format, or KS_DTYPE_F32 */
+	ks_quant_t q;           /* W in a block format (qk != 0) */
+	ks_dtype_t wq;          /* that format, or KS_DTYPE_F32 */
 	int qk, qb;             /* weights and bytes of one of its blocks */
 	/* A chunk's decode factors, per row of W (wq_hoist), while its
 	 * LANES are built; nhq 0 elsewhere. */
@@ -221,128 +212,26 @@ static int ulet(gemm_t *g, ks_stmt_t *block, const char *name, ks_expr_t *e)
 
 static ks_expr_t *i32c(gemm_t *g, int64_t v)
 {
-	return ks_x_cast(g->k, KS_TY_I32, c64(g, v));
+	return ks_quant_i32(&g->q, v);
 }
 
 /* The byte of W at WO + OFF (OFF a fresh i64 tree), as i32 0..255. */
 static ks_expr_t *wbyte(gemm_t *g, int wo, ks_expr_t *off)
 {
-	return ks_x_load(g->k, g->W, bin(g, KS_OP_ADD, var(g, wo), off));
-}
-
-/* The f16 at bytes WO + OFF, WO + OFF + 1 (little-endian) as f32. */
-static ks_expr_t *wf16(gemm_t *g, int wo, ks_expr_t *(*off)(gemm_t *,
-    int, int64_t), int k_var, int64_t at)
-{
-	return ks_x_un(g->k, KS_UN_F16, bin(g, KS_OP_BOR, wbyte(g, wo,
-	    off(g, k_var, at)), bin(g, KS_OP_SHL, wbyte(g, wo, off(g, k_var,
-	    at + 1)), i32c(g, 8))));
-}
-
-/* The byte offset of the block holding element K_VAR, plus AT. */
-static ks_expr_t *blk_at(gemm_t *g, int k_var, int64_t at)
-{
-	return bin(g, KS_OP_ADD, bin(g, KS_OP_MUL, bin(g, KS_OP_DIV,
-	    var(g, k_var), c64(g, g->qk)), c64(g, g->qb)), c64(g, at));
-}
-
-/* Element K_VAR's index in its block of 32 (q8_0, q4_0) or in its
- * sub-block of 32 (q4_k). */
-static ks_expr_t *in32(gemm_t *g, int k_var)
-{
-	return bin(g, KS_OP_REM, var(g, k_var), c64(g, 32));
-}
-
-/* q4_k: element K_VAR's sub-block, 0..7. */
-static ks_expr_t *sub8(gemm_t *g, int k_var)
-{
-	return bin(g, KS_OP_DIV, bin(g, KS_OP_REM, var(g, k_var), c64(g, 256)),
-	    c64(g, 32));
-}
-
-/* q4_k: byte AT + S of the 12 packed scale bytes (at block offset 4). */
-static ks_expr_t *scale_byte(gemm_t *g, int wo, int k_var, int64_t at)
-{
-	return wbyte(g, wo, bin(g, KS_OP_ADD, blk_at(g, k_var, 4 + at),
-	    sub8(g, k_var)));
-}
-
-/*
- * q4_k: sub-block S's 6-bit scale (MIN = 0) or min (MIN = 1), as f32:
- * for S < 4, the low 6 bits of byte S (scale) or S + 4 (min); for S >= 4,
- * the 4 bits of byte S + 4 (low nibble: scale, high: min) below the top 2
- * bits of byte S - 4 (scale) or S (min).  Both forms are computed (their
- * bytes lie in the block either way) and selected.
- */
-static ks_expr_t *scale6(gemm_t *g, int wo, int k_var, int min)
-{
-	ks_expr_t *lo = bin(g, KS_OP_BAND, scale_byte(g, wo, k_var,
-	    min ? 4 : 0), i32c(g, 63));
-	ks_expr_t *q4 = min ? bin(g, KS_OP_SHR, scale_byte(g, wo, k_var, 4),
-	    i32c(g, 4)) : bin(g, KS_OP_BAND, scale_byte(g, wo, k_var, 4),
-	    i32c(g, 15));
-	ks_expr_t *hi = bin(g, KS_OP_BOR, q4, bin(g, KS_OP_SHL, bin(g,
-	    KS_OP_SHR, scale_byte(g, wo, k_var, min ? 0 : -4), i32c(g, 6)),
-	    i32c(g, 4)));
-
-	return ks_x_cast(g->k, KS_TY_F32, ks_x_select(g->k, bin(g, KS_OP_LT,
-	    sub8(g, k_var), c64(g, 4)), lo, hi));
+	return ks_quant_byte(&g->q, wo, off);
 }
 
 /*
  * The f32 value of W[row][k], K_VAR the lane variable k and WO the uniform
  * variable of the row's start: a load of W[wo + k], or for a block format
- * the decode of docs/kernels.md, exact (every product below is exact; in
- * q4_k only the final subtraction rounds):
- *   q8_0  d * f32(q), q the int8 at byte 2 + k % 32 of the block;
- *   q4_0  d * f32(q - 8), q the low nibble of byte 2 + k % 16 for
- *         k % 32 < 16, else its high nibble;
- *   q4_k  (d * f32(sc)) * f32(q) - dmin * f32(m), sc and m sub-block
- *         k % 256 / 32's 6-bit scale and min, q the low nibble of byte
- *         16 + s / 2 * 32 + k % 32 for an even sub-block s, else the high.
+ * the exact decode of k_quant.h.
  */
 static ks_expr_t *wvalue(gemm_t *g, int wo, int k_var)
 {
-	ks_ir_kernel_t *k = g->k;
-	ks_expr_t *q, *j;
-
-	switch (g->wq) {
-	case KS_DTYPE_Q8_0:
-		q = wbyte(g, wo, bin(g, KS_OP_ADD, blk_at(g, k_var, 2),
-		    in32(g, k_var)));
-		q = bin(g, KS_OP_SUB, bin(g, KS_OP_BXOR, q, i32c(g, 128)),
-		    i32c(g, 128));          /* the int8 */
-		return bin(g, KS_OP_MUL, wf16(g, wo, blk_at, k_var, 0),
-		    ks_x_cast(k, KS_TY_F32, q));
-	case KS_DTYPE_Q4_0:
-		j = bin(g, KS_OP_REM, var(g, k_var), c64(g, 16));
-		q = ks_x_select(k, bin(g, KS_OP_LT, in32(g, k_var),
-		    c64(g, 16)), bin(g, KS_OP_BAND, wbyte(g, wo, bin(g,
-		    KS_OP_ADD, blk_at(g, k_var, 2), j)), i32c(g, 15)),
-		    bin(g, KS_OP_SHR, wbyte(g, wo, bin(g, KS_OP_ADD,
-		    blk_at(g, k_var, 2), bin(g, KS_OP_REM, var(g, k_var),
-		    c64(g, 16)))), i32c(g, 4)));
-		return bin(g, KS_OP_MUL, wf16(g, wo, blk_at, k_var, 0),
-		    ks_x_cast(k, KS_TY_F32, bin(g, KS_OP_SUB, q, i32c(g, 8))));
-	case KS_DTYPE_Q4_K:
-		j = bin(g, KS_OP_ADD, bin(g, KS_OP_ADD, blk_at(g, k_var, 16),
-		    bin(g, KS_OP_MUL, bin(g, KS_OP_DIV, sub8(g, k_var),
-		    c64(g, 2)), c64(g, 32))), in32(g, k_var));
-		q = wbyte(g, wo, j);
-		q = ks_x_select(k, bin(g, KS_OP_EQ, bin(g, KS_OP_REM,
-		    sub8(g, k_var), c64(g, 2)), c64(g, 0)), bin(g, KS_OP_BAND,
-		    q, i32c(g, 15)), bin(g, KS_OP_SHR, wbyte(g, wo, bin(g,
-		    KS_OP_ADD, bin(g, KS_OP_ADD, blk_at(g, k_var, 16),
-		    bin(g, KS_OP_MUL, bin(g, KS_OP_DIV, sub8(g, k_var),
-		    c64(g, 2)), c64(g, 32))), in32(g, k_var))), i32c(g, 4)));
-		return bin(g, KS_OP_SUB, bin(g, KS_OP_MUL, bin(g, KS_OP_MUL,
-		    wf16(g, wo, blk_at, k_var, 0), scale6(g, wo, k_var, 0)),
-		    ks_x_cast(k, KS_TY_F32, q)), bin(g, KS_OP_MUL,
-		    wf16(g, wo, blk_at, k_var, 2), scale6(g, wo, k_var, 1)));
-	default:
-		return ks_x_load(k, g->W, bin(g, KS_OP_ADD, var(g, wo),
-		    var(g, k_var)));
-	}
+	if (g->qk)
+		return ks_quant_value(&g->q, wo, k_var);
+	return ks_x_load(g->k, g->W, bin(g, KS_OP_ADD, var(g, wo),
+	    var(g, k_var)));
 }
 
 /*
@@ -380,34 +269,19 @@ static void wq_hoist(gemm_t *g, ks_stmt_t *block, int k0, int n,
 		    c64(g, g->qk)), c64(g, g->qb))));
 		snprintf(name, sizeof name, "qd%d_%d", g->serial, r);
 		q->d = decl(g, block, name, KS_TY_F32, KS_VAR_UNIFORM,
-		    ks_x_un(k, KS_UN_F16, bin(g, KS_OP_BOR, wbyte(g, q->base,
-		    c64(g, 0)), bin(g, KS_OP_SHL, wbyte(g, q->base, c64(g, 1)),
-		    i32c(g, 8)))));
+		    ks_quant_f16(&g->q, q->base, 0));
 		if (g->wq != KS_DTYPE_Q4_K)
 			continue;
-		/* The sub-block's scale and min, as scale6 (byte AT + s of
-		 * the 12 at offset 4), multiplied into d and dmin. */
-#define SB(at) wbyte(g, q->base, bin(g, KS_OP_ADD, c64(g, 4 + (at)), \
-	var(g, sb)))
-		sc = ks_x_cast(k, KS_TY_F32, ks_x_select(k, bin(g, KS_OP_LT,
-		    var(g, sb), c64(g, 4)), bin(g, KS_OP_BAND, SB(0),
-		    i32c(g, 63)), bin(g, KS_OP_BOR, bin(g, KS_OP_BAND, SB(4),
-		    i32c(g, 15)), bin(g, KS_OP_SHL, bin(g, KS_OP_SHR, SB(-4),
-		    i32c(g, 6)), i32c(g, 4)))));
-		m = ks_x_cast(k, KS_TY_F32, ks_x_select(k, bin(g, KS_OP_LT,
-		    var(g, sb), c64(g, 4)), bin(g, KS_OP_BAND, SB(4),
-		    i32c(g, 63)), bin(g, KS_OP_BOR, bin(g, KS_OP_SHR, SB(4),
-		    i32c(g, 4)), bin(g, KS_OP_SHL, bin(g, KS_OP_SHR, SB(0),
-		    i32c(g, 6)), i32c(g, 4)))));
-#undef SB
+		/* The sub-block's scale and min, multiplied into d and
+		 * dmin (both products exact). */
+		sc = ks_quant_q4k_scale(&g->q, q->base, sb, 0);
+		m = ks_quant_q4k_scale(&g->q, q->base, sb, 1);
 		snprintf(name, sizeof name, "qds%d_%d", g->serial, r);
 		q->d = decl(g, block, name, KS_TY_F32, KS_VAR_UNIFORM, bin(g,
 		    KS_OP_MUL, var(g, q->d), sc));
 		snprintf(name, sizeof name, "qm%d_%d", g->serial, r);
 		q->dm = decl(g, block, name, KS_TY_F32, KS_VAR_UNIFORM, bin(g,
-		    KS_OP_MUL, ks_x_un(k, KS_UN_F16, bin(g, KS_OP_BOR,
-		    wbyte(g, q->base, c64(g, 2)), bin(g, KS_OP_SHL,
-		    wbyte(g, q->base, c64(g, 3)), i32c(g, 8)))), m));
+		    KS_OP_MUL, ks_quant_f16(&g->q, q->base, 2), m));
 		/* The code bytes of the sub-block pair, and the nibble. */
 		snprintf(name, sizeof name, "qc%d_%d", g->serial, r);
 		q->base = ulet(g, block, name, bin(g, KS_OP_ADD, bin(g,
@@ -806,8 +680,7 @@ static void decl_rows(gemm_t *g, ks_stmt_t *block, const char *pfx, int base,
 		    bin(g, KS_OP_MUL, bin(g, KS_OP_MIN, bin(g, KS_OP_ADD,
 		    var(g, base), c64(g, i)), bin(g, KS_OP_SUB,
 		    par(g, rows), c64(g, 1))), rows == g->N && g->qk ?
-		    bin(g, KS_OP_MUL, bin(g, KS_OP_DIV, par(g, g->K),
-		    c64(g, g->qk)), c64(g, g->qb)) : par(g, g->K)));
+		    ks_quant_row_bytes(&g->q, par(g, g->K)) : par(g, g->K)));
 	}
 }
 
@@ -1000,14 +873,10 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	g.x = ks_ir_buffer(k, "x", spec->dtype, KS_ACCESS_READ);
 	g.wq = KS_DTYPE_F32;
 	if (ks_dtype_block(spec->wdtype, &g.qk, &g.qb)) {
-		char dims[48];
-
 		/* The bytes of N rows of K / qk blocks. */
 		g.wq = spec->wdtype;
-		g.W = ks_ir_buffer_bytes(k, "W");
-		k->params[g.W].dtype = spec->wdtype;
-		snprintf(dims, sizeof dims, "N,K/%d*%d", g.qk, g.qb);
-		ks_ir_buffer_dims(k, g.W, dims);
+		ks_quant_buffer(&g.q, k, "W", spec->wdtype, "N", "K");
+		g.W = g.q.W;
 	} else {
 		g.W = ks_ir_buffer(k, "W", spec->wdtype, KS_ACCESS_READ);
 		ks_ir_buffer_dims(k, g.W, "N,K");
