@@ -9,7 +9,11 @@
  * for t < ceil(R / T), l < 32, j < J, i < T.  in and out are of the
  * request dtype; an element is loaded, converted exactly to f32 and
  * stored back in the dtype, so it keeps its value (a NaN stays NaN).
- * Parameters, in ABI order: in (read), out (write), R, K (i64).
+ * gemm_pack_w's in may also be W in a block format (wdtype q8_0, q4_0,
+ * q4_k with dtype f32, K a constant multiple of the block): each weight
+ * is then decoded exactly (k_quant.h) into the f32 panels, which
+ * gemm_packed with f32 weights multiplies: gemm's bits on the quantized
+ * W.  Parameters, in ABI order: in (read), out (write), R, K (i64).
  *
  * Schedule: a work-group per (panel t, column group j), grid ceil(R / T)
  * * ceil(K / 32): its T x 32 block of the matrix is read row by row (lane
@@ -21,6 +25,7 @@
  * arithmetic.  One variant each, `general`.
  */
 #include "k_panel.h"
+#include "k_quant.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -49,8 +54,10 @@ static int check_x(const ks_spec_t *spec, char *err, size_t errlen)
 
 static int check_w(const ks_spec_t *spec, char *err, size_t errlen)
 {
-	return ks_panel_check(&spec->dims[DIM_R], &spec->dims[DIM_K], T_W,
-	    "out", err, errlen);
+	int rc = ks_quant_check(spec, DIM_K, err, errlen);
+
+	return rc ? rc : ks_panel_check(&spec->dims[DIM_R],
+	    &spec->dims[DIM_K], T_W, "out", err, errlen);
 }
 
 /* The IR of kernel NAME packing into panels of TV rows. */
@@ -59,8 +66,9 @@ static ks_ir_kernel_t *pack_build(const ks_spec_t *spec, const char *variant,
 {
 	ks_ir_kernel_t *k;
 	ks_stmt_t *body, *loop, *lanes, *guard, *cur;
-	int in, out, R, K, J, t, j, i, l, tile, row, col, ok, v;
+	int in, out, R, K, J, t, j, i, l, tile, row, col, ok, v, qr, qc;
 	char dims[64];
+	ks_quant_t q = { 0 };
 
 #define C(v) ks_x_i64(k, v)
 #define P(p) ks_x_param(k, p)
@@ -73,11 +81,16 @@ static ks_ir_kernel_t *pack_build(const ks_spec_t *spec, const char *variant,
 	if (strcmp(variant, "general") != 0)
 		return NULL;
 	k = ks_ir_new(name, variant, LANES32);
-	in = ks_ir_buffer(k, "in", spec->dtype, KS_ACCESS_READ);
+	if (ks_dtype_block(spec->wdtype, NULL, NULL)) {
+		ks_quant_buffer(&q, k, "in", spec->wdtype, "R", "K");
+		in = q.W;
+	} else {
+		in = ks_ir_buffer(k, "in", spec->dtype, KS_ACCESS_READ);
+		ks_ir_buffer_dims(k, in, "R,K");
+	}
 	out = ks_ir_buffer(k, "out", spec->dtype, KS_ACCESS_WRITE);
 	snprintf(dims, sizeof dims, "(R+%lld)/%lld,32,(K+31)/32,%lld",
 	    (long long)TV - 1, (long long)TV, (long long)TV);
-	ks_ir_buffer_dims(k, in, "R,K");
 	ks_ir_buffer_dims(k, out, dims);
 	R = ks_ir_scalar(k, "R", KS_TY_I64);
 	K = ks_ir_scalar(k, "K", KS_TY_I64);
@@ -103,11 +116,24 @@ static ks_ir_kernel_t *pack_build(const ks_spec_t *spec, const char *variant,
 	    B(ADD, B(MUL, C(32), V(j)), ks_x_lane(k)));
 	ok = LET("ok", KS_VAR_LANE, KS_TY_BOOL,
 	    B(AND, B(LT, V(row), P(R)), B(LT, V(col), P(K))));
-	ks_s_append(k, cur, ks_s_lstore(k, tile,
-	    B(ADD, B(MUL, V(i), C(LANES32)), ks_x_lane(k)),
-	    ks_x_select(k, V(ok), ks_x_load(k, in, B(ADD, B(MUL,
-	    B(MIN, V(row), B(SUB, P(R), C(1))), P(K)),
-	    B(MIN, V(col), B(SUB, P(K), C(1))))), ks_x_f32(k, 0.0f))));
+	if (q.qk) {
+		/* The clamped row's first byte and the clamped column. */
+		qr = LET("qrow", KS_VAR_LANE, KS_TY_I64, B(MUL, B(MIN, V(row),
+		    B(SUB, P(R), C(1))), ks_quant_row_bytes(&q, P(K))));
+		qc = LET("qcol", KS_VAR_LANE, KS_TY_I64, B(MIN, V(col),
+		    B(SUB, P(K), C(1))));
+		ks_s_append(k, cur, ks_s_lstore(k, tile,
+		    B(ADD, B(MUL, V(i), C(LANES32)), ks_x_lane(k)),
+		    ks_x_select(k, V(ok), ks_quant_value(&q, qr, qc),
+		    ks_x_f32(k, 0.0f))));
+	} else {
+		ks_s_append(k, cur, ks_s_lstore(k, tile,
+		    B(ADD, B(MUL, V(i), C(LANES32)), ks_x_lane(k)),
+		    ks_x_select(k, V(ok), ks_x_load(k, in, B(ADD, B(MUL,
+		    B(MIN, V(row), B(SUB, P(R), C(1))), P(K)),
+		    B(MIN, V(col), B(SUB, P(K), C(1))))),
+		    ks_x_f32(k, 0.0f))));
+	}
 	ks_s_append(k, body, ks_s_barrier(k));
 
 	/* Phase 2: per lane l of the 32, lane i < T writes tile[i][l] to
@@ -161,7 +187,7 @@ const ks_kernel_def_t ks_kernel_gemm_pack_w = {
 	.name = "gemm_pack_w",
 	.summary = "gemm_packed's W: an RxK matrix in panels of 32 rows, "
 	    "lane-major",
-	.version = 1,
+	.version = 2,           /* 2: from the block formats */
 	.dims = pp_dims,
 	.ndims = 2,
 	.variants = pp_variants,
@@ -170,4 +196,6 @@ const ks_kernel_def_t ks_kernel_gemm_pack_w = {
 	.guards = pp_guards,
 	.check = check_w,
 	.build = build_w,
+	.weights = "in",
+	.wblocks = 1,
 };

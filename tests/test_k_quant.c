@@ -342,6 +342,106 @@ Test(quant, embedding_rows_are_the_decoded_rows_on_cpu_and_opencl)
 	env_close(&e);
 }
 
+/* The IR of a kernel KERNEL at DTYPE, WDT, dims all constant. */
+static ks_ir_kernel_t *ir_of(const ks_kernel_def_t *def, ks_dtype_t wdt,
+    const int64_t *v)
+{
+	ks_dim_t dims[KS_MAX_DIMS];
+	ks_spec_t spec;
+	ks_ir_kernel_t *k;
+	char err[512];
+	int i;
+
+	for (i = 0; i < def->ndims; i++)
+		dims[i] = (ks_dim_t){ def->dims[i], 1, v[i] };
+	cr_assert_eq(ks_kernel_validate_mixed(def, KS_DTYPE_F32, wdt,
+	    KS_MODE_EXACT, dims, def->ndims, &spec, err, sizeof err), KS_OK,
+	    "%s: %s", def->name, err);
+	cr_assert_eq(ks_specialize(&spec, &k, err, sizeof err), KS_OK, "%s",
+	    err);
+	return k;
+}
+
+/* Prefill: gemm_pack_w decodes a quantized W into f32 panels, bit for bit
+ * the panels of the decoded f32 W, and gemm_packed on them gives the
+ * quantized gemm's bits (blocked, the prefill variant). */
+static void prefill_on(clenv_t *env)
+{
+	enum { M = 9 };
+	const int64_t pw_dims[2] = { N, K }, px_dims[2] = { M, K },
+	    gp_dims[3] = { M, N, K };
+	size_t pw = (size_t)((N + 31) / 32 * 32 * 32 * (K / 32)) * 4;
+	size_t px = (size_t)((M + 7) / 8 * 8 * 32 * (K / 32)) * 4;
+	float *x = malloc(M * K * 4), *wf = malloc(N * K * 4);
+	float *wp = malloc(pw), *wpf = malloc(pw), *xp = malloc(px);
+	float y[M * N], want[M * N];
+	size_t fi;
+
+	inputs(x, M * K, 9);
+	for (fi = 0; fi < 3; fi++) {
+		uint8_t *w = weights(fmts[fi], 51 + fi);
+		size_t wb = (size_t)(N * ref_qrow_bytes(ref_fmt(fmts[fi]), K));
+		kt_buf_t b[5] = { { "in", w, wb }, { "out", wp, pw } };
+		kt_val_t v[3] = { { "R", N, 0 }, { "K", K, 0 } };
+		kt_args_t a;
+		kt_prog_t p;
+
+		memset(wp, 0xa5, pw);
+		kt_prog_open(&p, ir_of(&ks_kernel_gemm_pack_w, fmts[fi],
+		    pw_dims), env);
+		kt_bind(&a, p.k, b, 2, v, 2);
+		kt_prog_run(&p, a.args);
+		kt_prog_close(&p);
+		ref_dequant_rows(ref_fmt(fmts[fi]), w, N, K, wf);
+		b[0] = (kt_buf_t){ "in", wf, (size_t)(N * K * 4) };
+		b[1] = (kt_buf_t){ "out", wpf, pw };
+		kt_prog_open(&p, ir_of(&ks_kernel_gemm_pack_w, KS_DTYPE_F32,
+		    pw_dims), env);
+		kt_bind(&a, p.k, b, 2, v, 2);
+		kt_prog_run(&p, a.args);
+		kt_prog_close(&p);
+		cr_assert_eq(ndiff("pack_w", wp, wpf, (int64_t)(pw / 4)), 0,
+		    "%s: gemm_pack_w of %s is not the decoded panels",
+		    env ? "opencl" : "cpu", ks_dtype_name(fmts[fi]));
+		/* x's panels, then gemm_packed on both. */
+		b[0] = (kt_buf_t){ "in", x, (size_t)(M * K * 4) };
+		b[1] = (kt_buf_t){ "out", xp, px };
+		v[0] = (kt_val_t){ "R", M, 0 };
+		kt_prog_open(&p, ir_of(&ks_kernel_gemm_pack_x, KS_DTYPE_F32,
+		    px_dims), env);
+		kt_bind(&a, p.k, b, 2, v, 2);
+		kt_prog_run(&p, a.args);
+		kt_prog_close(&p);
+		b[0] = (kt_buf_t){ "xp", xp, px };
+		b[1] = (kt_buf_t){ "Wp", wp, pw };
+		b[2] = (kt_buf_t){ "y", y, sizeof y };
+		v[0] = (kt_val_t){ "M", M, 0 };
+		v[1] = (kt_val_t){ "N", N, 0 };
+		v[2] = (kt_val_t){ "K", K, 0 };
+		kt_prog_open(&p, ir_of(&ks_kernel_gemm_packed, KS_DTYPE_F32,
+		    gp_dims), env);
+		kt_bind(&a, p.k, b, 3, v, 3);
+		kt_prog_run(&p, a.args);
+		kt_prog_close(&p);
+		reference(fmts[fi], w, x, wf, want, M);
+		cr_assert_eq(ndiff("gemm_packed", y, want, M * N), 0,
+		    "%s: prefill of %s is not the quantized gemm",
+		    env ? "opencl" : "cpu", ks_dtype_name(fmts[fi]));
+		free(w);
+	}
+	free(x); free(wf); free(wp); free(wpf); free(xp);
+}
+
+Test(quant, prefill_packs_the_decoded_weights_on_cpu_and_opencl)
+{
+	clenv_t e;
+
+	prefill_on(NULL);
+	env_open(&e);
+	prefill_on(&e);
+	env_close(&e);
+}
+
 Test(quant, validation_names_the_block_and_the_ir_reads_bytes)
 {
 	ks_dim_t dims[3] = { { "M", 1, 1 }, { "N", 1, 64 }, { "K", 1, 96 } };
