@@ -741,3 +741,22 @@ Test(cuda, concurrent_first_compiles_are_safe_and_identical)
 		ks_jit_artifact_close(&j[i].a);
 	ks_ir_free(k);
 }
+
+/* bench/gpu/run.sh builds the GPU check from this checkout's sources with
+ * only a C compiler and the CUDA headers (a GPU machine has nothing
+ * else); this builds it the same way, so a source the check needs and
+ * the script leaves out fails here, not on the lent GPU. */
+Test(cuda, the_gpu_check_builds_from_this_checkout, .timeout = 120)
+{
+	const char *home = getenv("CUDA_HOME");
+	char hdr[512];
+	int rc;
+
+	snprintf(hdr, sizeof hdr, "%s/include/cuda.h", home && *home ? home :
+	    "/usr/local/cuda");
+	if (access(hdr, R_OK) != 0)
+		cr_skip_test("no CUDA headers at %s", hdr);
+	rc = system("bench/gpu/run.sh build >/dev/null");
+	cr_assert_eq(rc, 0, "bench/gpu/run.sh build failed (status %d)", rc);
+	cr_assert_eq(access("build/gpu/check", X_OK), 0);
+}

@@ -6,7 +6,9 @@
  * (NVRTC, linked in from the sources, for the device's own sm_XX), as PTX
  * and as cubin, loaded with the CUDA driver API (libcuda.so.1 through
  * dlopen, never linked), run on random data, and compared bit for bit
- * with the canonical reference of ref/ref.h.  Then every other kernel of
+ * with the canonical reference of ref/ref.h; then each variant with W in
+ * q8_0, q4_0 and q4_k (dtype f32), against the reference gemm of the
+ * weights decoded by ref/ref_quant.h.  Then every other kernel of
  * the library, each variant at small shapes with constant and dynamic
  * dims (cases.h), as cubin, against the plain-C references of
  * ref/kernels.h, bit for bit: kspec's exp is the same sequence of IEEE f32
@@ -43,6 +45,7 @@
 #include "../../jit/jit.h"
 #include "../../ref/ref.h"
 #include "../../ref/layout.h"
+#include "../../ref/ref_quant.h"
 #include "cases.h"
 #include "../../ref/kernels.h"
 
@@ -291,28 +294,19 @@ static void row(const char *what, const char *format, const char *result,
 	printf("%-46s %-6s %-36s %10s %9s\n", what, format, result, t, g);
 }
 
-/* One correctness case: VARIANT at (M, N, K), dims constant where CONSTS
- * says (bit 0 M, 1 N, 2 K), as PTX and as cubin. */
-static void check_case(const char *target, const char *variant,
-    ks_dtype_t dt, int64_t M, int64_t N, int64_t K, int consts)
+/* Runs gemm K (WHAT names it) on host x, w into y, as PTX and as cubin,
+ * each compared with WANT element by element (ES bytes each); one row of
+ * the report per format. */
+static void run_formats(const ks_ir_kernel_t *k, const char *target,
+    const char *what, const void *x, size_t xb, const void *w, size_t wb,
+    void *y, const void *want, size_t yb, size_t es, int64_t *dims)
 {
 	static const char *const formats[] = { "ptx", "cubin" };
-	size_t es = ks_dtype_size(dt);
-	size_t xb = es * (size_t)(M * K), wb = es * (size_t)(N * K);
-	size_t yb = es * (size_t)(M * N);
-	void *x = malloc(xb), *w = malloc(wb), *y = malloc(yb);
-	void *want = malloc(yb);
-	int64_t dims[3] = { M, N, K };
 	CUdeviceptr dx, dw, dy;
-	ks_ir_kernel_t *k;
-	char what[128], result[80];
+	char result[80];
+	int64_t i, n = (int64_t)(yb / es);
 	int f;
 
-	k = gemm_ir(variant, dt, consts & 1 ? M : 0, consts & 2 ? N : 0,
-	    consts & 4 ? K : 0);
-	ref_fill(x, (int)dt, M * K, (uint64_t)(M * 131 + N * 7 + K));
-	ref_fill(w, (int)dt, N * K, (uint64_t)(M * 131 + N * 7 + K) + 1);
-	ref_gemm(x, w, want, (int)dt, M, N, K);
 	CU(cu.MemAlloc(&dx, xb));
 	CU(cu.MemAlloc(&dw, wb));
 	CU(cu.MemAlloc(&dy, yb));
@@ -320,12 +314,9 @@ static void check_case(const char *target, const char *variant,
 	CU(cu.MemcpyHtoD(dw, w, wb));
 	for (f = 0; f < 2; f++) {
 		loaded_t l;
-		int64_t i, bad = 0;
+		int64_t bad = 0;
 		CUresult r = load_kernel(k, target, formats[f], &l);
 
-		snprintf(what, sizeof what, "%s %s M=%lld N=%lld K=%lld%s",
-		    k->variant, ks_dtype_name(dt), (long long)M, (long long)N,
-		    (long long)K, consts == 7 ? "" : " (dyn)");
 		if (r != CUDA_SUCCESS) {
 			snprintf(result, sizeof result, "LOAD: %.52s",
 			    cu_error(r));
@@ -337,14 +328,14 @@ static void check_case(const char *target, const char *variant,
 		launch(k, l.fn, &dx, &dw, &dy, dims);
 		CU(cu.CtxSynchronize());
 		CU(cu.MemcpyDtoH(y, dy, yb));
-		for (i = 0; i < M * N; i++)
-			bad += memcmp((char *)y + i * es, (char *)want + i * es,
-			    es) != 0;
+		for (i = 0; i < n; i++)
+			bad += memcmp((char *)y + i * es, (const char *)want +
+			    i * es, es) != 0;
 		if (bad == 0)
 			snprintf(result, sizeof result, "bitwise ok");
 		else
 			snprintf(result, sizeof result, "MISMATCH %lld/%lld",
-			    (long long)bad, (long long)(M * N));
+			    (long long)bad, (long long)n);
 		mismatches += bad != 0;
 		row(what, formats[f], result, 0, 0);
 		unload_kernel(&l);
@@ -352,8 +343,91 @@ static void check_case(const char *target, const char *variant,
 	CU(cu.MemFree(dx));
 	CU(cu.MemFree(dw));
 	CU(cu.MemFree(dy));
+}
+
+/* One correctness case: VARIANT at (M, N, K), dims constant where CONSTS
+ * says (bit 0 M, 1 N, 2 K), as PTX and as cubin. */
+static void check_case(const char *target, const char *variant,
+    ks_dtype_t dt, int64_t M, int64_t N, int64_t K, int consts)
+{
+	size_t es = ks_dtype_size(dt);
+	size_t xb = es * (size_t)(M * K), wb = es * (size_t)(N * K);
+	size_t yb = es * (size_t)(M * N);
+	void *x = malloc(xb), *w = malloc(wb), *y = malloc(yb);
+	void *want = malloc(yb);
+	int64_t dims[3] = { M, N, K };
+	ks_ir_kernel_t *k;
+	char what[128];
+
+	k = gemm_ir(variant, dt, consts & 1 ? M : 0, consts & 2 ? N : 0,
+	    consts & 4 ? K : 0);
+	ref_fill(x, (int)dt, M * K, (uint64_t)(M * 131 + N * 7 + K));
+	ref_fill(w, (int)dt, N * K, (uint64_t)(M * 131 + N * 7 + K) + 1);
+	ref_gemm(x, w, want, (int)dt, M, N, K);
+	snprintf(what, sizeof what, "%s %s M=%lld N=%lld K=%lld%s",
+	    k->variant, ks_dtype_name(dt), (long long)M, (long long)N,
+	    (long long)K, consts == 7 ? "" : " (dyn)");
+	run_formats(k, target, what, x, xb, w, wb, y, want, yb, es, dims);
 	ks_ir_free(k);
 	free(x);
+	free(w);
+	free(y);
+	free(want);
+}
+
+/* One quantized case: gemm's VARIANT with W in block format FMT (dtype
+ * f32, every dim constant), against the reference gemm of the weights
+ * decoded by ref/ref_quant.h. */
+static void check_quant_case(const char *target, const char *variant,
+    ks_dtype_t fmt, int64_t M, int64_t N, int64_t K)
+{
+	const int64_t v[3] = { M, N, K };
+	int rf = fmt == KS_DTYPE_Q8_0 ? REF_Q8_0 : fmt == KS_DTYPE_Q4_0 ?
+	    REF_Q4_0 : REF_Q4_K;
+	int64_t bb = ref_qblock_bytes(rf), i, b, dims[3] = { M, N, K };
+	size_t xb = 4 * (size_t)(M * K), wb = (size_t)(N *
+	    ref_qrow_bytes(rf, K)), yb = 4 * (size_t)(M * N);
+	float *x = malloc(xb), *wf = malloc(4 * (size_t)(N * K));
+	float *y = malloc(yb), *want = malloc(yb);
+	uint8_t *w = malloc(wb);
+	uint64_t s = (uint64_t)(M * 131 + N * 7 + K);
+	ks_dim_t d3[3];
+	ks_spec_t spec;
+	ks_ir_kernel_t *k = NULL;
+	char what[128], err[512];
+
+	for (i = 0; i < 3; i++)
+		d3[i] = (ks_dim_t){ ks_kernel_gemm.dims[i], 1, v[i] };
+	if (ks_kernel_validate_mixed(&ks_kernel_gemm, KS_DTYPE_F32, fmt,
+	    KS_MODE_EXACT, d3, 3, &spec, err, sizeof err) != KS_OK ||
+	    ks_specialize_variant(&spec, variant, &k, err, sizeof err) !=
+	    KS_OK) {
+		fprintf(stderr, "check: gemm %s %s: %s\n", variant,
+		    ks_dtype_name(fmt), err);
+		exit(1);
+	}
+	ref_fill(x, (int)KS_DTYPE_F32, M * K, s);
+	for (i = 0; i < (int64_t)wb; i++) {
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		w[i] = (uint8_t)(s >> 56);
+	}
+	/* Finite scales over many binades: f16 exponent fields 5..20. */
+	for (b = 0; b < (int64_t)wb / bb; b++) {
+		w[b * bb + 1] = (uint8_t)((w[b * bb + 1] & 0x83) |
+		    (5 + b % 16) << 2);
+		if (rf == REF_Q4_K)
+			w[b * bb + 3] = (uint8_t)((w[b * bb + 3] & 0x83) |
+			    (4 + b % 13) << 2);
+	}
+	ref_dequant_rows(rf, w, N, K, wf);
+	ref_gemm(x, wf, want, (int)KS_DTYPE_F32, M, N, K);
+	snprintf(what, sizeof what, "%s f32/%s M=%lld N=%lld K=%lld",
+	    k->variant, ks_dtype_name(fmt), (long long)M, (long long)N,
+	    (long long)K);
+	run_formats(k, target, what, x, xb, w, wb, y, want, yb, 4, dims);
+	ks_ir_free(k);
+	free(x);
+	free(wf);
 	free(w);
 	free(y);
 	free(want);
@@ -973,6 +1047,18 @@ int main(void)
 		 * minutes on the host. */
 		check_case(target, "blocked", dts[d], 64, 512, 4096, 7);
 	}
+	/* Quantized weights (q8_0, q4_0, q4_k), every variant, dtype f32:
+	 * the decode shape and the first and last blocks of W (N small). */
+	for (d = 0; d < 3; d++) {
+		static const ks_dtype_t qf[] = { KS_DTYPE_Q8_0, KS_DTYPE_Q4_0,
+			KS_DTYPE_Q4_K };
+
+		check_quant_case(target, "gemv_m1", qf[d], 1, 4096, 4096);
+		check_quant_case(target, "gemv_m1", qf[d], 1, 37, 512);
+		check_quant_case(target, "general", qf[d], 5, 37, 512);
+		check_quant_case(target, "small_m", qf[d], 3, 37, 512);
+		check_quant_case(target, "blocked", qf[d], 64, 40, 512);
+	}
 	for (d = 0; d < sizeof dts / sizeof dts[0]; d++)
 		for (i = 0; i < sizeof gpu_cases / sizeof gpu_cases[0]; i++)
 			check_kernel(target, gpu_cases[i].kernel,
@@ -993,6 +1079,6 @@ int main(void)
 		printf("%d check(s) MISMATCH\n", mismatches);
 		return 1;
 	}
-	printf("all bitwise equal to ref/ref.h\n");
+	printf("all bitwise equal to ref/ref.h (quantized: ref/ref_quant.h)\n");
 	return 0;
 }

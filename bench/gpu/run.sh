@@ -2,8 +2,8 @@
 # The GPU check of the cuda backend (docs/backends.md, docs/benchmarks.md).
 #
 # check: builds bench/gpu/check from the sources of base/, specialize/ and
-# the cuda backend (jit/emit_c.c, jit/cuda.c) with only a C compiler and
-# the CUDA headers, nothing fetched, then runs it: every kernel of the
+# the cuda backend (jit/emit_c.c, jit/helpers.c, jit/cuda.c) with only a C
+# compiler and the CUDA headers, nothing fetched, then runs it: every kernel of the
 # library x variant x dtype, compiled by kspec's NVRTC backend for this
 # GPU, checked bit for bit against the plain-C references of ref/ (exp
 # included); the decode GEMV (f32 and bf16, N=14336 K=4096 and N=57344
@@ -29,7 +29,8 @@
 # Usage: bench/gpu/run.sh [check] [engine] [first]   (all three by
 # default; from anywhere; builds into build/gpu/).  Exit 0 when every
 # check passes, 1 on any mismatch or error, 2 when there is no CUDA
-# device (skipped).
+# device (skipped).  bench/gpu/run.sh build only builds build/gpu/check
+# (no device needed; make test does, where the CUDA headers are).
 # Env: CUDA_HOME (default /usr/local/cuda), CC (default cc);
 # KSPEC_GPU_CHECK, a bench/gpu/check built elsewhere from this checkout,
 # for a machine without a C compiler; KSPEC_CPU_DUMP, the small config's
@@ -72,6 +73,27 @@ wall() {
 	echo "  process wall $((($(date +%s%N) - s) / 1000000)) ms"
 }
 
+# build_check: build/gpu/check from this checkout's sources.  The check
+# hashes nothing (no request keys, no fingerprints), so it is built
+# without base/hash.c and specialize/fingerprint.c: no libsodium.
+build_check() {
+	srcs=$(ls specialize/*.c | grep -v fingerprint.c)
+	# shellcheck disable=SC2086
+	$CC -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra \
+	    -Wno-unused-parameter -I"$CUDA_HOME/include" \
+	    -o "$out/check" bench/gpu/check.c base/base.c $srcs \
+	    jit/emit_c.c jit/helpers.c jit/cuda.c -ldl -lpthread -lm
+}
+
+if [ "$parts" = build ]; then
+	if [ ! -f "$CUDA_HOME/include/cuda.h" ]; then
+		echo "no CUDA headers at $CUDA_HOME/include" >&2
+		exit 2
+	fi
+	build_check
+	exit 0
+fi
+
 case " $parts " in *" check "*)
 	if [ -n "${KSPEC_GPU_CHECK:-}" ]; then
 		check=$KSPEC_GPU_CHECK
@@ -79,15 +101,7 @@ case " $parts " in *" check "*)
 		echo "no CUDA device: no CUDA headers at $CUDA_HOME/include" >&2
 		exit 2
 	else
-		# The check hashes nothing (no request keys, no
-		# fingerprints), so it is built without base/hash.c and
-		# specialize/fingerprint.c: no libsodium.
-		srcs=$(ls specialize/*.c | grep -v fingerprint.c)
-		# shellcheck disable=SC2086
-		$CC -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra \
-		    -Wno-unused-parameter -I"$CUDA_HOME/include" \
-		    -o "$out/check" bench/gpu/check.c base/base.c $srcs \
-		    jit/emit_c.c jit/cuda.c -ldl -lpthread -lm
+		build_check
 		check=$out/check
 	fi
 	# The references first, each on the GPU alone; the check prints
