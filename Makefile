@@ -18,7 +18,7 @@ CFLAGS   += $(CSTD) $(WARN) $(OPT) -MMD -MP -fPIC -fno-strict-aliasing \
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lgccjit -lOpenCL -ldl -lpthread -lm
 TEST_LIBS := $(shell pkg-config --libs criterion 2>/dev/null)
 # The client library and CLI need only these (no compiler, loop or sqlite).
-CLIENT_LDLIBS := $(shell pkg-config --libs libcjson libsodium 2>/dev/null) -ldl -lpthread
+CLIENT_LDLIBS := $(shell pkg-config --libs libcjson libsodium 2>/dev/null) -ldl -lpthread -lm
 
 src_of    = $(sort $(wildcard $(1)/*.c))
 obj_of    = $(patsubst %.c,$(BUILD)/obj/%.o,$(call src_of,$(1)))
@@ -105,7 +105,7 @@ $(BUILD)/kspec.pc: FORCE
 	    'includedir=$${prefix}/include' '' 'Name: kspec' \
 	    'Description: client library of the kspec kernel server' \
 	    'Version: $(VERSION)' 'Requires.private: libcjson libsodium' \
-	    'Libs: -L$${libdir} -lkspec' 'Libs.private: -ldl' \
+	    'Libs: -L$${libdir} -lkspec' 'Libs.private: -ldl -lm' \
 	    'Cflags: -I$${includedir}' > $@
 
 install: all

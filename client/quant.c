@@ -13,8 +13,14 @@
  *   - no reassociation: every sum runs in index order, as written.
  * Rows where the reference is undefined (it converts an infinite or NaN
  * float to an integer) or writes a non-finite scale are refused with
- * KSPEC_E_INVAL before anything of that row is written: a non-finite
- * input, a scale whose f16 overflows, a scale too small to invert.
+ * KSPEC_E_INVAL: a non-finite input, a scale whose f16 overflows, a scale
+ * too small to invert.  No block is written with a value the reference
+ * would not write; the blocks of a refused row before the refused block
+ * are written, those after it are not.
+ *
+ * A large matrix is split by rows over libkspec's thread pool
+ * (kspec_cpu_launch): rows are independent, so the bytes, and the error
+ * (the lowest refused row's), do not depend on the split.
  *
  * The decoder is exact: every product it forms fits f32's 24-bit
  * significand, so q8_0 and q4_0 weights are exact products and a q4_k
@@ -23,13 +29,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include "../include/kspec.h"
 
-#include "../base/base.h"
-
 #include <math.h>
-#include <stdarg.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "../base/base.h"
 
 enum { Q8_0, Q4_0, Q4_K };
 
@@ -513,42 +519,95 @@ static const quantize_block_fn quantize_block[] = {
 	[Q4_K] = q4_k_block,
 };
 
-int kspec_quantize(const char *format, const float *src, size_t rows,
-    size_t k, void *dst, size_t dstlen, char *err, size_t errlen)
+/* Row R of K weights X into OUT; the reason in ERR when it is refused. */
+static int quantize_row(const format_t *f, const float *x, size_t r,
+    size_t k, uint8_t *out, char *err, size_t errlen)
 {
-	const format_t *f;
-	uint8_t *out = dst;
-	size_t need, r, b, j, nb;
-	int rc = geometry(format, rows, k, &f, &need, err, errlen);
+	size_t b, j;
 
-	if (rc || (rc = buffers(f, rows, k, need, dstlen, "dst", src, dst,
-	    err, errlen)))
-		return rc;
-	nb = k / f->block;
-	for (r = 0; r < rows; r++) {
-		const float *x = src + r * k;
+	for (j = 0; j < k; j++) {
+		if (!isfinite(x[j]))
+			return FAIL(KSPEC_E_INVAL, "row %zu, element %zu is "
+			    "%s: only finite weights quantize", r, j,
+			    isnan(x[j]) ? "NaN" : "infinite");
+	}
+	for (b = 0; b < k / f->block; b++) {
+		float v = 0.0f;
+		int why = quantize_block[f - formats](x + b * f->block,
+		    out + b * f->bytes, &v);
 
-		for (j = 0; j < k; j++) {
-			if (!isfinite(x[j]))
-				return FAIL(KSPEC_E_INVAL, "row %zu, element "
-				    "%zu is %s: only finite weights quantize",
-				    r, j, isnan(x[j]) ? "NaN" : "infinite");
-		}
-		for (b = 0; b < nb; b++) {
-			float v = 0.0f;
-			int why = quantize_block[f - formats](x + b * f->block,
-			    out + (r * nb + b) * f->bytes, &v);
-
-			if (why == BLOCK_OK)
-				continue;
+		if (why != BLOCK_OK)
 			return FAIL(KSPEC_E_INVAL, "row %zu, %s block %zu "
 			    "(elements %zu..%zu): %s %g %s", r, f->name, b,
 			    b * f->block, (b + 1) * f->block - 1,
 			    refusals[why].subject, (double)v,
 			    refusals[why].predicate);
-		}
 	}
 	return KSPEC_OK;
+}
+
+/* A matrix being quantized, by one thread or by the pool's.  Each range
+ * of rows stops at its first refused row; of those, the lowest row's
+ * error is kept (under LOCK), so the error does not depend on the split. */
+typedef struct {
+	const format_t *f;
+	const float *src;
+	uint8_t *dst;
+	size_t k, row_bytes;
+	pthread_mutex_t lock;
+	size_t err_row;         /* SIZE_MAX while no row was refused */
+	int code;
+	char msg[512];
+} job_t;
+
+/* Rows of at least this many weights in all go to the thread pool. */
+#define POOL_MIN_WEIGHTS (1u << 18)
+
+static void quantize_rows(void **params, uint64_t begin, uint64_t end)
+{
+	job_t *job = params[0];
+	char msg[sizeof job->msg];
+	size_t r;
+
+	for (r = (size_t)begin; r < (size_t)end; r++) {
+		int rc = quantize_row(job->f, job->src + r * job->k, r, job->k,
+		    job->dst + r * job->row_bytes, msg, sizeof msg);
+
+		if (rc) {
+			pthread_mutex_lock(&job->lock);
+			if (r < job->err_row) {
+				job->err_row = r;
+				job->code = rc;
+				memcpy(job->msg, msg, sizeof msg);
+			}
+			pthread_mutex_unlock(&job->lock);
+			return;
+		}
+	}
+}
+
+int kspec_quantize(const char *format, const float *src, size_t rows,
+    size_t k, void *dst, size_t dstlen, char *err, size_t errlen)
+{
+	job_t job = { .src = src, .dst = dst, .k = k, .err_row = SIZE_MAX,
+		.lock = PTHREAD_MUTEX_INITIALIZER };
+	void *params[1] = { &job };
+	size_t need;
+	int rc = geometry(format, rows, k, &job.f, &need, err, errlen);
+
+	if (rc || (rc = buffers(job.f, rows, k, need, dstlen, "dst", src,
+	    dst, err, errlen)))
+		return rc;
+	job.row_bytes = k / job.f->block * job.f->bytes;
+	/* Rows are independent: any split gives the same bytes. */
+	if (rows > 1 && rows * k >= POOL_MIN_WEIGHTS)
+		kspec_cpu_launch(quantize_rows, params, rows, 0);
+	else
+		quantize_rows(params, 0, rows);
+	pthread_mutex_destroy(&job.lock);
+	if (job.err_row == SIZE_MAX)
+		return KSPEC_OK;
+	return FAIL(job.code, "%s", job.msg);
 }
 
 /* ---- the decoder ---- */

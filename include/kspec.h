@@ -403,7 +403,10 @@ int kspec_quant_size(const char *format, size_t rows, size_t k,
  * small to invert (every weight below 4e-37 in magnitude, not all 0), or
  * (q4_k) whose fit overflows f32: where the reference's output is
  * undefined or not finite.  On an error the rows before the refused one
- * are written and the rest of DST is unspecified.
+ * are written and the rest of DST is unspecified.  A matrix of 2^18
+ * weights or more is split by rows over the pool of kspec_cpu_launch
+ * (kspec_cpu_threads() threads): the bytes and the error do not depend on
+ * the split.
  */
 int kspec_quantize(const char *format, const float *src, size_t rows,
     size_t k, void *dst, size_t dstlen, char *err, size_t errlen);

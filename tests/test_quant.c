@@ -40,6 +40,7 @@ static int ref_quant_planted;
 #include "../ref/ref_quant.h"
 
 #include "../include/kspec.h"
+#include "e2e.h"
 #include "ggml.h"
 
 TestSuite(quant, .timeout = 120);
@@ -527,6 +528,41 @@ Test(quant, short_and_null_buffers_and_overflowing_sizes_are_refused)
 	    err, sizeof err), KSPEC_E_TOO_LARGE);
 }
 
+/* 96 x 4096 weights go to the library's thread pool: each row's bytes are
+ * those of the row alone, and of two refused rows the first is named. */
+Test(quant, a_matrix_split_over_threads_gives_the_same_bytes_and_error)
+{
+	enum { R = 96, K = 4096 };
+	float *x = xmalloc((size_t)R * K * 4);
+	uint8_t *q = xmalloc((size_t)R * K / 32 * 34), one[K / 32 * 34];
+	char err[256];
+	size_t i, rb, r;
+	int f;
+
+	for (i = 0; i < (size_t)R * K; i++)
+		x[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+	for (f = 0; f < REF_QFMT_N; f++) {
+		const char *name = ref_qfmt_names[f];
+
+		rb = (size_t)ref_qrow_bytes(f, K);
+		cr_assert_eq(kspec_quantize(name, x, R, K, q, R * rb, err,
+		    sizeof err), KSPEC_OK, "%s", err);
+		for (r = 0; r < R; r++) {
+			cr_assert_eq(kspec_quantize(name, x + r * K, 1, K, one,
+			    rb, err, sizeof err), KSPEC_OK, "%s", err);
+			cr_expect_eq(memcmp(one, q + r * rb, rb), 0,
+			    "%s row %zu differs alone", name, r);
+		}
+	}
+	x[70 * K + 5] = NAN;
+	x[20 * K + 9] = INFINITY;
+	cr_expect_eq(kspec_quantize("q4_0", x, R, K, q, R * K / 32 * 18, err,
+	    sizeof err), KSPEC_E_INVAL);
+	cr_expect(strstr(err, "row 20, element 9") != NULL, "%s", err);
+	free(x);
+	free(q);
+}
+
 /* The documented values on hand-made blocks: q4_0's code 8 under a
  * negative d is -0.0, q4_k's sub-block 5 takes its fields from s[9],
  * s[1] and s[5], and one weight is rounded, at the subtraction. */
@@ -562,6 +598,99 @@ Test(quant, hand_made_blocks_decode_to_their_documented_values)
 	    "%.9g", (double)y[5 * 32 + 3]);
 	cr_expect(y[4 * 32 + 3] == 0.0f, "sub-block 4 (low nibble 0)");
 	cr_expect(ref_dequant(REF_Q4_K, qk, 5 * 32 + 3) == y[5 * 32 + 3]);
+}
+
+/* ---- the command line ---- */
+
+/* Runs `kspec ARGS` (stderr merged) into OUT; its exit status. */
+static int run_kspec(char *out, size_t outlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int run_kspec(char *out, size_t outlen, const char *fmt, ...)
+{
+	char args[2048], cmd[4096];
+	va_list ap;
+	size_t n;
+	FILE *p;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof args, fmt, ap);
+	va_end(ap);
+	snprintf(cmd, sizeof cmd, "%s/kspec %s 2>&1", e2e_build_dir(), args);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	n = fread(out, 1, outlen - 1, p);
+	out[n] = '\0';
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void write_bytes(const char *path, const void *data, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_eq(fwrite(data, 1, n, f), n);
+	cr_assert_eq(fclose(f), 0);
+}
+
+Test(quant, kspec_quantize_command_writes_ggmls_bytes_and_exit_statuses)
+{
+	char dir[] = "/tmp/kspec-quant-XXXXXX", in[64], outp[64], out[4096];
+	golden_t g;
+	uint8_t *got;
+	size_t n;
+	FILE *f;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(in, sizeof in, "%s/w.f32", dir);
+	snprintf(outp, sizeof outp, "%s/w.q4k", dir);
+	golden_load("q4_k.gaussian.bin", &g);
+	write_bytes(in, g.x, (size_t)g.rows * (size_t)g.k * 4);
+	cr_assert_eq(run_kspec(out, sizeof out, "quantize q4_k -k %d -o %s "
+	    "%s", g.k, outp, in), 0, "%s", out);
+	cr_expect(strstr(out, "-> q4_k") != NULL, "%s", out);
+	f = fopen(outp, "rb");
+	cr_assert_not_null(f);
+	got = xmalloc(g.qlen + 1);
+	n = fread(got, 1, g.qlen + 1, f);
+	fclose(f);
+	cr_expect_eq(n, g.qlen);
+	cr_expect_eq(memcmp(got, g.q, g.qlen), 0, "not ggml's bytes");
+	free(got);
+	cr_assert_eq(run_kspec(out, sizeof out, "quantize q4_k -k %d -o %s "
+	    "--json %s", g.k, outp, in), 0, "%s", out);
+	cr_expect(strstr(out, "\"rows\":2") && strstr(out, "\"bytes\":576"),
+	    "%s", out);
+	/* Usage errors (2), nothing written. */
+	unlink(outp);
+	cr_expect_eq(run_kspec(out, sizeof out, "quantize q4_k -k 100 -o %s "
+	    "%s", outp, in), 2, "%s", out);
+	cr_expect(strstr(out, "256") != NULL, "%s", out);
+	cr_expect_eq(run_kspec(out, sizeof out, "quantize q6_k -k 256 -o %s "
+	    "%s", outp, in), 2, "%s", out);
+	cr_expect_eq(run_kspec(out, sizeof out, "quantize q4_k %s", in), 2,
+	    "%s", out);
+	/* A refused row, a file of partial rows, a missing file (1). */
+	g.x[g.k + 7] = NAN;
+	write_bytes(in, g.x, (size_t)g.rows * (size_t)g.k * 4);
+	cr_expect_eq(run_kspec(out, sizeof out, "quantize q4_k -k %d -o %s "
+	    "%s", g.k, outp, in), 1, "%s", out);
+	cr_expect(strstr(out, "E_INVAL: row 1, element 7 is NaN") != NULL,
+	    "%s", out);
+	cr_expect_eq(run_kspec(out, sizeof out, "quantize q4_0 -k 96 -o %s "
+	    "%s", outp, in), 1, "%s", out);
+	cr_expect(strstr(out, "not whole rows") != NULL, "%s", out);
+	cr_expect_eq(access(outp, F_OK), -1, "a refused matrix wrote %s",
+	    outp);
+	cr_expect_eq(run_kspec(out, sizeof out, "quantize q4_0 -k 32 -o %s "
+	    "%s/none", outp, dir), 1, "%s", out);
+	unlink(in);
+	rmdir(dir);
+	free(g.x);
+	free(g.q);
+	free(g.y);
 }
 
 /* ---- each checker catches a planted bug ---- */
@@ -749,12 +878,17 @@ static float uni(void)
 	return (float)((double)(next() >> 11) * 0x1p-52 - 1.0);
 }
 
-enum { FUZZ_K = 512, FUZZ_MODES = 10 };
+enum { FUZZ_K = 512, FUZZ_MODES = 11 };
 
-/* Row R of the comparison: MODE picks a distribution; a random power of
- * ten from 1e-12 to 1e6 (mode 0 to 7) scales it. */
+/* A row of the comparison: MODE picks a distribution; a random power of
+ * ten from 1e-12 to 1e6 scales modes 0 to 7. */
 static void fuzz_row(int mode, float *x)
 {
+	/* f16's largest scale times 127, 8 and 15 * 63 / 2 (q4_k's range
+	 * about 0); the smallest invertible scale times 127 and 8. */
+	static const float limits[] = { 65520.0f * 127, 65520.0f * 8,
+		65520.0f * 63 * 7.5f, 65520.0f * 63, 2.9387e-39f * 127,
+		2.9387e-39f * 8 };
 	float scale = powf(10.0f, (float)((int)(next() % 19) - 12));
 	int j, e = (int)(next() % 41) - 20;
 
@@ -775,14 +909,20 @@ static void fuzz_row(int mode, float *x)
 			    126) + 0.5f;
 			scale = ldexpf(1.0f, e);
 			break;
-		default: {                                    /* random bits */
+		case 9: {                                     /* random bits */
 			uint32_t u = (uint32_t)next();
-			int ex = (int)(next() % 150);    /* 2^-126 .. 2^23 */
+			int ex = (int)(next() % 151);  /* subnormal .. 2^23 */
 
-			u = (u & 0x807fffffu) | (uint32_t)(ex + 1) << 23;
+			u = (u & 0x807fffffu) | (uint32_t)ex << 23;
 			memcpy(&v, &u, 4);
 			scale = 1.0f;
+			break;
 		}
+		default:               /* at the limits of docs/kernels.md */
+			if (j == 0)
+				scale = limits[next() % 6] *
+				    (1.0f + 0.02f * uni());
+			v = j % 32 == 0 ? 1.0f : v;
 		}
 		x[j] = v * scale;
 	}
