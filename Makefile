@@ -18,7 +18,7 @@ CFLAGS   += $(CSTD) $(WARN) $(OPT) -MMD -MP -fPIC -fno-strict-aliasing \
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lgccjit -lOpenCL -ldl -lpthread -lm
 TEST_LIBS := $(shell pkg-config --libs criterion 2>/dev/null)
 # The client library and CLI need only these (no compiler, loop or sqlite).
-CLIENT_LDLIBS := $(shell pkg-config --libs libcjson libsodium 2>/dev/null) -ldl -lpthread
+CLIENT_LDLIBS := $(shell pkg-config --libs libcjson libsodium 2>/dev/null) -ldl -lpthread -lm
 
 src_of    = $(sort $(wildcard $(1)/*.c))
 obj_of    = $(patsubst %.c,$(BUILD)/obj/%.o,$(call src_of,$(1)))
@@ -54,7 +54,8 @@ BENCH_SRC := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all examples check test run bench bench-instructions asan fuzz \
-	fuzz-targets fuzz-corpus clean deps golden install uninstall FORCE
+	fuzz-targets fuzz-corpus clean deps golden golden-quant install \
+	uninstall FORCE
 
 all: $(PROGRAMS) $(EXAMPLES)
 
@@ -80,6 +81,10 @@ $(BUILD)/obj/jit/cpu.o: override CC = gcc
 $(BUILD)/obj/jit/cpu.o: override OPT = -g -O1
 endif
 
+# The quantizer repeats llama.cpp's f32 operations one rounding at a time:
+# an fma contracted from a*b+c would pick other codes (client/quant.c).
+$(BUILD)/obj/client/quant.o: CFLAGS += -ffp-contract=off
+
 # The dashboard page is assembled into the daemon (.incbin).
 $(BUILD)/obj/server/dashboard.o: server/dashboard.html
 
@@ -100,7 +105,7 @@ $(BUILD)/kspec.pc: FORCE
 	    'includedir=$${prefix}/include' '' 'Name: kspec' \
 	    'Description: client library of the kspec kernel server' \
 	    'Version: $(VERSION)' 'Requires.private: libcjson libsodium' \
-	    'Libs: -L$${libdir} -lkspec' 'Libs.private: -ldl' \
+	    'Libs: -L$${libdir} -lkspec' 'Libs.private: -ldl -lm' \
 	    'Cflags: -I$${includedir}' > $@
 
 install: all
@@ -226,7 +231,7 @@ $(BUILD)/bench/%: bench/%/main.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
 # and the fast path's against real daemons; make test runs everything.
 CHECK_BINS := $(addprefix $(BUILD)/tests/,test_proto test_entry test_key \
 	test_sched test_store test_specialize test_jit test_exec test_fuzz \
-	test_fastpath test_e2e)
+	test_fastpath test_e2e test_quant)
 check: deps
 	@$(MAKE) --no-print-directory $(PROGRAMS) $(CHECK_BINS) \
 	    $(BUILD)/tests/kspecd-plant
@@ -245,8 +250,21 @@ run: deps
 
 bench: deps
 	@./deploy/deps.sh --bench
-	@$(MAKE) --no-print-directory all $(BENCH_BINS)
+	@$(MAKE) --no-print-directory all $(BENCH_BINS) $(BUILD)/bench/ggml-golden
 	@KSPEC_BUILD=$(abspath $(BUILD)) ./bench/run.sh $(BENCH_BINS)
+
+# The golden vectors of the quantized formats (tests/golden/quant) from
+# llama.cpp's ggml, which deploy/deps.sh --bench installs; tests/ggml.h
+# loads it at run time, so the writer links nothing of ggml or kspec.
+$(BUILD)/bench/ggml-golden: bench/ggml/golden.c tests/ggml.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -ldl -lm
+
+golden-quant: deps
+	@./deploy/deps.sh --bench
+	@$(MAKE) --no-print-directory $(BUILD)/bench/ggml-golden
+	@mkdir -p tests/golden/quant
+	./$(BUILD)/bench/ggml-golden tests/golden/quant
 
 # Only the instruction counts of the hit path (callgrind, kspecd beside
 # redis-server), the figures that noise does not move.

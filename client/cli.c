@@ -58,6 +58,7 @@ static const char usage_main[] =
 "  hello            the daemon's version and backends, as JSON\n"
 "  bundle ...       export cached artifacts as a signed file, or import one\n"
 "  fleet-key generate PREFIX  a key pair to sign bundles with\n"
+"  quantize FORMAT  f32 weights to q8_0, q4_0 or q4_k blocks (no daemon)\n"
 "  help [COMMAND]   this text, or a command's\n"
 "\n"
 "options:\n"
@@ -2741,6 +2742,180 @@ static int cmd_fleet_key(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* ---- quantize ---- */
+
+static const char usage_quantize[] =
+"usage: kspec quantize FORMAT -k K -o OUT [--json] INPUT\n"
+"\n"
+"Quantizes the f32 weights of INPUT, raw little-endian floats in rows of K\n"
+"(a row-major matrix, as numpy's tofile() writes one), to FORMAT: q8_0,\n"
+"q4_0 or q4_k, GGUF's block formats, byte for byte llama.cpp's reference\n"
+"quantizer's (docs/kernels.md).  Writes the blocks to OUT (through OUT.tmp\n"
+"and a rename) and prints the matrix and its size; --json:\n"
+"{\"format\",\"rows\",\"k\",\"bytes\",\"output\"}.  Needs no daemon.  K must\n"
+"be a multiple of the block (32, or 256 for q4_k); a row with a NaN or\n"
+"infinite weight, or a block whose scale f16 cannot hold, is refused by\n"
+"its row and block (exit 1) and OUT is left alone.\n";
+
+/* Reads PATH whole into *DATA (caller frees); -1 with a message. */
+static int read_whole(const char *path, uint8_t **data, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err = 0;
+	size_t cap = 1 << 16, n = 0;
+	struct stat st;
+	uint8_t *buf = NULL, *bigger;
+	ssize_t k;
+
+	if (fd < 0 || fstat(fd, &st)) {
+		err = errno;
+		goto done;
+	}
+	if (S_ISREG(st.st_mode) && st.st_size >= 0)
+		cap = (size_t)st.st_size + 1;
+	for (;;) {
+		if (!buf || n == cap) {
+			if (buf)
+				cap *= 2;
+			bigger = realloc(buf, cap);
+			if (!bigger) {
+				err = ENOMEM;
+				goto done;
+			}
+			buf = bigger;
+		}
+		k = read(fd, buf + n, cap - n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			err = errno;
+			goto done;
+		}
+		if (k == 0)
+			break;
+		n += (size_t)k;
+	}
+done:
+	if (fd >= 0)
+		close(fd);
+	if (err) {
+		fprintf(stderr, "kspec: cannot read %s: %s\n", path,
+		    strerror(err));
+		free(buf);
+		return -1;
+	}
+	*data = buf;
+	*len = n;
+	return 0;
+}
+
+static int cmd_quantize(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *format = NULL, *input = NULL, *outpath = NULL;
+	unsigned long long k = 0;
+	size_t len, rows, need;
+	uint8_t *in = NULL, *out = NULL;
+	char err[512], *end;
+	int ch, rc, as_json = 0;
+
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "-:hk:o:", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'h':
+			fputs(usage_quantize, stdout);
+			return EXIT_OK;
+		case 'k':
+			errno = 0;
+			k = strtoull(optarg, &end, 10);
+			if (errno || end == optarg || *end || k == 0 ||
+			    optarg[0] == '-')
+				return usage_error("quantize", "-k needs a "
+				    "positive integer (got '%s')", optarg);
+			break;
+		case 'o':
+			outpath = optarg;
+			break;
+		case 'j':
+			as_json = 1;
+			break;
+		case 1:
+			if (!format)
+				format = optarg;
+			else if (!input)
+				input = optarg;
+			else
+				return usage_error("quantize", "unexpected "
+				    "argument '%s'", optarg);
+			break;
+		case ':':
+			return usage_error("quantize", "%s needs a value",
+			    argv[optind - 1]);
+		default:
+			return bad_option("quantize", optopt,
+			    argv[optind - 1]);
+		}
+	}
+	if (!format || !input)
+		return usage_error("quantize", "give FORMAT and INPUT");
+	if (!k || !outpath)
+		return usage_error("quantize", "give -k K and -o OUT");
+	rc = kspec_quant_size(format, 1, (size_t)k, &need, err, sizeof err);
+	if (rc == KSPEC_E_BAD_DTYPE || rc == KSPEC_E_BAD_SHAPE)
+		return usage_error("quantize", "%s", err);
+	if (read_whole(input, &in, &len))
+		return EXIT_FAIL;
+	if (len % (4 * k) != 0) {
+		fprintf(stderr, "kspec: %s has %zu bytes: not whole rows of "
+		    "K = %llu f32 weights (%llu bytes each)\n", input, len, k,
+		    4 * k);
+		free(in);
+		return EXIT_FAIL;
+	}
+	rows = len / (4 * k);
+	rc = kspec_quant_size(format, rows, (size_t)k, &need, err,
+	    sizeof err);
+	if (!rc && !(out = malloc(need ? need : 1)))
+		rc = KSPEC_E_NOMEM;
+	if (!rc)
+		rc = kspec_quantize(format, (const float *)(void *)in, rows,
+		    (size_t)k, out, need, err, sizeof err);
+	free(in);
+	if (rc) {
+		fprintf(stderr, "kspec: %s: %s\n", kspec_err_name(rc),
+		    rc == KSPEC_E_NOMEM ? kspec_strerror(rc) : err);
+		free(out);
+		return EXIT_FAIL;
+	}
+	rc = write_file(outpath, out, need, 0) ? EXIT_FAIL : EXIT_OK;
+	free(out);
+	if (rc)
+		return rc;
+	if (as_json) {
+		cJSON *o = cJSON_CreateObject();
+		char *text;
+
+		cJSON_AddStringToObject(o, "format", format);
+		cJSON_AddNumberToObject(o, "rows", (double)rows);
+		cJSON_AddNumberToObject(o, "k", (double)k);
+		cJSON_AddNumberToObject(o, "bytes", (double)need);
+		cJSON_AddStringToObject(o, "output", outpath);
+		text = cJSON_PrintUnformatted(o);
+		puts(text ? text : "{}");
+		free(text);
+		cJSON_Delete(o);
+	} else {
+		printf("%zu x %llu f32 -> %s: %zu bytes -> %s\n", rows, k,
+		    format, need, outpath);
+	}
+	return EXIT_OK;
+}
+
 /* A get-spec object of a manifest as a kspec_get_spec_t; the strings and
  * arrays borrow from O, DIMS and DYN.  0, or -1 when O is not one. */
 static int spec_of_json(const cJSON *o, kspec_get_spec_t *s,
@@ -3052,6 +3227,7 @@ static const struct {
 	{ "deploy", usage_deploy },
 	{ "fleet-key", usage_fleet_key },
 	{ "bundle", usage_bundle },
+	{ "quantize", usage_quantize },
 };
 
 static const char *usage_of(const char *cmd)
@@ -3139,5 +3315,7 @@ int main(int argc, char **argv)
 		return cmd_fleet_key(argc, argv);
 	if (strcmp(cmd, "bundle") == 0)
 		return cmd_bundle(socket_path, argc, argv);
+	if (strcmp(cmd, "quantize") == 0)
+		return cmd_quantize(argc, argv);
 	return usage_error(NULL, "unknown command '%s'", cmd);
 }

@@ -365,6 +365,62 @@ int kspec_cpu_call(const kspec_cpu_kernel_t *k, const kspec_arg_t *args,
  * kspec_recv or kspec_explain. */
 void kspec_free(void *p);
 
+/*
+ * Quantized weights: GGUF's block formats "q8_0", "q4_0" and "q4_k", byte
+ * for byte (docs/kernels.md, "Quantized weight formats", defines every
+ * byte and the value of every code).  A matrix of ROWS rows of K weights
+ * is quantized along K: each row is K / block blocks, and rows follow each
+ * other unpadded, as in a GGUF tensor.  These work without a daemon, need
+ * no connection, and are safe from any thread.
+ *
+ * Errors (a message in ERR, when ERR is not NULL, for those that take
+ * one): KSPEC_E_BAD_DTYPE for a FORMAT that is not one of the three (other
+ * GGUF types are refused by name); KSPEC_E_BAD_SHAPE when K is not a
+ * multiple of the format's block (the message names the block: 32 for
+ * q8_0 and q4_0, 256 for q4_k); KSPEC_E_TOO_LARGE when a size overflows;
+ * KSPEC_E_INVAL for a buffer too small, a NULL buffer, and the rows
+ * kspec_quantize refuses (below).
+ */
+
+/* Elements per block along K (32, 32, 256) and bytes per block (34, 18,
+ * 144) of FORMAT; either pointer may be NULL. */
+int kspec_quant_block(const char *format, size_t *block_elems,
+    size_t *block_bytes);
+
+/* *BYTES = the size of ROWS rows of K weights in FORMAT:
+ * ROWS * (K / block) * block bytes (0 on error). */
+int kspec_quant_size(const char *format, size_t rows, size_t k,
+    size_t *bytes, char *err, size_t errlen);
+
+/*
+ * Quantizes ROWS x K f32 weights SRC (row-major) into DST, which has
+ * DSTLEN bytes, at least kspec_quant_size's.  The bytes are those of
+ * llama.cpp's reference quantizer (quantize_row_q8_0_ref,
+ * quantize_row_q4_0_ref, quantize_row_q4_K_ref) on every row it accepts.
+ * It refuses with KSPEC_E_INVAL, naming the row and block, a row that has
+ * a NaN or an infinite weight, or a block whose scale's f16 would be
+ * infinite (q8_0: a weight of magnitude 8.3e6 or more), whose scale is too
+ * small to invert (every weight below 4e-37 in magnitude, not all 0), or
+ * (q4_k) whose fit overflows f32: where the reference's output is
+ * undefined or not finite.  On an error the rows before the refused one
+ * are written and the rest of DST is unspecified.  A matrix of 2^18
+ * weights or more is split by rows over the pool of kspec_cpu_launch
+ * (kspec_cpu_threads() threads): the bytes and the error do not depend on
+ * the split.
+ */
+int kspec_quantize(const char *format, const float *src, size_t rows,
+    size_t k, void *dst, size_t dstlen, char *err, size_t errlen);
+
+/*
+ * Decodes ROWS x K weights in FORMAT from SRC (SRCLEN bytes, at least
+ * kspec_quant_size's) into the f32 array DST (ROWS * K elements): each
+ * weight exactly its documented value, bitwise llama.cpp's
+ * dequantize_row_* on the same bytes.  Any bytes decode (a non-finite f16
+ * scale gives IEEE infinities and NaNs).
+ */
+int kspec_dequantize(const char *format, const void *src, size_t srclen,
+    size_t rows, size_t k, float *dst, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,7 @@
                     shape={"M": 1, "N": 4096, "K": 4096})
         gemv = kspec.load_cpu(art)                  # memfd + dlopen
         gemv(x, W, y)                               # buffers, in params order
+    blocks = kspec.quantize("q4_k", W, k=4096)      # GGUF's blocks (libkspec)
 
 See docs/python.md.
 """
@@ -14,11 +15,15 @@ from .errors import KspecError, ERROR_CODES
 from .client import (Client, Artifact, Reply, default_socket_path,
                      get_request, PROTOCOL_VERSION)
 from .loader import load_cpu, CpuKernel, eval_expr, default_threads
+from .quant import (quantize, dequantize, quant_block, quant_size,
+                    QUANT_FORMATS)
 
 __version__ = "0.1.0"
 
 __all__ = ["Client", "Artifact", "Reply", "KspecError", "ERROR_CODES",
            "default_socket_path", "get_request", "load_cpu", "CpuKernel",
-           "eval_expr", "default_threads", "PROTOCOL_VERSION", "numeric"]
+           "eval_expr", "default_threads", "PROTOCOL_VERSION", "numeric",
+           "quantize", "dequantize", "quant_block", "quant_size",
+           "QUANT_FORMATS"]
 
 from . import numeric  # noqa: E402  (helpers; imported for kspec.numeric)
