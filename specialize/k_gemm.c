@@ -163,6 +163,7 @@ typedef struct {
 	int nhq, hq_off;        /* rows; the lanes' first index in a block */
 	int q4sel;              /* q4_0: read both halves' bytes (q4_inside) */
 	int alt;                /* building chunk_lanes' second LANES */
+	char sfx[8];            /* q4k_loop: the chunk's names' suffix */
 	int serial;             /* names of the hoisted variables */
 } gemm_t;
 
@@ -496,6 +497,70 @@ static void accumulate_rows(gemm_t *g, ks_stmt_t *block, const char *pfx,
 	}
 }
 
+/*
+ * q4_k's main k loop, for the rows WO[0..n): per super-block of 256
+ * weights (kb) each row's d and dmin are decoded once, then its 8
+ * sub-blocks s run as chunks k0 = kb + 32 s one after the other, with
+ * their scale and min decoded from the constant bytes of s.  Every lane
+ * still takes its k in increasing order, so the arithmetic is the plain
+ * loop's (the decode's values are k_quant.h's).  MAKE builds each chunk's
+ * LANES (row_chunk, tile_chunk), reading the chunk's k0 from *K0.
+ */
+static void q4k_loop(gemm_t *g, ks_stmt_t *block, int n, const int *wo,
+    void (*make)(gemm_t *, ks_stmt_t *, void *), void *arg, int *k0)
+{
+	ks_ir_kernel_t *k = g->k;
+	ks_stmt_t *loop;
+	int kb, r, s, base[ROW_MAX], d[ROW_MAX], dmin[ROW_MAX];
+	char name[32];
+
+	kb = ks_ir_var(k, "qkb", KS_TY_I64, KS_VAR_UNIFORM);
+	loop = ks_s_for(k, kb, c64(g, 0), k_main(g), 256);
+	ks_s_append(k, block, loop);
+	for (r = 0; r < n; r++) {
+		snprintf(name, sizeof name, "qsb%d", r);
+		base[r] = ulet(g, loop->body, name, bin(g, KS_OP_ADD,
+		    var(g, wo[r]), bin(g, KS_OP_MUL, bin(g, KS_OP_DIV,
+		    var(g, kb), c64(g, 256)), c64(g, 144))));
+		snprintf(name, sizeof name, "qd%d", r);
+		d[r] = decl(g, loop->body, name, KS_TY_F32, KS_VAR_UNIFORM,
+		    ks_quant_f16(&g->q, base[r], 0));
+		snprintf(name, sizeof name, "qdmin%d", r);
+		dmin[r] = decl(g, loop->body, name, KS_TY_F32, KS_VAR_UNIFORM,
+		    ks_quant_f16(&g->q, base[r], 2));
+	}
+	for (s = 0; s < 8; s++) {
+		snprintf(name, sizeof name, "qk0_%d", s);
+		*k0 = ulet(g, loop->body, name, bin(g, KS_OP_ADD, var(g, kb),
+		    c64(g, 32 * s)));
+		for (r = 0; r < n; r++) {
+			struct wq *q = &g->hq[r];
+
+			q->wo = wo[r];
+			snprintf(name, sizeof name, "qds%d_%d", s, r);
+			q->d = decl(g, loop->body, name, KS_TY_F32,
+			    KS_VAR_UNIFORM, bin(g, KS_OP_MUL, var(g, d[r]),
+			    ks_quant_q4k_scale_at(&g->q, base[r], s, 0)));
+			snprintf(name, sizeof name, "qm%d_%d", s, r);
+			q->dm = decl(g, loop->body, name, KS_TY_F32,
+			    KS_VAR_UNIFORM, bin(g, KS_OP_MUL, var(g, dmin[r]),
+			    ks_quant_q4k_scale_at(&g->q, base[r], s, 1)));
+			snprintf(name, sizeof name, "qc%d_%d", s, r);
+			q->base = ulet(g, loop->body, name, bin(g, KS_OP_ADD,
+			    var(g, base[r]), c64(g, 16 + s / 2 * 32)));
+			snprintf(name, sizeof name, "qh%d_%d", s, r);
+			q->sh = decl(g, loop->body, name, KS_TY_I32,
+			    KS_VAR_UNIFORM, i32c(g, s % 2 * 4));
+		}
+		g->nhq = n;
+		g->hq_off = 0;
+		snprintf(g->sfx, sizeof g->sfx, "_s%d", s);
+		chunk_lanes(g, loop->body, make, arg);
+		g->sfx[0] = '\0';
+		g->nhq = 0;
+	}
+}
+
 /* One main-loop chunk of build_row (for chunk_lanes): k = k0 + lane. */
 struct row_chunk {
 	int k0, xo, nw;
@@ -505,11 +570,14 @@ struct row_chunk {
 static void row_chunk(gemm_t *g, ks_stmt_t *body, void *arg)
 {
 	const struct row_chunk *c = arg;
-	int kv = decl(g, body, g->alt ? "kb" : "k", KS_TY_I64, KS_VAR_LANE,
-	    bin(g, KS_OP_ADD, var(g, c->k0), ks_x_lane(g->k)));
+	char kn[16], xn[16];
+	int kv;
 
-	accumulate(g, body, g->alt ? "xvb" : "xv", kv, c->xo, c->nw, c->wo,
-	    c->acc);
+	snprintf(kn, sizeof kn, "%s%s", g->alt ? "kb" : "k", g->sfx);
+	snprintf(xn, sizeof xn, "%s%s", g->alt ? "xvb" : "xv", g->sfx);
+	kv = decl(g, body, kn, KS_TY_I64, KS_VAR_LANE, bin(g, KS_OP_ADD,
+	    var(g, c->k0), ks_x_lane(g->k)));
+	accumulate(g, body, xn, kv, c->xo, c->nw, c->wo, c->acc);
 }
 
 /* One main-loop chunk of build_tile: k = k0 + lane. */
@@ -522,11 +590,14 @@ struct tile_chunk {
 static void tile_chunk(gemm_t *g, ks_stmt_t *body, void *arg)
 {
 	const struct tile_chunk *c = arg;
-	int kv = decl(g, body, g->alt ? "tkb" : "tk", KS_TY_I64, KS_VAR_LANE,
-	    bin(g, KS_OP_ADD, var(g, c->k0), ks_x_lane(g->k)));
+	char kn[16], pfx[16];
+	int kv;
 
-	accumulate_rows(g, body, g->alt ? "vb" : "v", kv, c->rows, RB, c->xo,
-	    c->wo, c->acc);
+	snprintf(kn, sizeof kn, "%s%s", g->alt ? "tkb" : "tk", g->sfx);
+	snprintf(pfx, sizeof pfx, "%s%s", g->alt ? "vb" : "v", g->sfx);
+	kv = decl(g, body, kn, KS_TY_I64, KS_VAR_LANE, bin(g, KS_OP_ADD,
+	    var(g, c->k0), ks_x_lane(g->k)));
+	accumulate_rows(g, body, pfx, kv, c->rows, RB, c->xo, c->wo, c->acc);
 }
 
 /*
@@ -551,18 +622,23 @@ static void build_row(gemm_t *g, ks_stmt_t *block, int n0, int xo, int yo,
 	}
 
 	/* Full chunks: k = k0 + lane < K - K % 32, no guard. */
-	k0 = ks_ir_var(k, "k0", KS_TY_I64, KS_VAR_UNIFORM);
-	loop = ks_s_for(k, k0, c64(g, 0), k_main(g), NLANES);
-	loop->unroll = UNROLL_M1;       /* build_row is gemv_m1's alone */
-	ks_s_append(k, block, loop);
-	if (g->qk)
-		wq_hoist(g, loop->body, k0, nw, wo, 0);
-	{
-		struct row_chunk c = { k0, xo, nw, wo, acc };
+	if (g->wq == KS_DTYPE_Q4_K) {
+		struct row_chunk c = { -1, xo, nw, wo, acc };
 
+		q4k_loop(g, block, nw, wo, row_chunk, &c, &c.k0);
+	} else {
+		struct row_chunk c = { -1, xo, nw, wo, acc };
+
+		k0 = ks_ir_var(k, "k0", KS_TY_I64, KS_VAR_UNIFORM);
+		loop = ks_s_for(k, k0, c64(g, 0), k_main(g), NLANES);
+		loop->unroll = UNROLL_M1;  /* build_row is gemv_m1's alone */
+		ks_s_append(k, block, loop);
+		if (g->qk)
+			wq_hoist(g, loop->body, k0, nw, wo, 0);
+		c.k0 = k0;
 		chunk_lanes(g, loop->body, row_chunk, &c);
+		g->nhq = 0;
 	}
-	g->nhq = 0;
 
 	/* Tail chunk: k = K - K % 32 + lane, guarded by k < K. */
 	tail = ks_s_if(k, bin(g, KS_OP_NE, bin(g, KS_OP_REM, par(g, g->K),
@@ -614,17 +690,22 @@ static void build_tile(gemm_t *g, ks_stmt_t *block, int64_t rows, int m0,
 			acc[i * RB + r] = decl(g, block, name, KS_TY_F32,
 			    KS_VAR_LANE, ks_x_f32(k, 0.0f));
 		}
-	k0 = ks_ir_var(k, "tk0", KS_TY_I64, KS_VAR_UNIFORM);
-	loop = ks_s_for(k, k0, c64(g, 0), k_main(g), NLANES);
-	ks_s_append(k, block, loop);
-	if (g->qk)
-		wq_hoist(g, loop->body, k0, RB, wo, 0);
-	{
-		struct tile_chunk c = { k0, rows, xo, wo, acc };
+	if (g->wq == KS_DTYPE_Q4_K) {
+		struct tile_chunk c = { -1, rows, xo, wo, acc };
 
+		q4k_loop(g, block, RB, wo, tile_chunk, &c, &c.k0);
+	} else {
+		struct tile_chunk c = { -1, rows, xo, wo, acc };
+
+		k0 = ks_ir_var(k, "tk0", KS_TY_I64, KS_VAR_UNIFORM);
+		loop = ks_s_for(k, k0, c64(g, 0), k_main(g), NLANES);
+		ks_s_append(k, block, loop);
+		if (g->qk)
+			wq_hoist(g, loop->body, k0, RB, wo, 0);
+		c.k0 = k0;
 		chunk_lanes(g, loop->body, tile_chunk, &c);
+		g->nhq = 0;
 	}
-	g->nhq = 0;
 
 	tail = ks_s_if(k, bin(g, KS_OP_NE, bin(g, KS_OP_REM, par(g, g->K),
 	    c64(g, NLANES)), c64(g, 0)));

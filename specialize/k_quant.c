@@ -133,6 +133,26 @@ ks_expr_t *ks_quant_q4k_scale(const ks_quant_t *q, int base, int sb,
 	return scale6(q, &a, min);
 }
 
+ks_expr_t *ks_quant_q4k_scale_at(const ks_quant_t *q, int base, int s,
+    int min)
+{
+	at_t a = { -1, -1, base, -1 };
+	ks_expr_t *v;
+
+	/* scale6's two forms, the one of S chosen here. */
+	if (s < 4)
+		v = bin(q, KS_OP_BAND, byte_at(q, &a, c64(q, 4 + s +
+		    (min ? 4 : 0))), ks_quant_i32(q, 63));
+	else
+		v = bin(q, KS_OP_BOR, min ? bin(q, KS_OP_SHR, byte_at(q, &a,
+		    c64(q, 4 + s + 4)), ks_quant_i32(q, 4)) : bin(q,
+		    KS_OP_BAND, byte_at(q, &a, c64(q, 4 + s + 4)),
+		    ks_quant_i32(q, 15)), bin(q, KS_OP_SHL, bin(q, KS_OP_SHR,
+		    byte_at(q, &a, c64(q, 4 + s - (min ? 0 : 4))),
+		    ks_quant_i32(q, 6)), ks_quant_i32(q, 4)));
+	return ks_x_cast(q->k, KS_TY_F32, v);
+}
+
 /* Weight j's index in its block of 32, or in q4_k's sub-block of 32. */
 static ks_expr_t *in32(const ks_quant_t *q, const at_t *a)
 {

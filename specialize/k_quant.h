@@ -54,6 +54,10 @@ ks_expr_t *ks_quant_value(const ks_quant_t *q, int row, int j);
 ks_expr_t *ks_quant_q4k_scale(const ks_quant_t *q, int base, int sb,
     int min);
 
+/* ks_quant_q4k_scale for the constant sub-block S (0..7). */
+ks_expr_t *ks_quant_q4k_scale_at(const ks_quant_t *q, int base, int s,
+    int min);
+
 /* Checks that a row of weights in SPEC's wdtype (when a block format)
  * tiles into blocks: the dim COL is a constant multiple of the block.
  * KS_E_BAD_SHAPE naming the format and its block otherwise. */
