@@ -222,21 +222,26 @@ $(BUILD)/bench/%: bench/%/main.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O3 -march=native -o $@ $< $(DAEMON_OBJ) $(CLIENT_LIB_OBJ) $(LDLIBS) -lopenblas
 
+# make check and make test build a job per CPU unless make was given -j.
+JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
+
 # The quick tier, for every edit: the unit tests, and the end-to-end suite
 # and the fast path's against real daemons; make test runs everything.
 CHECK_BINS := $(addprefix $(BUILD)/tests/,test_proto test_entry test_key \
 	test_sched test_store test_specialize test_jit test_exec test_fuzz \
 	test_fastpath test_e2e)
 check: deps
-	@$(MAKE) --no-print-directory $(PROGRAMS) $(CHECK_BINS) \
+	@$(MAKE) --no-print-directory $(JOBS) $(PROGRAMS) $(CHECK_BINS) \
 	    $(BUILD)/tests/kspecd-plant
 	@KSPEC_BUILD=$(abspath $(BUILD)) KSPEC_TEST_TIER=check \
 	    ./tests/run.sh $(CHECK_BINS)
 
-# Tests run one binary per module; KSPEC_BUILD tells end-to-end tests where
-# kspecd and kspec are.
+# Tests run one binary per module, as many at once as there are CPUs
+# (tests/run.sh); KSPEC_BUILD tells end-to-end tests where kspecd and kspec
+# are.
 test: deps
-	@$(MAKE) --no-print-directory all $(TEST_BINS) $(BUILD)/tests/kspecd-plant
+	@$(MAKE) --no-print-directory $(JOBS) all $(TEST_BINS) \
+	    $(BUILD)/tests/kspecd-plant
 	@KSPEC_BUILD=$(abspath $(BUILD)) ./tests/run.sh $(TEST_BINS)
 
 run: deps
