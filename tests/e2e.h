@@ -78,8 +78,10 @@ static inline int e2e_connect(const char *path)
 
 /* Starts the program NAME of the build folder (kspecd, or the test
  * build tests/kspecd-plant) with EXTRA arguments (NULL-terminated, may
- * be NULL) on D's socket and store; waits until it accepts.  D->dir must
- * be set (a fresh directory is made when empty). */
+ * be NULL) on D's socket and store; waits until it accepts (or exits; a
+ * daemon that does neither for 60 s is a failed start: the deadline is
+ * for a hang, on a machine loaded by other work).  D->dir must be set (a
+ * fresh directory is made when empty). */
 static inline int e2e_start_bin(e2e_daemon_t *d, const char *name,
     const char *const *extra)
 {
@@ -116,7 +118,7 @@ static inline int e2e_start_bin(e2e_daemon_t *d, const char *name,
 		execv(bin, (char *const *)argv);
 		_exit(127);
 	}
-	for (i = 0; i < 3000; i++) {          /* up to 30 s */
+	for (i = 0; i < 6000; i++) {          /* up to 60 s */
 		int st;
 
 		fd = e2e_connect(d->sock);
@@ -165,7 +167,9 @@ static inline int e2e_start(e2e_daemon_t *d, const char *const *extra)
 	return e2e_start_bin(d, d->program ? d->program : "kspecd", extra);
 }
 
-/* Sends SIGTERM and waits; returns the exit status or -1. */
+/* Sends SIGTERM and waits; returns the exit status, or -1 when the
+ * daemon had not stopped after 120 s (it finishes the compiles that run:
+ * on a loaded machine one of the larger ones takes a minute). */
 static inline int e2e_stop(e2e_daemon_t *d)
 {
 	int st, i;
@@ -173,7 +177,7 @@ static inline int e2e_stop(e2e_daemon_t *d)
 	if (d->pid <= 0)
 		return -1;
 	kill(d->pid, SIGTERM);
-	for (i = 0; i < 3000; i++) {
+	for (i = 0; i < 12000; i++) {
 		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
 			d->pid = 0;
 			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 +
