@@ -43,11 +43,13 @@ static int64_t diff_elems(const void *a, const void *b, size_t es, int64_t n)
 	return bad;
 }
 
-/* A compiled gemm program: its IR (dims dynamic except the ones baked) and
- * the cpu artifact's IR is the same kernel. */
+/* A compiled gemm program: its IR (dims dynamic except the ones baked),
+ * built for OpenCL and for the cpu backend, each once for every shape it
+ * runs. */
 typedef struct {
 	ks_ir_kernel_t *k;
 	clprog_t cl;
+	gpu_cpu_build_t cpu;
 } gemm_prog_t;
 
 /*
@@ -80,7 +82,7 @@ static void check_gemm(clenv_t *e, gemm_prog_t *g, ks_dtype_t dt,
 	run_cl(e, g->k, &g->cl, args);
 	memset(ycpu, 0xff, es * (size_t)(M * N));
 	args[2] = (gpu_arg_t){ ycpu, es * (size_t)(M * N) };
-	gpu_run_cpu(g->k, args);
+	gpu_cpu_launch(g->k, g->cpu.fn, args);
 
 	bad = diff_elems(ycl, want, es, M * N);
 	cr_assert_eq(bad, 0, "opencl %s %s M=%lld N=%lld K=%lld: %lld outputs "
@@ -103,11 +105,13 @@ static void gemm_prog(clenv_t *e, gemm_prog_t *g, const char *variant,
 {
 	g->k = gpu_gemm_ir(variant, dt, M, N, K);
 	prog_compile(e, g->k, &g->cl);
+	gpu_cpu_build(g->k, &g->cpu);
 }
 
 static void gemm_prog_close(gemm_prog_t *g)
 {
 	prog_close(&g->cl);
+	gpu_cpu_build_close(&g->cpu);
 	ks_ir_free(g->k);
 }
 
