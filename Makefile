@@ -173,10 +173,82 @@ $(BUILD)/bench/gpu-first: bench/gpu/first.c $(BUILD)/libkspec.a \
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libkspec.a $(CLIENT_LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
+# A test binary links the modules it tests and those they depend on, no
+# more: each module is an archive (of which the linker takes the objects
+# that are used) with the system libraries it needs, and a unit test
+# builds without the daemon.  MODULES is the link order, a module before
+# those it uses (the include graph, docs/architecture.md).
+MODULES := server exec client jit store proto specialize base
+MOD_OBJ_base := $(BASE_OBJ)
+MOD_OBJ_proto := $(PROTO_OBJ)
+MOD_OBJ_specialize := $(SPECIALIZE_OBJ)
+MOD_OBJ_store := $(STORE_OBJ)
+MOD_OBJ_client := $(CLIENT_LIB_OBJ)
+MOD_OBJ_jit := $(JIT_OBJ)
+MOD_OBJ_exec := $(EXEC_OBJ)
+MOD_OBJ_server := $(SERVER_OBJ)
+MOD_DEPS_proto := base
+MOD_DEPS_specialize := base
+MOD_DEPS_store := base
+MOD_DEPS_client := proto base
+MOD_DEPS_jit := specialize base
+MOD_DEPS_exec := jit proto specialize base
+MOD_DEPS_server := exec jit store proto specialize base
+MOD_LIBS_base := $(shell pkg-config --libs libsodium 2>/dev/null) -ldl
+MOD_LIBS_proto := $(shell pkg-config --libs libcjson libsodium 2>/dev/null)
+MOD_LIBS_specialize := -lpthread -lm
+MOD_LIBS_store := $(shell pkg-config --libs sqlite3 libxxhash libcjson \
+	2>/dev/null) -lpthread
+MOD_LIBS_client := $(CLIENT_LDLIBS)
+MOD_LIBS_jit := -lgccjit -lOpenCL -ldl -lpthread -lm
+MOD_LIBS_exec := $(shell pkg-config --libs libcjson 2>/dev/null) -lm
+MOD_LIBS_server := $(shell pkg-config --libs libuv hiredis libcjson \
+	libsodium libxxhash 2>/dev/null)
+mod_lib = $(BUILD)/lib/libks_$(1).a
+define mod_archive
+$(call mod_lib,$(1)): $(MOD_OBJ_$(1))
+	@mkdir -p $$(dir $$@)
+	@rm -f $$@
+	ar rcs $$@ $$^
+endef
+$(foreach m,$(MODULES),$(eval $(call mod_archive,$(m))))
+
+# The modules each test binary tests; one not named here links them all.
+TEST_USES_test_entry := proto
+TEST_USES_test_bundle := proto
+TEST_USES_test_remote := proto
+TEST_USES_test_proto := client
+TEST_USES_test_client := client
+TEST_USES_test_loop := client
+TEST_USES_test_launch := client specialize
+TEST_USES_test_store := store
+TEST_USES_test_cli := store
+TEST_USES_test_specialize := specialize
+$(foreach t,jit gemm cuda opencl library mixed e2e k_attn k_glue k_norm \
+	k_packed k_prefill k_rope,$(eval TEST_USES_test_$(t) := jit))
+$(foreach t,exec canary start,$(eval TEST_USES_test_$(t) := exec))
+$(foreach t,key sched fastpath audit,$(eval TEST_USES_test_$(t) := server))
+# End to end only (e2e.h's helpers): base and the kernel library.
+$(foreach t,llama metrics service storefile users workers,\
+	$(eval TEST_USES_test_$(t) := specialize))
+# What a test calls itself, beside its modules and criterion.
+TEST_LDLIBS := $(TEST_LIBS) $(shell pkg-config --libs libcjson 2>/dev/null) \
+	-lpthread -ldl -lm
+TEST_LDLIBS_test_remote := $(shell pkg-config --libs hiredis 2>/dev/null)
+$(foreach t,e2e store storefile workers,$(eval TEST_LDLIBS_test_$(t) := \
+	$(shell pkg-config --libs sqlite3 2>/dev/null)))
+TEST_LDLIBS_test_llama := -lOpenCL
+test_mods = $(filter $(foreach m,$(or $(TEST_USES_$(1)),server client),\
+	$(m) $(MOD_DEPS_$(m))),$(MODULES))
+test_libs = $(foreach m,$(call test_mods,$(1)),$(call mod_lib,$(m)))
+
+.SECONDEXPANSION:
+$(BUILD)/tests/%: tests/%.c $$(call test_libs,$$*) \
 	    $(wildcard tests/*.h ref/*.h bench/*.h bench/gpu/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(DAEMON_OBJ) $(CLIENT_LIB_OBJ) $(LDLIBS) $(TEST_LIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(call test_libs,$*) \
+	    $(foreach m,$(call test_mods,$*),$(MOD_LIBS_$(m))) \
+	    $(TEST_LDLIBS_$*) $(TEST_LDLIBS)
 
 # The test build of the daemon: kspecd with the test plants compiled in
 # (-DKS_TEST_PLANT in the files of PLANT_SRC), defects that only a test
@@ -227,21 +299,26 @@ $(BUILD)/bench/%: bench/%/main.c $(DAEMON_OBJ) $(BUILD)/libkspec.a \
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O3 -march=native -o $@ $< $(DAEMON_OBJ) $(CLIENT_LIB_OBJ) $(LDLIBS) -lopenblas
 
+# make check and make test build a job per CPU unless make was given -j.
+JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
+
 # The quick tier, for every edit: the unit tests, and the end-to-end suite
 # and the fast path's against real daemons; make test runs everything.
 CHECK_BINS := $(addprefix $(BUILD)/tests/,test_proto test_entry test_key \
 	test_sched test_store test_specialize test_jit test_exec test_fuzz \
 	test_fastpath test_e2e test_quant)
 check: deps
-	@$(MAKE) --no-print-directory $(PROGRAMS) $(CHECK_BINS) \
+	@$(MAKE) --no-print-directory $(JOBS) $(PROGRAMS) $(CHECK_BINS) \
 	    $(BUILD)/tests/kspecd-plant
 	@KSPEC_BUILD=$(abspath $(BUILD)) KSPEC_TEST_TIER=check \
 	    ./tests/run.sh $(CHECK_BINS)
 
-# Tests run one binary per module; KSPEC_BUILD tells end-to-end tests where
-# kspecd and kspec are.
+# Tests run one binary per module, as many at once as there are CPUs
+# (tests/run.sh); KSPEC_BUILD tells end-to-end tests where kspecd and kspec
+# are.
 test: deps
-	@$(MAKE) --no-print-directory all $(TEST_BINS) $(BUILD)/tests/kspecd-plant
+	@$(MAKE) --no-print-directory $(JOBS) all $(TEST_BINS) \
+	    $(BUILD)/tests/kspecd-plant
 	@KSPEC_BUILD=$(abspath $(BUILD)) ./tests/run.sh $(TEST_BINS)
 
 run: deps

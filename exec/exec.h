@@ -222,7 +222,10 @@ int ks_exec_identity(const ks_backend_t *be, const char *target,
  *
  * In the test build, $KSPEC_TEST_PLANT_CANARY=KERNEL makes the reference
  * of KERNEL one ulp wrong (a planted wrong reference), so that a test
- * sees a canary fail.
+ * sees a canary fail; $KSPEC_TEST_PLANT_CANARY_ONLY=K1,K2,... passes the
+ * canaries of every other kernel without running them, for the tests
+ * that upgrade a daemon for another reason than its canaries (a whole
+ * library's canaries are a minute of compiles on a 2-core machine).
  */
 int ks_canary_run(const ks_job_t *job, char *summary, size_t slen,
     double *ms, char *err, size_t errlen);

@@ -174,30 +174,20 @@ typedef struct {
 	ks_ir_kernel_t *k;      /* owned */
 	clenv_t *env;           /* NULL: the cpu backend */
 	clprog_t cl;
-	ks_jit_artifact_t a;
-	ks_jit_cpu_lib_t *lib;
-	ks_jit_cpu_entry_t fn;
+	gpu_cpu_build_t cpu;
 } kt_prog_t;
 
 /* Compiles and loads K (which P then owns) for ENV, or the cpu. */
 static inline void kt_prog_open(kt_prog_t *p, ks_ir_kernel_t *k,
     clenv_t *env)
 {
-	char target[KS_MAX_NAME], err[2048];
-
 	memset(p, 0, sizeof(*p));
 	p->k = k;
 	p->env = env;
-	if (env != NULL) {
+	if (env != NULL)
 		prog_compile(env, k, &p->cl);
-		return;
-	}
-	cr_assert_eq(ks_backend_cpu.resolve_target("auto", target,
-	    sizeof target, err, sizeof err), KS_OK, "%s", err);
-	cr_assert_eq(ks_backend_cpu.compile(k, target, "so", &p->a, err,
-	    sizeof err), KS_OK, "cpu: %s", err);
-	cr_assert_eq(ks_jit_cpu_load(p->a.bytes, p->a.len, k->entry, &p->lib,
-	    &p->fn, err, sizeof err), KS_OK, "%s", err);
+	else
+		gpu_cpu_build(k, &p->cpu);
 }
 
 /* Runs the whole grid of P on ARGS (one per declared parameter). */
@@ -206,17 +196,15 @@ static inline void kt_prog_run(kt_prog_t *p, gpu_arg_t *args)
 	if (p->env != NULL)
 		run_cl(p->env, p->k, &p->cl, args);
 	else
-		gpu_cpu_launch(p->k, p->fn, args);
+		gpu_cpu_launch(p->k, p->cpu.fn, args);
 }
 
 static inline void kt_prog_close(kt_prog_t *p)
 {
-	if (p->env != NULL) {
+	if (p->env != NULL)
 		prog_close(&p->cl);
-	} else {
-		ks_jit_cpu_unload(p->lib);
-		ks_jit_artifact_close(&p->a);
-	}
+	else
+		gpu_cpu_build_close(&p->cpu);
 	ks_ir_free(p->k);
 }
 

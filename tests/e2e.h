@@ -31,6 +31,10 @@
 #include "../base/base.h"
 #include "../specialize/specialize.h"
 
+#ifdef CRITERION_H_
+#include <criterion/hooks.h>
+#endif
+
 typedef struct {
 	char dir[256];
 	char sock[300];
@@ -40,6 +44,9 @@ typedef struct {
 	int accepting_only;      /* e2e_start returns once the socket
 	                            accepts, not once the compilers are
 	                            probed */
+	int shared;              /* E2E_SHARED_SUITE's: the runner's, in a
+	                            session of its own and holding none of
+	                            the runner's files; no test stops it */
 } e2e_daemon_t;
 
 struct e2e_reply;
@@ -78,8 +85,10 @@ static inline int e2e_connect(const char *path)
 
 /* Starts the program NAME of the build folder (kspecd, or the test
  * build tests/kspecd-plant) with EXTRA arguments (NULL-terminated, may
- * be NULL) on D's socket and store; waits until it accepts.  D->dir must
- * be set (a fresh directory is made when empty). */
+ * be NULL) on D's socket and store; waits until it accepts (or exits; a
+ * daemon that does neither for 60 s is a failed start: the deadline is
+ * for a hang, on a machine loaded by other work).  D->dir must be set (a
+ * fresh directory is made when empty). */
 static inline int e2e_start_bin(e2e_daemon_t *d, const char *name,
     const char *const *extra)
 {
@@ -113,10 +122,17 @@ static inline int e2e_start_bin(e2e_daemon_t *d, const char *name,
 		dup2(nul, 1);
 		if (!getenv("KSPEC_E2E_LOG"))
 			dup2(nul, 2);
+		if (d->shared) {
+			/* None of Criterion's pipes stays open in it, nor
+			 * does a signal to the runner's group reach it. */
+			setsid();
+			for (i = 3; i < 1024; i++)
+				close(i);
+		}
 		execv(bin, (char *const *)argv);
 		_exit(127);
 	}
-	for (i = 0; i < 3000; i++) {          /* up to 30 s */
+	for (i = 0; i < 6000; i++) {          /* up to 60 s */
 		int st;
 
 		fd = e2e_connect(d->sock);
@@ -165,7 +181,9 @@ static inline int e2e_start(e2e_daemon_t *d, const char *const *extra)
 	return e2e_start_bin(d, d->program ? d->program : "kspecd", extra);
 }
 
-/* Sends SIGTERM and waits; returns the exit status or -1. */
+/* Sends SIGTERM and waits; returns the exit status, or -1 when the
+ * daemon had not stopped after 120 s (it finishes the compiles that run:
+ * on a loaded machine one of the larger ones takes a minute). */
 static inline int e2e_stop(e2e_daemon_t *d)
 {
 	int st, i;
@@ -173,7 +191,7 @@ static inline int e2e_stop(e2e_daemon_t *d)
 	if (d->pid <= 0)
 		return -1;
 	kill(d->pid, SIGTERM);
-	for (i = 0; i < 3000; i++) {
+	for (i = 0; i < 12000; i++) {
 		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
 			d->pid = 0;
 			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 +
@@ -209,6 +227,8 @@ static inline void e2e_cleanup(e2e_daemon_t *d)
 {
 	char cmd[400];
 
+	if (d->shared)
+		return;                 /* the runner's, stopped after the tests */
 	if (d->pid > 0)
 		e2e_stop(d);
 	if (d->dir[0] && strncmp(d->dir, "/tmp/kspec-e2e-", 15) == 0) {
@@ -236,6 +256,82 @@ static inline void e2e_cleanup(e2e_daemon_t *d)
 	static void e2e_suite_down(void)                                 \
 	{                                                                \
 		e2e_cleanup(&D);                                         \
+	}                                                                \
+	TestSuite(name, .init = e2e_suite_up, .fini = e2e_suite_down,    \
+	    .timeout = seconds)
+
+/*
+ * E2E_SHARED_SUITE(NAME, SECONDS): the suite NAME whose tests share one
+ * kspecd, the file's static e2e_daemon_t D, for tests that need no daemon
+ * of their own (none stops or restarts D, or reads a counter or an entry
+ * that another test may move).  Criterion runs each test in a process of
+ * its own, several at once, as children of one runner process: the
+ * runner starts the daemon before the first test and names its directory
+ * in the environment ($KSPEC_E2E_SHARED_DIR), and stops it after the last
+ * (report hooks: the file defines E2E_SHARED_DAEMON before it includes
+ * this header), so its compiles count in the binary's CPU time.  D.dir is
+ * the daemon's; each test has a fresh directory of its own, T, removed
+ * after it.  The suite's timeout is SECONDS.
+ */
+#define E2E_SHARED_ENV "KSPEC_E2E_SHARED_DIR"
+
+/* In a test: D, the shared daemon. */
+static inline int e2e_shared_up(e2e_daemon_t *d)
+{
+	const char *dir = getenv(E2E_SHARED_ENV);
+
+	memset(d, 0, sizeof *d);
+	if (!dir || snprintf(d->dir, sizeof d->dir, "%s", dir) >=
+	    (int)sizeof d->dir)
+		return -1;
+	d->shared = 1;
+	snprintf(d->sock, sizeof d->sock, "%s/run/kspecd.sock", d->dir);
+	snprintf(d->store, sizeof d->store, "%s/store/kspec.db", d->dir);
+	return 0;
+}
+
+#if defined(E2E_SHARED_DAEMON) && defined(CRITERION_H_)
+static e2e_daemon_t e2e_shared;
+
+/* The runner's ends of E2E_SHARED_SUITE. */
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+	(void)set;
+	memset(&e2e_shared, 0, sizeof e2e_shared);
+	e2e_shared.shared = 1;
+	if (e2e_start(&e2e_shared, NULL) == 0)
+		setenv(E2E_SHARED_ENV, e2e_shared.dir, 1);
+	else
+		fprintf(stderr, "the shared kspecd did not start\n");
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+	(void)stats;
+	if (e2e_shared.pid > 0 && e2e_stop(&e2e_shared) != 0)
+		fprintf(stderr, "the shared kspecd did not stop cleanly\n");
+	e2e_shared.shared = 0;
+	e2e_cleanup(&e2e_shared);
+}
+#endif
+
+#define E2E_SHARED_SUITE(name, seconds)                                  \
+	static e2e_daemon_t D;                                           \
+	static char T[256];                                              \
+	static void e2e_suite_up(void)                                   \
+	{                                                                \
+		snprintf(T, sizeof T, "/tmp/kspec-e2e-XXXXXX");          \
+		cr_assert_not_null(mkdtemp(T));                          \
+		cr_assert_eq(e2e_shared_up(&D), 0,                       \
+		    "no shared kspecd (see the runner's message)");      \
+	}                                                                \
+	static void e2e_suite_down(void)                                 \
+	{                                                                \
+		char cmd_[300];                                          \
+                                                                         \
+		snprintf(cmd_, sizeof cmd_, "rm -rf '%s'", T);           \
+		if (T[0] && system(cmd_) != 0)                           \
+			fprintf(stderr, "could not remove %s\n", T);     \
 	}                                                                \
 	TestSuite(name, .init = e2e_suite_up, .fini = e2e_suite_down,    \
 	    .timeout = seconds)

@@ -367,24 +367,41 @@ static inline void gpu_cpu_launch(const ks_ir_kernel_t *k,
 	    k->name, k->variant);
 }
 
+/* K compiled on the cpu backend ("auto") and loaded, to run as often as
+ * a test needs; gpu_cpu_build_close unloads it. */
+typedef struct {
+	ks_jit_artifact_t a;
+	ks_jit_cpu_lib_t *lib;
+	ks_jit_cpu_entry_t fn;
+} gpu_cpu_build_t;
+
+static inline void gpu_cpu_build(const ks_ir_kernel_t *k, gpu_cpu_build_t *b)
+{
+	char target[KS_MAX_NAME], err[2048];
+
+	cr_assert_eq(ks_backend_cpu.resolve_target("auto", target,
+	    sizeof target, err, sizeof err), KS_OK, "%s", err);
+	cr_assert_eq(ks_backend_cpu.compile(k, target, "so", &b->a, err,
+	    sizeof err), KS_OK, "cpu: %s", err);
+	cr_assert_eq(ks_jit_cpu_load(b->a.bytes, b->a.len, k->entry, &b->lib,
+	    &b->fn, err, sizeof err), KS_OK, "%s", err);
+}
+
+static inline void gpu_cpu_build_close(gpu_cpu_build_t *b)
+{
+	ks_jit_cpu_unload(b->lib);
+	ks_jit_artifact_close(&b->a);
+}
+
 /* Compiles K on the cpu backend and runs the whole grid on ARGS (buffers
  * updated in place). */
 static inline void gpu_run_cpu(const ks_ir_kernel_t *k, gpu_arg_t *args)
 {
-	char target[KS_MAX_NAME], err[2048];
-	ks_jit_artifact_t a;
-	ks_jit_cpu_lib_t *lib;
-	ks_jit_cpu_entry_t fn;
+	gpu_cpu_build_t b;
 
-	cr_assert_eq(ks_backend_cpu.resolve_target("auto", target,
-	    sizeof target, err, sizeof err), KS_OK, "%s", err);
-	cr_assert_eq(ks_backend_cpu.compile(k, target, "so", &a, err,
-	    sizeof err), KS_OK, "cpu: %s", err);
-	cr_assert_eq(ks_jit_cpu_load(a.bytes, a.len, k->entry, &lib, &fn, err,
-	    sizeof err), KS_OK, "%s", err);
-	gpu_cpu_launch(k, fn, args);
-	ks_jit_cpu_unload(lib);
-	ks_jit_artifact_close(&a);
+	gpu_cpu_build(k, &b);
+	gpu_cpu_launch(k, b.fn, args);
+	gpu_cpu_build_close(&b);
 }
 
 

@@ -280,7 +280,7 @@ Test(audit, an_opencl_body_change_is_caught_by_its_codegen,
 }
 
 Test(audit, the_sampler_audits_in_the_background_when_idle,
-    .fini = down, .timeout = 120)
+    .fini = down, .timeout = 240)
 {
 	const char *const extra[] = { "--workers", "2", "--audit-interval",
 	    "1", NULL };
@@ -288,7 +288,10 @@ Test(audit, the_sampler_audits_in_the_background_when_idle,
 
 	start("kspecd", extra);
 	get_kernels("cpu", "auto", 2);
-	for (i = 0; i < 100 && audit_stat("audited") < 2; i++)
+	/* An entry a second, each a compile: seconds on a quiet machine,
+	 * and the deadline is for a sampler that never runs (it once took
+	 * more than 10 s on a loaded one). */
+	for (i = 0; i < 1200 && audit_stat("audited") < 2; i++)
 		usleep(100000);
 	cr_assert_geq(audit_stat("audited"), 2);
 	cr_assert_eq(audit_stat("mismatched"), 0);

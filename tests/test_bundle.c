@@ -403,11 +403,14 @@ Test(bundle, an_import_does_not_pass_a_failed_canary)
 	a.program = "tests/kspecd-plant";
 	setenv("KSPEC_TEST_PLANT_IDENTITY_SUFFIX", suffix, 1);
 	export_from_a();
-	/* B, upgraded, with rmsnorm's canary made to fail. */
+	/* B, upgraded, with rmsnorm's canary made to fail (and the canaries
+	 * of the kernels the bundle does not hold not run). */
 	setenv("KSPEC_TEST_PLANT_CANARY", "rmsnorm", 1);
+	setenv("KSPEC_TEST_PLANT_CANARY_ONLY", "gemm,rmsnorm", 1);
 	cr_assert_eq(e2e_start(&b, (const char *const[]){ "--workers", "1",
 	    "--fleet-key", key, NULL }), 0);
 	unsetenv("KSPEC_TEST_PLANT_CANARY");
+	unsetenv("KSPEC_TEST_PLANT_CANARY_ONLY");
 	unsetenv("KSPEC_TEST_PLANT_IDENTITY_SUFFIX");
 	snprintf(args, sizeof args, "{\"op\":\"get\",%s", specs[2] + 1);
 	cr_assert_eq(e2e_call(b.sock, args, &r), 0);

@@ -8,9 +8,14 @@
  * unavailability are checked.  Running the kernels needs a GPU:
  * bench/gpu/run.sh.
  *
+ * The backend conformance suite (conform.h, shared with test_opencl.c)
+ * runs here too: its cases without a device on NVRTC, and its cases on a
+ * device where a GPU and its driver (libcuda.so.1) are.
+ *
  * Tests that need NVRTC skip visibly (cr_skip_test, counted as skipped)
- * where it cannot be loaded; KSPEC_NVRTC_DISABLE=1 with KSPEC_NVRTC set to
- * a bogus path simulates that (see no_nvrtc_means_unavailable...).
+ * where it cannot be loaded, and those that need a GPU where there is
+ * none; KSPEC_NVRTC_DISABLE=1 with KSPEC_NVRTC set to a bogus path
+ * simulates the first (see no_nvrtc_means_unavailable...).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -19,7 +24,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gpu.h"
+#include "conform.h"
+#include "../examples/cu_driver.h"
 
 extern char **environ;
 
@@ -39,6 +45,151 @@ static void need_nvrtc(void)
 }
 
 static const char *const archs[] = { "sm_80", "sm_90" };
+
+/* ---- the conformance suite (conform.h) on CUDA ---- */
+
+static void cuda_target(char *out, size_t n)
+{
+	need_nvrtc();
+	snprintf(out, n, "sm_90");
+}
+
+/* KSPEC_NVRTC pins a library that is not there, and the search is off. */
+static void cuda_hide(void)
+{
+	setenv("KSPEC_NVRTC_DISABLE", "1", 1);
+	setenv("KSPEC_NVRTC", "/nonexistent/libnvrtc.so", 1);
+}
+
+/* Device 0 through the driver, its primary context current here. */
+typedef struct {
+	int dev;
+	void *ctx;
+	char sm[16];
+} cudev_t;
+
+static void cu_ok(cu_result_t r, const char *what)
+{
+	const char *s = NULL;
+
+	if (r != 0 && cu.GetErrorString != NULL)
+		cu.GetErrorString(r, &s);
+	cr_assert_eq(r, 0, "%s: %s (CUresult %d)", what, s ? s : "?", r);
+}
+
+static void *cuda_open(void)
+{
+	const char *why = cu_driver_load();
+	char t[KS_MAX_NAME], err[512];
+	int major = 0, minor = 0;
+	cudev_t *d;
+
+	if (why != NULL)
+		cr_skip_test("%s", why);
+	if (cu.Init(0) != 0)
+		cr_skip_test("a CUDA driver but no device (cuInit failed)");
+	d = calloc(1, sizeof *d);
+	cr_assert_not_null(d);
+	if (cu.DeviceGet(&d->dev, 0) != 0)
+		cr_skip_test("a CUDA driver but no device");
+	cu_ok(cu.DeviceGetAttribute(&major, CU_CC_MAJOR, d->dev),
+	    "cuDeviceGetAttribute");
+	cu_ok(cu.DeviceGetAttribute(&minor, CU_CC_MINOR, d->dev),
+	    "cuDeviceGetAttribute");
+	snprintf(d->sm, sizeof d->sm, "sm_%d%d", major, minor);
+	need_nvrtc();
+	if (ks_backend_cuda.resolve_target(d->sm, t, sizeof t, err,
+	    sizeof err) != KS_OK)
+		cr_skip_test("NVRTC cannot compile for this %s: %s", d->sm,
+		    err);
+	cu_ok(cu.PrimaryCtxRetain(&d->ctx, d->dev),
+	    "cuDevicePrimaryCtxRetain");
+	cu_ok(cu.CtxSetCurrent(d->ctx), "cuCtxSetCurrent");
+	return d;
+}
+
+/* K as a cubin for the device, launched as examples/llama launches:
+ * grid = the groups, block = the lanes, one device buffer per buffer
+ * argument (filled from its host memory; the written ones read back),
+ * the unbound scalars by value, in declaration order. */
+static void cuda_run(void *p, const ks_ir_kernel_t *k, gpu_arg_t *args)
+{
+	cudev_t *d = p;
+	unsigned long long mem[32] = { 0 };
+	void *params[32], *mod = NULL, *fn = NULL;
+	int64_t groups = gpu_groups(k, args);
+	ks_jit_artifact_t a;
+	char err[8192];
+	int i, n = 0;
+
+	cr_assert_leq(k->nparams, 32);
+	cr_assert_eq(ks_backend_cuda.compile(k, d->sm, "cubin", &a, err,
+	    sizeof err), KS_OK, "%s", err);
+	cu_ok(cu.ModuleLoadData(&mod, a.bytes), "cuModuleLoadData");
+	cu_ok(cu.ModuleGetFunction(&fn, mod, k->entry),
+	    "cuModuleGetFunction");
+	for (i = 0; i < k->nparams; i++) {
+		const ks_ir_param_t *pa = &k->params[i];
+
+		if (pa->kind == KS_PARAM_SCALAR && pa->bound)
+			continue;
+		if (pa->kind == KS_PARAM_BUFFER) {
+			cu_ok(cu.MemAlloc(&mem[i], args[i].bytes ?
+			    args[i].bytes : 1), "cuMemAlloc");
+			if (args[i].bytes)
+				cu_ok(cu.MemcpyHtoD(mem[i], args[i].data,
+				    args[i].bytes), "cuMemcpyHtoD");
+			params[n++] = &mem[i];
+		} else {
+			params[n++] = args[i].data;
+		}
+	}
+	cr_assert_lt(groups, 0x80000000LL, "%lld groups", (long long)groups);
+	if (groups > 0)
+		cu_ok(cu.LaunchKernel(fn, (unsigned)groups, 1, 1,
+		    (unsigned)k->nlanes, 1, 1, 0, NULL, params, NULL),
+		    "cuLaunchKernel");
+	cu_ok(cu.CtxSynchronize(), "cuCtxSynchronize");
+	for (i = 0; i < k->nparams; i++) {
+		if (mem[i] == 0)
+			continue;
+		if ((k->params[i].access & KS_ACCESS_WRITE) && args[i].bytes)
+			cu_ok(cu.MemcpyDtoH(args[i].data, mem[i],
+			    args[i].bytes), "cuMemcpyDtoH");
+		cu_ok(cu.MemFree(mem[i]), "cuMemFree");
+	}
+	cu_ok(cu.ModuleUnload(mod), "cuModuleUnload");
+	ks_jit_artifact_close(&a);
+}
+
+static void cuda_close(void *p)
+{
+	cudev_t *d = p;
+
+	cu.PrimaryCtxRelease(d->dev);
+	free(d);
+}
+
+static const conform_t C = {
+	.be = &ks_backend_cuda,
+	.golden_ext = "cu",
+	.other_format = "clbin",
+	.identity_has = { "nvrtc ", "--fmad=false", "--prec-div=true",
+		"--prec-sqrt=true", "--ftz=false", NULL },
+	.max_lanes = 32,
+	.target = cuda_target,
+	.hide = cuda_hide,
+	.hidden_says = "/nonexistent/libnvrtc.so",
+	.named_target = "sm_90",
+	.same_bytes = 1,
+	.open = cuda_open,
+	.run = cuda_run,
+	.close = cuda_close,
+	.local_decl = "__shared__ float l_s[32];",
+	.barrier = "__syncthreads();",
+};
+
+CONFORM_DEVICE_TESTS(cuda, C)
 
 /* Compiles K for TARGET and FORMAT; asserts success. */
 static void compile(const ks_ir_kernel_t *k, const char *target,
@@ -121,23 +272,7 @@ static int ptxas(const char *tool, const ks_jit_artifact_t *ptx,
 
 Test(cuda, emitted_source_matches_golden_files)
 {
-	size_t i;
-	ks_dtype_t d;
-
-	for (i = 0; i < sizeof golden_shapes / sizeof *golden_shapes; i++)
-		for (d = 0; d < KS_DTYPE_COUNT; d++) {
-			const char *v = golden_shapes[i].variant;
-			ks_ir_kernel_t *k = gpu_gemm_ir(v, d,
-			    golden_shapes[i].M, golden_shapes[i].N,
-			    golden_shapes[i].K);
-			char name[64], *src = gpu_source(&ks_backend_cuda, k);
-
-			snprintf(name, sizeof name, "gemm_%s_%s.cu", v,
-			    ks_dtype_name(d));
-			gpu_check_golden(src, name);
-			free(src);
-			ks_ir_free(k);
-		}
+	conform_golden(&C);
 }
 
 /* Swaps the strides of the shuffle tree (16 <-> 1, 8 <-> 2): the tree
@@ -192,30 +327,20 @@ Test(cuda, emitted_source_identity_and_ptx_are_deterministic)
 	ks_ir_kernel_t *b = gpu_gemm_ir("small_m", KS_DTYPE_BF16, 3, 0, 4100);
 	char *sa = gpu_source(&ks_backend_cuda, a);
 	char *sb = gpu_source(&ks_backend_cuda, b);
+	char t[KS_MAX_NAME];
 	ks_jit_artifact_t pa, pb;
-	ks_buf_t i80, i90, i90b;
+	ks_buf_t i80, i90;
 
 	cr_assert_str_eq(sa, sb);
 	free(sa);
 	free(sb);
-	need_nvrtc();
+	conform_deterministic(&C, t, sizeof t, &i90);
 	ks_buf_init(&i80);
-	ks_buf_init(&i90);
-	ks_buf_init(&i90b);
-	cr_assert_eq(ks_backend_cuda.identity("sm_90", &i90), KS_OK);
-	cr_assert_eq(ks_backend_cuda.identity("sm_90", &i90b), KS_OK);
 	cr_assert_eq(ks_backend_cuda.identity("sm_80", &i80), KS_OK);
-	cr_assert_str_eq(i90.data, i90b.data);
 	cr_assert_str_neq(i90.data, i80.data);
 	cr_assert(strncmp(i90.data, "nvrtc ", 6) == 0, "%s", i90.data);
 	cr_assert(strstr(i90.data, "; sm_90;") != NULL, "%s", i90.data);
-	cr_assert(strstr(i90.data, "--fmad=false") != NULL, "%s", i90.data);
-	cr_assert(strstr(i90.data, "--prec-div=true") != NULL);
-	cr_assert(strstr(i90.data, "--prec-sqrt=true") != NULL);
-	cr_assert(strstr(i90.data, "--ftz=false") != NULL);
 	cr_assert(strstr(i90.data, "compute_90") != NULL);
-	cr_assert(strstr(i90.data, "emit-c ") != NULL);
-	cr_log_info("identity: %s", i90.data);
 	/* NVRTC itself is deterministic: the same source, the same PTX. */
 	compile(a, "sm_90", "ptx", &pa);
 	compile(b, "sm_90", "ptx", &pb);
@@ -225,7 +350,6 @@ Test(cuda, emitted_source_identity_and_ptx_are_deterministic)
 	ks_jit_artifact_close(&pb);
 	ks_buf_close(&i80);
 	ks_buf_close(&i90);
-	ks_buf_close(&i90b);
 	ks_ir_free(a);
 	ks_ir_free(b);
 }
@@ -587,17 +711,14 @@ Test(cuda, targets_are_explicit_sm_archs_this_nvrtc_supports)
 	char t[KS_MAX_NAME], err[1024];
 	size_t i;
 
-	cr_assert_eq(ks_backend_find("cuda"), &ks_backend_cuda);
 	cr_assert_str_eq(ks_backend_cuda.default_format, "ptx");
-	cr_assert_eq(ks_backend_cuda.check_format("ptx"), KS_OK);
 	cr_assert_eq(ks_backend_cuda.check_format("cubin"), KS_OK);
 	cr_assert_eq(ks_backend_cuda.check_format("so"), KS_E_BAD_FORMAT);
-	cr_assert_eq(ks_backend_cuda.check_format(NULL), KS_E_BAD_FORMAT);
 	cr_assert_eq(ks_backend_cuda.resolve_target("auto", t, sizeof t, err,
 	    sizeof err), KS_E_BAD_TARGET);
 	cr_assert(strstr(err, "cuda needs an explicit target such as "
 	    "sm_90") != NULL, "%s", err);
-	need_nvrtc();
+	conform_formats(&C);
 	for (i = 0; i < 2; i++) {
 		cr_assert_eq(ks_backend_cuda.resolve_target(archs[i], t,
 		    sizeof t, err, sizeof err), KS_OK, "%s", err);
@@ -610,40 +731,18 @@ Test(cuda, targets_are_explicit_sm_archs_this_nvrtc_supports)
 		cr_assert(strstr(err, "sm_90") != NULL, "the error lists the "
 		    "archs: %s", err);
 	}
-	{
-		ks_ir_kernel_t *k = gpu_copy_kernel(KS_DTYPE_F32, KS_DTYPE_F32);
-		ks_jit_artifact_t a;
-
-		cr_assert_eq(ks_backend_cuda.compile(k, "sm_90", "clbin", &a,
-		    err, sizeof err), KS_E_BAD_FORMAT);
-		cr_assert_eq(ks_backend_cuda.compile(k, "auto", "ptx", &a, err,
-		    sizeof err), KS_E_BAD_TARGET);
-		ks_ir_free(k);
-	}
 }
 
 /* Criterion runs each test in its own process: NVRTC is not loaded yet. */
 Test(cuda, no_nvrtc_means_unavailable_with_what_was_tried)
 {
 	ks_ir_kernel_t *k = gpu_copy_kernel(KS_DTYPE_F32, KS_DTYPE_BF16);
-	char err[512] = "", t[KS_MAX_NAME], *src;
-	ks_jit_artifact_t a;
-	ks_buf_t id;
+	char err[512] = "", *src;
 
-	setenv("KSPEC_NVRTC_DISABLE", "1", 1);
-	setenv("KSPEC_NVRTC", "/nonexistent/libnvrtc.so", 1);
+	conform_unavailable(&C);
 	cr_assert_eq(ks_backend_cuda.available(err, sizeof err),
 	    KS_E_BACKEND_UNAVAILABLE);
-	cr_assert(strstr(err, "/nonexistent/libnvrtc.so") != NULL, "%s", err);
 	cr_assert(strstr(err, "KSPEC_NVRTC") != NULL, "%s", err);
-	cr_assert_eq(ks_backend_cuda.resolve_target("sm_90", t, sizeof t, err,
-	    sizeof err), KS_E_BACKEND_UNAVAILABLE);
-	cr_assert_eq(ks_backend_cuda.compile(k, "sm_90", "ptx", &a, err,
-	    sizeof err), KS_E_BACKEND_UNAVAILABLE);
-	ks_buf_init(&id);
-	cr_assert_neq(ks_backend_cuda.identity("sm_90", &id), KS_OK);
-	ks_buf_close(&id);
-	/* The source needs no compiler. */
 	src = gpu_source(&ks_backend_cuda, k);
 	cr_assert(strstr(src, "__global__") != NULL);
 	free(src);
@@ -667,78 +766,22 @@ Test(cuda, kspec_nvrtc_names_the_library_to_load)
 
 Test(cuda, invalid_ir_is_refused_before_nvrtc)
 {
-	ks_ir_kernel_t *k = ks_ir_new("bad", "t", 32);
-	int y = ks_ir_buffer(k, "y", KS_DTYPE_F32, KS_ACCESS_WRITE);
-	int u = ks_ir_var(k, "u", KS_TY_I64, KS_VAR_UNIFORM);
-	ks_stmt_t *lanes = ks_s_lanes(k);
-	ks_buf_t s;
-	char err[512];
-
-	/* A uniform variable assigned per lane. */
-	k->grid = ks_x_i64(k, 1);
-	ks_s_append(k, k->body, ks_s_decl(k, u, ks_x_i64(k, 0)));
-	ks_s_append(k, k->body, lanes);
-	ks_s_append(k, lanes->body, ks_s_assign(k, u, ks_x_lane(k)));
-	ks_s_append(k, k->body, ks_s_store(k, y, ks_x_var(k, u),
-	    ks_x_f32(k, 1.0f)));
-	ks_buf_init(&s);
-	cr_assert_eq(ks_backend_cuda.source(k, &s, err, sizeof err),
-	    KS_E_COMPILE);
-	cr_assert(strstr(err, "'u'") != NULL, "%s", err);
-	ks_buf_close(&s);
-	ks_ir_free(k);
-	/* More lanes than a warp: the shuffle tree cannot serve them. */
-	k = ks_ir_new("wide", "t", 64);
-	ks_buf_init(&s);
-	cr_assert_eq(ks_backend_cuda.source(k, &s, err, sizeof err),
-	    KS_E_UNSUPPORTED);
-	ks_buf_close(&s);
-	ks_ir_free(k);
+	conform_invalid_ir(&C);
 }
 
 /* ---- threads ---- */
-
-typedef struct {
-	const ks_ir_kernel_t *k;
-	ks_jit_artifact_t a;
-	int rc;
-} job_t;
-
-static void *compile_job(void *p)
-{
-	job_t *j = p;
-	char err[512];
-
-	j->rc = ks_backend_cuda.compile(j->k, "sm_90", "ptx", &j->a, err,
-	    sizeof err);
-	return NULL;
-}
 
 /* The first calls race on loading NVRTC (pthread_once) and then compile
  * concurrently without a lock: all succeed, with the same PTX. */
 Test(cuda, concurrent_first_compiles_are_safe_and_identical)
 {
 	ks_ir_kernel_t *k = gpu_gemm_ir("small_m", KS_DTYPE_F16, 3, 0, 0);
-	pthread_t t[4];
-	job_t j[4];
+	ks_jit_artifact_t a[CONFORM_THREADS];
 	int i;
 
-	for (i = 0; i < 4; i++) {
-		j[i].k = k;
-		cr_assert_eq(pthread_create(&t[i], NULL, compile_job, &j[i]),
-		    0);
-	}
-	for (i = 0; i < 4; i++)
-		pthread_join(t[i], NULL);
-	for (i = 0; i < 4; i++) {
-		if (j[i].rc == KS_E_BACKEND_UNAVAILABLE)
-			cr_skip_test("NVRTC not available");
-		cr_assert_eq(j[i].rc, KS_OK);
-		cr_assert_eq(j[i].a.len, j[0].a.len);
-		cr_assert_eq(memcmp(j[i].a.bytes, j[0].a.bytes, j[0].a.len), 0);
-	}
-	for (i = 0; i < 4; i++)
-		ks_jit_artifact_close(&j[i].a);
+	conform_concurrent(&C, k, "sm_90", a);
+	for (i = 0; i < CONFORM_THREADS; i++)
+		ks_jit_artifact_close(&a[i]);
 	ks_ir_free(k);
 }
 

@@ -34,7 +34,9 @@ static void setup(void)
 	cr_assert_eq(ks_base_init(), KS_OK);
 }
 
-TestSuite(k_packed, .init = setup, .timeout = 600);
+static void general_close(void);
+
+TestSuite(k_packed, .init = setup, .fini = general_close, .timeout = 600);
 
 enum { CANARY = 64, PM = 8, PN = 32 };
 
@@ -132,6 +134,21 @@ static void *packed_run(kt_prog_t *p, ks_dtype_t dt, ks_dtype_t wdt,
 	return y;
 }
 
+/* gemm general's cpu build per dtype pair, made at its first use: its
+ * dims are dynamic, so one build serves every shape of the test (a build
+ * per call was most of the test's compiles). */
+static kt_prog_t general[KS_DTYPE_COUNT][KS_DTYPE_COUNT];
+
+static void general_close(void)
+{
+	int d, w;
+
+	for (d = 0; d < KS_DTYPE_COUNT; d++)
+		for (w = 0; w < KS_DTYPE_COUNT; w++)
+			if (general[d][w].k != NULL)
+				kt_prog_close(&general[d][w]);
+}
+
 /* gemm general (its cpu build) on x, W: y of M*N (caller frees). */
 static void *general_run(ks_dtype_t dt, ks_dtype_t wdt, const void *x,
     const void *w, int64_t M, int64_t N, int64_t K)
@@ -145,14 +162,14 @@ static void *general_run(ks_dtype_t dt, ks_dtype_t wdt, const void *x,
 		{ "y", y, es * (size_t)(M * N) },
 	};
 	kt_val_t vals[] = { { "M", M, 0 }, { "N", N, 0 }, { "K", K, 0 } };
-	kt_prog_t p;
+	kt_prog_t *p = &general[dt][wdt];
 	kt_args_t a;
 
-	kt_prog_open(&p, ir("gemm", dt, wdt, dyn), NULL);
-	cr_assert_str_eq(p.k->variant, "general");
-	kt_bind(&a, p.k, bufs, 3, vals, 3);
-	kt_prog_run(&p, a.args);
-	kt_prog_close(&p);
+	if (p->k == NULL)
+		kt_prog_open(p, ir("gemm", dt, wdt, dyn), NULL);
+	cr_assert_str_eq(p->k->variant, "general");
+	kt_bind(&a, p->k, bufs, 3, vals, 3);
+	kt_prog_run(p, a.args);
 	return y;
 }
 

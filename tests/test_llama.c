@@ -29,12 +29,15 @@
 #include <dlfcn.h>
 #include <math.h>
 
+#define E2E_SHARED_DAEMON
 #include "e2e.h"
 
 #define EPS 0x1p-10
 #define DUMP_MAGIC 0x4b4c4c47
 
-E2E_SUITE(llama, 240);
+/* One daemon for every test: the engines of all of them ask for the same
+ * kernels (the f32 model's, chiefly), compiled once. */
+E2E_SHARED_SUITE(llama, 240);
 
 /* A dump of the engine (logits f32) or of the reference (f64), read as
  * doubles. */
@@ -148,14 +151,14 @@ static int engine(const char *const *args)
 	return engine_to(args, NULL);
 }
 
-/* D.dir/NAME */
+/* T/NAME: the test's own directory (D's is every test's). */
 static const char *path_of(const char *name)
 {
 	static char p[8][400];
 	static int i;
 
 	i = (i + 1) % 8;
-	snprintf(p[i], sizeof p[i], "%s/%s", D.dir, name);
+	snprintf(p[i], sizeof p[i], "%s/%s", T, name);
 	return p[i];
 }
 

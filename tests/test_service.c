@@ -109,8 +109,34 @@ static int file_has(const char *name, const char *what)
 	return strstr(buf, what) != NULL;
 }
 
+/* 1 once a socket bound to PATH listens (/proc/net/unix: the flag
+ * __SO_ACCEPTCON, 0x10000), which a connect would not tell without
+ * starting the activated daemon. */
+static int listening(const char *path)
+{
+	char line[512];
+	unsigned long flags;
+	size_t n = strlen(path), len;
+	FILE *f = fopen("/proc/net/unix", "r");
+	int yes = 0;
+
+	if (!f)
+		return 0;
+	while (!yes && fgets(line, sizeof line, f)) {
+		len = strcspn(line, "\n");
+		line[len] = '\0';
+		if (len > n && line[len - n - 1] == ' ' &&
+		    strcmp(line + len - n, path) == 0 &&
+		    sscanf(line, "%*s %*s %*s %lx", &flags) == 1)
+			yes = (flags & 0x10000) != 0;
+	}
+	fclose(f);
+	return yes;
+}
+
 /* Starts systemd-socket-activate on DIR/kspecd.sock running kspecd with
- * EXTRA arguments; waits for the socket file.  Fills SOCK. */
+ * EXTRA arguments; waits until the socket listens (the file alone comes
+ * at bind, a moment before).  Fills SOCK. */
 static void start_activated(char *sock, size_t cap, const char *const *extra)
 {
 	char bin[512], store[300];
@@ -136,9 +162,10 @@ static void start_activated(char *sock, size_t cap, const char *const *extra)
 	/* It execs kspecd in place at the first connection: PID is the
 	 * daemon's from then on. */
 	pid = spawn(argv, "activate.log");
-	for (i = 0; i < 500 && stat(sock, &st) != 0; i++)
+	for (i = 0; i < 3000 && !listening(sock); i++)
 		usleep(10000);
 	cr_assert_eq(stat(sock, &st), 0, "the activator made no socket");
+	cr_assert(listening(sock), "the activator's socket does not listen");
 }
 
 Test(service, a_socket_passed_by_systemd_socket_activate_is_served)
