@@ -355,7 +355,7 @@ static pid_t hold_as(const char *user, const char *addr, int n, int ready)
 /* A scrape of ADDR's /metrics as USER: curl's exit status (0: a 200). */
 static int scrape_as(const char *user, const char *addr)
 {
-	char url[200], out[4096];
+	char url[700], out[4096];
 	char *argv[10];
 	int n = 0;
 
