@@ -43,7 +43,10 @@
  * (calls repeated), in an order rotated each round.  Figures: GB/s of
  * weight bytes (x and y add 73 KB to 33-235 MB), median (min..max) over
  * the rounds; ratios to the read loop and to ggml, the median (min..max)
- * of the rounds' ratios.
+ * of the rounds' ratios.  On one thread every candidate runs on the
+ * calling thread, so the figures are also given over that thread's CPU
+ * time, which time lost to other processes on a shared machine does not
+ * inflate (what they share, caches and memory, still counts).
  *
  * Usage: ggml [--check] [FORMAT...]: only those formats (default all);
  * --check: the checks without the timing.  ggml --asm FORMAT prints the
@@ -447,6 +450,10 @@ static void prog_open(prog_t *p, const format_t *f, float *x, void *w,
 			    pa->name);
 			exit(1);
 		}
+		if (np == 3) {
+			fprintf(stderr, "ggml: gemm: more than 3 buffers\n");
+			exit(1);
+		}
 		p->ptrs[np] = strcmp(pa->name, "x") == 0 ? (void *)x :
 		    strcmp(pa->name, "W") == 0 ? w : (void *)y;
 		p->params[np] = &p->ptrs[np];
@@ -474,10 +481,13 @@ static void prog_close(prog_t *p)
  * fma from 0, the lanes summed in the tree 16, 8, 4, 2, 1) written with
  * AVX-512 intrinsics: a row's 32 lanes in two 16-lane registers, 8 rows
  * of W per work-group as gemv_m1, scales converted with F16C, q4_k's
- * scales decoded once per super-block.  Its y is checked bitwise against
- * the reference before it is timed.  It is what exact f32 arithmetic
- * reaches on this machine, not a kspec kernel.  Without AVX-512 (the
- * benchmarks are built with -march=native) it is left out.
+ * scales decoded once per super-block, and q4_0's and q4_k's weights
+ * taken from the 16 values of their block (sub-block) by a permute on
+ * their codes.  Its y is checked bitwise against the reference before it
+ * is timed.  It shows what exact f32 arithmetic reaches on this machine
+ * (a lower bound of its ceiling); it is not a kspec kernel.  Without
+ * AVX-512 (the benchmarks are built with -march=native) it is left
+ * out.
  */
 #if defined(__AVX512F__) && defined(__F16C__)
 #include <immintrin.h>
@@ -492,12 +502,11 @@ typedef struct {
 	float *y;
 } probe_args_t;
 
-/* A row's two registers, and q4_k's scales of its current super-block:
- * w = fma(a[c], q, -b[c]) for sub-block c. */
+/* q4_k's scales of a row's current super-block: w = fma(a[c], q, -b[c])
+ * for sub-block c. */
 typedef struct {
-	__m512 acc[2];
 	float a[8], b[8];
-} probe_row_t;
+} probe_scales_t;
 
 static float probe_f16(const uint8_t *p)
 {
@@ -530,7 +539,7 @@ static float probe_reduce(__m512 a, __m512 b)
 /* q4_k: the a and b of the 8 sub-blocks of the super-block at S;
  * docs/kernels.md allows one fma for (d * sc) * q - dmin * m, whose
  * products are exact. */
-static void probe_q4k_scales(const uint8_t *blk, probe_row_t *row)
+static void probe_q4k_scales(const uint8_t *blk, probe_scales_t *row)
 {
 	const uint8_t *s = blk + 4;
 	float d = probe_f16(blk), dmin = probe_f16(blk + 2);
@@ -550,10 +559,11 @@ static void probe_q4k_scales(const uint8_t *blk, probe_row_t *row)
 /* Weights K..K+31 of the row at W in format FMT (formats[]' index):
  * lanes 0..15 into W0, 16..31 into W1. */
 static inline __attribute__((always_inline)) void probe_decode(int fmt,
-    const uint8_t *w, int k, const probe_row_t *row, __m512 *w0,
+    const uint8_t *w, int k, const probe_scales_t *row, __m512 *w0,
     __m512 *w1)
 {
-	const __m512i lo4 = _mm512_set1_epi32(15), m8 = _mm512_set1_epi32(-8);
+	const __m512i m8 = _mm512_set1_epi32(-8), codes = _mm512_set_epi32(15,
+	    14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
 	const uint8_t *b;
 	__m512i q;
 	__m512 d, a, m;
@@ -580,73 +590,77 @@ static inline __attribute__((always_inline)) void probe_decode(int fmt,
 		*w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
 		    _mm_loadu_si128((const __m128i *)(b + 18)))), d);
 		return;
-	case 3:         /* q4_0: f32(q - 8) * d, exact; low nibbles first */
+	case 3:         /* q4_0: the 16 values f32(c - 8) * d (exact), each
+			 * weight the one of its code; low nibbles first (the
+			 * permute reads an index's low 4 bits) */
 		b = w + (size_t)k / 32 * 18;
 		d = _mm512_set1_ps(probe_f16(b));
 		q = probe_u8(b + 2);
-		*w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(
-		    _mm512_and_si512(q, lo4), m8)), d);
-		*w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(
-		    _mm512_srli_epi32(q, 4), m8)), d);
+		d = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(codes,
+		    m8)), d);
+		*w0 = _mm512_permutexvar_ps(q, d);
+		*w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), d);
 		return;
-	default:        /* q4_k: sub-block c, the low nibbles if c is even */
+	default:        /* q4_k: sub-block c's 16 values, as q4_0; the low
+			 * nibbles if c is even */
 		b = w + (size_t)k / 256 * 144 + 16 + 32 * (k % 256 / 64);
 		a = _mm512_set1_ps(row->a[k % 256 / 32]);
 		m = _mm512_set1_ps(row->b[k % 256 / 32]);
+		d = _mm512_fmsub_ps(a, _mm512_cvtepi32_ps(codes), m);
 		if (k % 64 == 0) {
-			*w0 = _mm512_cvtepi32_ps(_mm512_and_si512(probe_u8(b),
-			    lo4));
-			*w1 = _mm512_cvtepi32_ps(_mm512_and_si512(probe_u8(b +
-			    16), lo4));
+			*w0 = _mm512_permutexvar_ps(probe_u8(b), d);
+			*w1 = _mm512_permutexvar_ps(probe_u8(b + 16), d);
 		} else {
-			*w0 = _mm512_cvtepi32_ps(_mm512_srli_epi32(probe_u8(b),
-			    4));
-			*w1 = _mm512_cvtepi32_ps(_mm512_srli_epi32(probe_u8(b +
-			    16), 4));
+			*w0 = _mm512_permutexvar_ps(_mm512_srli_epi32(
+			    probe_u8(b), 4), d);
+			*w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(
+			    probe_u8(b + 16), 4), d);
 		}
-		*w0 = _mm512_fmsub_ps(a, *w0, m);
-		*w1 = _mm512_fmsub_ps(a, *w1, m);
 		return;
 	}
 }
 
-/* Work-groups [GB, GE) of PROBE_ROWS rows each, in format FMT. */
+/* Work-groups [GB, GE) of PROBE_ROWS rows each, in format FMT.  The
+ * rows' loop is unrolled so that the accumulators stay in registers. */
 static inline __attribute__((always_inline)) void probe_groups(int fmt,
     void **params, uint64_t gb, uint64_t ge)
 {
 	const probe_args_t *p = params[0];
 	const format_t *f = &formats[fmt];
 	const size_t rb = (size_t)(K / f->block) * (size_t)f->block_bytes;
-	probe_row_t rows[PROBE_ROWS];
+	probe_scales_t sc[PROBE_ROWS];
 	uint64_t g;
 	int r, k;
 
 	for (g = gb; g < ge; g++) {
 		const uint8_t *w = p->w + g * PROBE_ROWS * rb;
+		__m512 acc[PROBE_ROWS][2];
 
+#pragma GCC unroll 8
 		for (r = 0; r < PROBE_ROWS; r++)
-			rows[r].acc[0] = rows[r].acc[1] = _mm512_setzero_ps();
+			acc[r][0] = acc[r][1] = _mm512_setzero_ps();
 		for (k = 0; k < K; k += 32) {
 			__m512 xa = _mm512_loadu_ps(p->x + k);
 			__m512 xb = _mm512_loadu_ps(p->x + k + 16);
 
+			if (fmt == 4 && k % 256 == 0)
+				for (r = 0; r < PROBE_ROWS; r++)
+					probe_q4k_scales(w + r * rb +
+					    (size_t)k / 256 * 144, &sc[r]);
+#pragma GCC unroll 8
 			for (r = 0; r < PROBE_ROWS; r++) {
 				__m512 w0, w1;
 
-				if (fmt == 4 && k % 256 == 0)
-					probe_q4k_scales(w + r * rb +
-					    (size_t)k / 256 * 144, &rows[r]);
-				probe_decode(fmt, w + r * rb, k, &rows[r], &w0,
+				probe_decode(fmt, w + r * rb, k, &sc[r], &w0,
 				    &w1);
-				rows[r].acc[0] = _mm512_fmadd_ps(xa, w0,
-				    rows[r].acc[0]);
-				rows[r].acc[1] = _mm512_fmadd_ps(xb, w1,
-				    rows[r].acc[1]);
+				acc[r][0] = _mm512_fmadd_ps(xa, w0, acc[r][0]);
+				acc[r][1] = _mm512_fmadd_ps(xb, w1, acc[r][1]);
 			}
 		}
+#pragma GCC unroll 8
 		for (r = 0; r < PROBE_ROWS; r++)
-			p->y[g * PROBE_ROWS + r] = probe_reduce(rows[r].acc[0],
-			    rows[r].acc[1]);
+			p->y[g * PROBE_ROWS + r] = probe_reduce(acc[r][0],
+			    acc[r][1]);
 	}
 }
 
@@ -711,16 +725,21 @@ static const char *const cand_names[NCAND_KIND] = {
 	"kspec gemv", "ggml mul_mat", "exact C loop", "read loop"
 };
 
+/* A median and the min..max of one figure over the rounds. */
+typedef struct {
+	double med, lo, hi;
+} stat_t;
+
 typedef struct {
 	int kind, threads;
 	int reps;
-	double g[ROUNDS];       /* GB/s of weight bytes, per round */
-	double med, lo, hi;
+	/* GB/s of weight bytes per round: over the wall clock, and over
+	 * the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), which
+	 * time lost to other processes does not inflate; the latter is the
+	 * whole work's only on one thread. */
+	double g[ROUNDS], gc[ROUNDS];
+	stat_t wall, cpu;
 } cand_t;
-
-typedef struct {
-	double med, lo, hi;
-} ratio_t;
 
 typedef struct {
 	prog_t *prog;
@@ -753,6 +772,24 @@ static void run_once(const cand_t *c, ctx_t *x)
 	}
 }
 
+static uint64_t thread_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void stat_of(const double *v, stat_t *st)
+{
+	double s[ROUNDS];
+
+	memcpy(s, v, sizeof s);
+	st->med = bench_median(s, ROUNDS);
+	st->lo = s[0];
+	st->hi = s[ROUNDS - 1];
+}
+
 static void measure(cand_t *c, int n, ctx_t *x, double bytes)
 {
 	int r, i, k;
@@ -770,35 +807,31 @@ static void measure(cand_t *c, int n, ctx_t *x, double bytes)
 	for (r = 0; r < ROUNDS; r++)
 		for (k = 0; k < n; k++) {
 			cand_t *ci = &c[(k + r) % n];
-			uint64_t t0 = bench_ns();
+			uint64_t t0 = bench_ns(), c0 = thread_ns();
 
 			for (i = 0; i < ci->reps; i++)
 				run_once(ci, x);
+			ci->gc[r] = bytes * ci->reps / (double)(thread_ns() -
+			    c0);
 			ci->g[r] = bytes * ci->reps / (double)(bench_ns() - t0);
 		}
 	for (i = 0; i < n; i++) {
-		double v[ROUNDS];
-
-		memcpy(v, c[i].g, sizeof v);
-		c[i].med = bench_median(v, ROUNDS);
-		c[i].lo = v[0];
-		c[i].hi = v[ROUNDS - 1];
+		stat_of(c[i].g, &c[i].wall);
+		stat_of(c[i].gc, &c[i].cpu);
 	}
 }
 
 /* The median (and min..max) over the rounds of A's figure over B's in
  * the same round: steadier than a ratio of medians when the machine's
  * load drifts. */
-static void round_ratio(const cand_t *a, const cand_t *b, ratio_t *r)
+static void round_ratio(const double *a, const double *b, stat_t *st)
 {
 	double v[ROUNDS];
 	int i;
 
 	for (i = 0; i < ROUNDS; i++)
-		v[i] = a->g[i] / b->g[i];
-	r->med = bench_median(v, ROUNDS);
-	r->lo = v[0];
-	r->hi = v[ROUNDS - 1];
+		v[i] = a[i] / b[i];
+	stat_of(v, st);
 }
 
 /* ---- the data ---- */
@@ -835,12 +868,16 @@ static void *xalloc(size_t n)
 }
 
 /* The largest |A - B| over the largest |B|. */
+/* The largest |A - B| over the largest |B|; NaN when A has a value
+ * that is not finite (a failed run leaves y's NaNs). */
 static double rel_diff(const float *a, const double *b, int n)
 {
 	double d = 0, m = 0;
 	int i;
 
 	for (i = 0; i < n; i++) {
+		if (!isfinite(a[i]))
+			return NAN;
 		d = fmax(d, fabs((double)a[i] - b[i]));
 		m = fmax(m, fabs(b[i]));
 	}
@@ -857,10 +894,60 @@ static int bitwise(const float *a, const float *b, int n)
 /* Per candidate and thread count: its figure over the read loop's and
  * over ggml's (round_ratio). */
 typedef struct {
-	ratio_t of_read[CAND_READ][NTHR + 1];   /* by kind, thread count */
-	ratio_t of_ggml[CAND_READ][NTHR + 1];
+	stat_t of_read[CAND_READ][NTHR + 1];    /* by kind, thread count */
+	stat_t of_ggml[CAND_READ][NTHR + 1];
+	stat_t cpu_of_read[CAND_READ];          /* one thread, CPU time */
+	stat_t cpu_of_ggml[CAND_READ];
 	int has_ggml, has_probe, exact, probe_exact;
 } result_t;
+
+/* The rows of C (N of them) and their ratios to the read loop and to
+ * ggml of the same thread count, into RES: over the wall clock, or
+ * (ON_CPU) over the calling thread's CPU time, one thread only. */
+static void print_table(const cand_t *c, int n, int on_cpu, result_t *res)
+{
+	int i, j;
+
+	printf("  %-3s %-13s %6s %15s %18s %20s\n", "thr", "candidate",
+	    "GB/s", "(min..max)", "of read loop", "of ggml");
+	for (i = 0; i < n; i++) {
+		const cand_t *rd = NULL, *gm = NULL;
+		const stat_t *st = on_cpu ? &c[i].cpu : &c[i].wall;
+		stat_t r;
+
+		if (on_cpu && c[i].threads != 1)
+			continue;
+		for (j = 0; j < n; j++) {
+			if (c[j].threads == c[i].threads && c[j].kind ==
+			    CAND_READ)
+				rd = &c[j];
+			if (c[j].threads == c[i].threads && c[j].kind ==
+			    CAND_GGML)
+				gm = &c[j];
+		}
+		printf("  %-3d %-13s %6.2f %6.2f..%-6.2f", c[i].threads,
+		    cand_names[c[i].kind], st->med, st->lo, st->hi);
+		if (c[i].kind != CAND_READ) {
+			round_ratio(on_cpu ? c[i].gc : c[i].g, on_cpu ? rd->gc :
+			    rd->g, &r);
+			printf("  %5.2f (%4.2f..%4.2f)", r.med, r.lo, r.hi);
+			if (on_cpu)
+				res->cpu_of_read[c[i].kind] = r;
+			else
+				res->of_read[c[i].kind][c[i].threads] = r;
+		}
+		if (c[i].kind != CAND_READ && c[i].kind != CAND_GGML && gm) {
+			round_ratio(on_cpu ? c[i].gc : c[i].g, on_cpu ? gm->gc :
+			    gm->g, &r);
+			printf("  %5.2fx (%4.2f..%4.2f)", r.med, r.lo, r.hi);
+			if (on_cpu)
+				res->cpu_of_ggml[c[i].kind] = r;
+			else
+				res->of_ggml[c[i].kind][c[i].threads] = r;
+		}
+		printf("\n");
+	}
+}
 
 static void load_average(char *s, size_t n)
 {
@@ -880,7 +967,8 @@ static void bench_format(const format_t *f, const float *w32, const float *x,
 	uint8_t *w = xalloc(bytes);
 	float *y = xalloc((size_t)N * 4), *yref = xalloc((size_t)N * 4);
 	float *ys[CAND_READ][NTHR + 1];
-	double *y64 = malloc((size_t)N * sizeof *y64);
+	double *y64 = xalloc((size_t)N * sizeof *y64);
+	double *yd = xalloc((size_t)N * sizeof *yd);
 	const float *wref = wdec;
 	reader_t *reader = xalloc(sizeof *reader);
 	gg_mm_t mm;
@@ -993,17 +1081,13 @@ static void bench_format(const format_t *f, const float *w32, const float *x,
 	printf("  max |y - y64| / max |y64| (y64: the float64 sum over the "
 	    "decoded W): kspec %.2e", rel_diff(ys[CAND_KSPEC][1], y64, N));
 	if (res->has_ggml) {
-		double d = 0, m = 0;
-
-		for (i = 0; i < N; i++) {
-			d = fmax(d, fabs((double)ys[CAND_GGML][1][i] -
-			    ys[CAND_KSPEC][1][i]));
-			m = fmax(m, fabs((double)ys[CAND_KSPEC][1][i]));
-		}
+		for (i = 0; i < N; i++)
+			yd[i] = ys[CAND_KSPEC][1][i];
 		printf(", ggml %.2e\n  ggml against kspec: max |dy| / max |y| "
 		    "%.2e; ggml on 2 threads %s on 1", rel_diff(
-		    ys[CAND_GGML][1], y64, N), d / m, bitwise(ys[CAND_GGML][1],
-		    ys[CAND_GGML][2], N) ? "bitwise as" : "differs from");
+		    ys[CAND_GGML][1], y64, N), rel_diff(ys[CAND_GGML][1], yd,
+		    N), bitwise(ys[CAND_GGML][1], ys[CAND_GGML][2], N) ?
+		    "bitwise as" : "differs from");
 	}
 	printf("\n");
 	if (check_only)
@@ -1022,35 +1106,10 @@ static void bench_format(const format_t *f, const float *w32, const float *x,
 	printf("  GB/s of weight bytes, median (min..max) of %d rounds, load "
 	    "average before them %s; ratios: median (min..max) of the "
 	    "rounds' ratios\n", ROUNDS, load);
-	printf("  %-3s %-13s %6s %15s %18s %20s\n", "thr", "candidate",
-	    "GB/s", "(min..max)", "of read loop", "of ggml");
-	for (i = 0; i < nc; i++) {
-		const cand_t *rd = NULL, *gm = NULL;
-		ratio_t r;
-		int j;
-
-		for (j = 0; j < nc; j++) {
-			if (c[j].threads == c[i].threads && c[j].kind ==
-			    CAND_READ)
-				rd = &c[j];
-			if (c[j].threads == c[i].threads && c[j].kind ==
-			    CAND_GGML)
-				gm = &c[j];
-		}
-		printf("  %-3d %-13s %6.2f %6.2f..%-6.2f", c[i].threads,
-		    cand_names[c[i].kind], c[i].med, c[i].lo, c[i].hi);
-		if (c[i].kind != CAND_READ) {
-			round_ratio(&c[i], rd, &r);
-			printf("  %5.2f (%4.2f..%4.2f)", r.med, r.lo, r.hi);
-			res->of_read[c[i].kind][c[i].threads] = r;
-		}
-		if (c[i].kind != CAND_READ && c[i].kind != CAND_GGML && gm) {
-			round_ratio(&c[i], gm, &r);
-			printf("  %5.2fx (%4.2f..%4.2f)", r.med, r.lo, r.hi);
-			res->of_ggml[c[i].kind][c[i].threads] = r;
-		}
-		printf("\n");
-	}
+	print_table(c, nc, 0, res);
+	printf("  one thread, over the calling thread's CPU time (time lost "
+	    "to other processes left out)\n");
+	print_table(c, nc, 1, res);
 out:
 	printf("\n");
 	fflush(stdout);
@@ -1062,6 +1121,7 @@ out:
 			free(ys[kind][t]);
 	free(reader);
 	free(y64);
+	free(yd);
 	free(yref);
 	free(y);
 	free(w);
@@ -1079,53 +1139,64 @@ static double goal_of_read(const format_t *f)
 	    KS_DTYPE_Q8_0 ? 0.85 : f->wdtype == KS_DTYPE_F32 ? 0 : 0.75;
 }
 
+/* One row of the summary: FMT's ratios RD (to the read loop) and GG (to
+ * ggml), by candidate kind, and its goals on THREADS threads. */
+static void summary_row(const format_t *f, const result_t *r, int threads,
+    const char *clock, const stat_t *rd, const stat_t *gg)
+{
+	double goal = goal_of_read(f);
+
+	printf("%-6s %-3d %-5s %10.2f", f->name, threads, clock,
+	    rd[CAND_KSPEC].med);
+	if (r->has_ggml)
+		printf(" %10.2f %9.2fx", rd[CAND_GGML].med, gg[CAND_KSPEC].med);
+	else
+		printf(" %10s %10s", "-", "-");
+	if (r->has_probe)
+		printf(" %10.2f", rd[CAND_PROBE].med);
+	else
+		printf(" %10s", "-");
+	if (r->has_probe && r->has_ggml)
+		printf(" %9.2fx ", gg[CAND_PROBE].med);
+	else
+		printf(" %10s ", "-");
+	if (threads == 1 && goal > 0)
+		printf(" read loop %s (>= %.2f)", rd[CAND_KSPEC].med >= goal ?
+		    "met" : "MISSED", goal);
+	if (r->has_ggml && f->block > 1)
+		printf(" ggml %s", gg[CAND_KSPEC].med >= 1.0 ? "met" :
+		    "MISSED");
+	if (!r->exact)
+		printf(" NOT EXACT");
+	printf("\n");
+}
+
 static void summary(const int *on, const result_t *res)
 {
 	size_t i;
-	int t;
+	stat_t rd[CAND_READ], gg[CAND_READ];
+	int t, k;
 
-	printf("summary: medians of the rounds' ratios; goals: on one thread "
-	    "kspec >= 0.85 of the read loop for q8_0, 0.75 for q4_0 and "
-	    "q4_k, 0.95 for bf16; >= 1.0x ggml on 1 and 2 threads for "
+	printf("summary: medians of the rounds' ratios, over the wall clock "
+	    "and (one thread) over the thread's CPU time; goals: on one "
+	    "thread kspec >= 0.85 of the read loop for q8_0, 0.75 for q4_0 "
+	    "and q4_k, 0.95 for bf16; >= 1.0x ggml on 1 and 2 threads for "
 	    "q8_0, q4_0, q4_k\n");
-	printf("%-6s %-3s %10s %10s %10s %10s %10s  %s\n", "format", "thr",
-	    "kspec/read", "ggml/read", "kspec/ggml", "loop/read",
-	    "loop/ggml", "goals (kspec)");
+	printf("%-6s %-3s %-5s %10s %10s %10s %10s %10s  %s\n", "format",
+	    "thr", "clock", "kspec/read", "ggml/read", "kspec/ggml",
+	    "loop/read", "loop/ggml", "goals (kspec)");
 	for (i = 0; i < NFORMATS; i++) {
-		const result_t *r = &res[i];
-		double goal = goal_of_read(&formats[i]);
-
 		if (!on[i])
 			continue;
 		for (t = 1; t <= NTHR; t++) {
-			double kr = r->of_read[CAND_KSPEC][t].med;
-			double kg = r->of_ggml[CAND_KSPEC][t].med;
-
-			printf("%-6s %-3d %10.2f", formats[i].name, t, kr);
-			if (r->has_ggml)
-				printf(" %10.2f %9.2fx",
-				    r->of_read[CAND_GGML][t].med, kg);
-			else
-				printf(" %10s %10s", "-", "-");
-			if (r->has_probe)
-				printf(" %10.2f",
-				    r->of_read[CAND_PROBE][t].med);
-			else
-				printf(" %10s", "-");
-			if (r->has_probe && r->has_ggml)
-				printf(" %9.2fx ",
-				    r->of_ggml[CAND_PROBE][t].med);
-			else
-				printf(" %10s ", "-");
-			if (t == 1 && goal > 0)
-				printf(" read loop %s (>= %.2f)", kr >= goal ?
-				    "met" : "MISSED", goal);
-			if (r->has_ggml && formats[i].block > 1)
-				printf(" ggml %s", kg >= 1.0 ? "met" :
-				    "MISSED");
-			if (!r->exact)
-				printf(" NOT EXACT");
-			printf("\n");
+			for (k = 0; k < CAND_READ; k++) {
+				rd[k] = res[i].of_read[k][t];
+				gg[k] = res[i].of_ggml[k][t];
+			}
+			summary_row(&formats[i], &res[i], t, "wall", rd, gg);
+			if (t == 1)
+				summary_row(&formats[i], &res[i], t, "cpu",
+				    res[i].cpu_of_read, res[i].cpu_of_ggml);
 		}
 	}
 	printf("(loop: the exact C loop, the same arithmetic as kspec's "
