@@ -901,6 +901,15 @@ typedef struct {
 	int has_ggml, has_probe, exact, probe_exact;
 } result_t;
 
+/* A's ratio to REF (round_ratio; over the thread's CPU time if ON_CPU),
+ * printed with SUFFIX and kept in OUT. */
+static void print_ratio(const cand_t *a, const cand_t *ref, int on_cpu,
+    const char *suffix, stat_t *out)
+{
+	round_ratio(on_cpu ? a->gc : a->g, on_cpu ? ref->gc : ref->g, out);
+	printf("  %5.2f%s (%4.2f..%4.2f)", out->med, suffix, out->lo, out->hi);
+}
+
 /* The rows of C (N of them) and their ratios to the read loop and to
  * ggml of the same thread count, into RES: over the wall clock, or
  * (ON_CPU) over the calling thread's CPU time, one thread only. */
@@ -913,7 +922,6 @@ static void print_table(const cand_t *c, int n, int on_cpu, result_t *res)
 	for (i = 0; i < n; i++) {
 		const cand_t *rd = NULL, *gm = NULL;
 		const stat_t *st = on_cpu ? &c[i].cpu : &c[i].wall;
-		stat_t r;
 
 		if (on_cpu && c[i].threads != 1)
 			continue;
@@ -927,24 +935,14 @@ static void print_table(const cand_t *c, int n, int on_cpu, result_t *res)
 		}
 		printf("  %-3d %-13s %6.2f %6.2f..%-6.2f", c[i].threads,
 		    cand_names[c[i].kind], st->med, st->lo, st->hi);
-		if (c[i].kind != CAND_READ) {
-			round_ratio(on_cpu ? c[i].gc : c[i].g, on_cpu ? rd->gc :
-			    rd->g, &r);
-			printf("  %5.2f (%4.2f..%4.2f)", r.med, r.lo, r.hi);
-			if (on_cpu)
-				res->cpu_of_read[c[i].kind] = r;
-			else
-				res->of_read[c[i].kind][c[i].threads] = r;
-		}
-		if (c[i].kind != CAND_READ && c[i].kind != CAND_GGML && gm) {
-			round_ratio(on_cpu ? c[i].gc : c[i].g, on_cpu ? gm->gc :
-			    gm->g, &r);
-			printf("  %5.2fx (%4.2f..%4.2f)", r.med, r.lo, r.hi);
-			if (on_cpu)
-				res->cpu_of_ggml[c[i].kind] = r;
-			else
-				res->of_ggml[c[i].kind][c[i].threads] = r;
-		}
+		if (c[i].kind != CAND_READ)
+			print_ratio(&c[i], rd, on_cpu, "", on_cpu ?
+			    &res->cpu_of_read[c[i].kind] :
+			    &res->of_read[c[i].kind][c[i].threads]);
+		if (c[i].kind != CAND_READ && c[i].kind != CAND_GGML && gm)
+			print_ratio(&c[i], gm, on_cpu, "x", on_cpu ?
+			    &res->cpu_of_ggml[c[i].kind] :
+			    &res->of_ggml[c[i].kind][c[i].threads]);
 		printf("\n");
 	}
 }
