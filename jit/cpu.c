@@ -35,7 +35,7 @@
  * The only global state is the compiler's build name for the identity,
  * set once under pthread_once.
  */
-#include "jit.h"
+#include "cpu_lower.h"
 #include "helpers.h"
 
 #include <errno.h>
@@ -286,27 +286,6 @@ static int cpu_identity(const char *target, ks_buf_t *out)
 
 /* ---- lowering state ---- */
 
-typedef struct {
-	gcc_jit_context *ctx;
-	const ks_ir_kernel_t *k;
-	gcc_jit_function *fn;           /* function being built */
-	gcc_jit_block *blk;             /* current block */
-	gcc_jit_type *t_void, *t_bool, *t_i64, *t_u64, *t_i32, *t_u32;
-	gcc_jit_type *t_u16, *t_u8, *t_f32, *t_voidp, *t_cvoidp, *t_int;
-	gcc_jit_lvalue **var;           /* per IR var: local or lane array */
-	gcc_jit_lvalue **param;         /* per unbound param: unpacked value */
-	gcc_jit_lvalue **local;         /* per local array: a stack array */
-	gcc_jit_lvalue *group;          /* i64 work-group index */
-	gcc_jit_lvalue *lane;           /* lane counter; NULL outside LANES */
-	gcc_jit_function *helper[KSH_COUNT];
-	gcc_jit_function *fmaf;
-	gcc_jit_function *sqrtf, *fabsf; /* gcc builtins */
-	gcc_jit_function *prefetch;
-	int serial;                     /* for unique local and block names */
-	int rc;
-	char *err;
-	size_t errlen;
-} lower_t;
 
 static void fail(lower_t *L, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -338,6 +317,11 @@ static gcc_jit_lvalue *local(lower_t *L, gcc_jit_type *t, const char *pfx)
 
 	return gcc_jit_function_new_local(L->fn, NULL, t,
 	    name(L, pfx, buf, sizeof(buf)));
+}
+
+gcc_jit_lvalue *ks_cpu_local(lower_t *L, gcc_jit_type *t, const char *pfx)
+{
+	return local(L, t, pfx);
 }
 
 static gcc_jit_block *block(lower_t *L, const char *pfx)
@@ -953,6 +937,12 @@ static gcc_jit_rvalue *lx(lower_t *L, const ks_expr_t *e)
 	return cint(L, ty(L, e->type), 0);
 }
 
+gcc_jit_rvalue *ks_cpu_lx(lower_t *L, const ks_expr_t *e)
+{
+	return lx(L, e);
+}
+
+
 /* ---- statements ---- */
 
 static void ls(lower_t *L, const ks_stmt_t *s);
@@ -998,6 +988,8 @@ static void lanes(lower_t *L, const ks_stmt_t *body)
 		fail(L, "nested LANES");
 		return;
 	}
+	if (ks_cpu_vec_lanes(L, body))
+		return;
 	L->lane = lane;
 	loop(L, lane, cint(L, L->t_i64, 0), NULL, L->k->nlanes, 1, body);
 	L->lane = NULL;
@@ -1030,6 +1022,8 @@ static void lower_decl(lower_t *L, const ks_stmt_t *s)
 	/* A lane variable declared in uniform code: every lane gets the
 	 * uniform initializer, evaluated once. */
 	init = let(L, ty(L, v->type), lx(L, s->a));
+	if (ks_cpu_vec_fill(L, s->var, init))
+		return;
 	l = local(L, L->t_i64, "fill");
 	head = block(L, "fill_h");
 	bb = block(L, "fill_b");
@@ -1315,6 +1309,7 @@ static int build(gcc_jit_context *ctx, const ks_ir_kernel_t *k,
 	L.prefetch = gcc_jit_context_get_builtin_function(ctx,
 	    "__builtin_prefetch");
 	L.fmaf = gcc_jit_context_get_builtin_function(ctx, "__builtin_fmaf");
+	L.vec = ks_cpu_vec_target(target) && ks_cpu_vec_kernel(k);
 	L.sqrtf = gcc_jit_context_get_builtin_function(ctx,
 	    "__builtin_sqrtf");
 	L.fabsf = gcc_jit_context_get_builtin_function(ctx,

@@ -159,7 +159,12 @@ typedef struct {
 	int qk, qb;             /* weights and bytes of one of its blocks */
 	/* A chunk's decode factors, per row of W (wq_hoist), while its
 	 * LANES are built; nhq 0 elsewhere. */
-	struct wq { int wo, base, d, dm, sh; } hq[ROW_MAX];
+	struct wq { int wo, base, d, dm, sh; } hq[ROW_MAX];  /* q4_k: d is
+				   d sc, dm -(dmin m) */
+	/* q4k_loop's pair of sub-blocks in one LANES: the second's factors
+	 * and k0 (paired 1 while its chunk is built). */
+	struct wq hq2[ROW_MAX];
+	int paired, k0b;
 	int nhq, hq_off;        /* rows; the lanes' first index in a block */
 	int q4sel;              /* q4_0: read both halves' bytes (q4_inside) */
 	int alt;                /* building chunk_lanes' second LANES */
@@ -281,8 +286,9 @@ static void wq_hoist(gemm_t *g, ks_stmt_t *block, int k0, int n,
 		q->d = decl(g, block, name, KS_TY_F32, KS_VAR_UNIFORM, bin(g,
 		    KS_OP_MUL, var(g, q->d), sc));
 		snprintf(name, sizeof name, "qm%d_%d", g->serial, r);
-		q->dm = decl(g, block, name, KS_TY_F32, KS_VAR_UNIFORM, bin(g,
-		    KS_OP_MUL, ks_quant_f16(&g->q, q->base, 2), m));
+		q->dm = decl(g, block, name, KS_TY_F32, KS_VAR_UNIFORM,
+		    ks_x_un(k, KS_UN_NEG, bin(g, KS_OP_MUL,
+		    ks_quant_f16(&g->q, q->base, 2), m)));
 		/* The code bytes of the sub-block pair, and the nibble. */
 		snprintf(name, sizeof name, "qc%d_%d", g->serial, r);
 		q->base = ulet(g, block, name, bin(g, KS_OP_ADD, bin(g,
@@ -366,8 +372,11 @@ static ks_expr_t *wvalue_hoisted(gemm_t *g, ks_stmt_t *block,
 	default:                /* q4_k */
 		b = bin(g, KS_OP_BAND, bin(g, KS_OP_SHR, wbyte(g, q->base,
 		    LI()), var(g, q->sh)), i32c(g, 15));
-		return bin(g, KS_OP_SUB, bin(g, KS_OP_MUL, var(g, q->d),
-		    ks_x_cast(k, KS_TY_F32, b)), var(g, q->dm));
+		/* (d sc) q - dmin m as fma(q, d sc, -(dmin m)): the
+		 * product is exact, so the one rounding is the
+		 * subtraction's, as in k_quant.h's order. */
+		return ks_x_fma(k, ks_x_cast(k, KS_TY_F32, b), var(g, q->d),
+		    var(g, q->dm));
 	}
 #undef LI
 }
@@ -500,18 +509,24 @@ static void accumulate_rows(gemm_t *g, ks_stmt_t *block, const char *pfx,
 /*
  * q4_k's main k loop, for the rows WO[0..n): per super-block of 256
  * weights (kb) each row's d and dmin are decoded once, then its 8
- * sub-blocks s run as chunks k0 = kb + 32 s one after the other, with
- * their scale and min decoded from the constant bytes of s.  Every lane
- * still takes its k in increasing order, so the arithmetic is the plain
- * loop's (the decode's values are k_quant.h's).  MAKE builds each chunk's
- * LANES (row_chunk, tile_chunk), reading the chunk's k0 from *K0.
+ * sub-blocks run in pairs, k0 = kb + 64 p and k0 + 32: one LANES per
+ * pair, whose lanes take sub-block 2p's weight (the low nibbles of the
+ * pair's 32 code bytes) and then 2p+1's (the high nibbles of the same
+ * bytes), so each code byte is read once.  The scales and mins are
+ * decoded from the constant bytes of each sub-block.  Every lane still
+ * takes its k in increasing order, so the arithmetic is the plain loop's
+ * (the decode's values are k_quant.h's).  MAKE appends a chunk's
+ * accumulation to a LANES body (row_chunk, tile_chunk), reading the
+ * chunk's k0 from *K0.
  */
 static void q4k_loop(gemm_t *g, ks_stmt_t *block, int n, const int *wo,
     void (*make)(gemm_t *, ks_stmt_t *, void *), void *arg, int *k0)
 {
 	ks_ir_kernel_t *k = g->k;
-	ks_stmt_t *loop;
-	int kb, r, s, base[ROW_MAX], d[ROW_MAX], dmin[ROW_MAX];
+	ks_stmt_t *loop, *lanes;
+	int kb, r, s, k0s[2], base[ROW_MAX], d[ROW_MAX], dmin[ROW_MAX];
+	int qc[ROW_MAX];
+	struct wq pair[2][ROW_MAX];
 	char name[32];
 
 	kb = ks_ir_var(k, "qkb", KS_TY_I64, KS_VAR_UNIFORM);
@@ -531,10 +546,10 @@ static void q4k_loop(gemm_t *g, ks_stmt_t *block, int n, const int *wo,
 	}
 	for (s = 0; s < 8; s++) {
 		snprintf(name, sizeof name, "qk0_%d", s);
-		*k0 = ulet(g, loop->body, name, bin(g, KS_OP_ADD, var(g, kb),
-		    c64(g, 32 * s)));
+		k0s[s % 2] = ulet(g, loop->body, name, bin(g, KS_OP_ADD,
+		    var(g, kb), c64(g, 32 * s)));
 		for (r = 0; r < n; r++) {
-			struct wq *q = &g->hq[r];
+			struct wq *q = &pair[s % 2][r];
 
 			q->wo = wo[r];
 			snprintf(name, sizeof name, "qds%d_%d", s, r);
@@ -543,20 +558,37 @@ static void q4k_loop(gemm_t *g, ks_stmt_t *block, int n, const int *wo,
 			    ks_quant_q4k_scale_at(&g->q, base[r], s, 0)));
 			snprintf(name, sizeof name, "qm%d_%d", s, r);
 			q->dm = decl(g, loop->body, name, KS_TY_F32,
-			    KS_VAR_UNIFORM, bin(g, KS_OP_MUL, var(g, dmin[r]),
-			    ks_quant_q4k_scale_at(&g->q, base[r], s, 1)));
-			snprintf(name, sizeof name, "qc%d_%d", s, r);
-			q->base = ulet(g, loop->body, name, bin(g, KS_OP_ADD,
-			    var(g, base[r]), c64(g, 16 + s / 2 * 32)));
+			    KS_VAR_UNIFORM, ks_x_un(k, KS_UN_NEG, bin(g,
+			    KS_OP_MUL, var(g, dmin[r]),
+			    ks_quant_q4k_scale_at(&g->q, base[r], s, 1))));
+			if (s % 2 == 0) {
+				snprintf(name, sizeof name, "qc%d_%d", s / 2,
+				    r);
+				qc[r] = ulet(g, loop->body, name, bin(g,
+				    KS_OP_ADD, var(g, base[r]),
+				    c64(g, 16 + s / 2 * 32)));
+			}
+			q->base = qc[r];
 			snprintf(name, sizeof name, "qh%d_%d", s, r);
 			q->sh = decl(g, loop->body, name, KS_TY_I32,
 			    KS_VAR_UNIFORM, i32c(g, s % 2 * 4));
 		}
+		if (s % 2 == 0)
+			continue;
+		/* The pair's LANES: sub-block s - 1, then s. */
+		lanes = ks_s_lanes(k);
+		ks_s_append(k, loop->body, lanes);
+		memcpy(g->hq, pair[0], sizeof(pair[0][0]) * (size_t)n);
+		memcpy(g->hq2, pair[1], sizeof(pair[1][0]) * (size_t)n);
 		g->nhq = n;
 		g->hq_off = 0;
-		snprintf(g->sfx, sizeof g->sfx, "_s%d", s);
-		chunk_lanes(g, loop->body, make, arg);
+		g->paired = 1;
+		*k0 = k0s[0];
+		g->k0b = k0s[1];
+		snprintf(g->sfx, sizeof g->sfx, "_s%d", s - 1);
+		make(g, lanes->body, arg);
 		g->sfx[0] = '\0';
+		g->paired = 0;
 		g->nhq = 0;
 	}
 }
@@ -571,13 +603,37 @@ static void row_chunk(gemm_t *g, ks_stmt_t *body, void *arg)
 {
 	const struct row_chunk *c = arg;
 	char kn[16], xn[16];
-	int kv;
+	int kv, kv2, xv, xv2, r;
 
 	snprintf(kn, sizeof kn, "%s%s", g->alt ? "kb" : "k", g->sfx);
 	snprintf(xn, sizeof xn, "%s%s", g->alt ? "xvb" : "xv", g->sfx);
 	kv = decl(g, body, kn, KS_TY_I64, KS_VAR_LANE, bin(g, KS_OP_ADD,
 	    var(g, c->k0), ks_x_lane(g->k)));
-	accumulate(g, body, xn, kv, c->xo, c->nw, c->wo, c->acc);
+	if (!g->paired) {
+		accumulate(g, body, xn, kv, c->xo, c->nw, c->wo, c->acc);
+		return;
+	}
+	/* q4_k's pair: per row, the first sub-block's weight and then the
+	 * second's (k0b), each lane's k still in increasing order; the row's
+	 * code bytes are read once for both. */
+	snprintf(kn, sizeof kn, "%s%sb", g->alt ? "kb" : "k", g->sfx);
+	kv2 = decl(g, body, kn, KS_TY_I64, KS_VAR_LANE, bin(g, KS_OP_ADD,
+	    var(g, g->k0b), ks_x_lane(g->k)));
+	xv = decl(g, body, xn, KS_TY_F32, KS_VAR_LANE, ks_x_load(g->k, g->x,
+	    c->xo >= 0 ? bin(g, KS_OP_ADD, var(g, c->xo), var(g, kv)) :
+	    var(g, kv)));
+	snprintf(xn, sizeof xn, "%s%sb", g->alt ? "xvb" : "xv", g->sfx);
+	xv2 = decl(g, body, xn, KS_TY_F32, KS_VAR_LANE, ks_x_load(g->k,
+	    g->x, c->xo >= 0 ? bin(g, KS_OP_ADD, var(g, c->xo),
+	    var(g, kv2)) : var(g, kv2)));
+	for (r = 0; r < c->nw; r++) {
+		ks_s_append(g->k, body, ks_s_assign(g->k, c->acc[r],
+		    ks_x_fma(g->k, var(g, xv), wvalue_hoisted(g, body,
+		    &g->hq[r]), var(g, c->acc[r]))));
+		ks_s_append(g->k, body, ks_s_assign(g->k, c->acc[r],
+		    ks_x_fma(g->k, var(g, xv2), wvalue_hoisted(g, body,
+		    &g->hq2[r]), var(g, c->acc[r]))));
+	}
 }
 
 /* One main-loop chunk of build_tile: k = k0 + lane. */
@@ -591,13 +647,21 @@ static void tile_chunk(gemm_t *g, ks_stmt_t *body, void *arg)
 {
 	const struct tile_chunk *c = arg;
 	char kn[16], pfx[16];
-	int kv;
+	int kv, t;
 
-	snprintf(kn, sizeof kn, "%s%s", g->alt ? "tkb" : "tk", g->sfx);
-	snprintf(pfx, sizeof pfx, "%s%s", g->alt ? "vb" : "v", g->sfx);
-	kv = decl(g, body, kn, KS_TY_I64, KS_VAR_LANE, bin(g, KS_OP_ADD,
-	    var(g, c->k0), ks_x_lane(g->k)));
-	accumulate_rows(g, body, pfx, kv, c->rows, RB, c->xo, c->wo, c->acc);
+	/* q4_k's pair: the first sub-block's chunk, then the second's. */
+	for (t = 0; t < 1 + g->paired; t++) {
+		if (t == 1)
+			memcpy(g->hq, g->hq2, sizeof(g->hq));
+		snprintf(kn, sizeof kn, "%s%s%s", g->alt ? "tkb" : "tk",
+		    g->sfx, t ? "b" : "");
+		snprintf(pfx, sizeof pfx, "%s%s%s", g->alt ? "vb" : "v",
+		    g->sfx, t ? "b" : "");
+		kv = decl(g, body, kn, KS_TY_I64, KS_VAR_LANE, bin(g,
+		    KS_OP_ADD, var(g, t ? g->k0b : c->k0), ks_x_lane(g->k)));
+		accumulate_rows(g, body, pfx, kv, c->rows, RB, c->xo, c->wo,
+		    c->acc);
+	}
 }
 
 /*

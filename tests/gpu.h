@@ -375,16 +375,41 @@ typedef struct {
 	ks_jit_cpu_entry_t fn;
 } gpu_cpu_build_t;
 
+static inline void gpu_cpu_build_at(const ks_ir_kernel_t *k,
+    const char *target, gpu_cpu_build_t *b)
+{
+	char err[2048];
+
+	cr_assert_eq(ks_backend_cpu.compile(k, target, "so", &b->a, err,
+	    sizeof err), KS_OK, "cpu %s: %s", target, err);
+	cr_assert_eq(ks_jit_cpu_load(b->a.bytes, b->a.len, k->entry, &b->lib,
+	    &b->fn, err, sizeof err), KS_OK, "%s", err);
+}
+
 static inline void gpu_cpu_build(const ks_ir_kernel_t *k, gpu_cpu_build_t *b)
 {
 	char target[KS_MAX_NAME], err[2048];
 
 	cr_assert_eq(ks_backend_cpu.resolve_target("auto", target,
 	    sizeof target, err, sizeof err), KS_OK, "%s", err);
-	cr_assert_eq(ks_backend_cpu.compile(k, target, "so", &b->a, err,
-	    sizeof err), KS_OK, "cpu: %s", err);
-	cr_assert_eq(ks_jit_cpu_load(b->a.bytes, b->a.len, k->entry, &b->lib,
-	    &b->fn, err, sizeof err), KS_OK, "%s", err);
+	gpu_cpu_build_at(k, target, b);
+}
+
+/* Whether the cpu backend's assembly of K for TARGET contains S ("#APP":
+ * inline asm, which only jit/cpu_vec.c's vector lanes emit). */
+static inline int gpu_cpu_asm_has(const ks_ir_kernel_t *k,
+    const char *target, const char *s)
+{
+	ks_buf_t b;
+	char err[512];
+	int has;
+
+	ks_buf_init(&b);
+	cr_assert_eq(ks_jit_cpu_assembly(k, target, &b, err, sizeof err),
+	    KS_OK, "%s", err);
+	has = memmem(b.data, b.len, s, strlen(s)) != NULL;
+	ks_buf_close(&b);
+	return has;
 }
 
 static inline void gpu_cpu_build_close(gpu_cpu_build_t *b)

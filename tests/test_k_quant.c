@@ -212,6 +212,78 @@ Test(quant, every_gemm_variant_and_format_on_cpu_is_the_reference)
 	every_variant(NULL);
 }
 
+/*
+ * The cpu backend lowers these kernels' lanes two ways: explicit 512-bit
+ * vectors on AVX-512 targets (jit/cpu_vec.c), the lane loop that GCC
+ * vectorizes elsewhere.  Each variant x format is the reference by both
+ * (the test above runs the machine's own target; this one x86-64-v3's
+ * loop, and x86-64-v4's vectors where the machine has AVX-512), and the
+ * decode variant, gemv_m1, takes the vectors on x86-64-v4 and not on
+ * x86-64-v3.
+ */
+Test(quant, the_vector_and_the_loop_lowering_are_each_the_reference)
+{
+	static const char *const targets[] = { "x86-64-v3", "x86-64-v4" };
+	float *x = malloc(9 * K * 4), *wf = malloc(N * K * 4);
+	float y[9 * N], want[9 * N];
+	char native[KS_MAX_NAME], err[512];
+	size_t fi, vi, t;
+	int v4;
+
+	cr_assert_eq(ks_backend_cpu.resolve_target("auto", native,
+	    sizeof native, err, sizeof err), KS_OK, "%s", err);
+	v4 = strcmp(native, "x86-64-v4") == 0;
+	if (!v4)
+		cr_log_warn("no AVX-512 here (%s): the vector lowering is "
+		    "compiled and checked for inline asm, not run", native);
+	inputs(x, 9 * K, 6);
+	for (fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
+		uint8_t *w = weights(fmts[fi], 31 + fi);
+		size_t wbytes = (size_t)(N * ref_qrow_bytes(ref_fmt(fmts[fi]),
+		    K));
+
+		for (vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
+			int64_t M = var_m[vi];
+
+			reference(fmts[fi], w, x, wf, want, M);
+			for (t = 0; t < 2; t++) {
+				ks_ir_kernel_t *k = gemm_ir(variants[vi],
+				    fmts[fi], M);
+				kt_buf_t bufs[3] = { { "x", x, (size_t)(M * K *
+				    4) }, { "W", w, wbytes }, { "y", y,
+				    (size_t)(M * N * 4) } };
+				kt_val_t vals[3] = { { "M", M, 0 },
+					{ "N", N, 0 }, { "K", K, 0 } };
+				gpu_cpu_build_t b;
+				kt_args_t a;
+				char who[64];
+
+				snprintf(who, sizeof who, "%s %s %s",
+				    targets[t], variants[vi],
+				    ks_dtype_name(fmts[fi]));
+				if (strcmp(variants[vi], "gemv_m1") == 0)
+					cr_assert_eq(gpu_cpu_asm_has(k,
+					    targets[t], "#APP"), t == 1, "%s: vector "
+					    "lanes %s", who, t ? "not used" :
+					    "used");
+				if (t == 0 || v4) {
+					memset(y, 0xa5, sizeof y);
+					kt_bind(&a, k, bufs, 3, vals, 3);
+					gpu_cpu_build_at(k, targets[t], &b);
+					gpu_cpu_launch(k, b.fn, a.args);
+					gpu_cpu_build_close(&b);
+					cr_assert_eq(ndiff(who, y, want, M * N),
+					    0, "%s: not the reference", who);
+				}
+				ks_ir_free(k);
+			}
+		}
+		free(w);
+	}
+	free(x);
+	free(wf);
+}
+
 Test(quant, every_gemm_variant_and_format_on_opencl_is_the_reference)
 {
 	clenv_t e;
