@@ -10,7 +10,13 @@
  * case runs in each dtype and then in each mixed pair of dtype and weight
  * dtype the kernel allows (ks_kernel_wdtype_ok: gemm and the norms at f32
  * with f16 and bf16 weights, rope's f32 table beside f16 and bf16), the
- * weight buffer filled and compared in its own dtype.  Inputs
+ * weight buffer filled and compared in its own dtype.  The quantized
+ * cases (a constant K or H, a multiple of q4_k's 256) run instead at f32
+ * with each block format the kernel takes (gemm, gemm_pack_w, embedding:
+ * q8_0, q4_0, q4_k): their weight buffer is random blocks with finite
+ * scales, and the reference runs on its rows decoded by ref/ref_quant.h,
+ * so a quantized kernel is held to the f32 kernel on the decoded
+ * weights, as docs/kernels.md defines it.  Inputs
  * are ref/layout.h's (values in [-1, 1) from a fixed seed, rope's real
  * cos/sin table, positions inside the table, every sequence full); the
  * scalars are eps 1e-5 and scale 1/sqrt(D), as ref/kernels.h applies
@@ -27,56 +33,68 @@
 #include <string.h>
 
 #include "../ref/kernels.h"
+#include "../ref/ref_quant.h"
 #include "exec.h"
 
 /* The seed of every canary's inputs. */
 #define CANARY_SEED 7
 
-/* dims in declared order; consts bit i: dim i is constant, else dynamic. */
+/* dims in declared order; consts bit i: dim i is constant, else dynamic;
+ * quant: the case runs with the block formats (qfmts), not the dtypes. */
 typedef struct {
 	const char *kernel;
 	int64_t dims[KS_MAX_DIMS];
 	unsigned consts;
+	int quant;
 } canary_case_t;
 
 static const canary_case_t cases[] = {
-	{ "gemm", { 1, 37, 100 }, 7 },                 /* gemv_m1 */
-	{ "gemm", { 3, 37, 100 }, 7 },                 /* small_m */
-	{ "gemm", { 5, 37, 100 }, 0 },                 /* general */
-	{ "gemm", { 9, 37, 100 }, 7 },                 /* blocked */
-	{ "gemm_packed", { 13, 37, 100 }, 7 },          /* partial panels */
-	{ "gemm_packed", { 13, 37, 2100 }, 0 },         /* k in chunks */
-	{ "gemm_pack_x", { 13, 100 }, 3 },              /* partial panels */
-	{ "gemm_pack_x", { 13, 100 }, 0 },
-	{ "gemm_pack_w", { 37, 100 }, 3 },
-	{ "gemm_pack_w", { 37, 100 }, 0 },
-	{ "rmsnorm", { 3, 100 }, 3 },                  /* row_local: f16, bf16 */
-	{ "rmsnorm", { 3, 100 }, 0 },
-	{ "add_rmsnorm", { 3, 100 }, 3 },
-	{ "add_rmsnorm", { 3, 100 }, 0 },
-	{ "softmax", { 3, 100 }, 3 },                  /* row_local */
-	{ "softmax", { 3, 100 }, 0 },
-	{ "rope", { 3, 4, 16, 8 }, 15 },
-	{ "rope", { 3, 4, 16, 8 }, 0 },
-	{ "silu_mul", { 2, 100 }, 3 },
-	{ "silu_mul", { 2, 100 }, 0 },
-	{ "attention_decode", { 2, 8, 2, 64, 70 }, 31 },   /* gqa, G = 4 */
-	{ "attention_decode", { 2, 8, 8, 64, 70 }, 31 },   /* head_dim */
-	{ "attention_decode", { 2, 8, 2, 48, 70 }, 0 },    /* general */
-	{ "embedding", { 3, 50, 300 }, 7 },
-	{ "embedding", { 3, 50, 300 }, 0 },
-	{ "argmax", { 3, 100 }, 3 },
-	{ "argmax", { 3, 100 }, 0 },
-	{ "kv_append_rope", { 2, 3, 2, 16, 12, 10 }, 63 },
-	{ "kv_append_rope", { 2, 3, 2, 16, 12, 10 }, 0 },
+	{ "gemm", { 1, 37, 100 }, 7, 0 },                 /* gemv_m1 */
+	{ "gemm", { 3, 37, 100 }, 7, 0 },                 /* small_m */
+	{ "gemm", { 5, 37, 100 }, 0, 0 },                 /* general */
+	{ "gemm", { 9, 37, 100 }, 7, 0 },                 /* blocked */
+	{ "gemm_packed", { 13, 37, 100 }, 7, 0 },          /* partial panels */
+	{ "gemm_packed", { 13, 37, 2100 }, 0, 0 },         /* k in chunks */
+	{ "gemm_pack_x", { 13, 100 }, 3, 0 },              /* partial panels */
+	{ "gemm_pack_x", { 13, 100 }, 0, 0 },
+	{ "gemm_pack_w", { 37, 100 }, 3, 0 },
+	{ "gemm_pack_w", { 37, 100 }, 0, 0 },
+	{ "rmsnorm", { 3, 100 }, 3, 0 },                  /* row_local: f16, bf16 */
+	{ "rmsnorm", { 3, 100 }, 0, 0 },
+	{ "add_rmsnorm", { 3, 100 }, 3, 0 },
+	{ "add_rmsnorm", { 3, 100 }, 0, 0 },
+	{ "softmax", { 3, 100 }, 3, 0 },                  /* row_local */
+	{ "softmax", { 3, 100 }, 0, 0 },
+	{ "rope", { 3, 4, 16, 8 }, 15, 0 },
+	{ "rope", { 3, 4, 16, 8 }, 0, 0 },
+	{ "silu_mul", { 2, 100 }, 3, 0 },
+	{ "silu_mul", { 2, 100 }, 0, 0 },
+	{ "attention_decode", { 2, 8, 2, 64, 70 }, 31, 0 },   /* gqa, G = 4 */
+	{ "attention_decode", { 2, 8, 8, 64, 70 }, 31, 0 },   /* head_dim */
+	{ "attention_decode", { 2, 8, 2, 48, 70 }, 0, 0 },    /* general */
+	{ "embedding", { 3, 50, 300 }, 7, 0 },
+	{ "embedding", { 3, 50, 300 }, 0, 0 },
+	{ "argmax", { 3, 100 }, 3, 0 },
+	{ "argmax", { 3, 100 }, 0, 0 },
+	{ "kv_append_rope", { 2, 3, 2, 16, 12, 10 }, 63, 0 },
+	{ "kv_append_rope", { 2, 3, 2, 16, 12, 10 }, 0, 0 },
 	/* B, T, Hq, Hkv, D, S, Sc: 3 causal rows, rows of 80 positions */
-	{ "attention_prefill", { 2, 3, 8, 2, 64, 70, 80 }, 127 },   /* gqa */
-	{ "attention_prefill", { 2, 3, 8, 8, 64, 70, 80 }, 127 },   /* head_dim */
-	{ "attention_prefill", { 2, 3, 8, 2, 48, 70, 80 }, 0 },     /* general */
+	{ "attention_prefill", { 2, 3, 8, 2, 64, 70, 80 }, 127, 0 },   /* gqa */
+	{ "attention_prefill", { 2, 3, 8, 8, 64, 70, 80 }, 127, 0 },   /* head_dim */
+	{ "attention_prefill", { 2, 3, 8, 2, 48, 70, 80 }, 0, 0 },     /* general */
 	/* B, T, Hq, Hkv, D, BS, MB, NB: 80 positions in blocks of 16 */
-	{ "attention_paged", { 2, 1, 8, 2, 64, 16, 5, 11 }, 255 },  /* gqa */
-	{ "attention_paged", { 2, 4, 8, 8, 64, 16, 5, 11 }, 255 },  /* head_dim */
-	{ "attention_paged", { 2, 3, 8, 2, 48, 16, 5, 11 }, 0 },    /* general */
+	{ "attention_paged", { 2, 1, 8, 2, 64, 16, 5, 11 }, 255, 0 },  /* gqa */
+	{ "attention_paged", { 2, 4, 8, 8, 64, 16, 5, 11 }, 255, 0 },  /* head_dim */
+	{ "attention_paged", { 2, 3, 8, 2, 48, 16, 5, 11 }, 0, 0 },    /* general */
+	/* the block formats: K (H) constant */
+	{ "gemm", { 1, 37, 256 }, 7, 1 },              /* gemv_m1 */
+	{ "gemm", { 3, 37, 256 }, 7, 1 },              /* small_m */
+	{ "gemm", { 5, 37, 256 }, 4, 1 },              /* general, M N dyn */
+	{ "gemm", { 9, 37, 256 }, 7, 1 },              /* blocked */
+	{ "gemm_pack_w", { 37, 256 }, 3, 1 },
+	{ "gemm_pack_w", { 37, 256 }, 2, 1 },
+	{ "embedding", { 3, 50, 256 }, 7, 1 },
+	{ "embedding", { 3, 50, 256 }, 4, 1 },
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
@@ -86,12 +104,29 @@ static const ks_dtype_t dtypes[] = { KS_DTYPE_F32, KS_DTYPE_F16,
 
 #define NDTYPES ((int)(sizeof dtypes / sizeof dtypes[0]))
 
+static const ks_dtype_t qfmts[] = { KS_DTYPE_Q8_0, KS_DTYPE_Q4_0,
+    KS_DTYPE_Q4_K };
+
+#define NQFMTS ((int)(sizeof qfmts / sizeof qfmts[0]))
+
 /* The (dtype, weight dtype) pairs of DEF's runs: each dtype with itself,
- * then the mixed pairs it allows.  Returns the count (at most NDTYPES^2). */
-static int pairs(const ks_kernel_def_t *def, ks_dtype_t (*out)[2])
+ * then the mixed pairs it allows; for the quantized cases (QUANT) f32
+ * with each block format it allows.  Returns the count (at most
+ * NDTYPES^2). */
+static int pairs(const ks_kernel_def_t *def, int quant,
+    ks_dtype_t (*out)[2])
 {
 	int d, w, n = 0;
 
+	if (quant) {
+		for (w = 0; w < NQFMTS; w++)
+			if (ks_kernel_wdtype_ok(def, KS_DTYPE_F32, qfmts[w])) {
+				out[n][0] = KS_DTYPE_F32;
+				out[n][1] = qfmts[w];
+				n++;
+			}
+		return n;
+	}
 	for (d = 0; d < NDTYPES; d++)
 		out[n][0] = out[n][1] = dtypes[d], n++;
 	for (d = 0; d < NDTYPES; d++)
@@ -111,8 +146,9 @@ int ks_canary_runs(const ks_kernel_def_t *def)
 	int i, n = 0;
 
 	for (i = 0; i < NCASES; i++)
-		n += strcmp(cases[i].kernel, def->name) == 0;
-	return n * pairs(def, pr);
+		if (strcmp(cases[i].kernel, def->name) == 0)
+			n += pairs(def, cases[i].quant, pr);
+	return n;
 }
 
 /* The spec of case C in DT with weights in WDT. */
@@ -144,7 +180,7 @@ int ks_canary_variants(const ks_kernel_def_t *def, ks_dtype_t dtype,
 	int i, n = 0;
 
 	for (i = 0; i < NCASES; i++) {
-		if (strcmp(cases[i].kernel, def->name) != 0)
+		if (strcmp(cases[i].kernel, def->name) != 0 || cases[i].quant)
 			continue;
 		if (n < max)
 			names[n] = case_spec(def, &cases[i], dtype, &spec, NULL,
@@ -231,6 +267,43 @@ static int plant_skips(const ks_kernel_def_t *def)
 }
 #endif
 
+/* Bytes of B in DT with weights in WDT, a block format's whole blocks
+ * for the weight buffer. */
+static size_t buf_bytes(const buf_t *b, ks_dtype_t dt, ks_dtype_t wdt)
+{
+	int qk, qb;
+
+	if (b->weight && ks_dtype_block(wdt, &qk, &qb))
+		return (size_t)(b->elems / qk * qb);
+	return lay_size(b, dt, wdt);
+}
+
+/* The weight buffer GOT of a quantized case: random blocks of format WDT
+ * with finite scales (d, and q4_k's dmin, of exponents 2^-10 .. 2^2),
+ * and WANT its weights decoded to f32 (both buffers hold elems f32). */
+static void quant_fill(buf_t *got, buf_t *want, ks_dtype_t wdt)
+{
+	int fmt = wdt == KS_DTYPE_Q8_0 ? REF_Q8_0 : wdt == KS_DTYPE_Q4_0 ?
+	    REF_Q4_0 : REF_Q4_K;
+	int64_t bb = ref_qblock_bytes(fmt), nb = got->elems / ref_qblock(fmt);
+	uint64_t s = CANARY_SEED;
+	uint8_t *p = got->data;
+	int64_t i, j;
+
+	for (i = 0; i < nb * bb; i++) {
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		p[i] = (uint8_t)(s >> 56);
+	}
+	for (i = 0; i < nb; i++)
+		for (j = 0; j < (fmt == REF_Q4_K ? 2 : 1); j++) {
+			uint8_t *h = p + i * bb + 2 * j;
+
+			/* exponent field 5..17, sign and fraction random */
+			h[1] = (uint8_t)((h[1] & 0x83) | (5 + h[0] % 13) << 2);
+		}
+	ref_dequant_row(fmt, got->data, got->elems, want->data);
+}
+
 /* Case C of JOB's kernel in DT with weights in WDT: compile, run,
  * compare.  The variant it ran goes to VARIANT. */
 static int run_case(const ks_job_t *job, const canary_case_t *c,
@@ -247,7 +320,7 @@ static int run_case(const ks_job_t *job, const canary_case_t *c,
 	ks_job_out_t out;
 	ks_job_t cj = *job;
 	char detail[256];
-	int i, j, nb = 0, rc;
+	int i, j, nb = 0, qw = 0, rc;
 
 	memset(&out, 0, sizeof out);
 	memset(got, 0, sizeof got);
@@ -268,9 +341,12 @@ static int run_case(const ks_job_t *job, const canary_case_t *c,
 		goto out;
 	*variant = def->select(&cj.spec);
 	nb = layout(def, c->dims, got);
-	lay_fill_mixed(def, c->dims, got, nb, dt, wdt, CANARY_SEED);
+	/* A block format's buffer is filled as f32 first: its blocks take
+	 * fewer bytes than that. */
+	qw = ks_dtype_block(wdt, NULL, NULL);
+	lay_fill_mixed(def, c->dims, got, nb, dt, qw ? dt : wdt, CANARY_SEED);
 	for (i = 0; i < nb; i++) {
-		size_t n = lay_size(&got[i], dt, wdt);
+		size_t n = lay_size(&got[i], dt, qw ? dt : wdt);
 
 		want[i] = got[i];
 		want[i].data = malloc(n ? n : 1);
@@ -279,6 +355,8 @@ static int run_case(const ks_job_t *job, const canary_case_t *c,
 			goto out;
 		}
 		memcpy(want[i].data, got[i].data, n);
+		if (qw && got[i].weight)
+			quant_fill(&got[i], &want[i], wdt);
 		if (lay_is_output(&got[i]))
 			memset(got[i].data, 0xff, n);
 	}
@@ -299,7 +377,7 @@ static int run_case(const ks_job_t *job, const canary_case_t *c,
 			rc = j < nb ? KS_OK : KS_E_INTERNAL;
 			if (j < nb)
 				args[i] = (ks_jit_arg_t){ got[j].data,
-				    lay_size(&got[j], dt, wdt) };
+				    buf_bytes(&got[j], dt, wdt) };
 		}
 		if (rc != KS_OK) {
 			ks_set_err(err, errlen, "%s: no canary value for "
@@ -314,7 +392,8 @@ static int run_case(const ks_job_t *job, const canary_case_t *c,
 	rc = job->backend->run(k, job->target, &a, args, err, errlen);
 	if (rc != KS_OK)
 		goto out;
-	ref_kernel_mixed(def, dt, wdt, c->dims, want, nb);
+	/* A quantized case's reference: the decoded weights, in f32. */
+	ref_kernel_mixed(def, dt, qw ? dt : wdt, c->dims, want, nb);
 #ifdef KS_TEST_PLANT
 	plant_reference(def, want, nb);
 #endif
@@ -324,8 +403,8 @@ static int run_case(const ks_job_t *job, const canary_case_t *c,
 		if (!got[i].written)
 			continue;
 		at = ks_canary_diff(got[i].data, want[i].data,
-		    lay_cmp_dtype(&got[i], lay_dtype(&got[i], dt, wdt)),
-		    got[i].elems, detail, sizeof detail);
+		    lay_cmp_dtype(&got[i], lay_dtype(&got[i], dt,
+		    qw ? dt : wdt)), got[i].elems, detail, sizeof detail);
 		if (at < 0)
 			continue;
 		ks_set_err(err, errlen, "variant %s %s%s%s (dims %s): %s%s",
@@ -368,10 +447,10 @@ int ks_canary_run(const ks_job_t *job, char *summary, size_t slen,
 		return KS_OK;
 	}
 #endif
-	np = pairs(job->spec.def, pr);
 	for (i = 0; i < NCASES && rc == KS_OK; i++) {
 		if (strcmp(cases[i].kernel, job->spec.def->name) != 0)
 			continue;
+		np = pairs(job->spec.def, cases[i].quant, pr);
 		for (d = 0; d < np && rc == KS_OK; d++) {
 			rc = run_case(job, &cases[i], pr[d][0], pr[d][1],
 			    &variant, err, errlen);
@@ -396,7 +475,12 @@ int ks_canary_run(const ks_job_t *job, char *summary, size_t slen,
 	for (s = 0; s < nseen; s++)
 		ks_buf_printf(&names, "%s%s", s ? " " : "", seen[s]);
 	ks_buf_puts(&names, "; f32 f16 bf16");
+	np = pairs(job->spec.def, 0, pr);
 	for (d = NDTYPES; d < np; d++)
+		ks_buf_printf(&names, " %s/w%s", ks_dtype_name(pr[d][0]),
+		    ks_dtype_name(pr[d][1]));
+	np = pairs(job->spec.def, 1, pr);
+	for (d = 0; d < np; d++)
 		ks_buf_printf(&names, " %s/w%s", ks_dtype_name(pr[d][0]),
 		    ks_dtype_name(pr[d][1]));
 	ks_set_err(summary, slen, "%d runs equal to the reference (variants "
