@@ -72,13 +72,13 @@ $(BUILD)/obj/%.o: %.c
 	$(CC) $(CFLAGS) -MT $@ -MT $(abspath $@) \
 	    -MT $(patsubst $(CURDIR)/%,%,$(abspath $@)) -c $< -o $@
 
-# jit/cpu.c asks for CPU features by names that only gcc knows, and
-# includes libgccjit.h from gcc's own headers: the fuzz build (clang, make
-# fuzz) builds it with gcc, uninstrumented; no fuzz target goes further
-# into it than a backend's format check.
+# jit/cpu.c asks for CPU features by names that only gcc knows, and it
+# and jit/cpu_vec.c include libgccjit.h from gcc's own headers: the fuzz
+# build (clang, make fuzz) builds them with gcc, uninstrumented; no fuzz
+# target goes further into them than a backend's format check.
 ifeq ($(FUZZ_BUILD),1)
-$(BUILD)/obj/jit/cpu.o: override CC = gcc
-$(BUILD)/obj/jit/cpu.o: override OPT = -g -O1
+$(BUILD)/obj/jit/cpu.o $(BUILD)/obj/jit/cpu_vec.o: override CC = gcc
+$(BUILD)/obj/jit/cpu.o $(BUILD)/obj/jit/cpu_vec.o: override OPT = -g -O1
 endif
 
 # The quantizer repeats llama.cpp's f32 operations one rounding at a time:
@@ -250,6 +250,13 @@ $(BUILD)/tests/%: tests/%.c $$(call test_libs,$$*) \
 	    $(foreach m,$(call test_mods,$*),$(MOD_LIBS_$(m))) \
 	    $(TEST_LDLIBS_$*) $(TEST_LDLIBS)
 
+# examples/llama's GGUF reader and writer, tested alone.
+$(BUILD)/tests/test_gguf: tests/test_gguf.c examples/llama/gguf.c \
+	    examples/llama/gguf.h tests/ggml.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ tests/test_gguf.c examples/llama/gguf.c \
+	    $(TEST_LDLIBS)
+
 # The test build of the daemon: kspecd with the test plants compiled in
 # (-DKS_TEST_PLANT in the files of PLANT_SRC), defects that only a test
 # switches on, to show that a checker of the daemon catches them.  Only
@@ -271,8 +278,9 @@ $(BUILD)/tests/kspecd-plant: $(BUILD)/obj/server/main.o $(PLANT_OBJ) \
 # writer.  The test suite replays their corpora (tests/test_fuzz.c) with
 # them as plain functions, and with the fast path built with its test
 # plant, which only the replay's self-check switches on.
-FUZZ_TARGETS := request fastpath http entry redis
-FUZZ_OBJ := $(patsubst %,$(BUILD)/obj/fuzz/%.o,common $(FUZZ_TARGETS))
+FUZZ_TARGETS := request fastpath http entry redis gguf
+FUZZ_OBJ := $(patsubst %,$(BUILD)/obj/fuzz/%.o,common $(FUZZ_TARGETS)) \
+	$(BUILD)/obj/examples/llama/gguf.o
 $(BUILD)/tests/test_fuzz: tests/test_fuzz.c $(FUZZ_OBJ) \
 	    $(BUILD)/plant/server/fastpath.o \
 	    $(filter-out $(BUILD)/obj/server/fastpath.o,$(DAEMON_OBJ))
@@ -281,15 +289,17 @@ $(BUILD)/tests/test_fuzz: tests/test_fuzz.c $(FUZZ_OBJ) \
 
 # Under libFuzzer (make fuzz): each target its own program, everything
 # built by clang with coverage, ASan and UBSan in BUILD=build-fuzz.
-$(BUILD)/fuzz/%: fuzz/%.c $(BUILD)/obj/fuzz/common.o $(DAEMON_OBJ)
+$(BUILD)/fuzz/%: fuzz/%.c $(BUILD)/obj/fuzz/common.o \
+	    $(BUILD)/obj/examples/llama/gguf.o $(DAEMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DKS_FUZZ_LIBFUZZER -fsanitize=fuzzer -o $@ $< \
-	    $(BUILD)/obj/fuzz/common.o $(DAEMON_OBJ) $(LDLIBS)
+	    $(BUILD)/obj/fuzz/common.o $(BUILD)/obj/examples/llama/gguf.o \
+	    $(DAEMON_OBJ) $(LDLIBS)
 fuzz-targets: $(addprefix $(BUILD)/fuzz/,$(FUZZ_TARGETS))
 
 # The seed corpus's writer (fuzz/seeds.c).
 $(BUILD)/fuzz-seeds: $(BUILD)/obj/fuzz/seeds.o $(BUILD)/obj/fuzz/common.o \
-	    $(DAEMON_OBJ)
+	    $(BUILD)/obj/examples/llama/gguf.o $(DAEMON_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Benchmarks run where they are built: -march=native gives the reference
@@ -306,7 +316,7 @@ JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
 # and the fast path's against real daemons; make test runs everything.
 CHECK_BINS := $(addprefix $(BUILD)/tests/,test_proto test_entry test_key \
 	test_sched test_store test_specialize test_jit test_exec test_fuzz \
-	test_fastpath test_e2e test_quant)
+	test_fastpath test_e2e test_quant test_gguf)
 check: deps
 	@$(MAKE) --no-print-directory $(JOBS) $(PROGRAMS) $(CHECK_BINS) \
 	    $(BUILD)/tests/kspecd-plant

@@ -14,6 +14,8 @@
  *             also sealed and opened again
  *   redis     server/fleetval.c's reading of the values of the remote
  *             tier: artifacts, failure markers and leases
+ *   gguf      examples/llama's GGUF reader, a file it reads written again
+ *             by its writer and read back
  *
  * Each file builds two ways: with clang's libFuzzer (-DKS_FUZZ_LIBFUZZER,
  * `make fuzz`), where it is its own program's LLVMFuzzerTestOneInput; and
@@ -29,7 +31,8 @@
 #include "../proto/entry.h"
 #include "../server/keys.h"
 
-#define KS_FUZZ_TARGETS(X) X(request) X(fastpath) X(http) X(entry) X(redis)
+#define KS_FUZZ_TARGETS(X) X(request) X(fastpath) X(http) X(entry) X(redis) \
+	X(gguf)
 
 /* Makes what the targets share (below) now rather than in a target's
  * first run. */

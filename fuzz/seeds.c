@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 #include <sodium.h>
 
+#include "../examples/llama/gguf.h"
 #include "../server/fleetval.h"
 #include "../server/lookup.h"
 #include "../server/remote.h"
@@ -331,6 +332,69 @@ static void redis_values(void)
 	ks_buf_close(&e);
 }
 
+/* ---- GGUF files ---- */
+
+/* A model-like file (architecture, sizes, a vocabulary, tensors of every
+ * type the reader takes) at ALIGNMENT, with NT of its tensors. */
+static void gguf_file(const char *name, uint32_t alignment, int nt,
+    uint32_t version)
+{
+	static const char *const vocab[] = { "<unk>", "<s>", "</s>", "a" };
+	static const uint64_t dims[][2] = { { 64, 2 }, { 32, 3 }, { 256, 1 },
+		{ 8, 2 }, { 4, 4 }, { 2, 1 } };
+	static const uint32_t types[] = { GF_T_Q8_0, GF_T_Q4_0, GF_T_Q4_K,
+		GF_T_F16, GF_T_BF16, GF_T_F32 };
+	static const char *const names[] = { "blk.0.attn_q.weight",
+		"blk.0.ffn_down.weight", "token_embd.weight",
+		"output_norm.weight", "blk.0.attn_norm.weight", "rope_freqs" };
+	static uint8_t data[6][1024];
+	gf_writer_t *w = gf_writer_new(alignment);
+	uint32_t ctx = 64, layers = 1;
+	float eps = 1e-5f;
+	char *out = NULL, err[256];
+	size_t n = 0, i, j;
+	FILE *m = open_memstream(&out, &n);
+	int ok = w && m;
+
+	ok = ok && !gf_add_kv_str(w, "general.architecture", "llama");
+	ok = ok && !gf_add_kv(w, "llama.context_length", GF_U32, &ctx);
+	ok = ok && !gf_add_kv(w, "llama.block_count", GF_U32, &layers);
+	ok = ok && !gf_add_kv(w, "llama.attention.layer_norm_rms_epsilon",
+	    GF_F32, &eps);
+	ok = ok && !gf_add_kv_arr(w, "tokenizer.ggml.tokens", GF_STR, vocab,
+	    4);
+	for (i = 0; ok && i < (size_t)nt; i++) {
+		int be, bb;
+		uint64_t bytes;
+
+		gf_type_block(types[i], &be, &bb);
+		bytes = dims[i][0] / (uint64_t)be * (uint64_t)bb * dims[i][1];
+		for (j = 0; j < bytes; j++)
+			data[i][j] = (uint8_t)(j * 29 + i * 7 + 1);
+		ok = !gf_add_tensor(w, names[i], types[i], 2, dims[i], data[i],
+		    bytes);
+	}
+	ok = ok && gf_write(w, m, err, sizeof err) == 0;
+	if (m)
+		ok = fclose(m) == 0 && ok;
+	if (!ok || n < 8) {
+		fprintf(stderr, "fuzz-seeds: cannot write a GGUF file\n");
+		exit(1);
+	}
+	out[4] = (char)version;
+	put("gguf", name, out, n);
+	free(out);
+	gf_writer_free(w);
+}
+
+static void gguf_files(void)
+{
+	gguf_file("model", 32, 6, 3);
+	gguf_file("model-align64", 64, 6, 3);
+	gguf_file("model-v2", 32, 3, 2);
+	gguf_file("metadata-only", 32, 0, 3);
+}
+
 int main(int argc, char **argv)
 {
 	size_t i;
@@ -359,6 +423,7 @@ int main(int argc, char **argv)
 		puts_to("http", heads[i].name, heads[i].head);
 	entries();
 	redis_values();
+	gguf_files();
 	printf("fuzz-seeds: %d files in %s\n", written, root);
 	return 0;
 }

@@ -93,6 +93,11 @@ Test(fuzz, http_head_parser_passes_its_corpus_and_regressions)
 	replay(ks_fuzz_http, "http");
 }
 
+Test(fuzz, gguf_reader_passes_its_corpus_and_regressions)
+{
+	replay(ks_fuzz_gguf, "gguf");
+}
+
 Test(fuzz, entry_and_bundle_parsers_pass_their_corpus_and_regressions)
 {
 	replay(ks_fuzz_entry, "entry");

@@ -20,7 +20,8 @@
  * loop and the read loop run on the same pool.  ggml's is a graph of one
  * ggml_mul_mat on the package's CPU backend that ggml's own loader would
  * pick (the highest ggml_backend_score of the libggml-cpu-*.so beside
- * libggml-base.so; env KSPEC_GGML_CPU names one), computed with
+ * libggml-base.so; env KSPEC_GGML_CPU names one; env KSPEC_GGML_TARGET
+ * names kspec's cpu target instead of auto), computed with
  * ggml_graph_compute on a persistent ggml threadpool of 1 or 2 threads,
  * planned once.  The threadpool polls 0: its workers sleep on a condition
  * variable between graphs, as kspec's pool does, so that no spinning
@@ -431,7 +432,8 @@ static void prog_open(prog_t *p, const format_t *f, float *x, void *w,
 	if (ks_kernel_validate_mixed(&ks_kernel_gemm, KS_DTYPE_F32, f->wdtype,
 	    KS_MODE_EXACT, dims, 3, &spec, err, sizeof err) != KS_OK ||
 	    ks_specialize_variant(&spec, NULL, &p->k, err, sizeof err) !=
-	    KS_OK || ks_backend_cpu.resolve_target("auto", p->target,
+	    KS_OK || ks_backend_cpu.resolve_target(getenv("KSPEC_GGML_TARGET") ?
+	    getenv("KSPEC_GGML_TARGET") : "auto", p->target,
 	    sizeof p->target, err, sizeof err) != KS_OK ||
 	    ks_backend_cpu.compile(p->k, p->target, "so", &a, err,
 	    sizeof err) != KS_OK || ks_jit_cpu_load(a.bytes, a.len,
