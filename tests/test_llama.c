@@ -5,7 +5,8 @@
  * across specialized and general kernels (the specialized engine's prefill
  * runs gemm_packed on operands packed by gemm_pack_x/w, the general one
  * gemm's general variant on the row-major ones), 1 and N threads, and cpu
- * and OpenCL, in f32 and with bf16 weights; and the trajectory matches the
+ * and OpenCL, in f32 and with bf16 and q4_k weights (OpenCL with q4_0);
+ * and the trajectory matches the
  * float64 model of the same weights (the engine's --reference,
  * teacher-forced on the engine's tokens) at every step whose top-2 margin
  * exceeds twice the f32 error bound below.  Speculative decoding (a draft
@@ -272,26 +273,27 @@ static void plant_flip(const char *dump, const char *out)
 	dump_free(&x);
 }
 
-/* Runs the f32 or bf16 model specialized on one thread (its prefill on
- * packed operands), general on one, specialized on 2, general on 3, and
- * specialized with the row-major prefill (--unpacked: gemm blocked at the
- * small config's 8-token prompt); all five dumps have the same bytes, and
- * match the float64 model. */
-static void gate(const char *w)
+/* Runs the model with the weights' option W (and its value WV; NULL:
+ * f32) specialized on one thread (its prefill on packed operands),
+ * general on one, specialized on 2, general on 3, and specialized with
+ * the row-major prefill (--unpacked: gemm blocked at the small config's
+ * 8-token prompt); all five dumps have the same bytes, and match the
+ * float64 model. */
+static void gate(const char *w, const char *wv)
 {
 	const char *spec = path_of("spec.bin"), *gen = path_of("gen.bin");
 	const char *t2 = path_of("t2.bin"), *g3 = path_of("g3.bin");
 	const char *ref = path_of("ref.bin"), *up = path_of("up.bin");
-	const char *a1[] = { "--threads", "1", "--dump", spec, w, NULL };
+	const char *a1[] = { "--threads", "1", "--dump", spec, w, wv, NULL };
 	const char *a2[] = { "--general", "--threads", "1", "--dump", gen, w,
-	    NULL };
-	const char *a3[] = { "--threads", "2", "--dump", t2, w, NULL };
+	    wv, NULL };
+	const char *a3[] = { "--threads", "2", "--dump", t2, w, wv, NULL };
 	const char *a4[] = { "--general", "--threads", "3", "--dump", g3, w,
-	    NULL };
+	    wv, NULL };
 	const char *a5[] = { "--reference", "--follow", spec, "--dump", ref,
-	    w, NULL };
+	    w, wv, NULL };
 	const char *a6[] = { "--unpacked", "--threads", "1", "--dump", up, w,
-	    NULL };
+	    wv, NULL };
 
 	cr_assert_eq(engine(a1), 0, "the specialized engine failed");
 	cr_assert_eq(engine(a2), 0, "the general engine failed");
@@ -308,17 +310,27 @@ static void gate(const char *w)
 
 Test(llama, f32_model_is_bitwise_across_variants_and_threads_and_matches_float64)
 {
-	gate(NULL);
+	gate(NULL, NULL);
 }
 
 Test(llama, bf16_weights_model_is_bitwise_across_variants_and_threads_and_matches_float64)
 {
-	gate("--bf16");
+	gate("--bf16", NULL);
 }
 
-/* Each checker catches a planted bug: one flipped bit in one logit, and
- * a float64 model of other weights (seed 2) that follows the same
- * trajectory. */
+/* q4_k weights (the FFN's down projection, rows of 640, in q8_0): the
+ * quantized gemm in every variant, gemm_pack_w decoding into the
+ * prefill's panels, a quantized embedding table, against the float64
+ * model of the decoded weights. */
+Test(llama, q4_k_weights_model_is_bitwise_across_variants_and_threads_and_matches_float64)
+{
+	gate("--wdtype", "q4_k");
+}
+
+/* Each checker catches a planted bug: one flipped bit in one logit, a
+ * float64 model of other weights (seed 2) that follows the same
+ * trajectory, and one of the same weights quantized to another format
+ * (q4_0 for the engine's q4_k). */
 Test(llama, the_gate_checkers_catch_planted_bugs)
 {
 	const char *spec = path_of("spec.bin"), *flip = path_of("flip.bin");
@@ -332,6 +344,17 @@ Test(llama, the_gate_checkers_catch_planted_bugs)
 	cr_assert_not(same_bits(spec, flip), "a flipped logit bit passed");
 	cr_assert_eq(engine(a2), 0);
 	cr_assert_not(matches_f64(spec, ref), "other weights passed");
+	{
+		const char *q[] = { "--wdtype", "q4_k", "--steps", "8",
+		    "--dump", spec, NULL };
+		const char *r[] = { "--reference", "--wdtype", "q4_0",
+		    "--follow", spec, "--steps", "8", "--dump", ref, NULL };
+
+		cr_assert_eq(engine(q), 0);
+		cr_assert_eq(engine(r), 0);
+		cr_assert_not(matches_f64(spec, ref),
+		    "weights in another format passed");
+	}
 }
 
 /* Speculative decoding commits greedy decode's tokens and logits, bit for
@@ -357,8 +380,12 @@ Test(llama, speculative_verify_commits_the_bits_of_greedy_decode)
 Test(llama, opencl_gives_the_bits_of_the_cpu)
 {
 	const char *cpu = path_of("cpu.bin"), *cl = path_of("cl.bin");
+	const char *qcpu = path_of("qcpu.bin"), *qcl = path_of("qcl.bin");
 	const char *a1[] = { "--dump", cpu, NULL };
 	const char *a2[] = { "--backend", "opencl", "--dump", cl, NULL };
+	const char *q1[] = { "--wdtype", "q4_0", "--dump", qcpu, NULL };
+	const char *q2[] = { "--wdtype", "q4_0", "--backend", "opencl",
+	    "--dump", qcl, NULL };
 	cl_platform_id plat[8];
 	cl_device_id dev;
 	cl_uint np = 0, nd = 0, i;
@@ -374,6 +401,10 @@ Test(llama, opencl_gives_the_bits_of_the_cpu)
 	cr_assert_eq(engine(a1), 0);
 	cr_assert_eq(engine(a2), 0, "the OpenCL engine failed");
 	cr_assert(same_bits(cpu, cl), "cpu != opencl");
+	/* And with q4_0 weights. */
+	cr_assert_eq(engine(q1), 0);
+	cr_assert_eq(engine(q2), 0, "the OpenCL engine failed on q4_0");
+	cr_assert(same_bits(qcpu, qcl), "cpu != opencl with q4_0 weights");
 }
 
 /*

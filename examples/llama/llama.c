@@ -27,10 +27,17 @@
  *
  * Weights: f32, or with --bf16 the weights of gemm, the norms and the
  * embedding table in bf16 (requests with wdtype "bf16"; activations, the
- * residual stream, the KV cache and the rope table stay f32).
+ * residual stream, the KV cache and the rope table stay f32), or with
+ * --wdtype q8_0|q4_0|q4_k every 2-D weight (each gemm's, the embedding
+ * table, the output projection) quantized by kspec_quantize, the norms
+ * f32: gemm and embedding requests with that wdtype, the prefill's
+ * panels packed from them in f32 (gemm_pack_w decodes).  A q4_k weight
+ * whose rows are not a multiple of 256 long is stored in q8_0, as
+ * llama.cpp's quantizer falls back.
  *
  * --reference runs a float64 model of the same weights instead (no
- * daemon): every operation in double, the bf16 weights widened exactly,
+ * daemon): every operation in double, the bf16 weights widened exactly
+ * and the quantized ones decoded exactly,
  * the f32 rope table widened; teacher-forced on the tokens of an engine
  * dump (--follow), so each of its steps sees the engine's context.
  *
@@ -95,6 +102,11 @@ typedef struct {
 	float *f;
 	int64_t n;
 	buf_t b;
+	/* quantized: the format, its bytes, rows of k weights */
+	const char *fmt;
+	void *q;
+	size_t qbytes;
+	int64_t k;
 } tensor_t;
 
 typedef struct {
@@ -106,6 +118,7 @@ typedef struct {
 typedef struct {
 	config_t c;
 	int bf16;
+	const char *wq;         /* --wdtype's block format, or NULL */
 	tensor_t embed, final_norm, wout;
 	layer_t *layer;
 	float *cs;              /* rope table, max_seq x hd: cos | sin */
@@ -116,6 +129,8 @@ typedef struct {
 
 typedef struct {
 	const config_t *cfg;
+	const char *wdtype;     /* --wdtype; wq its block format or NULL */
+	const char *wq;
 	int bf16, general, threads, opencl, cuda, verify, draft_layers;
 	int reference;
 	int unpacked;
@@ -602,6 +617,47 @@ static int64_t groups_of(const kern_t *k, int kind, const int64_t *dimv)
 
 /* ---- start-up: one get_many, each artifact loaded once ---- */
 
+/* A block format for rows of K weights: q4_k needs K a multiple of 256,
+ * else q8_0 (llama.cpp's fallback). */
+static const char *fmt_for(const char *wq, int64_t k)
+{
+	return strcmp(wq, "q4_k") == 0 && k % 256 != 0 ? "q8_0" : wq;
+}
+
+/* The wdtype of KIND's requests: bf16 for the weighted kinds in bf16
+ * mode; with quantized weights, the format of the weight it reads (gemm,
+ * embedding, gemm_pack_w), the norms' and the packed panels' f32; NULL
+ * for f32. */
+static const char *kind_wdtype(const model_t *m, int kind)
+{
+	int64_t v[MAX_DIMS];
+
+	if (m->bf16)
+		return kinds[kind].weighted ? "bf16" : NULL;
+	if (!m->wq)
+		return NULL;
+	dims_of(&m->c, kind, 1, v);
+	switch (kind) {
+	case K_EMBED: case K_GEMM_Q: case K_GEMM_KV: case K_GEMM_O:
+	case K_GEMM_GU: case K_GEMM_DOWN: case K_LOGITS:
+		return fmt_for(m->wq, v[2]);
+	case K_PACK_WQ: case K_PACK_WKV: case K_PACK_WO: case K_PACK_WGU:
+	case K_PACK_WD:
+		return fmt_for(m->wq, v[1]);
+	default:
+		return NULL;
+	}
+}
+
+/* The dim of KIND that stays constant under --general: a quantized
+ * weight's row length (its format needs it constant), or -1. */
+static int fixed_dim(const model_t *m, int kind)
+{
+	if (!m->wq || !kind_wdtype(m, kind))
+		return -1;
+	return kinds[kind].packed == 2 ? 1 : 2;     /* K, or H */
+}
+
 static void spec_key(const engine_t *e, int kind, int64_t T, char *key,
     size_t len)
 {
@@ -613,9 +669,12 @@ static void spec_key(const engine_t *e, int kind, int64_t T, char *key,
 	off = (size_t)snprintf(key, len, "%s", kinds[kind].kernel);
 	for (i = 0; i < kinds[kind].ndims && off < len; i++)
 		off += (size_t)snprintf(key + off, len - off, " %s=%" PRId64,
-		    kinds[kind].dims[i], e->o->general ? (int64_t)-1 : v[i]);
+		    kinds[kind].dims[i], e->o->general &&
+		    i != fixed_dim(e->m, kind) ? (int64_t)-1 : v[i]);
 	if (kinds[kind].packed == 2 && e->m->bf16 && off < len)
-		snprintf(key + off, len - off, " bf16");
+		off += (size_t)snprintf(key + off, len - off, " bf16");
+	if (kind_wdtype(e->m, kind) && off < len)
+		snprintf(key + off, len - off, " w=%s", kind_wdtype(e->m, kind));
 }
 
 static void parse_meta(kern_t *k, const kspec_artifact_t *a)
@@ -691,6 +750,8 @@ static void engine_load(engine_t *e)
 	enum { MAXREQ = NPHASES * NKINDS };
 	kspec_get_spec_t specs[MAXREQ];
 	kspec_dim_t shape[MAXREQ][MAX_DIMS];
+	const char *dyn[MAXREQ][MAX_DIMS];
+	int fd;
 	kspec_artifact_t *arts[MAXREQ];
 	int errs[MAXREQ], ph, kind, i, n = 0, rc;
 	char key[512], err[512];
@@ -735,9 +796,21 @@ static void engine_load(engine_t *e)
 		}
 		specs[n].dtype = kinds[kind].packed == 2 && e->m->bf16 ?
 		    "bf16" : "f32";
-		specs[n].wdtype = kinds[kind].weighted && e->m->bf16 ? "bf16" :
-		    NULL;
-		if (e->o->general) {
+		specs[n].wdtype = kind_wdtype(e->m, kind);
+		fd = fixed_dim(e->m, kind);
+		if (e->o->general && fd >= 0) {
+			/* The row length constant, the rest dynamic. */
+			int nd = 0;
+
+			for (d = 0; d < kinds[kind].ndims; d++)
+				if (d != fd)
+					dyn[n][nd++] = kinds[kind].dims[d];
+			shape[n][0] = shape[n][fd];
+			specs[n].shape = shape[n];
+			specs[n].nshape = 1;
+			specs[n].dynamic = dyn[n];
+			specs[n].ndynamic = (size_t)nd;
+		} else if (e->o->general) {
 			specs[n].dynamic = kinds[kind].dims;
 			specs[n].ndynamic = (size_t)kinds[kind].ndims;
 		} else {
@@ -960,7 +1033,7 @@ static void pack_weight(engine_t *e, int kind, tensor_t *w, buf_t *p)
 
 	dims_of(&e->m->c, kind, e->width[PH_PREFILL], v);
 	buf_init(e, p, (size_t)ref_panel_elems(v[0], v[1], PANEL_W) * es,
-	    w->b.dtype, NULL);
+	    e->m->bf16 ? "bf16" : "f32", NULL);
 	{
 		bind_t b[] = { BIND("in", &w->b), BIND("out", p) };
 
@@ -1052,12 +1125,36 @@ static void tensor_init(model_t *m, tensor_t *t, int64_t n, float scale,
 	}
 }
 
+/* In quantized mode, T (rows of K weights) quantized to its format and
+ * its values replaced by their exact decode: what the engine's buffer
+ * holds and what the reference reads. */
+static void tensor_quant(model_t *m, tensor_t *t, int64_t k)
+{
+	size_t rows = (size_t)(t->n / k);
+	char err[256];
+
+	if (!m->wq)
+		return;
+	t->fmt = fmt_for(m->wq, k);
+	t->k = k;
+	if (kspec_quant_size(t->fmt, rows, (size_t)k, &t->qbytes, err,
+	    sizeof err) != 0)
+		die("%s: %s", t->fmt, err);
+	t->q = xcalloc(1, t->qbytes);
+	if (kspec_quantize(t->fmt, t->f, rows, (size_t)k, t->q, t->qbytes,
+	    err, sizeof err) != 0 || kspec_dequantize(t->fmt, t->q,
+	    t->qbytes, rows, (size_t)k, t->f, err, sizeof err) != 0)
+		die("%s: %s", t->fmt, err);
+}
+
 /*
  * Seeded weights, scaled to keep activations near unit size: a gemm's
  * W is U(-1,1) * sqrt(3/K) (unit variance out for unit variance in), norm
- * weights 1 + U(-1,1)/10, the embedding U(-1,1).
+ * weights 1 + U(-1,1)/10, the embedding U(-1,1).  The values are drawn
+ * alike in every mode, then rounded to bf16 or quantized.
  */
-static void model_init(model_t *m, const config_t *c, int bf16, uint64_t seed)
+static void model_init(model_t *m, const config_t *c, int bf16,
+    const char *wq, uint64_t seed)
 {
 	const int64_t H = c->hidden, Dq = (int64_t)c->hq * c->hd,
 	    Dkv = (int64_t)c->hkv * c->hd, F = c->ffn;
@@ -1066,8 +1163,10 @@ static void model_init(model_t *m, const config_t *c, int bf16, uint64_t seed)
 	memset(m, 0, sizeof *m);
 	m->c = *c;
 	m->bf16 = bf16;
+	m->wq = wq;
 	m->rng = seed * 0x9E3779B97F4A7C15ull + 1;
 	tensor_init(m, &m->embed, c->vocab * H, 1.0f, 0.0f);
+	tensor_quant(m, &m->embed, H);
 	m->layer = xcalloc((size_t)c->layers, sizeof *m->layer);
 	for (l = 0; l < c->layers; l++) {
 		layer_t *y = &m->layer[l];
@@ -1080,9 +1179,16 @@ static void model_init(model_t *m, const config_t *c, int bf16, uint64_t seed)
 		tensor_init(m, &y->ffn_norm, H, 0.1f, 1.0f);
 		tensor_init(m, &y->wgu, 2 * F * H, sqrtf(3.0f / (float)H), 0);
 		tensor_init(m, &y->wd, H * F, sqrtf(3.0f / (float)F), 0);
+		tensor_quant(m, &y->wq, H);
+		tensor_quant(m, &y->wk, H);
+		tensor_quant(m, &y->wv, H);
+		tensor_quant(m, &y->wo, Dq);
+		tensor_quant(m, &y->wgu, H);
+		tensor_quant(m, &y->wd, F);
 	}
 	tensor_init(m, &m->final_norm, H, 0.1f, 1.0f);
 	tensor_init(m, &m->wout, c->vocab * H, sqrtf(3.0f / (float)H), 0);
+	tensor_quant(m, &m->wout, H);
 	/* The rope table: theta 10000, half-split pairs, f32. */
 	m->cs = xcalloc((size_t)c->max_seq * c->hd, sizeof(float));
 	for (p = 0; p < c->max_seq; p++)
@@ -1122,8 +1228,10 @@ static void model_free(model_t *m)
 	tensor_t *t[3 + 8 * 64];
 	int i, n = model_tensors(m, t);
 
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		free(t[i]->f);
+		free(t[i]->q);
+	}
 	free(m->layer);
 	free(m->cs);
 }
@@ -1133,6 +1241,10 @@ static void tensor_upload(engine_t *e, tensor_t *t)
 	uint16_t *w;
 	int64_t i;
 
+	if (t->fmt) {
+		buf_init(e, &t->b, t->qbytes, t->fmt, t->q);
+		return;
+	}
 	if (!e->m->bf16) {
 		buf_init(e, &t->b, (size_t)t->n * 4, "f32", t->f);
 		return;
@@ -1781,8 +1893,9 @@ static int run_engine(model_t *m, const opts_t *o)
 static void usage(void)
 {
 	fprintf(stderr,
-	    "usage: llama [--config small|8b2l] [--bf16] [--general] "
-	    "[--unpacked]\n"
+	    "usage: llama [--config small|8b2l] [--bf16 | --wdtype "
+	    "f32|bf16|q8_0|q4_0|q4_k]\n"
+	    "             [--general] [--unpacked]\n"
 	    "             [--threads N]"
 	    "\n"
 	    "             [--backend cpu|opencl|cuda] [--prompt N] [--steps N] "
@@ -1820,6 +1933,7 @@ static const struct {
 	{ "--follow", O_STR, offsetof(opts_t, follow) },
 	{ "--config", O_STR, offsetof(opts_t, config) },
 	{ "--backend", O_STR, offsetof(opts_t, backend) },
+	{ "--wdtype", O_STR, offsetof(opts_t, wdtype) },
 };
 
 int main(int argc, char **argv)
@@ -1858,6 +1972,17 @@ int main(int argc, char **argv)
 			o.cfg = &configs[c];
 	if (o.cfg == NULL)
 		die("unknown config %s", o.config);
+	if (o.wdtype && strcmp(o.wdtype, "bf16") == 0) {
+		o.bf16 = 1;
+	} else if (o.wdtype && (strcmp(o.wdtype, "q8_0") == 0 ||
+	    strcmp(o.wdtype, "q4_0") == 0 || strcmp(o.wdtype, "q4_k") == 0)) {
+		if (o.bf16)
+			die("--bf16 and --wdtype %s", o.wdtype);
+		o.wq = o.wdtype;
+	} else if (o.wdtype && strcmp(o.wdtype, "f32") != 0) {
+		die("unknown --wdtype %s (f32, bf16, q8_0, q4_0 or q4_k)",
+		    o.wdtype);
+	}
 	if (strcmp(o.backend, "opencl") == 0)
 		o.opencl = 1;
 	else if (strcmp(o.backend, "cuda") == 0)
@@ -1878,13 +2003,13 @@ int main(int argc, char **argv)
 		die("--draft-layers must be 1..%d", o.cfg->layers);
 	if (o.threads < 0 || o.threads > KSPEC_MAX_THREADS)
 		die("--threads must be 0..%d", KSPEC_MAX_THREADS);
-	model_init(&m, o.cfg, o.bf16, o.seed);
+	model_init(&m, o.cfg, o.bf16, o.wq, o.seed);
 	if (!o.quiet)
 		fprintf(stderr, "llama: config %s: hidden %d, %d layers, %d/%d "
 		    "heads of %d, ffn %d, vocab %d, max_seq %d, %s weights\n",
 		    o.cfg->name, o.cfg->hidden, o.cfg->layers, o.cfg->hq,
 		    o.cfg->hkv, o.cfg->hd, o.cfg->ffn, o.cfg->vocab,
-		    o.cfg->max_seq, o.bf16 ? "bf16" : "f32");
+		    o.cfg->max_seq, o.wq ? o.wq : o.bf16 ? "bf16" : "f32");
 	rc = o.reference ? run_reference(&m, &o) : run_engine(&m, &o);
 	model_free(&m);
 	return rc;
