@@ -162,8 +162,8 @@ $(BUILD)/libkspec.so: $(LIB_OBJ)
 	ln -sf libkspec.so.$(SOVERSION) $@
 
 # An example links the client library only, as an application would.
-$(BUILD)/examples/%: examples/%/*.c $(BUILD)/libkspec.a include/kspec.h \
-	    ref/ref.h examples/cu_driver.h
+$(BUILD)/examples/%: examples/%/*.c $(wildcard examples/*/*.h) \
+	    $(BUILD)/libkspec.a include/kspec.h ref/ref.h examples/cu_driver.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $(filter %.c,$^) $(BUILD)/libkspec.a \
 	    $(CLIENT_LDLIBS) -lOpenCL -lm

@@ -11,7 +11,8 @@
  * teacher-forced on the engine's tokens) at every step whose top-2 margin
  * exceeds twice the f32 error bound below.  Speculative decoding (a draft
  * of the same weights, verify steps of a constant width) commits greedy
- * decode's tokens and logits bit for bit.
+ * decode's tokens and logits bit for bit.  A q4_k model saved as a GGUF
+ * file runs from it to the same bits.
  *
  * The f32 error bound, EPS = 2^-10 on every logit.  The small config's
  * logits are below 8 in magnitude.  A worst-case linear bound sums the
@@ -325,6 +326,81 @@ Test(llama, bf16_weights_model_is_bitwise_across_variants_and_threads_and_matche
 Test(llama, q4_k_weights_model_is_bitwise_across_variants_and_threads_and_matches_float64)
 {
 	gate("--wdtype", "q4_k");
+}
+
+/* FILE's bytes with CHANGE applied, into OUT. */
+static void plant_file(const char *file, const char *out,
+    void (*change)(char *, size_t))
+{
+	size_t n;
+	char *p = slurp(file, &n);
+	FILE *f;
+
+	change(p, n);
+	f = fopen(out, "wb");
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite(p, 1, n, f), n);
+	fclose(f);
+	free(p);
+}
+
+/* The nibbles of one code byte swapped, half-way into the file (in a
+ * weight's data): the first byte from there whose nibbles differ. */
+static void swap_nibbles(char *p, size_t n)
+{
+	size_t i = n / 2;
+
+	while (i < n && ((p[i] >> 4) & 15) == (p[i] & 15))
+		i++;
+	cr_assert_lt(i, n);
+	p[i] = (char)(((p[i] & 15) << 4) | ((p[i] >> 4) & 15));
+}
+
+/* blk.0.attn_q.weight's offset one byte off the alignment: its name,
+ * then its dimension count, two sizes and its type before it. */
+static void misalign(char *p, size_t n)
+{
+	static const char name[] = "blk.0.attn_q.weight";
+	char *q = memmem(p, n, name, sizeof name - 1);
+
+	cr_assert_not_null(q);
+	q += sizeof name - 1 + 4 + 16 + 4;
+	cr_assert_lt((size_t)(q - p) + 8, n);
+	q[0]++;
+}
+
+/*
+ * A q4_k model saved as a GGUF file (--save-gguf) and run from it
+ * (--load-gguf) gives the seeded model's tokens and logits bit for bit;
+ * the same file with the nibbles of one weight byte swapped runs to
+ * other logits, and with a tensor's offset off the alignment is refused
+ * with the reason.
+ */
+Test(llama, a_q4_k_model_saved_as_gguf_runs_from_the_file_bitwise)
+{
+	const char *file = path_of("m.gguf"), *flip = path_of("flip.gguf");
+	const char *mis = path_of("mis.gguf"), *a = path_of("gseed.bin");
+	const char *b = path_of("gfile.bin"), *c = path_of("gflip.bin");
+	const char *err = path_of("gerr.txt");
+	const char *save[] = { "--wdtype", "q4_k", "--save-gguf", file,
+	    "--dump", a, NULL };
+	const char *load[] = { "--load-gguf", file, "--dump", b, NULL };
+	const char *lflip[] = { "--load-gguf", flip, "--dump", c, NULL };
+	const char *lmis[] = { "--load-gguf", mis, NULL };
+	size_t n;
+	char *msg;
+
+	cr_assert_eq(engine(save), 0, "the engine did not save");
+	cr_assert_eq(engine(load), 0, "the engine did not run the file");
+	cr_assert(same_bits(a, b), "the file's model != the seeded model");
+	plant_file(file, flip, swap_nibbles);
+	cr_assert_eq(engine(lflip), 0);
+	cr_assert_not(same_bits(a, c), "a swapped nibble changed nothing");
+	plant_file(file, mis, misalign);
+	cr_assert_eq(engine_to(lmis, err), 1, "a misaligned tensor ran");
+	msg = slurp(err, &n);
+	cr_assert(strstr(msg, "not a multiple of the alignment"), "%s", msg);
+	free(msg);
 }
 
 /* Each checker catches a planted bug: one flipped bit in one logit, a

@@ -41,13 +41,14 @@
  * the f32 rope table widened; teacher-forced on the tokens of an engine
  * dump (--follow), so each of its steps sees the engine's context.
  *
+ * --save-gguf FILE writes the model as a GGUF file and --load-gguf FILE
+ * runs one instead of the seeded weights (model_gguf.c).
+ *
  * The dump (--dump FILE): a header of four int32 (the magic 0x4b4c4c47,
  * the vocab V, the size of a logit in bytes: 4 for the engine, 8 for the
  * reference, the number of steps), then per step an int32 token (the
  * greedy pick) and its V logits.
  */
-#define CL_TARGET_OPENCL_VERSION 120
-#include <CL/cl.h>
 #include <cjson/cJSON.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -64,18 +65,13 @@
 #include "../../include/kspec.h"
 #include "../cu_driver.h"
 #include "../../ref/ref.h"
+#include "model.h"
 
 #define DUMP_MAGIC 0x4b4c4c47
 #define RMS_EPS 1e-5f
 #define MAX_PARAMS 16
 
 /* ---- the model ---- */
-
-typedef struct {
-	const char *name;
-	int hidden, layers, hq, hkv, hd, ffn, vocab, max_seq;
-	int prompt, steps;      /* defaults of --prompt, --steps */
-} config_t;
 
 /*
  * small: the gate's config (head dim 64 so that attention selects gqa and
@@ -86,44 +82,6 @@ static const config_t configs[] = {
 	{ "small", 256, 2, 4, 2, 64, 640, 512, 64, 8, 24 },
 	{ "8b2l", 4096, 2, 32, 8, 128, 14336, 32000, 640, 512, 16 },
 };
-
-/* A weight: its values as f32 (bf16-rounded in bf16 mode: what the
- * reference reads), the engine's buffer of it in the weights' dtype. */
-typedef struct buf {
-	void *host;             /* cpu: the data */
-	cl_mem mem;             /* opencl */
-	unsigned long long dptr; /* cuda: a CUdeviceptr */
-	size_t bytes;
-	const char *dtype;
-	int owned;              /* 1: malloc'd; 2: mapped (big_alloc) */
-} buf_t;
-
-typedef struct {
-	float *f;
-	int64_t n;
-	buf_t b;
-	/* quantized: the format, its bytes, rows of k weights */
-	const char *fmt;
-	void *q;
-	size_t qbytes;
-	int64_t k;
-} tensor_t;
-
-typedef struct {
-	tensor_t attn_norm, wq, wk, wv, wo, ffn_norm, wgu, wd;
-	/* the gemm weights in gemm_packed's panels (packed prefill) */
-	buf_t pq, pk, pv, po, pgu, pd;
-} layer_t;
-
-typedef struct {
-	config_t c;
-	int bf16;
-	const char *wq;         /* --wdtype's block format, or NULL */
-	tensor_t embed, final_norm, wout;
-	layer_t *layer;
-	float *cs;              /* rope table, max_seq x hd: cos | sin */
-	uint64_t rng;           /* xorshift64* state while the weights fill */
-} model_t;
 
 /* ---- options ---- */
 
@@ -137,9 +95,10 @@ typedef struct {
 	int quiet, profile;
 	int prompt, steps, trials, seed;
 	const char *socket, *dump, *follow, *config, *backend;
+	const char *save, *load;        /* --save-gguf, --load-gguf */
 } opts_t;
 
-static void die(const char *fmt, ...)
+void die(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -151,7 +110,7 @@ static void die(const char *fmt, ...)
 	exit(1);
 }
 
-static void *xcalloc(size_t n, size_t size)
+void *xcalloc(size_t n, size_t size)
 {
 	void *p = calloc(n ? n : 1, size);
 
@@ -1158,7 +1117,7 @@ static void model_init(model_t *m, const config_t *c, int bf16,
 {
 	const int64_t H = c->hidden, Dq = (int64_t)c->hq * c->hd,
 	    Dkv = (int64_t)c->hkv * c->hd, F = c->ffn;
-	int l, p, i;
+	int l;
 
 	memset(m, 0, sizeof *m);
 	m->c = *c;
@@ -1189,7 +1148,14 @@ static void model_init(model_t *m, const config_t *c, int bf16,
 	tensor_init(m, &m->final_norm, H, 0.1f, 1.0f);
 	tensor_init(m, &m->wout, c->vocab * H, sqrtf(3.0f / (float)H), 0);
 	tensor_quant(m, &m->wout, H);
-	/* The rope table: theta 10000, half-split pairs, f32. */
+	model_rope_table(m);
+}
+
+void model_rope_table(model_t *m)
+{
+	const config_t *c = &m->c;
+	int p, i;
+
 	m->cs = xcalloc((size_t)c->max_seq * c->hd, sizeof(float));
 	for (p = 0; p < c->max_seq; p++)
 		for (i = 0; i < c->hd / 2; i++) {
@@ -1902,6 +1868,7 @@ static void usage(void)
 	    "[--seed N]\n"
 	    "             [--verify W] [--draft-layers N] [--socket PATH]\n"
 	    "             [--dump FILE] [--trials N] [--profile] [--quiet]\n"
+	    "             [--save-gguf FILE] [--load-gguf FILE]\n"
 	    "       llama --reference [--follow DUMP] ... (float64, no "
 	    "daemon)\n");
 	exit(2);
@@ -1934,6 +1901,8 @@ static const struct {
 	{ "--config", O_STR, offsetof(opts_t, config) },
 	{ "--backend", O_STR, offsetof(opts_t, backend) },
 	{ "--wdtype", O_STR, offsetof(opts_t, wdtype) },
+	{ "--save-gguf", O_STR, offsetof(opts_t, save) },
+	{ "--load-gguf", O_STR, offsetof(opts_t, load) },
 };
 
 int main(int argc, char **argv)
@@ -2003,13 +1972,20 @@ int main(int argc, char **argv)
 		die("--draft-layers must be 1..%d", o.cfg->layers);
 	if (o.threads < 0 || o.threads > KSPEC_MAX_THREADS)
 		die("--threads must be 0..%d", KSPEC_MAX_THREADS);
-	model_init(&m, o.cfg, o.bf16, o.wq, o.seed);
+	if (o.load && (o.wdtype || o.bf16))
+		die("--load-gguf takes the weights' format from the file");
+	if (o.load)
+		model_load_gguf(&m, o.cfg, o.load);
+	else
+		model_init(&m, o.cfg, o.bf16, o.wq, o.seed);
+	if (o.save)
+		model_save_gguf(&m, o.save);
 	if (!o.quiet)
 		fprintf(stderr, "llama: config %s: hidden %d, %d layers, %d/%d "
 		    "heads of %d, ffn %d, vocab %d, max_seq %d, %s weights\n",
 		    o.cfg->name, o.cfg->hidden, o.cfg->layers, o.cfg->hq,
 		    o.cfg->hkv, o.cfg->hd, o.cfg->ffn, o.cfg->vocab,
-		    o.cfg->max_seq, o.wq ? o.wq : o.bf16 ? "bf16" : "f32");
+		    o.cfg->max_seq, m.wq ? m.wq : m.bf16 ? "bf16" : "f32");
 	rc = o.reference ? run_reference(&m, &o) : run_engine(&m, &o);
 	model_free(&m);
 	return rc;

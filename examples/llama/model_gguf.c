@@ -1,0 +1,301 @@
+/*
+ * examples/llama's model as a GGUF file (gguf.h): llama.cpp's tensor names
+ * for the llama architecture and its hyperparameter keys, each weight in
+ * the format the engine runs it in.
+ *
+ *   token_embd.weight           [H, vocab]     the embedding table
+ *   blk.N.attn_norm.weight      [H]            f32 (bf16 with --bf16)
+ *   blk.N.attn_q.weight         [H, Dq]        and attn_k, attn_v [H, Dkv]
+ *   blk.N.attn_output.weight    [Dq, H]
+ *   blk.N.ffn_norm.weight       [H]
+ *   blk.N.ffn_gate.weight       [H, F]         the first F rows of the
+ *   blk.N.ffn_up.weight         [H, F]         engine's gate-up weight, the
+ *                                              next F rows
+ *   blk.N.ffn_down.weight       [F, H]
+ *   output_norm.weight          [H]
+ *   output.weight               [H, vocab]
+ *
+ * (GGUF lists a tensor's innermost size first: a weight of N rows of K is
+ * [K, N].)  The rope table is not stored: it follows from the config.
+ * The file holds no tokenizer, and the engine's rope rotates half-split
+ * pairs, which llama.cpp's llama architecture does not (its converter
+ * permutes q and k for that): this file is the engine's own format, in
+ * GGUF's container.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "../../include/kspec.h"
+#include "../../ref/ref.h"
+#include "gguf.h"
+#include "model.h"
+
+/* A tensor of the file: its name, the model's tensor (TROWS rows of K),
+ * and the rows of it this file tensor holds (ROWS from ROW0). */
+typedef struct {
+	char name[64];
+	tensor_t *t;
+	int64_t row0, rows, trows, k;
+} entry_t;
+
+/* The file's tensors of M, in the order written. */
+static int entries(model_t *m, entry_t *e)
+{
+	const config_t *c = &m->c;
+	const int64_t H = c->hidden, Dq = (int64_t)c->hq * c->hd,
+	    Dkv = (int64_t)c->hkv * c->hd, F = c->ffn, V = c->vocab;
+	int n = 0, l;
+
+#define E_(nm, tp, r0, nr, tr, kk) (snprintf(e[n].name, sizeof e[n].name, \
+	"%s", nm), e[n].t = (tp), e[n].row0 = (r0), e[n].rows = (nr), \
+	e[n].trows = (tr), e[n].k = (kk), n++)
+	E_("token_embd.weight", &m->embed, 0, V, V, H);
+	for (l = 0; l < c->layers; l++) {
+		layer_t *y = &m->layer[l];
+		char b[32];
+
+		snprintf(b, sizeof b, "blk.%d.", l);
+#define L_(suffix, tp, r0, nr, tr, kk) do { char nm_[64]; \
+	snprintf(nm_, sizeof nm_, "%s%s", b, suffix); \
+	E_(nm_, tp, r0, nr, tr, kk); } while (0)
+		L_("attn_norm.weight", &y->attn_norm, 0, 1, 1, H);
+		L_("attn_q.weight", &y->wq, 0, Dq, Dq, H);
+		L_("attn_k.weight", &y->wk, 0, Dkv, Dkv, H);
+		L_("attn_v.weight", &y->wv, 0, Dkv, Dkv, H);
+		L_("attn_output.weight", &y->wo, 0, H, H, Dq);
+		L_("ffn_norm.weight", &y->ffn_norm, 0, 1, 1, H);
+		L_("ffn_gate.weight", &y->wgu, 0, F, 2 * F, H);
+		L_("ffn_up.weight", &y->wgu, F, F, 2 * F, H);
+		L_("ffn_down.weight", &y->wd, 0, H, H, F);
+#undef L_
+	}
+	E_("output_norm.weight", &m->final_norm, 0, 1, 1, H);
+	E_("output.weight", &m->wout, 0, V, V, H);
+#undef E_
+	return n;
+}
+
+static int is_norm(const entry_t *e)
+{
+	return strstr(e->name, "norm") != NULL;
+}
+
+/* The ggml type of M's weights of entry E. */
+static uint32_t type_of(const model_t *m, const entry_t *e)
+{
+	if (e->t->fmt)
+		return strcmp(e->t->fmt, "q8_0") == 0 ? GF_T_Q8_0 :
+		    strcmp(e->t->fmt, "q4_0") == 0 ? GF_T_Q4_0 : GF_T_Q4_K;
+	return m->bf16 ? GF_T_BF16 : GF_T_F32;
+}
+
+/* ---- writing ---- */
+
+void model_save_gguf(const model_t *cm, const char *path)
+{
+	model_t *m = (model_t *)cm;     /* entries() points into it */
+	entry_t *e = xcalloc(16 + 9 * (size_t)m->c.layers, sizeof *e);
+	gf_writer_t *w = gf_writer_new(GF_ALIGN);
+	const config_t *c = &m->c;
+	void **keep = xcalloc(16 + 9 * (size_t)m->c.layers, sizeof *keep);
+	uint32_t u;
+	float eps = 1e-5f, base = 10000.0f;
+	char err[256];
+	int n = entries(m, e), i;
+	FILE *f;
+
+	if (!w)
+		die("out of memory");
+#define U32_(key, v) (u = (uint32_t)(v), gf_add_kv(w, key, GF_U32, &u))
+	if (gf_add_kv_str(w, "general.architecture", "llama") ||
+	    gf_add_kv_str(w, "general.name", "kspec examples/llama") ||
+	    U32_("llama.context_length", c->max_seq) ||
+	    U32_("llama.embedding_length", c->hidden) ||
+	    U32_("llama.block_count", c->layers) ||
+	    U32_("llama.feed_forward_length", c->ffn) ||
+	    U32_("llama.attention.head_count", c->hq) ||
+	    U32_("llama.attention.head_count_kv", c->hkv) ||
+	    U32_("llama.rope.dimension_count", c->hd) ||
+	    U32_("llama.vocab_size", c->vocab) ||
+	    gf_add_kv(w, "llama.attention.layer_norm_rms_epsilon", GF_F32,
+	    &eps) || gf_add_kv(w, "llama.rope.freq_base", GF_F32, &base))
+		die("out of memory");
+#undef U32_
+	for (i = 0; i < n; i++) {
+		const tensor_t *t = e[i].t;
+		int64_t rows = e[i].rows;
+		uint64_t dims[2] = { (uint64_t)e[i].k, (uint64_t)rows };
+		uint32_t type = is_norm(&e[i]) && !m->bf16 ? GF_T_F32 :
+		    type_of(m, &e[i]);
+		size_t rb, bytes;
+		const uint8_t *src;
+		int be, bb;
+
+		gf_type_block(type, &be, &bb);
+		rb = (size_t)(e[i].k / be * bb);
+		bytes = rb * (size_t)rows;
+		if (t->fmt) {
+			src = (const uint8_t *)t->q + rb * (size_t)e[i].row0;
+		} else if (type == GF_T_BF16) {
+			uint16_t *h = xcalloc((size_t)(rows * e[i].k), 2);
+			int64_t j;
+
+			for (j = 0; j < rows * e[i].k; j++)
+				h[j] = ref_f32_to_bf16(t->f[e[i].row0 * e[i].k +
+				    j]);
+			keep[i] = h;
+			src = (const uint8_t *)h;
+		} else {
+			src = (const uint8_t *)(t->f + e[i].row0 * e[i].k);
+		}
+		if (gf_add_tensor(w, e[i].name, type, rows == 1 ? 1 : 2, dims,
+		    src, bytes) != 0)
+			die("%s: cannot add it to the file", e[i].name);
+	}
+	f = fopen(path, "wb");
+	if (!f)
+		die("%s: %s", path, strerror(errno));
+	if (gf_write(w, f, err, sizeof err) != 0 || fclose(f) != 0)
+		die("%s: %s", path, err[0] ? err : strerror(errno));
+	gf_writer_free(w);
+	for (i = 0; i < n; i++)
+		free(keep[i]);
+	free(keep);
+	free(e);
+}
+
+/* ---- reading ---- */
+
+static void want_u32(const gf_file_t *g, const char *path, const char *key,
+    int64_t want)
+{
+	int64_t v;
+
+	if (gf_kv_int(g, key, &v) != 0)
+		die("%s: no integer %s", path, key);
+	if (v != want)
+		die("%s: %s is %lld, the config's is %lld", path, key,
+		    (long long)v, (long long)want);
+}
+
+void model_load_gguf(model_t *m, const config_t *c, const char *path)
+{
+	const char *fmts[] = { "q8_0", "q4_0", "q4_k" };
+	uint32_t qtypes[] = { GF_T_Q8_0, GF_T_Q4_0, GF_T_Q4_K };
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	const gf_tensor_t *q0;
+	struct stat st;
+	char err[512];
+	gf_file_t g;
+	gf_str_t arch;
+	entry_t *e;
+	uint8_t *p;
+	int n, i;
+
+	if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0)
+		die("%s: %s", path, fd < 0 ? strerror(errno) : "empty");
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		die("%s: mmap: %s", path, strerror(errno));
+	if (gf_read(p, (size_t)st.st_size, &g, err, sizeof err) != 0)
+		die("%s: %s", path, err);
+	if (gf_kv_str(&g, "general.architecture", &arch) != 0 ||
+	    arch.n != 5 || memcmp(arch.s, "llama", 5) != 0)
+		die("%s: general.architecture is not llama", path);
+	want_u32(&g, path, "llama.embedding_length", c->hidden);
+	want_u32(&g, path, "llama.block_count", c->layers);
+	want_u32(&g, path, "llama.feed_forward_length", c->ffn);
+	want_u32(&g, path, "llama.attention.head_count", c->hq);
+	want_u32(&g, path, "llama.attention.head_count_kv", c->hkv);
+	want_u32(&g, path, "llama.rope.dimension_count", c->hd);
+	want_u32(&g, path, "llama.vocab_size", c->vocab);
+	/* The weights' mode, from the first attention weight. */
+	memset(m, 0, sizeof *m);
+	m->c = *c;
+	q0 = gf_find_tensor(&g, "blk.0.attn_q.weight");
+	if (!q0)
+		die("%s: no tensor blk.0.attn_q.weight", path);
+	m->bf16 = q0->type == GF_T_BF16;
+	for (i = 0; i < 3; i++)
+		if (q0->type == qtypes[i])
+			m->wq = fmts[i];
+	if (!m->bf16 && !m->wq && q0->type != GF_T_F32)
+		die("%s: blk.0.attn_q.weight is %s", path,
+		    gf_type_name(q0->type));
+	m->layer = xcalloc((size_t)c->layers, sizeof *m->layer);
+	e = xcalloc(16 + 9 * (size_t)c->layers, sizeof *e);
+	n = entries(m, e);
+	for (i = 0; i < n; i++) {
+		const gf_tensor_t *t = gf_find_tensor(&g, e[i].name);
+		tensor_t *w = e[i].t;
+		int64_t rows = e[i].rows, total = e[i].trows * e[i].k;
+		uint32_t want;
+		int be, bb;
+
+		if (!t)
+			die("%s: no tensor %s", path, e[i].name);
+		/* The format --wdtype would give this weight. */
+		want = is_norm(&e[i]) ? (m->bf16 ? GF_T_BF16 : GF_T_F32) :
+		    m->bf16 ? GF_T_BF16 : !m->wq ? GF_T_F32 :
+		    strcmp(m->wq, "q4_k") == 0 && e[i].k % 256 != 0 ?
+		    GF_T_Q8_0 : q0->type;
+		if (t->type != want)
+			die("%s: %s is %s, the engine runs it as %s", path,
+			    e[i].name, gf_type_name(t->type),
+			    gf_type_name(want));
+		if (t->dims[0] != (uint64_t)e[i].k || t->dims[1] !=
+		    (uint64_t)rows || t->dims[2] != 1 || t->dims[3] != 1)
+			die("%s: %s has sizes [%llu, %llu, %llu, %llu], the "
+			    "config's are [%lld, %lld]", path, e[i].name,
+			    (unsigned long long)t->dims[0],
+			    (unsigned long long)t->dims[1],
+			    (unsigned long long)t->dims[2],
+			    (unsigned long long)t->dims[3], (long long)e[i].k,
+			    (long long)rows);
+		/* The model tensor, allocated at its first file tensor (for
+		 * gate-up, ffn_gate), this one's rows from row0. */
+		if (!w->f) {
+			w->n = total;
+			w->f = xcalloc((size_t)total, sizeof(float));
+			w->k = e[i].k;
+		}
+		gf_type_block(t->type, &be, &bb);
+		if (t->type == GF_T_F32) {
+			memcpy(w->f + e[i].row0 * e[i].k, t->data, t->bytes);
+		} else if (t->type == GF_T_BF16) {
+			const uint8_t *h = t->data;
+			int64_t j;
+
+			for (j = 0; j < rows * e[i].k; j++)
+				w->f[e[i].row0 * e[i].k + j] =
+				    ref_bf16_to_f32((uint16_t)(h[2 * j] |
+				    h[2 * j + 1] << 8));
+		} else {
+			size_t rb = (size_t)(e[i].k / be * bb);
+
+			if (!w->q) {
+				w->fmt = t->type == GF_T_Q8_0 ? "q8_0" :
+				    t->type == GF_T_Q4_0 ? "q4_0" : "q4_k";
+				w->qbytes = rb * (size_t)(total / e[i].k);
+				w->q = xcalloc(1, w->qbytes);
+			}
+			memcpy((uint8_t *)w->q + rb * (size_t)e[i].row0,
+			    t->data, t->bytes);
+			if (kspec_dequantize(w->fmt, t->data, t->bytes,
+			    (size_t)rows, (size_t)e[i].k, w->f + e[i].row0 *
+			    e[i].k, err, sizeof err) != 0)
+				die("%s: %s: %s", path, e[i].name, err);
+		}
+	}
+	model_rope_table(m);
+	gf_free(&g);
+	munmap(p, (size_t)st.st_size);
+	free(e);
+}
