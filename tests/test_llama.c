@@ -12,7 +12,8 @@
  * exceeds twice the f32 error bound below.  Speculative decoding (a draft
  * of the same weights, verify steps of a constant width) commits greedy
  * decode's tokens and logits bit for bit.  A q4_k model saved as a GGUF
- * file runs from it to the same bits.
+ * file runs from it to the same bits, and llama.cpp's libllama loads that
+ * file (skipped without the benchmark package).
  *
  * The f32 error bound, EPS = 2^-10 on every logit.  The small config's
  * logits are below 8 in magnitude.  A worst-case linear bound sums the
@@ -33,6 +34,7 @@
 
 #define E2E_SHARED_DAEMON
 #include "e2e.h"
+#include "ggml.h"
 
 #define EPS 0x1p-10
 #define DUMP_MAGIC 0x4b4c4c47
@@ -401,6 +403,79 @@ Test(llama, a_q4_k_model_saved_as_gguf_runs_from_the_file_bitwise)
 	msg = slurp(err, &n);
 	cr_assert(strstr(msg, "not a multiple of the alignment"), "%s", msg);
 	free(msg);
+}
+
+/* llama.cpp's log lines, dropped. */
+static void quiet(int level, const char *text, void *user)
+{
+	(void)level;
+	(void)text;
+	(void)user;
+}
+
+/*
+ * llama.cpp's own libllama (the pinned package beside tests/ggml.h's
+ * libggml-base.so) loads the engine's GGUF file as a llama model of the
+ * config's sizes.  Its parameter structs are passed through as returned
+ * by llama_model_default_params, never read, so only their size is
+ * assumed (at most 512 bytes).  Skipped, saying so, without the package.
+ */
+Test(llama, libllama_loads_the_engines_gguf_file)
+{
+	typedef struct {
+		_Alignas(8) char b[512];
+	} params_t;
+	const char *file = path_of("ll.gguf");
+	const char *save[] = { "--wdtype", "q4_k", "--save-gguf", file,
+	    NULL };
+	char dir[1024], lib[1200], ggml[1200];
+	void *gl, *ll, *model;
+	void (*load_all)(const char *), (*init)(void), (*fini)(void);
+	void (*log_set)(void (*)(int, const char *, void *), void *);
+	params_t (*defaults)(void);
+	void *(*load)(const char *, params_t);
+	void (*mfree)(void *);
+	int32_t (*n_embd)(const void *), (*n_layer)(const void *);
+	int32_t (*n_head)(const void *), (*n_tokens)(const void *);
+	const void *(*vocab)(const void *);
+
+	snprintf(dir, sizeof dir, "%s", ks_ggml_path());
+	*strrchr(dir, '/') = '\0';
+	snprintf(lib, sizeof lib, "%s/libllama.v0.5.0.so", dir);
+	snprintf(ggml, sizeof ggml, "%s/libggml.v0.5.0.so", dir);
+	if (access(lib, F_OK) != 0)
+		cr_skip_test("llama.cpp is not installed (%s missing): "
+		    "deploy/deps.sh --bench installs %s %s", lib,
+		    KS_GGML_PACKAGE, KS_GGML_PACKAGE_VERSION);
+	cr_assert_eq(engine(save), 0, "the engine did not save");
+	gl = dlopen(ggml, RTLD_NOW | RTLD_GLOBAL);
+	ll = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	cr_assert(gl && ll, "%s", dlerror());
+	*(void **)&load_all = dlsym(gl, "ggml_backend_load_all_from_path");
+	*(void **)&init = dlsym(ll, "llama_backend_init");
+	*(void **)&fini = dlsym(ll, "llama_backend_free");
+	*(void **)&log_set = dlsym(ll, "llama_log_set");
+	*(void **)&defaults = dlsym(ll, "llama_model_default_params");
+	*(void **)&load = dlsym(ll, "llama_model_load_from_file");
+	*(void **)&mfree = dlsym(ll, "llama_model_free");
+	*(void **)&n_embd = dlsym(ll, "llama_model_n_embd");
+	*(void **)&n_layer = dlsym(ll, "llama_model_n_layer");
+	*(void **)&n_head = dlsym(ll, "llama_model_n_head");
+	*(void **)&vocab = dlsym(ll, "llama_model_get_vocab");
+	*(void **)&n_tokens = dlsym(ll, "llama_vocab_n_tokens");
+	cr_assert(load_all && init && fini && log_set && defaults && load &&
+	    mfree && n_embd && n_layer && n_head && vocab && n_tokens);
+	log_set(quiet, NULL);
+	load_all(dir);
+	init();
+	model = load(file, defaults());
+	cr_assert_not_null(model, "libllama did not load the engine's file");
+	cr_assert_eq(n_embd(model), 256);
+	cr_assert_eq(n_layer(model), 2);
+	cr_assert_eq(n_head(model), 4);
+	cr_assert_eq(n_tokens(vocab(model)), 512);
+	mfree(model);
+	fini();
 }
 
 /* Each checker catches a planted bug: one flipped bit in one logit, a

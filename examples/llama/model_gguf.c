@@ -17,10 +17,16 @@
  *
  * (GGUF lists a tensor's innermost size first: a weight of N rows of K is
  * [K, N].)  The rope table is not stored: it follows from the config.
- * The file holds no tokenizer, and the engine's rope rotates half-split
- * pairs, which llama.cpp's llama architecture does not (its converter
- * permutes q and k for that): this file is the engine's own format, in
- * GGUF's container.
+ *
+ * The engine's rope rotates the pairs (i, i + hd/2) of a head; llama.cpp's
+ * llama architecture rotates (2i, 2i + 1), at the same angles.  So within
+ * each head the rows of attn_q and attn_k are stored interleaved (file
+ * row 2i is the engine's row i, 2i + 1 its row i + hd/2, the permutation
+ * llama.cpp's converter undoes for Hugging Face weights), and permuted
+ * back on reading: q and k move alike, so their dot products, and the
+ * model, are unchanged.  The tokenizer is a stand-in that makes the file
+ * loadable (llama.cpp's "llama" vocabulary: <unk>, <s>, </s>, the 256
+ * byte tokens, then "t<id>"); the engine takes token ids, not text.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -86,6 +92,78 @@ static int is_norm(const entry_t *e)
 	return strstr(e->name, "norm") != NULL;
 }
 
+/* Whether E's rows are a query's or key's heads (stored interleaved). */
+static int is_qk(const entry_t *e)
+{
+	return strstr(e->name, "attn_q.") || strstr(e->name, "attn_k.");
+}
+
+/* The engine's row of file row R of a q or k weight with heads of HD. */
+static int64_t engine_row(int64_t r, int hd)
+{
+	int64_t h = r / hd, j = r % hd;
+
+	return h * hd + (j % 2 ? j / 2 + hd / 2 : j / 2);
+}
+
+/* ROWS rows of RB bytes from SRC into DST in the file's order (ENGINE 0)
+ * or back into the engine's (1). */
+static void permute_rows(uint8_t *dst, const uint8_t *src, int64_t rows,
+    size_t rb, int hd, int engine)
+{
+	int64_t r;
+
+	for (r = 0; r < rows; r++) {
+		int64_t e = engine_row(r, hd);
+
+		if (engine)
+			memcpy(dst + (size_t)e * rb, src + (size_t)r * rb, rb);
+		else
+			memcpy(dst + (size_t)r * rb, src + (size_t)e * rb, rb);
+	}
+}
+
+/* The stand-in vocabulary of V tokens (V > 259). */
+static int add_vocab(gf_writer_t *w, int V)
+{
+	char **tok = xcalloc((size_t)V, sizeof *tok);
+	float *score = xcalloc((size_t)V, sizeof *score);
+	int32_t *type = xcalloc((size_t)V, sizeof *type);
+	uint32_t u;
+	int i, rc;
+
+	for (i = 0; i < V; i++) {
+		tok[i] = xcalloc(16, 1);
+		if (i < 3)
+			snprintf(tok[i], 16, "%s", i == 0 ? "<unk>" : i == 1 ?
+			    "<s>" : "</s>");
+		else if (i < 259)
+			snprintf(tok[i], 16, "<0x%02X>", i - 3);
+		else
+			snprintf(tok[i], 16, "t%d", i);
+		/* unknown 2, control 3, byte 6, normal 1 */
+		type[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;
+		score[i] = i < 259 ? 0.0f : -(float)i;
+	}
+	rc = gf_add_kv_str(w, "tokenizer.ggml.model", "llama") ||
+	    gf_add_kv_arr(w, "tokenizer.ggml.tokens", GF_STR, tok,
+	    (uint64_t)V) ||
+	    gf_add_kv_arr(w, "tokenizer.ggml.scores", GF_F32, score,
+	    (uint64_t)V) ||
+	    gf_add_kv_arr(w, "tokenizer.ggml.token_type", GF_I32, type,
+	    (uint64_t)V) ||
+	    (u = 1, gf_add_kv(w, "tokenizer.ggml.bos_token_id", GF_U32, &u)) ||
+	    (u = 2, gf_add_kv(w, "tokenizer.ggml.eos_token_id", GF_U32, &u)) ||
+	    (u = 0, gf_add_kv(w, "tokenizer.ggml.unknown_token_id", GF_U32,
+	    &u));
+	for (i = 0; i < V; i++)
+		free(tok[i]);
+	free(tok);
+	free(score);
+	free(type);
+	return rc;
+}
+
 /* The ggml type of M's weights of entry E. */
 static uint32_t type_of(const model_t *m, const entry_t *e)
 {
@@ -126,6 +204,10 @@ void model_save_gguf(const model_t *cm, const char *path)
 	    gf_add_kv(w, "llama.attention.layer_norm_rms_epsilon", GF_F32,
 	    &eps) || gf_add_kv(w, "llama.rope.freq_base", GF_F32, &base))
 		die("out of memory");
+	if (c->vocab <= 259)
+		die("a GGUF file needs a vocab over 259 (its byte tokens)");
+	if (add_vocab(w, c->vocab))
+		die("out of memory");
 #undef U32_
 	for (i = 0; i < n; i++) {
 		const tensor_t *t = e[i].t;
@@ -153,6 +235,14 @@ void model_save_gguf(const model_t *cm, const char *path)
 			src = (const uint8_t *)h;
 		} else {
 			src = (const uint8_t *)(t->f + e[i].row0 * e[i].k);
+		}
+		if (is_qk(&e[i])) {     /* f32 rows: converted above or not */
+			uint8_t *perm = xcalloc(1, bytes);
+
+			permute_rows(perm, src, rows, rb, c->hd, 0);
+			free(keep[i]);
+			keep[i] = perm;
+			src = perm;
 		}
 		if (gf_add_tensor(w, e[i].name, type, rows == 1 ? 1 : 2, dims,
 		    src, bytes) != 0)
@@ -236,6 +326,8 @@ void model_load_gguf(model_t *m, const config_t *c, const char *path)
 		const gf_tensor_t *t = gf_find_tensor(&g, e[i].name);
 		tensor_t *w = e[i].t;
 		int64_t rows = e[i].rows, total = e[i].trows * e[i].k;
+		const uint8_t *src;
+		uint8_t *perm = NULL;
 		uint32_t want;
 		int be, bb;
 
@@ -267,10 +359,17 @@ void model_load_gguf(model_t *m, const config_t *c, const char *path)
 			w->k = e[i].k;
 		}
 		gf_type_block(t->type, &be, &bb);
+		src = t->data;
+		if (is_qk(&e[i])) {
+			perm = xcalloc(1, t->bytes);
+			permute_rows(perm, t->data, rows, (size_t)(e[i].k /
+			    be * bb), c->hd, 1);
+			src = perm;
+		}
 		if (t->type == GF_T_F32) {
-			memcpy(w->f + e[i].row0 * e[i].k, t->data, t->bytes);
+			memcpy(w->f + e[i].row0 * e[i].k, src, t->bytes);
 		} else if (t->type == GF_T_BF16) {
-			const uint8_t *h = t->data;
+			const uint8_t *h = src;
 			int64_t j;
 
 			for (j = 0; j < rows * e[i].k; j++)
@@ -287,12 +386,13 @@ void model_load_gguf(model_t *m, const config_t *c, const char *path)
 				w->q = xcalloc(1, w->qbytes);
 			}
 			memcpy((uint8_t *)w->q + rb * (size_t)e[i].row0,
-			    t->data, t->bytes);
-			if (kspec_dequantize(w->fmt, t->data, t->bytes,
+			    src, t->bytes);
+			if (kspec_dequantize(w->fmt, src, t->bytes,
 			    (size_t)rows, (size_t)e[i].k, w->f + e[i].row0 *
 			    e[i].k, err, sizeof err) != 0)
 				die("%s: %s: %s", path, e[i].name, err);
 		}
+		free(perm);
 	}
 	model_rope_table(m);
 	gf_free(&g);
