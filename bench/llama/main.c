@@ -1,7 +1,8 @@
 /*
  * bench/llama: examples/llama's 8b2l config (Llama-3-8B's layer shapes,
- * two layers, vocab 32000) through kspecd's kernels, f32 and bf16
- * weights, on one thread and on all threads: prefill of a 512-token
+ * two layers, vocab 32000) through kspecd's kernels, f32, bf16, q8_0,
+ * q4_0 and q4_k weights (--wdtype), on one thread and on all threads:
+ * prefill of a 512-token
  * prompt in tokens/s and greedy decode after it in ms/token.  Beside it,
  * in the same run: a plain C reference of the same math (loops, one
  * thread) and, when /usr/bin/python3 can import torch, PyTorch CPU
@@ -561,7 +562,9 @@ static void bf16_rounds(const e2e_daemon_t *d)
 
 int main(int argc, char **argv)
 {
-	static const char *const ws[] = { "f32", "bf16" };
+	static const char *const ws[] = { "f32", "bf16", "q8_0", "q4_0",
+		"q4_k" };
+	char wopt[32];
 	const int all = kspec_cpu_threads();
 	const int threads[2] = { 1, all };
 	e2e_daemon_t d;
@@ -596,12 +599,13 @@ int main(int argc, char **argv)
 	    HKV, D, L, V, PROMPT, STEPS - 1, TRIALS);
 	printf("%-22s %-5s %7s %9s %20s %9s %20s\n", "engine", "W", "threads",
 	    "prefill", "tok/s (min..max)", "decode", "ms/tok (min..max)");
-	for (wi = 0; wi < 2; wi++)
+	for (wi = 0; wi < 5; wi++)
 	for (ti = 0; ti < (all > 1 ? 2 : 1); ti++) {
+		snprintf(wopt, sizeof wopt, " --wdtype %s", ws[wi]);
 		snprintf(cmd, sizeof cmd, "%s/examples/llama --config 8b2l "
 		    "--quiet --socket %s --prompt %d --steps %d --trials %d "
 		    "--threads %d%s", e2e_build_dir(), d.sock, PROMPT, STEPS,
-		    TRIALS, threads[ti], wi ? " --bf16" : "");
+		    TRIALS, threads[ti], wopt);
 		if (run_and_read(cmd, &f) != 0) {
 			fprintf(stderr, "llama: %s failed\n", cmd);
 			e2e_cleanup(&d);
