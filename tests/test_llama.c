@@ -12,8 +12,9 @@
  * exceeds twice the f32 error bound below.  Speculative decoding (a draft
  * of the same weights, verify steps of a constant width) commits greedy
  * decode's tokens and logits bit for bit.  A q4_k model saved as a GGUF
- * file runs from it to the same bits, and llama.cpp's libllama loads that
- * file (skipped without the benchmark package).
+ * file runs from it to the same bits, llama.cpp's libllama loads that
+ * file, and its quantizer's q8_0 file of the engine's f32 model runs to
+ * the engine's own q8_0 bits (skipped without the benchmark package).
  *
  * The f32 error bound, EPS = 2^-10 on every logit.  The small config's
  * logits are below 8 in magnitude.  A worst-case linear bound sums the
@@ -413,31 +414,34 @@ static void quiet(int level, const char *text, void *user)
 	(void)user;
 }
 
-/*
- * llama.cpp's own libllama (the pinned package beside tests/ggml.h's
- * libggml-base.so) loads the engine's GGUF file as a llama model of the
- * config's sizes.  Its parameter structs are passed through as returned
- * by llama_model_default_params, never read, so only their size is
- * assumed (at most 512 bytes).  Skipped, saying so, without the package.
- */
-Test(llama, libllama_loads_the_engines_gguf_file)
-{
-	typedef struct {
-		_Alignas(8) char b[512];
-	} params_t;
-	const char *file = path_of("ll.gguf");
-	const char *save[] = { "--wdtype", "q4_k", "--save-gguf", file,
-	    NULL };
-	char dir[1024], lib[1200], ggml[1200];
-	void *gl, *ll, *model;
-	void (*load_all)(const char *), (*init)(void), (*fini)(void);
-	void (*log_set)(void (*)(int, const char *, void *), void *);
-	params_t (*defaults)(void);
-	void *(*load)(const char *, params_t);
+/* The pinned package's libllama, loaded with its CPU backends (its logs
+ * dropped), or the test skipped, saying so, without the package.  Its
+ * parameter structs are passed through as its functions return them,
+ * never read but for the quantizer's first two fields (int32 nthread,
+ * then the file type), so only their size is assumed (at most 512
+ * bytes). */
+typedef struct {
+	_Alignas(8) char b[512];
+} llparams_t;
+
+typedef struct {
+	void (*init)(void), (*fini)(void);
+	llparams_t (*defaults)(void);
+	void *(*load)(const char *, llparams_t);
 	void (*mfree)(void *);
 	int32_t (*n_embd)(const void *), (*n_layer)(const void *);
 	int32_t (*n_head)(const void *), (*n_tokens)(const void *);
 	const void *(*vocab)(const void *);
+	llparams_t (*qdefaults)(void);
+	uint32_t (*quantize)(const char *, const char *, const llparams_t *);
+} llama_t;
+
+static void need_libllama(llama_t *L)
+{
+	char dir[1024], lib[1200], ggml[1200];
+	void (*load_all)(const char *);
+	void (*log_set)(void (*)(int, const char *, void *), void *);
+	void *gl, *ll;
 
 	snprintf(dir, sizeof dir, "%s", ks_ggml_path());
 	*strrchr(dir, '/') = '\0';
@@ -447,35 +451,105 @@ Test(llama, libllama_loads_the_engines_gguf_file)
 		cr_skip_test("llama.cpp is not installed (%s missing): "
 		    "deploy/deps.sh --bench installs %s %s", lib,
 		    KS_GGML_PACKAGE, KS_GGML_PACKAGE_VERSION);
-	cr_assert_eq(engine(save), 0, "the engine did not save");
 	gl = dlopen(ggml, RTLD_NOW | RTLD_GLOBAL);
 	ll = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
 	cr_assert(gl && ll, "%s", dlerror());
 	*(void **)&load_all = dlsym(gl, "ggml_backend_load_all_from_path");
-	*(void **)&init = dlsym(ll, "llama_backend_init");
-	*(void **)&fini = dlsym(ll, "llama_backend_free");
 	*(void **)&log_set = dlsym(ll, "llama_log_set");
-	*(void **)&defaults = dlsym(ll, "llama_model_default_params");
-	*(void **)&load = dlsym(ll, "llama_model_load_from_file");
-	*(void **)&mfree = dlsym(ll, "llama_model_free");
-	*(void **)&n_embd = dlsym(ll, "llama_model_n_embd");
-	*(void **)&n_layer = dlsym(ll, "llama_model_n_layer");
-	*(void **)&n_head = dlsym(ll, "llama_model_n_head");
-	*(void **)&vocab = dlsym(ll, "llama_model_get_vocab");
-	*(void **)&n_tokens = dlsym(ll, "llama_vocab_n_tokens");
-	cr_assert(load_all && init && fini && log_set && defaults && load &&
-	    mfree && n_embd && n_layer && n_head && vocab && n_tokens);
+	*(void **)&L->init = dlsym(ll, "llama_backend_init");
+	*(void **)&L->fini = dlsym(ll, "llama_backend_free");
+	*(void **)&L->defaults = dlsym(ll, "llama_model_default_params");
+	*(void **)&L->load = dlsym(ll, "llama_model_load_from_file");
+	*(void **)&L->mfree = dlsym(ll, "llama_model_free");
+	*(void **)&L->n_embd = dlsym(ll, "llama_model_n_embd");
+	*(void **)&L->n_layer = dlsym(ll, "llama_model_n_layer");
+	*(void **)&L->n_head = dlsym(ll, "llama_model_n_head");
+	*(void **)&L->vocab = dlsym(ll, "llama_model_get_vocab");
+	*(void **)&L->n_tokens = dlsym(ll, "llama_vocab_n_tokens");
+	*(void **)&L->qdefaults = dlsym(ll,
+	    "llama_model_quantize_default_params");
+	*(void **)&L->quantize = dlsym(ll, "llama_model_quantize");
+	cr_assert(load_all && log_set && L->init && L->fini && L->defaults &&
+	    L->load && L->mfree && L->n_embd && L->n_layer && L->n_head &&
+	    L->vocab && L->n_tokens && L->qdefaults && L->quantize);
 	log_set(quiet, NULL);
 	load_all(dir);
-	init();
-	model = load(file, defaults());
+	L->init();
+}
+
+/*
+ * llama.cpp's own libllama loads the engine's GGUF file as a llama model
+ * of the config's sizes.
+ */
+Test(llama, libllama_loads_the_engines_gguf_file)
+{
+	const char *file = path_of("ll.gguf");
+	const char *save[] = { "--wdtype", "q4_k", "--save-gguf", file,
+	    NULL };
+	llama_t L;
+	void *model;
+
+	need_libllama(&L);
+	cr_assert_eq(engine(save), 0, "the engine did not save");
+	model = L.load(file, L.defaults());
 	cr_assert_not_null(model, "libllama did not load the engine's file");
-	cr_assert_eq(n_embd(model), 256);
-	cr_assert_eq(n_layer(model), 2);
-	cr_assert_eq(n_head(model), 4);
-	cr_assert_eq(n_tokens(vocab(model)), 512);
-	mfree(model);
-	fini();
+	cr_assert_eq(L.n_embd(model), 256);
+	cr_assert_eq(L.n_layer(model), 2);
+	cr_assert_eq(L.n_head(model), 4);
+	cr_assert_eq(L.n_tokens(L.vocab(model)), 512);
+	L.mfree(model);
+	L.fini();
+}
+
+/*
+ * A file llama.cpp's quantizer wrote runs in the engine: the engine's f32
+ * model, saved, quantized by libllama's llama_model_quantize to q8_0 and
+ * to q4_0 (file types 7 and 2; llama.cpp keeps the norms f32): its q8_0
+ * file runs to the bits of the engine's own q8_0 model (llama.cpp's q8_0
+ * bytes are its reference quantizer's, as kspec_quantize's are); its
+ * q4_0 file stores the output projection in Q6_K, which the engine
+ * refuses by name.
+ */
+Test(llama, a_file_llama_cpps_quantizer_wrote_runs_as_the_engines_own)
+{
+	const char *f32 = path_of("q.f32.gguf"), *q8 = path_of("q.q8.gguf");
+	const char *q4 = path_of("q.q4.gguf"), *a = path_of("qa.bin");
+	const char *b = path_of("qb.bin"), *err = path_of("qerr.txt");
+	const char *save[] = { "--save-gguf", f32, "--steps", "8", NULL };
+	const char *mine[] = { "--wdtype", "q8_0", "--steps", "8", "--dump",
+	    a, NULL };
+	const char *theirs[] = { "--load-gguf", q8, "--steps", "8", "--dump",
+	    b, NULL };
+	const char *mixed[] = { "--load-gguf", q4, "--steps", "8", NULL };
+	llparams_t p;
+	int32_t ft;
+	size_t n;
+	char *msg;
+	llama_t L;
+
+	need_libllama(&L);
+	cr_assert_eq(engine(save), 0, "the engine did not save");
+	p = L.qdefaults();
+	ft = 7;                 /* LLAMA_FTYPE_MOSTLY_Q8_0 */
+	memcpy(p.b + 4, &ft, 4);
+	cr_assert_eq(L.quantize(f32, q8, &p), 0, "llama.cpp's quantizer "
+	    "failed on the engine's file");
+	ft = 2;                 /* LLAMA_FTYPE_MOSTLY_Q4_0 */
+	memcpy(p.b + 4, &ft, 4);
+	cr_assert_eq(L.quantize(f32, q4, &p), 0);
+	L.fini();
+	cr_assert_eq(engine(mine), 0);
+	cr_assert_eq(engine(theirs), 0, "the engine did not run llama.cpp's "
+	    "q8_0 file");
+	cr_assert(same_bits(a, b), "llama.cpp's q8_0 file != the engine's "
+	    "q8_0 model");
+	/* Its q4_0 file stores the output projection in Q6_K, which the
+	 * engine refuses by name. */
+	cr_assert_eq(engine_to(mixed, err), 1);
+	msg = slurp(err, &n);
+	cr_assert(strstr(msg, "output.weight': type Q6_K is not read"), "%s",
+	    msg);
+	free(msg);
 }
 
 /* Each checker catches a planted bug: one flipped bit in one logit, a
