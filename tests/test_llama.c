@@ -13,8 +13,9 @@
  * of the same weights, verify steps of a constant width) commits greedy
  * decode's tokens and logits bit for bit.  A q4_k model saved as a GGUF
  * file runs from it to the same bits, llama.cpp's libllama loads that
- * file, and its quantizer's q8_0 file of the engine's f32 model runs to
- * the engine's own q8_0 bits (skipped without the benchmark package).
+ * file, runs the engine's f32 file to the engine's logits, and its
+ * quantizer's q8_0 file of the engine's f32 model runs to the engine's
+ * own q8_0 bits (skipped without the benchmark package).
  *
  * The f32 error bound, EPS = 2^-10 on every logit.  The small config's
  * logits are below 8 in magnitude.  A worst-case linear bound sums the
@@ -36,6 +37,7 @@
 #define E2E_SHARED_DAEMON
 #include "e2e.h"
 #include "ggml.h"
+#include "../ref/ref.h"
 
 #define EPS 0x1p-10
 #define DUMP_MAGIC 0x4b4c4c47
@@ -434,6 +436,20 @@ typedef struct {
 	const void *(*vocab)(const void *);
 	llparams_t (*qdefaults)(void);
 	uint32_t (*quantize)(const char *, const char *, const llparams_t *);
+	llparams_t (*cdefaults)(void);
+	void *(*new_ctx)(void *, llparams_t);
+	void (*free_ctx)(void *);
+	float *(*logits)(void *, int32_t);
+	struct llbatch {                /* llama.h's llama_batch */
+		int32_t n_tokens;
+		int32_t *token;
+		float *embd;
+		int32_t *pos;
+		int32_t *n_seq_id;
+		int32_t **seq_id;
+		int8_t *logits;
+	} (*batch_one)(int32_t *, int32_t);
+	int32_t (*decode)(void *, struct llbatch);
 } llama_t;
 
 static void need_libllama(llama_t *L)
@@ -469,9 +485,17 @@ static void need_libllama(llama_t *L)
 	*(void **)&L->qdefaults = dlsym(ll,
 	    "llama_model_quantize_default_params");
 	*(void **)&L->quantize = dlsym(ll, "llama_model_quantize");
+	*(void **)&L->cdefaults = dlsym(ll, "llama_context_default_params");
+	*(void **)&L->new_ctx = dlsym(ll, "llama_init_from_model");
+	*(void **)&L->free_ctx = dlsym(ll, "llama_free");
+	*(void **)&L->logits = dlsym(ll, "llama_get_logits_ith");
+	*(void **)&L->batch_one = dlsym(ll, "llama_batch_get_one");
+	*(void **)&L->decode = dlsym(ll, "llama_decode");
 	cr_assert(load_all && log_set && L->init && L->fini && L->defaults &&
 	    L->load && L->mfree && L->n_embd && L->n_layer && L->n_head &&
-	    L->vocab && L->n_tokens && L->qdefaults && L->quantize);
+	    L->vocab && L->n_tokens && L->qdefaults && L->quantize &&
+	    L->cdefaults && L->new_ctx && L->free_ctx && L->logits &&
+	    L->batch_one && L->decode);
 	log_set(quiet, NULL);
 	load_all(dir);
 	L->init();
@@ -499,6 +523,79 @@ Test(llama, libllama_loads_the_engines_gguf_file)
 	cr_assert_eq(L.n_tokens(L.vocab(model)), 512);
 	L.mfree(model);
 	L.fini();
+}
+
+/* The logits of the last of the small config's 8 prompt tokens (seed 1,
+ * as examples/llama draws them) by llama.cpp running the GGUF file FILE,
+ * into OUT (512): one context of 64 positions, one thread, its defaults
+ * otherwise (its KV cache in f16). */
+static void llama_cpp_logits(llama_t *L, const char *file, float *out)
+{
+	uint64_t s = 1 * 0xD1B54A32D192ED03ull + 7;
+	int32_t prompt[8], v[6] = { 64, 64, 64, 1, 1, 1 };
+	llparams_t c;
+	void *model, *ctx;
+	const float *lg;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		prompt[i] = (int32_t)(ref_rand(&s) % 512);
+	model = L->load(file, L->defaults());
+	cr_assert_not_null(model);
+	/* n_ctx, n_batch, n_ubatch, n_seq_max, n_threads,
+	 * n_threads_batch: llama.h's first six fields. */
+	c = L->cdefaults();
+	memcpy(c.b, v, sizeof v);
+	ctx = L->new_ctx(model, c);
+	cr_assert_not_null(ctx, "llama.cpp made no context");
+	cr_assert_eq(L->decode(ctx, L->batch_one(prompt, 8)), 0);
+	lg = L->logits(ctx, -1);
+	cr_assert_not_null(lg);
+	memcpy(out, lg, 512 * sizeof *out);
+	L->free_ctx(ctx);
+	L->mfree(model);
+}
+
+/*
+ * llama.cpp runs the engine's f32 GGUF file as the same model: the logits
+ * after the prompt agree with the engine's within 2^-6 (llama.cpp keeps
+ * its KV cache in f16, the engine in f32; the logits are below 8), and
+ * those of a model of other weights (seed 2) do not.  That holds the
+ * file's names, shapes, head order and rope pairing to llama.cpp's.
+ */
+Test(llama, llama_cpp_runs_the_engines_f32_file_to_its_logits)
+{
+	const char *f1 = path_of("m1.gguf"), *f2 = path_of("m2.gguf");
+	const char *a = path_of("la.bin");
+	const char *s1[] = { "--save-gguf", f1, "--steps", "1", "--dump", a,
+	    NULL };
+	const char *s2[] = { "--save-gguf", f2, "--seed", "2", "--steps", "1",
+	    NULL };
+	float mine[512], theirs[512], other[512];
+	double d = 0, e = 0;
+	dump_t x;
+	llama_t L;
+	int j;
+
+	need_libllama(&L);
+	cr_assert_eq(engine(s1), 0);
+	cr_assert_eq(engine(s2), 0);
+	dump_read(a, &x);
+	cr_assert_eq(x.V, 512);
+	for (j = 0; j < 512; j++)
+		mine[j] = (float)x.logit[j];
+	dump_free(&x);
+	llama_cpp_logits(&L, f1, theirs);
+	llama_cpp_logits(&L, f2, other);
+	L.fini();
+	for (j = 0; j < 512; j++) {
+		d = fmax(d, fabs((double)theirs[j] - mine[j]));
+		e = fmax(e, fabs((double)other[j] - mine[j]));
+	}
+	cr_log_info("llama.cpp against the engine: max |d logit| %.3g; "
+	    "another model's %.3g", d, e);
+	cr_assert_leq(d, 0x1p-6, "llama.cpp's logits differ by %.3g", d);
+	cr_assert_gt(e, 0x1p-6, "the check is blind");
 }
 
 /*
