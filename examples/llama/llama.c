@@ -1207,8 +1207,12 @@ static void tensor_upload(engine_t *e, tensor_t *t)
 	uint16_t *w;
 	int64_t i;
 
+	/* The engine reads its buffers only: a quantized or bf16 weight's
+	 * f32 values (what the float64 reference reads) go. */
 	if (t->fmt) {
 		buf_init(e, &t->b, t->qbytes, t->fmt, t->q);
+		free(t->f);
+		t->f = NULL;
 		return;
 	}
 	if (!e->m->bf16) {
@@ -1218,6 +1222,8 @@ static void tensor_upload(engine_t *e, tensor_t *t)
 	w = xcalloc((size_t)t->n, 2);
 	for (i = 0; i < t->n; i++)
 		w[i] = ref_f32_to_bf16(t->f[i]);
+	free(t->f);
+	t->f = NULL;
 	buf_init(e, &t->b, (size_t)t->n * 2, "bf16", w);
 	if (on_device(e))
 		free(w);                /* copied to the device */
