@@ -431,7 +431,8 @@ int ks_canary_run(const ks_job_t *job, char *summary, size_t slen,
 	const char *seen[16], *variant = NULL;
 	uint64_t t0 = ks_now_ns();
 	ks_dtype_t pr[NDTYPES * NDTYPES][2];
-	int i, d, s, np, nseen = 0, runs = 0, rc = KS_OK;
+	ks_dtype_t ran[NDTYPES * NDTYPES + NQFMTS][2];
+	int i, d, s, np, nseen = 0, nran = 0, runs = 0, rc = KS_OK;
 	ks_buf_t names;
 
 	*ms = 0;
@@ -461,6 +462,14 @@ int ks_canary_run(const ks_job_t *job, char *summary, size_t slen,
 				;
 			if (s == nseen && nseen < 16)
 				seen[nseen++] = variant;
+			/* The (dtype, weight dtype) pairs that ran, in order. */
+			for (s = 0; s < nran && (ran[s][0] != pr[d][0] ||
+			    ran[s][1] != pr[d][1]); s++)
+				;
+			if (s == nran && nran < NDTYPES * NDTYPES + NQFMTS) {
+				ran[nran][0] = pr[d][0];
+				ran[nran++][1] = pr[d][1];
+			}
 		}
 	}
 	*ms = (double)(ks_now_ns() - t0) / 1e6;
@@ -474,15 +483,10 @@ int ks_canary_run(const ks_job_t *job, char *summary, size_t slen,
 	ks_buf_init(&names);
 	for (s = 0; s < nseen; s++)
 		ks_buf_printf(&names, "%s%s", s ? " " : "", seen[s]);
-	ks_buf_puts(&names, "; f32 f16 bf16");
-	np = pairs(job->spec.def, 0, pr);
-	for (d = NDTYPES; d < np; d++)
-		ks_buf_printf(&names, " %s/w%s", ks_dtype_name(pr[d][0]),
-		    ks_dtype_name(pr[d][1]));
-	np = pairs(job->spec.def, 1, pr);
-	for (d = 0; d < np; d++)
-		ks_buf_printf(&names, " %s/w%s", ks_dtype_name(pr[d][0]),
-		    ks_dtype_name(pr[d][1]));
+	for (s = 0; s < nran; s++)
+		ks_buf_printf(&names, "%s%s%s%s", s ? " " : "; ",
+		    ks_dtype_name(ran[s][0]), ran[s][1] != ran[s][0] ? "/w" : "",
+		    ran[s][1] != ran[s][0] ? ks_dtype_name(ran[s][1]) : "");
 	ks_set_err(summary, slen, "%d runs equal to the reference (variants "
 	    "%s) in %.0f ms", runs, names.data ? names.data : "", *ms);
 	ks_buf_close(&names);

@@ -452,16 +452,22 @@ static ks_expr_t *wval(gemm_t *g, ks_stmt_t *block, int wo, int k_var)
  * variable) for the NW rows of W: xv = x[xo + k]; acc[r] = fma(xv,
  * W[wo[r] + k], acc[r]).  XO < 0 means the x row offset is 0 (gemv_m1).
  */
-static void accumulate(gemm_t *g, ks_stmt_t *block, const char *xname,
-    int k_var, int xo, int nw, const int *wo, const int *acc)
+/* x[xo + k] for the lane variable K_VAR (XO < 0: offset 0). */
+static ks_expr_t *x_at(gemm_t *g, int xo, int k_var)
 {
 	ks_expr_t *xi = var(g, k_var);
-	int r, xv;
 
 	if (xo >= 0)
 		xi = bin(g, KS_OP_ADD, var(g, xo), xi);
-	xv = decl(g, block, xname, KS_TY_F32, KS_VAR_LANE,
-	    ks_x_load(g->k, g->x, xi));
+	return ks_x_load(g->k, g->x, xi);
+}
+
+static void accumulate(gemm_t *g, ks_stmt_t *block, const char *xname,
+    int k_var, int xo, int nw, const int *wo, const int *acc)
+{
+	int r, xv;
+
+	xv = decl(g, block, xname, KS_TY_F32, KS_VAR_LANE, x_at(g, xo, k_var));
 	for (r = 0; r < nw; r++) {
 		ks_expr_t *w = wval(g, block, wo[r], k_var);
 
@@ -619,13 +625,9 @@ static void row_chunk(gemm_t *g, ks_stmt_t *body, void *arg)
 	snprintf(kn, sizeof kn, "%s%sb", g->alt ? "kb" : "k", g->sfx);
 	kv2 = decl(g, body, kn, KS_TY_I64, KS_VAR_LANE, bin(g, KS_OP_ADD,
 	    var(g, g->k0b), ks_x_lane(g->k)));
-	xv = decl(g, body, xn, KS_TY_F32, KS_VAR_LANE, ks_x_load(g->k, g->x,
-	    c->xo >= 0 ? bin(g, KS_OP_ADD, var(g, c->xo), var(g, kv)) :
-	    var(g, kv)));
+	xv = decl(g, body, xn, KS_TY_F32, KS_VAR_LANE, x_at(g, c->xo, kv));
 	snprintf(xn, sizeof xn, "%s%sb", g->alt ? "xvb" : "xv", g->sfx);
-	xv2 = decl(g, body, xn, KS_TY_F32, KS_VAR_LANE, ks_x_load(g->k,
-	    g->x, c->xo >= 0 ? bin(g, KS_OP_ADD, var(g, c->xo),
-	    var(g, kv2)) : var(g, kv2)));
+	xv2 = decl(g, body, xn, KS_TY_F32, KS_VAR_LANE, x_at(g, c->xo, kv2));
 	for (r = 0; r < c->nw; r++) {
 		ks_s_append(g->k, body, ks_s_assign(g->k, c->acc[r],
 		    ks_x_fma(g->k, var(g, xv), wvalue_hoisted(g, body,

@@ -130,6 +130,10 @@ static void every_canary_passes(const ks_backend_t *be)
 		    be->name, err);
 		cr_log_info("%s canary of %s: %s", be->name, all[i]->name,
 		    summary);
+		/* A kernel that takes block formats runs them too. */
+		if (all[i]->wblocks)
+			cr_assert(strstr(summary, "f32/wq8_0 f32/wq4_0 "
+			    "f32/wq4_k"), "%s: %s", all[i]->name, summary);
 		total += ms;
 	}
 	cr_log_info("%s: every canary in %.0f ms", be->name, total);

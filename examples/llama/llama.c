@@ -576,9 +576,7 @@ static int64_t groups_of(const kern_t *k, int kind, const int64_t *dimv)
 
 /* ---- start-up: one get_many, each artifact loaded once ---- */
 
-/* A block format for rows of K weights: q4_k needs K a multiple of 256,
- * else q8_0 (llama.cpp's fallback). */
-static const char *fmt_for(const char *wq, int64_t k)
+const char *model_fmt_for(const char *wq, int64_t k)
 {
 	return strcmp(wq, "q4_k") == 0 && k % 256 != 0 ? "q8_0" : wq;
 }
@@ -599,10 +597,10 @@ static const char *kind_wdtype(const model_t *m, int kind)
 	switch (kind) {
 	case K_EMBED: case K_GEMM_Q: case K_GEMM_KV: case K_GEMM_O:
 	case K_GEMM_GU: case K_GEMM_DOWN: case K_LOGITS:
-		return fmt_for(m->wq, v[2]);
+		return model_fmt_for(m->wq, v[2]);
 	case K_PACK_WQ: case K_PACK_WKV: case K_PACK_WO: case K_PACK_WGU:
 	case K_PACK_WD:
-		return fmt_for(m->wq, v[1]);
+		return model_fmt_for(m->wq, v[1]);
 	default:
 		return NULL;
 	}
@@ -1094,7 +1092,7 @@ static void tensor_quant(model_t *m, tensor_t *t, int64_t k)
 
 	if (!m->wq)
 		return;
-	t->fmt = fmt_for(m->wq, k);
+	t->fmt = model_fmt_for(m->wq, k);
 	t->k = k;
 	if (kspec_quant_size(t->fmt, rows, (size_t)k, &t->qbytes, err,
 	    sizeof err) != 0)

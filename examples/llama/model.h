@@ -61,6 +61,11 @@ void die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
     noreturn));
 void *xcalloc(size_t n, size_t size);
 
+/* llama.c: the block format of a weight with rows of K under --wdtype
+ * WQ: WQ, but q8_0 for q4_k when K is not a multiple of 256 (llama.cpp's
+ * fallback). */
+const char *model_fmt_for(const char *wq, int64_t k);
+
 /* llama.c: M's rope table for its config (theta 10000, half-split
  * pairs, f32). */
 void model_rope_table(model_t *m);

@@ -165,11 +165,39 @@ static int add_vocab(gf_writer_t *w, int V)
 }
 
 /* The ggml type of M's weights of entry E. */
+/* The block formats by kspec's name and ggml's type. */
+static const struct {
+	const char *name;
+	uint32_t type;
+} qfmts[] = {
+	{ "q8_0", GF_T_Q8_0 }, { "q4_0", GF_T_Q4_0 }, { "q4_k", GF_T_Q4_K },
+};
+
+static uint32_t fmt_type(const char *fmt)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof qfmts / sizeof qfmts[0]; i++)
+		if (strcmp(qfmts[i].name, fmt) == 0)
+			return qfmts[i].type;
+	die("no ggml type for %s", fmt);
+}
+
+/* The block format of ggml type T, or NULL. */
+static const char *type_fmt(uint32_t t)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof qfmts / sizeof qfmts[0]; i++)
+		if (qfmts[i].type == t)
+			return qfmts[i].name;
+	return NULL;
+}
+
 static uint32_t type_of(const model_t *m, const entry_t *e)
 {
 	if (e->t->fmt)
-		return strcmp(e->t->fmt, "q8_0") == 0 ? GF_T_Q8_0 :
-		    strcmp(e->t->fmt, "q4_0") == 0 ? GF_T_Q4_0 : GF_T_Q4_K;
+		return fmt_type(e->t->fmt);
 	return m->bf16 ? GF_T_BF16 : GF_T_F32;
 }
 
@@ -276,8 +304,6 @@ static void want_u32(const gf_file_t *g, const char *path, const char *key,
 
 void model_load_gguf(model_t *m, const config_t *c, const char *path)
 {
-	const char *fmts[] = { "q8_0", "q4_0", "q4_k" };
-	uint32_t qtypes[] = { GF_T_Q8_0, GF_T_Q4_0, GF_T_Q4_K };
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	const gf_tensor_t *q0;
 	struct stat st;
@@ -313,9 +339,7 @@ void model_load_gguf(model_t *m, const config_t *c, const char *path)
 	if (!q0)
 		die("%s: no tensor blk.0.attn_q.weight", path);
 	m->bf16 = q0->type == GF_T_BF16;
-	for (i = 0; i < 3; i++)
-		if (q0->type == qtypes[i])
-			m->wq = fmts[i];
+	m->wq = type_fmt(q0->type);
 	if (!m->bf16 && !m->wq && q0->type != GF_T_F32)
 		die("%s: blk.0.attn_q.weight is %s", path,
 		    gf_type_name(q0->type));
@@ -334,10 +358,8 @@ void model_load_gguf(model_t *m, const config_t *c, const char *path)
 		if (!t)
 			die("%s: no tensor %s", path, e[i].name);
 		/* The format --wdtype would give this weight. */
-		want = is_norm(&e[i]) ? (m->bf16 ? GF_T_BF16 : GF_T_F32) :
-		    m->bf16 ? GF_T_BF16 : !m->wq ? GF_T_F32 :
-		    strcmp(m->wq, "q4_k") == 0 && e[i].k % 256 != 0 ?
-		    GF_T_Q8_0 : q0->type;
+		want = m->bf16 ? GF_T_BF16 : is_norm(&e[i]) || !m->wq ?
+		    GF_T_F32 : fmt_type(model_fmt_for(m->wq, e[i].k));
 		if (t->type != want)
 			die("%s: %s is %s, the engine runs it as %s", path,
 			    e[i].name, gf_type_name(t->type),
@@ -380,8 +402,7 @@ void model_load_gguf(model_t *m, const config_t *c, const char *path)
 			size_t rb = (size_t)(e[i].k / be * bb);
 
 			if (!w->q) {
-				w->fmt = t->type == GF_T_Q8_0 ? "q8_0" :
-				    t->type == GF_T_Q4_0 ? "q4_0" : "q4_k";
+				w->fmt = type_fmt(t->type);
 				w->qbytes = rb * (size_t)(total / e[i].k);
 				w->q = xcalloc(1, w->qbytes);
 			}
