@@ -37,6 +37,7 @@
 #define E2E_SHARED_DAEMON
 #include "e2e.h"
 #include "ggml.h"
+#include "llama_cpp.h"
 #include "../ref/ref.h"
 
 #define EPS 0x1p-10
@@ -408,97 +409,16 @@ Test(llama, a_q4_k_model_saved_as_gguf_runs_from_the_file_bitwise)
 	free(msg);
 }
 
-/* llama.cpp's log lines, dropped. */
-static void quiet(int level, const char *text, void *user)
+/* The pinned package's libllama, or the test skipped, saying so,
+ * without the package. */
+static void need_libllama(ks_llama_t *L)
 {
-	(void)level;
-	(void)text;
-	(void)user;
-}
+	char err[1400];
+	int rc = ks_llama_open(L, err, sizeof err);
 
-/* The pinned package's libllama, loaded with its CPU backends (its logs
- * dropped), or the test skipped, saying so, without the package.  Its
- * parameter structs are passed through as its functions return them,
- * never read but for the quantizer's first two fields (int32 nthread,
- * then the file type), so only their size is assumed (at most 512
- * bytes). */
-typedef struct {
-	_Alignas(8) char b[512];
-} llparams_t;
-
-typedef struct {
-	void (*init)(void), (*fini)(void);
-	llparams_t (*defaults)(void);
-	void *(*load)(const char *, llparams_t);
-	void (*mfree)(void *);
-	int32_t (*n_embd)(const void *), (*n_layer)(const void *);
-	int32_t (*n_head)(const void *), (*n_tokens)(const void *);
-	const void *(*vocab)(const void *);
-	llparams_t (*qdefaults)(void);
-	uint32_t (*quantize)(const char *, const char *, const llparams_t *);
-	llparams_t (*cdefaults)(void);
-	void *(*new_ctx)(void *, llparams_t);
-	void (*free_ctx)(void *);
-	float *(*logits)(void *, int32_t);
-	struct llbatch {                /* llama.h's llama_batch */
-		int32_t n_tokens;
-		int32_t *token;
-		float *embd;
-		int32_t *pos;
-		int32_t *n_seq_id;
-		int32_t **seq_id;
-		int8_t *logits;
-	} (*batch_one)(int32_t *, int32_t);
-	int32_t (*decode)(void *, struct llbatch);
-} llama_t;
-
-static void need_libllama(llama_t *L)
-{
-	char dir[1024], lib[1200], ggml[1200];
-	void (*load_all)(const char *);
-	void (*log_set)(void (*)(int, const char *, void *), void *);
-	void *gl, *ll;
-
-	snprintf(dir, sizeof dir, "%s", ks_ggml_path());
-	*strrchr(dir, '/') = '\0';
-	snprintf(lib, sizeof lib, "%s/libllama.v0.5.0.so", dir);
-	snprintf(ggml, sizeof ggml, "%s/libggml.v0.5.0.so", dir);
-	if (access(lib, F_OK) != 0)
-		cr_skip_test("llama.cpp is not installed (%s missing): "
-		    "deploy/deps.sh --bench installs %s %s", lib,
-		    KS_GGML_PACKAGE, KS_GGML_PACKAGE_VERSION);
-	gl = dlopen(ggml, RTLD_NOW | RTLD_GLOBAL);
-	ll = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-	cr_assert(gl && ll, "%s", dlerror());
-	*(void **)&load_all = dlsym(gl, "ggml_backend_load_all_from_path");
-	*(void **)&log_set = dlsym(ll, "llama_log_set");
-	*(void **)&L->init = dlsym(ll, "llama_backend_init");
-	*(void **)&L->fini = dlsym(ll, "llama_backend_free");
-	*(void **)&L->defaults = dlsym(ll, "llama_model_default_params");
-	*(void **)&L->load = dlsym(ll, "llama_model_load_from_file");
-	*(void **)&L->mfree = dlsym(ll, "llama_model_free");
-	*(void **)&L->n_embd = dlsym(ll, "llama_model_n_embd");
-	*(void **)&L->n_layer = dlsym(ll, "llama_model_n_layer");
-	*(void **)&L->n_head = dlsym(ll, "llama_model_n_head");
-	*(void **)&L->vocab = dlsym(ll, "llama_model_get_vocab");
-	*(void **)&L->n_tokens = dlsym(ll, "llama_vocab_n_tokens");
-	*(void **)&L->qdefaults = dlsym(ll,
-	    "llama_model_quantize_default_params");
-	*(void **)&L->quantize = dlsym(ll, "llama_model_quantize");
-	*(void **)&L->cdefaults = dlsym(ll, "llama_context_default_params");
-	*(void **)&L->new_ctx = dlsym(ll, "llama_init_from_model");
-	*(void **)&L->free_ctx = dlsym(ll, "llama_free");
-	*(void **)&L->logits = dlsym(ll, "llama_get_logits_ith");
-	*(void **)&L->batch_one = dlsym(ll, "llama_batch_get_one");
-	*(void **)&L->decode = dlsym(ll, "llama_decode");
-	cr_assert(load_all && log_set && L->init && L->fini && L->defaults &&
-	    L->load && L->mfree && L->n_embd && L->n_layer && L->n_head &&
-	    L->vocab && L->n_tokens && L->qdefaults && L->quantize &&
-	    L->cdefaults && L->new_ctx && L->free_ctx && L->logits &&
-	    L->batch_one && L->decode);
-	log_set(quiet, NULL);
-	load_all(dir);
-	L->init();
+	if (rc > 0)
+		cr_skip_test("%s", err);
+	cr_assert_eq(rc, 0, "%s", err);
 }
 
 /*
@@ -510,7 +430,7 @@ Test(llama, libllama_loads_the_engines_gguf_file)
 	const char *file = path_of("ll.gguf");
 	const char *save[] = { "--wdtype", "q4_k", "--save-gguf", file,
 	    NULL };
-	llama_t L;
+	ks_llama_t L;
 	void *model;
 
 	need_libllama(&L);
@@ -529,11 +449,10 @@ Test(llama, libllama_loads_the_engines_gguf_file)
  * as examples/llama draws them) by llama.cpp running the GGUF file FILE,
  * into OUT (512): one context of 64 positions, one thread, its defaults
  * otherwise (its KV cache in f16). */
-static void llama_cpp_logits(llama_t *L, const char *file, float *out)
+static void llama_cpp_logits(ks_llama_t *L, const char *file, float *out)
 {
 	uint64_t s = 1 * 0xD1B54A32D192ED03ull + 7;
-	int32_t prompt[8], v[6] = { 64, 64, 64, 1, 1, 1 };
-	llparams_t c;
+	int32_t prompt[8];
 	void *model, *ctx;
 	const float *lg;
 	int i;
@@ -542,11 +461,7 @@ static void llama_cpp_logits(llama_t *L, const char *file, float *out)
 		prompt[i] = (int32_t)(ref_rand(&s) % 512);
 	model = L->load(file, L->defaults());
 	cr_assert_not_null(model);
-	/* n_ctx, n_batch, n_ubatch, n_seq_max, n_threads,
-	 * n_threads_batch: llama.h's first six fields. */
-	c = L->cdefaults();
-	memcpy(c.b, v, sizeof v);
-	ctx = L->new_ctx(model, c);
+	ctx = ks_llama_context(L, model, 64, 64, 1);
 	cr_assert_not_null(ctx, "llama.cpp made no context");
 	cr_assert_eq(L->decode(ctx, L->batch_one(prompt, 8)), 0);
 	lg = L->logits(ctx, -1);
@@ -574,7 +489,7 @@ Test(llama, llama_cpp_runs_the_engines_f32_file_to_its_logits)
 	float mine[512], theirs[512], other[512];
 	double d = 0, e = 0;
 	dump_t x;
-	llama_t L;
+	ks_llama_t L;
 	int j;
 
 	need_libllama(&L);
@@ -618,11 +533,11 @@ Test(llama, a_file_llama_cpps_quantizer_wrote_runs_as_the_engines_own)
 	const char *theirs[] = { "--load-gguf", q8, "--steps", "8", "--dump",
 	    b, NULL };
 	const char *mixed[] = { "--load-gguf", q4, "--steps", "8", NULL };
-	llparams_t p;
+	ks_llparams_t p;
 	int32_t ft;
 	size_t n;
 	char *msg;
-	llama_t L;
+	ks_llama_t L;
 
 	need_libllama(&L);
 	cr_assert_eq(engine(save), 0, "the engine did not save");

@@ -23,6 +23,13 @@
  * the per-round bf16 / f32 ratios (`--bf16-only` runs only these):
  * separate rows of the table can be minutes apart, and this machine's
  * memory bandwidth moves by tens of percent in that time.
+ * Then, beside llama.cpp (the pinned npm package's libllama, tests/
+ * llama_cpp.h): per weight format (f32, q8_0, q4_0, q4_k) examples/llama
+ * writes the model once as a GGUF file, and both engines run that file
+ * in LL_ROUNDS interleaved rounds on one thread and on all: prefill
+ * tokens/s, decode ms/token, their per-round ratios and both engines'
+ * first greedy tokens (`--beside-only` runs only these; `bench/llama
+ * --llama-cpp FILE THREADS` is the llama.cpp side of one round).
  */
 #include <pthread.h>
 #include <sys/wait.h>
@@ -31,11 +38,13 @@
 #include "../../tests/e2e.h"
 #include "../../ref/ref.h"
 #include "../bench.h"
+#include "../../tests/llama_cpp.h"
 
 #define PROMPT 512
 #define STEPS 9                 /* 8 timed decode steps per trial */
 #define TRIALS 3
 #define ROUNDS 5                /* interleaved kspec / PyTorch rounds */
+#define LL_ROUNDS 3             /* interleaved kspec / llama.cpp rounds */
 
 enum { H = 4096, L = 2, HQ = 32, HKV = 8, D = 128, FF = 14336, V = 32000,
     SMAX = PROMPT + STEPS };
@@ -43,8 +52,12 @@ enum { H = 4096, L = 2, HQ = 32, HKV = 8, D = 128, FF = 14336, V = 32000,
 typedef struct {
 	double pre[3], dec[3];  /* median, min, max: ms */
 	double dec_lin[3];      /* PyTorch's F.linear decode, when printed */
-	int ok, has_lin;
+	int32_t tok[STEPS];     /* the greedy tokens, when printed */
+	int ok, has_lin, ntok;
 } figures_t;
+
+/* The CPU backend llama.cpp's runs said ggml chose. */
+static char llama_cpp_backend[512];
 
 /* Runs CMD (a shell line), reads "<TAG> prefill_ms a b c decode_ms a b c"
  * or torch's two lines from its stdout. */
@@ -58,8 +71,21 @@ static int run_and_read(const char *cmd, figures_t *f)
 		return -1;
 	while (fgets(line, sizeof line, p)) {
 		double a, b, c, x, y, z;
+		char *q = line, *end;
 
-		if (sscanf(line, "timing prefill_ms %lf %lf %lf decode_ms %lf "
+		if (strncmp(line, "backend ", 8) == 0) {
+			snprintf(llama_cpp_backend, sizeof llama_cpp_backend,
+			    "%s", line + 8);
+		} else if (*line >= '0' && *line <= '9') {  /* greedy tokens */
+			for (f->ntok = 0; f->ntok < STEPS; f->ntok++) {
+				long t = strtol(q, &end, 10);
+
+				if (end == q)
+					break;
+				f->tok[f->ntok] = (int32_t)t;
+				q = end;
+			}
+		} else if (sscanf(line, "timing prefill_ms %lf %lf %lf decode_ms %lf "
 		    "%lf %lf", &a, &b, &c, &x, &y, &z) == 6) {
 			f->pre[0] = a, f->pre[1] = b, f->pre[2] = c;
 			f->dec[0] = x, f->dec[1] = y, f->dec[2] = z;
@@ -560,6 +586,210 @@ static void bf16_rounds(const e2e_daemon_t *d)
 	    "%s (goal: 0.65 or less)\n", a);
 }
 
+/* ---- llama.cpp on the same GGUF file ---- */
+
+static int32_t argmax(const float *v, int n)
+{
+	int32_t best = 0;
+	int j;
+
+	for (j = 1; j < n; j++)
+		if (v[j] > v[best])
+			best = j;
+	return best;
+}
+
+static double ms_since(uint64_t t0)
+{
+	return (double)(bench_ns() - t0) / 1e6;
+}
+
+/*
+ * `bench/llama --llama-cpp FILE THREADS`: llama.cpp's libllama runs the
+ * GGUF file FILE as examples/llama runs it: the same PROMPT-token prompt
+ * (seed 1, as examples/llama draws it) in one batch, then greedy decode
+ * to STEPS tokens, on THREADS threads; 1 + TRIALS runs, each in a fresh
+ * context, the first the warm-up.  Prints the CPU backend ggml chose,
+ * the first run's greedy tokens and a "timing" line as examples/llama
+ * does.  Exit 0; 3 when llama.cpp is not installed (why, on stderr).
+ */
+static int llama_cpp_main(const char *file, int threads)
+{
+	uint64_t s = 1 * 0xD1B54A32D192ED03ull + 7, t0;
+	double pre[TRIALS], dec[TRIALS];
+	int32_t prompt[PROMPT], tok[STEPS];
+	char err[1400];
+	ks_llama_t L;
+	void *model;
+	int rc, t, i;
+
+	for (i = 0; i < PROMPT; i++)
+		prompt[i] = (int32_t)(ref_rand(&s) % V);
+	if ((rc = ks_llama_open(&L, err, sizeof err)) != 0) {
+		fprintf(stderr, "llama: %s\n", err);
+		return rc > 0 ? 3 : 1;
+	}
+	if ((model = L.load(file, L.defaults())) == NULL) {
+		fprintf(stderr, "llama: libllama did not load %s\n", file);
+		return 1;
+	}
+	printf("backend %s\n", ks_llama_cpu_backend);
+	for (t = 0; t <= TRIALS; t++) {
+		void *ctx = ks_llama_context(&L, model, SMAX, PROMPT, threads);
+
+		if (ctx == NULL) {
+			fprintf(stderr, "llama: llama.cpp made no context\n");
+			return 1;
+		}
+		t0 = bench_ns();
+		rc = L.decode(ctx, L.batch_one(prompt, PROMPT));
+		tok[0] = rc ? 0 : argmax(L.logits(ctx, -1), V);
+		if (t > 0)
+			pre[t - 1] = ms_since(t0);
+		t0 = bench_ns();
+		for (i = 1; i < STEPS && rc == 0; i++) {
+			rc = L.decode(ctx, L.batch_one(&tok[i - 1], 1));
+			tok[i] = rc ? 0 : argmax(L.logits(ctx, -1), V);
+		}
+		if (t > 0)
+			dec[t - 1] = ms_since(t0) / (STEPS - 1);
+		L.free_ctx(ctx);
+		if (rc != 0) {
+			fprintf(stderr, "llama: llama_decode returned %d\n", rc);
+			return 1;
+		}
+		for (i = 0; i < STEPS && t == 0; i++)
+			printf("%d%c", tok[i], i + 1 < STEPS ? ' ' : '\n');
+	}
+	L.mfree(model);
+	L.fini();
+	qsort(pre, TRIALS, sizeof pre[0], bench_cmp_d);
+	qsort(dec, TRIALS, sizeof dec[0], bench_cmp_d);
+	printf("timing prefill_ms %.3f %.3f %.3f decode_ms %.4f %.4f %.4f\n",
+	    pre[TRIALS / 2], pre[0], pre[TRIALS - 1], dec[TRIALS / 2], dec[0],
+	    dec[TRIALS - 1]);
+	return 0;
+}
+
+/* Where two runs' greedy tokens part: "the same N tokens" or "part at
+ * token I (of N)". */
+static void parting(const figures_t *a, const figures_t *b, char *out,
+    size_t len)
+{
+	int n = a->ntok < b->ntok ? a->ntok : b->ntok, i;
+
+	for (i = 0; i < n && a->tok[i] == b->tok[i]; i++)
+		;
+	if (i == n)
+		snprintf(out, len, "the same %d tokens", n);
+	else
+		snprintf(out, len, "part at token %d of %d", i + 1, n);
+}
+
+static void tokens_row(const char *who, const figures_t *f)
+{
+	int i;
+
+	printf("  %-10s", who);
+	for (i = 0; i < f->ntok; i++)
+		printf(" %5d", f->tok[i]);
+	printf("\n");
+}
+
+/*
+ * The same GGUF file run by examples/llama (--load-gguf) and by
+ * llama.cpp, for each weight format: the file written once by
+ * examples/llama, then per thread count LL_ROUNDS interleaved rounds (a
+ * run of each engine, the order alternating; each run the median of
+ * TRIALS after its warm-up), a row per engine with the median and ends
+ * of its rounds, the median and ends of the per-round ratios, and both
+ * engines' greedy tokens.
+ */
+static void beside_llama_cpp(const e2e_daemon_t *d, int all)
+{
+	static const char *const ws[] = { "f32", "q8_0", "q4_0", "q4_k" };
+	char file[512], cmd[2][1024], a[64], b[64], why[64];
+	const int threads[2] = { 1, all };
+	size_t wi;
+	int ti, r, e;
+
+	printf("\nbeside llama.cpp (%s %s, libllama): the same GGUF file, "
+	    "written by examples/llama; %d rounds per row, a run of each "
+	    "engine per round (the order alternating), each run the median "
+	    "of %d trials after a warm-up; a row gives the median "
+	    "(min..max) of the rounds\n", KS_GGML_PACKAGE,
+	    KS_GGML_PACKAGE_VERSION, LL_ROUNDS, TRIALS);
+	for (wi = 0; wi < sizeof ws / sizeof ws[0]; wi++) {
+		snprintf(file, sizeof file, "%s/8b2l.%s.gguf", d->dir, ws[wi]);
+		snprintf(cmd[0], sizeof cmd[0], "%s/examples/llama --config "
+		    "8b2l --quiet --socket %s --wdtype %s --prompt 1 --steps 1 "
+		    "--save-gguf %s", e2e_build_dir(), d->sock, ws[wi], file);
+		if (system(cmd[0]) != 0) {
+			printf("  %s: examples/llama did not write the file\n",
+			    ws[wi]);
+			continue;
+		}
+		for (ti = 0; ti < (all > 1 ? 2 : 1); ti++) {
+			double pre[2][LL_ROUNDS], dec[2][LL_ROUNDS];
+			double rp[LL_ROUNDS], rd[LL_ROUNDS];
+			figures_t f[2], first[2];
+
+			snprintf(cmd[0], sizeof cmd[0], "%s/examples/llama "
+			    "--config 8b2l --socket %s --load-gguf %s --prompt "
+			    "%d --steps %d --trials %d --threads %d 2>/dev/null",
+			    e2e_build_dir(), d->sock, file, PROMPT, STEPS,
+			    TRIALS, threads[ti]);
+			snprintf(cmd[1], sizeof cmd[1], "%s/bench/llama "
+			    "--llama-cpp %s %d", e2e_build_dir(), file,
+			    threads[ti]);
+			for (r = 0; r < LL_ROUNDS; r++) {
+				for (e = 0; e < 2; e++) {
+					int k = (r & 1) ^ e;
+
+					if (run_and_read(cmd[k], &f[k]) != 0) {
+						printf("  %s, %d threads: %s "
+						    "failed\n", ws[wi],
+						    threads[ti], cmd[k]);
+						goto next;
+					}
+					pre[k][r] = f[k].pre[0];
+					dec[k][r] = f[k].dec[0];
+				}
+				if (r == 0)
+					memcpy(first, f, sizeof first);
+				rp[r] = f[1].pre[0] / f[0].pre[0];
+				rd[r] = f[0].dec[0] / f[1].dec[0];
+			}
+			for (e = 0; e < 2; e++) {
+				f[e].pre[0] = bench_median(pre[e], LL_ROUNDS);
+				f[e].pre[1] = pre[e][0];
+				f[e].pre[2] = pre[e][LL_ROUNDS - 1];
+				f[e].dec[0] = bench_median(dec[e], LL_ROUNDS);
+				f[e].dec[1] = dec[e][0];
+				f[e].dec[2] = dec[e][LL_ROUNDS - 1];
+			}
+			row("kspec (examples/llama)", ws[wi], threads[ti], &f[0]);
+			row("llama.cpp", ws[wi], threads[ti], &f[1]);
+			ratio_text(rp, LL_ROUNDS, a, sizeof a);
+			ratio_text(rd, LL_ROUNDS, b, sizeof b);
+			parting(&first[0], &first[1], why, sizeof why);
+			printf("  kspec / llama.cpp, median (min..max) of the "
+			    "rounds: prefill tok/s %s, decode ms/tok %s; greedy "
+			    "tokens: %s\n", a, b, why);
+			if (ti == 0) {
+				tokens_row("kspec", &first[0]);
+				tokens_row("llama.cpp", &first[1]);
+			}
+			if (wi == 0 && ti == 0)
+				printf("  llama.cpp's CPU backend: %s",
+				    llama_cpp_backend);
+			fflush(stdout);
+		}
+next:
+		unlink(file);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const ws[] = { "f32", "bf16", "q8_0", "q4_0",
@@ -572,6 +802,8 @@ int main(int argc, char **argv)
 	figures_t f;
 	int wi, ti;
 
+	if (argc == 4 && strcmp(argv[1], "--llama-cpp") == 0)
+		return llama_cpp_main(argv[2], atoi(argv[3]));
 	memset(&d, 0, sizeof d);
 	if (e2e_start(&d, NULL)) {
 		fprintf(stderr, "llama: kspecd did not start\n");
@@ -579,6 +811,11 @@ int main(int argc, char **argv)
 	}
 	if (argc > 1 && strcmp(argv[1], "--interleaved") == 0) {
 		interleaved(&d);        /* only the rounds */
+		e2e_cleanup(&d);
+		return 0;
+	}
+	if (argc > 1 && strcmp(argv[1], "--beside-only") == 0) {
+		beside_llama_cpp(&d, all);
 		e2e_cleanup(&d);
 		return 0;
 	}
@@ -645,6 +882,7 @@ int main(int argc, char **argv)
 	if (all > 1)
 		thread_rounds(&d, all);
 	bf16_rounds(&d);
+	beside_llama_cpp(&d, all);
 	e2e_cleanup(&d);
 	return 0;
 }

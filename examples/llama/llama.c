@@ -36,18 +36,11 @@
  * llama.cpp's quantizer falls back.
  *
  * --reference runs a float64 model of the same weights instead (no
- * daemon): every operation in double, the bf16 weights widened exactly
- * and the quantized ones decoded exactly,
- * the f32 rope table widened; teacher-forced on the tokens of an engine
- * dump (--follow), so each of its steps sees the engine's context.
+ * daemon; reference.c, which also describes the dump, --dump FILE).
  *
  * --save-gguf FILE writes the model as a GGUF file and --load-gguf FILE
- * runs one instead of the seeded weights (model_gguf.c).
- *
- * The dump (--dump FILE): a header of four int32 (the magic 0x4b4c4c47,
- * the vocab V, the size of a logit in bytes: 4 for the engine, 8 for the
- * reference, the number of steps), then per step an int32 token (the
- * greedy pick) and its V logits.
+ * runs one instead of the seeded weights (model_gguf.c); the seeded
+ * weights are model.c's, the kinds of call and their dims kinds.c's.
  */
 #include <cjson/cJSON.h>
 #include <dlfcn.h>
@@ -65,10 +58,9 @@
 #include "../../include/kspec.h"
 #include "../cu_driver.h"
 #include "../../ref/ref.h"
+#include "kinds.h"
 #include "model.h"
 
-#define DUMP_MAGIC 0x4b4c4c47
-#define RMS_EPS 1e-5f
 #define MAX_PARAMS 16
 
 /* ---- the model ---- */
@@ -98,27 +90,6 @@ typedef struct {
 	const char *save, *load;        /* --save-gguf, --load-gguf */
 } opts_t;
 
-void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "llama: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-void *xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n ? n : 1, size);
-
-	if (p == NULL)
-		die("out of memory (%zu x %zu bytes)", n, size);
-	return p;
-}
-
 /*
  * Zeroed memory for a big buffer (the caches, the packed weights, the
  * activations of a long prompt), its pages faulted in at once
@@ -143,120 +114,6 @@ static double now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* ---- kernels: what each kind asks for ---- */
-
-enum {
-	K_EMBED, K_RMSNORM, K_ADD_RMSNORM, K_GEMM_Q, K_GEMM_KV, K_GEMM_O,
-	K_GEMM_GU, K_GEMM_DOWN, K_LOGITS, K_KV_ROPE, K_ROPE, K_ATTN, K_SILU,
-	K_ARGMAX,
-	/* prefill on panel-packed operands: x's panels of T rows of H, Dq
-	 * or F; each weight's panels (packed once, at start-up); gemm_packed
-	 * per weight */
-	K_PACK_XH, K_PACK_XQ, K_PACK_XF, K_PACK_WQ, K_PACK_WKV, K_PACK_WO,
-	K_PACK_WGU, K_PACK_WD, K_GP_Q, K_GP_KV, K_GP_O, K_GP_GU, K_GP_DOWN,
-	NKINDS
-};
-
-/* Rows of an x panel and of a W panel of gemm_packed (docs/kernels.md). */
-enum { PANEL_X = 8, PANEL_W = 32 };
-
-enum { PH_PREFILL, PH_DECODE, PH_VERIFY, NPHASES };
-
-enum { MAX_DIMS = 8 };
-
-static const struct {
-	const char *label;      /* what it computes, for --profile */
-	const char *kernel;
-	int weighted;           /* takes the weights' dtype (wdtype) */
-	int ndims;
-	const char *dims[MAX_DIMS];     /* the kernel's dims, in its order */
-	int packed;             /* 1: only with packed prefill; 2: and its
-	                           dtype is the weights' (a weight's pack) */
-} kinds[NKINDS] = {
-	[K_EMBED] = { "embedding", "embedding", 1, 3, { "T", "V", "H" } },
-	[K_RMSNORM] = { "rmsnorm", "rmsnorm", 1, 2, { "R", "H" } },
-	[K_ADD_RMSNORM] = { "add_rmsnorm", "add_rmsnorm", 1, 2, { "R", "H" } },
-	[K_GEMM_Q] = { "gemm q", "gemm", 1, 3, { "M", "N", "K" } },
-	[K_GEMM_KV] = { "gemm k, v", "gemm", 1, 3, { "M", "N", "K" } },
-	[K_GEMM_O] = { "gemm o", "gemm", 1, 3, { "M", "N", "K" } },
-	[K_GEMM_GU] = { "gemm gate-up", "gemm", 1, 3, { "M", "N", "K" } },
-	[K_GEMM_DOWN] = { "gemm down", "gemm", 1, 3, { "M", "N", "K" } },
-	[K_LOGITS] = { "gemm logits", "gemm", 1, 3, { "M", "N", "K" } },
-	[K_KV_ROPE] = { "kv_append_rope", "kv_append_rope", 0, 6,
-	    { "B", "T", "Hkv", "D", "S", "P" } },
-	[K_ROPE] = { "rope q", "rope", 0, 4, { "T", "Hn", "D", "P" } },
-	[K_ATTN] = { "attention_prefill", "attention_prefill", 0, 7,
-	    { "B", "T", "Hq", "Hkv", "D", "S", "Sc" } },
-	[K_SILU] = { "silu_mul", "silu_mul", 0, 2, { "T", "F" } },
-	[K_ARGMAX] = { "argmax", "argmax", 0, 2, { "R", "N" } },
-	[K_PACK_XH] = { "gemm_pack_x of H", "gemm_pack_x", 0, 2,
-	    { "R", "K" }, 1 },
-	[K_PACK_XQ] = { "gemm_pack_x of Dq", "gemm_pack_x", 0, 2,
-	    { "R", "K" }, 1 },
-	[K_PACK_XF] = { "gemm_pack_x of F", "gemm_pack_x", 0, 2,
-	    { "R", "K" }, 1 },
-	[K_PACK_WQ] = { "gemm_pack_w q", "gemm_pack_w", 0, 2, { "R", "K" }, 2 },
-	[K_PACK_WKV] = { "gemm_pack_w k, v", "gemm_pack_w", 0, 2,
-	    { "R", "K" }, 2 },
-	[K_PACK_WO] = { "gemm_pack_w o", "gemm_pack_w", 0, 2, { "R", "K" }, 2 },
-	[K_PACK_WGU] = { "gemm_pack_w gate-up", "gemm_pack_w", 0, 2,
-	    { "R", "K" }, 2 },
-	[K_PACK_WD] = { "gemm_pack_w down", "gemm_pack_w", 0, 2,
-	    { "R", "K" }, 2 },
-	[K_GP_Q] = { "gemm_packed q", "gemm_packed", 1, 3,
-	    { "M", "N", "K" }, 1 },
-	[K_GP_KV] = { "gemm_packed k, v", "gemm_packed", 1, 3,
-	    { "M", "N", "K" }, 1 },
-	[K_GP_O] = { "gemm_packed o", "gemm_packed", 1, 3,
-	    { "M", "N", "K" }, 1 },
-	[K_GP_GU] = { "gemm_packed gate-up", "gemm_packed", 1, 3,
-	    { "M", "N", "K" }, 1 },
-	[K_GP_DOWN] = { "gemm_packed down", "gemm_packed", 1, 3,
-	    { "M", "N", "K" }, 1 },
-};
-
-/* The dims of KIND for T rows, in the kernel's order. */
-static void dims_of(const config_t *c, int kind, int64_t T, int64_t *v)
-{
-	const int64_t H = c->hidden, Dq = (int64_t)c->hq * c->hd,
-	    Dkv = (int64_t)c->hkv * c->hd;
-
-	switch (kind) {
-	case K_EMBED: v[0] = T; v[1] = c->vocab; v[2] = H; break;
-	case K_RMSNORM:
-	case K_ADD_RMSNORM: v[0] = T; v[1] = H; break;
-	case K_GEMM_Q: v[0] = T; v[1] = Dq; v[2] = H; break;
-	case K_GEMM_KV: v[0] = T; v[1] = Dkv; v[2] = H; break;
-	case K_GEMM_O: v[0] = T; v[1] = H; v[2] = Dq; break;
-	case K_GEMM_GU: v[0] = T; v[1] = 2 * (int64_t)c->ffn; v[2] = H; break;
-	case K_GEMM_DOWN: v[0] = T; v[1] = H; v[2] = c->ffn; break;
-	case K_LOGITS: v[0] = T; v[1] = c->vocab; v[2] = H; break;
-	case K_KV_ROPE:
-		v[0] = 1; v[1] = T; v[2] = c->hkv; v[3] = c->hd;
-		v[4] = c->max_seq; v[5] = c->max_seq;
-		break;
-	case K_ROPE: v[0] = T; v[1] = c->hq; v[2] = c->hd; v[3] = c->max_seq;
-		break;
-	case K_ATTN:
-		v[0] = 1; v[1] = T; v[2] = c->hq; v[3] = c->hkv; v[4] = c->hd;
-		v[5] = c->max_seq; v[6] = c->max_seq;
-		break;
-	case K_SILU: v[0] = T; v[1] = c->ffn; break;
-	case K_ARGMAX: v[0] = T; v[1] = c->vocab; break;
-	case K_PACK_XH: v[0] = T; v[1] = H; break;
-	case K_PACK_XQ: v[0] = T; v[1] = Dq; break;
-	case K_PACK_XF: v[0] = T; v[1] = c->ffn; break;
-	case K_PACK_WQ: v[0] = Dq; v[1] = H; break;
-	case K_PACK_WKV: v[0] = Dkv; v[1] = H; break;
-	case K_PACK_WO: v[0] = H; v[1] = Dq; break;
-	case K_PACK_WGU: v[0] = 2 * (int64_t)c->ffn; v[1] = H; break;
-	case K_PACK_WD: v[0] = H; v[1] = c->ffn; break;
-	case K_GP_Q: case K_GP_KV: case K_GP_O: case K_GP_GU: case K_GP_DOWN:
-		dims_of(c, kind - K_GP_Q + K_GEMM_Q, T, v);   /* gemm's */
-		break;
-	}
 }
 
 /* ---- a loaded kernel ---- */
@@ -475,111 +332,7 @@ static void buf_copy(engine_t *e, buf_t *dst, buf_t *src, size_t off,
 		die("clEnqueueCopyBuffer: %d", rc);
 }
 
-/* ---- launch.groups on OpenCL ---- */
-
-/*
- * The reply's launch.groups is an integer or a C expression of the
- * dynamic dims (docs/protocol.md): integers, dim names, + - * / % and
- * parentheses, evaluated in int64 as C does.  libkspec evaluates it for
- * cpu calls; an OpenCL host evaluates it itself.
- */
-typedef struct {
-	const char *s;
-	const char *const *names;
-	const int64_t *values;
-	int n;
-	int bad;
-} expr_t;
-
-static int64_t expr_sum(expr_t *x);
-
-static int64_t expr_atom(expr_t *x)
-{
-	int64_t v = 0;
-	int i;
-
-	while (*x->s == ' ')
-		x->s++;
-	if (*x->s == '(') {
-		x->s++;
-		v = expr_sum(x);
-		while (*x->s == ' ')
-			x->s++;
-		if (*x->s++ != ')')
-			x->bad = 1;
-		return v;
-	}
-	if (*x->s >= '0' && *x->s <= '9')
-		return strtoll(x->s, (char **)&x->s, 10);
-	for (i = 0; i < x->n; i++) {
-		size_t len = strlen(x->names[i]);
-		char after = x->s[len];
-
-		if (strncmp(x->s, x->names[i], len) == 0 && after != '_' &&
-		    !(after >= 'A' && after <= 'Z') &&
-		    !(after >= 'a' && after <= 'z') &&
-		    !(after >= '0' && after <= '9')) {
-			x->s += len;
-			return x->values[i];
-		}
-	}
-	x->bad = 1;
-	return 0;
-}
-
-static int64_t expr_product(expr_t *x)
-{
-	int64_t v = expr_atom(x), r;
-	char op;
-
-	for (;;) {
-		while (*x->s == ' ')
-			x->s++;
-		op = *x->s;
-		if (op != '*' && op != '/' && op != '%')
-			return v;
-		x->s++;
-		r = expr_atom(x);
-		if (op != '*' && r == 0) {
-			x->bad = 1;
-			return 0;
-		}
-		v = op == '*' ? v * r : op == '/' ? v / r : v % r;
-	}
-}
-
-static int64_t expr_sum(expr_t *x)
-{
-	int64_t v = expr_product(x);
-	char op;
-
-	for (;;) {
-		while (*x->s == ' ')
-			x->s++;
-		op = *x->s;
-		if (op != '+' && op != '-')
-			return v;
-		x->s++;
-		v = op == '+' ? v + expr_product(x) : v - expr_product(x);
-	}
-}
-
-static int64_t groups_of(const kern_t *k, int kind, const int64_t *dimv)
-{
-	expr_t x = { k->groups, kinds[kind].dims, dimv, kinds[kind].ndims, 0 };
-	int64_t v = expr_sum(&x);
-
-	if (x.bad || *x.s != '\0' || v < 0)
-		die("cannot evaluate launch.groups \"%s\"", k->groups);
-	return v;
-}
-
 /* ---- start-up: one get_many, each artifact loaded once ---- */
-
-const char *model_fmt_for(const char *wq, int64_t k)
-{
-	return strcmp(wq, "q4_k") == 0 && k % 256 != 0 ? "q8_0" : wq;
-}
 
 /* The wdtype of KIND's requests: bf16 for the weighted kinds in bf16
  * mode; with quantized weights, the format of the weight it reads (gemm,
@@ -870,7 +623,7 @@ static void call(engine_t *e, int ph, int kind, int64_t T,
 			die("%s: %s", k->key, err);
 	} else if (e->o->cuda) {
 		void *ptrs[MAX_PARAMS];
-		int64_t groups = groups_of(k, kind, dimv);
+		int64_t groups = launch_groups(k->groups, kind, dimv);
 
 		for (i = 0; i < k->nparams; i++)
 			ptrs[i] = k->params[i].kind == P_BUF ?
@@ -889,7 +642,7 @@ static void call(engine_t *e, int ph, int kind, int64_t T,
 		size_t local = (size_t)k->lanes, global;
 		cl_int rc = CL_SUCCESS;
 
-		global = (size_t)groups_of(k, kind, dimv) * local;
+		global = (size_t)launch_groups(k->groups, kind, dimv) * local;
 		for (i = 0; i < k->nparams && rc == CL_SUCCESS; i++) {
 			if (k->params[i].kind == P_BUF) {
 				rc = clSetKernelArg(k->clk, (cl_uint)i,
@@ -1056,148 +809,6 @@ static void linear(engine_t *e, int ph, int64_t T, int kind, int pack,
 
 		call(e, ph, kind, T, b, 3, 0);
 	}
-}
-
-/* ---- the model's weights ---- */
-
-static float uniform(uint64_t *rng)      /* [-1, 1) */
-{
-	return (float)((double)(ref_rand(rng) >> 11) /
-	    (double)(1ull << 53) * 2.0 - 1.0);
-}
-
-/* N values U(-1,1) * SCALE + BIAS; in bf16 mode rounded to bf16, so that
- * f holds exactly what the engine's bf16 buffer holds. */
-static void tensor_init(model_t *m, tensor_t *t, int64_t n, float scale,
-    float bias)
-{
-	int64_t i;
-
-	t->n = n;
-	t->f = xcalloc((size_t)n, sizeof(float));
-	for (i = 0; i < n; i++) {
-		float v = uniform(&m->rng) * scale + bias;
-
-		t->f[i] = m->bf16 ? ref_bf16_to_f32(ref_f32_to_bf16(v)) : v;
-	}
-}
-
-/* In quantized mode, T (rows of K weights) quantized to its format and
- * its values replaced by their exact decode: what the engine's buffer
- * holds and what the reference reads. */
-static void tensor_quant(model_t *m, tensor_t *t, int64_t k)
-{
-	size_t rows = (size_t)(t->n / k);
-	char err[256];
-
-	if (!m->wq)
-		return;
-	t->fmt = model_fmt_for(m->wq, k);
-	t->k = k;
-	if (kspec_quant_size(t->fmt, rows, (size_t)k, &t->qbytes, err,
-	    sizeof err) != 0)
-		die("%s: %s", t->fmt, err);
-	t->q = xcalloc(1, t->qbytes);
-	if (kspec_quantize(t->fmt, t->f, rows, (size_t)k, t->q, t->qbytes,
-	    err, sizeof err) != 0 || kspec_dequantize(t->fmt, t->q,
-	    t->qbytes, rows, (size_t)k, t->f, err, sizeof err) != 0)
-		die("%s: %s", t->fmt, err);
-}
-
-/*
- * Seeded weights, scaled to keep activations near unit size: a gemm's
- * W is U(-1,1) * sqrt(3/K) (unit variance out for unit variance in), norm
- * weights 1 + U(-1,1)/10, the embedding U(-1,1).  The values are drawn
- * alike in every mode, then rounded to bf16 or quantized.
- */
-static void model_init(model_t *m, const config_t *c, int bf16,
-    const char *wq, uint64_t seed)
-{
-	const int64_t H = c->hidden, Dq = (int64_t)c->hq * c->hd,
-	    Dkv = (int64_t)c->hkv * c->hd, F = c->ffn;
-	int l;
-
-	memset(m, 0, sizeof *m);
-	m->c = *c;
-	m->bf16 = bf16;
-	m->wq = wq;
-	m->rng = seed * 0x9E3779B97F4A7C15ull + 1;
-	tensor_init(m, &m->embed, c->vocab * H, 1.0f, 0.0f);
-	tensor_quant(m, &m->embed, H);
-	m->layer = xcalloc((size_t)c->layers, sizeof *m->layer);
-	for (l = 0; l < c->layers; l++) {
-		layer_t *y = &m->layer[l];
-
-		tensor_init(m, &y->attn_norm, H, 0.1f, 1.0f);
-		tensor_init(m, &y->wq, Dq * H, sqrtf(3.0f / (float)H), 0);
-		tensor_init(m, &y->wk, Dkv * H, sqrtf(3.0f / (float)H), 0);
-		tensor_init(m, &y->wv, Dkv * H, sqrtf(3.0f / (float)H), 0);
-		tensor_init(m, &y->wo, H * Dq, sqrtf(3.0f / (float)Dq), 0);
-		tensor_init(m, &y->ffn_norm, H, 0.1f, 1.0f);
-		tensor_init(m, &y->wgu, 2 * F * H, sqrtf(3.0f / (float)H), 0);
-		tensor_init(m, &y->wd, H * F, sqrtf(3.0f / (float)F), 0);
-		tensor_quant(m, &y->wq, H);
-		tensor_quant(m, &y->wk, H);
-		tensor_quant(m, &y->wv, H);
-		tensor_quant(m, &y->wo, Dq);
-		tensor_quant(m, &y->wgu, H);
-		tensor_quant(m, &y->wd, F);
-	}
-	tensor_init(m, &m->final_norm, H, 0.1f, 1.0f);
-	tensor_init(m, &m->wout, c->vocab * H, sqrtf(3.0f / (float)H), 0);
-	tensor_quant(m, &m->wout, H);
-	model_rope_table(m);
-}
-
-void model_rope_table(model_t *m)
-{
-	const config_t *c = &m->c;
-	int p, i;
-
-	m->cs = xcalloc((size_t)c->max_seq * c->hd, sizeof(float));
-	for (p = 0; p < c->max_seq; p++)
-		for (i = 0; i < c->hd / 2; i++) {
-			double a = p * pow(10000.0, -2.0 * i / c->hd);
-
-			m->cs[p * c->hd + i] = (float)cos(a);
-			m->cs[p * c->hd + c->hd / 2 + i] = (float)sin(a);
-		}
-}
-
-/* Every weight of M into OUT (room for 3 + 8 * layers); returns the count. */
-static int model_tensors(model_t *m, tensor_t **out)
-{
-	int n = 0, l;
-
-	out[n++] = &m->embed;
-	for (l = 0; l < m->c.layers; l++) {
-		layer_t *y = &m->layer[l];
-
-		out[n++] = &y->attn_norm;
-		out[n++] = &y->wq;
-		out[n++] = &y->wk;
-		out[n++] = &y->wv;
-		out[n++] = &y->wo;
-		out[n++] = &y->ffn_norm;
-		out[n++] = &y->wgu;
-		out[n++] = &y->wd;
-	}
-	out[n++] = &m->final_norm;
-	out[n++] = &m->wout;
-	return n;
-}
-
-static void model_free(model_t *m)
-{
-	tensor_t *t[3 + 8 * 64];
-	int i, n = model_tensors(m, t);
-
-	for (i = 0; i < n; i++) {
-		free(t[i]->f);
-		free(t[i]->q);
-	}
-	free(m->layer);
-	free(m->cs);
 }
 
 static void tensor_upload(engine_t *e, tensor_t *t)
@@ -1478,248 +1089,6 @@ static void forward(engine_t *e, int ph, const int32_t *ids, int T,
 	buf_read(e, &e->next, e->host_next, (size_t)NL * 4);
 }
 
-/* ---- the float64 reference ---- */
-
-static void ref_norm(const double *x, const float *w, double *y, int H)
-{
-	double ss = 0;
-	int j;
-
-	for (j = 0; j < H; j++)
-		ss += x[j] * x[j];
-	ss = 1.0 / sqrt(ss / H + (double)RMS_EPS);
-	for (j = 0; j < H; j++)
-		y[j] = x[j] * ss * w[j];
-}
-
-static void ref_linear(const float *W, const double *x, double *y, int N,
-    int K)
-{
-	int n, k;
-
-	for (n = 0; n < N; n++) {
-		double s = 0;
-
-		for (k = 0; k < K; k++)
-			s += (double)W[(int64_t)n * K + k] * x[k];
-		y[n] = s;
-	}
-}
-
-static void ref_rope(const float *cs, double *x, int D)
-{
-	int i;
-
-	for (i = 0; i < D / 2; i++) {
-		double x0 = x[i], x1 = x[D / 2 + i], c = cs[i], s = cs[D / 2 + i];
-
-		x[i] = x0 * c - x1 * s;
-		x[D / 2 + i] = x1 * c + x0 * s;
-	}
-}
-
-typedef struct {
-	const model_t *m;
-	double *kc, *vc;        /* [layer][max_seq][hkv*hd] */
-	double *res, *h, *q, *k, *v, *att, *tmp, *gu, *act, *sc;
-} ref_t;
-
-/* One token at position POS through the float64 model; LOGITS gets V. */
-static void ref_step(ref_t *r, int32_t tok, int pos, double *logits)
-{
-	const config_t *c = &r->m->c;
-	const int H = c->hidden, D = c->hd, Dq = c->hq * D, Dkv = c->hkv * D,
-	    F = c->ffn, G = c->hq / c->hkv;
-	int l, j, h, p;
-
-	for (j = 0; j < H; j++)
-		r->res[j] = tok >= 0 && tok < c->vocab ?
-		    r->m->embed.f[(int64_t)tok * H + j] : 0.0;
-	for (l = 0; l < c->layers; l++) {
-		const layer_t *y = &r->m->layer[l];
-		double *kc = r->kc + (size_t)l * c->max_seq * Dkv;
-		double *vc = r->vc + (size_t)l * c->max_seq * Dkv;
-
-		ref_norm(r->res, y->attn_norm.f, r->h, H);
-		ref_linear(y->wq.f, r->h, r->q, Dq, H);
-		ref_linear(y->wk.f, r->h, r->k, Dkv, H);
-		ref_linear(y->wv.f, r->h, r->v, Dkv, H);
-		for (h = 0; h < c->hq; h++)
-			ref_rope(r->m->cs + (size_t)pos * D, r->q + h * D, D);
-		for (h = 0; h < c->hkv; h++)
-			ref_rope(r->m->cs + (size_t)pos * D, r->k + h * D, D);
-		memcpy(kc + (size_t)pos * Dkv, r->k, sizeof(double) * Dkv);
-		memcpy(vc + (size_t)pos * Dkv, r->v, sizeof(double) * Dkv);
-		for (h = 0; h < c->hq; h++) {
-			const int kvh = h / G;
-			double mx = -INFINITY, sum = 0;
-
-			for (p = 0; p <= pos; p++) {
-				double s = 0;
-
-				for (j = 0; j < D; j++)
-					s += r->q[h * D + j] *
-					    kc[(size_t)p * Dkv + kvh * D + j];
-				r->sc[p] = s / sqrt((double)D);
-				mx = fmax(mx, r->sc[p]);
-			}
-			for (p = 0; p <= pos; p++) {
-				r->sc[p] = exp(r->sc[p] - mx);
-				sum += r->sc[p];
-			}
-			for (j = 0; j < D; j++) {
-				double a = 0;
-
-				for (p = 0; p <= pos; p++)
-					a += r->sc[p] *
-					    vc[(size_t)p * Dkv + kvh * D + j];
-				r->att[h * D + j] = a / sum;
-			}
-		}
-		ref_linear(y->wo.f, r->att, r->tmp, H, Dq);
-		for (j = 0; j < H; j++)
-			r->res[j] += r->tmp[j];
-		ref_norm(r->res, y->ffn_norm.f, r->h, H);
-		ref_linear(y->wgu.f, r->h, r->gu, 2 * F, H);
-		for (j = 0; j < F; j++) {
-			double g = r->gu[j];
-
-			r->act[j] = g / (1.0 + exp(-g)) * r->gu[F + j];
-		}
-		ref_linear(y->wd.f, r->act, r->tmp, H, F);
-		for (j = 0; j < H; j++)
-			r->res[j] += r->tmp[j];
-	}
-	ref_norm(r->res, r->m->final_norm.f, r->h, H);
-	ref_linear(r->m->wout.f, r->h, logits, c->vocab, H);
-}
-
-static void ref_open(ref_t *r, const model_t *m)
-{
-	const config_t *c = &m->c;
-	size_t Dkv = (size_t)c->hkv * c->hd, big = (size_t)c->hidden;
-
-	if ((size_t)c->hq * c->hd > big)
-		big = (size_t)c->hq * c->hd;
-	memset(r, 0, sizeof *r);
-	r->m = m;
-	r->kc = xcalloc((size_t)c->layers * c->max_seq * Dkv, sizeof(double));
-	r->vc = xcalloc((size_t)c->layers * c->max_seq * Dkv, sizeof(double));
-	r->res = xcalloc(big, sizeof(double));
-	r->h = xcalloc(big, sizeof(double));
-	r->q = xcalloc(big, sizeof(double));
-	r->k = xcalloc(Dkv, sizeof(double));
-	r->v = xcalloc(Dkv, sizeof(double));
-	r->att = xcalloc(big, sizeof(double));
-	r->tmp = xcalloc(big, sizeof(double));
-	r->gu = xcalloc(2 * (size_t)c->ffn, sizeof(double));
-	r->act = xcalloc((size_t)c->ffn, sizeof(double));
-	r->sc = xcalloc((size_t)c->max_seq, sizeof(double));
-}
-
-static void ref_close(ref_t *r)
-{
-	double *all[] = { r->kc, r->vc, r->res, r->h, r->q, r->k, r->v,
-	    r->att, r->tmp, r->gu, r->act, r->sc };
-	size_t i;
-
-	for (i = 0; i < sizeof all / sizeof all[0]; i++)
-		free(all[i]);
-}
-
-/* ---- the run ---- */
-
-static void prompt_of(const opts_t *o, int32_t *p)
-{
-	uint64_t s = o->seed * 0xD1B54A32D192ED03ull + 7;
-	int i;
-
-	for (i = 0; i < o->prompt; i++)
-		p[i] = (int32_t)(ref_rand(&s) % (uint64_t)o->cfg->vocab);
-}
-
-static void dump_write(const char *path, int V, int elem, int steps,
-    const int32_t *toks, const void *logits)
-{
-	FILE *f = fopen(path, "wb");
-	int32_t hdr[4] = { DUMP_MAGIC, V, elem, steps };
-	int s;
-
-	if (f == NULL)
-		die("%s: %s", path, strerror(errno));
-	fwrite(hdr, sizeof hdr, 1, f);
-	for (s = 0; s < steps; s++) {
-		fwrite(&toks[s], 4, 1, f);
-		fwrite((const char *)logits + (size_t)s * V * elem,
-		    (size_t)elem, (size_t)V, f);
-	}
-	if (fclose(f) != 0)
-		die("%s: write failed", path);
-}
-
-/* The tokens of an engine dump (the trajectory to follow). */
-static int32_t *dump_tokens(const char *path, int V, int *steps)
-{
-	FILE *f = fopen(path, "rb");
-	int32_t hdr[4], *toks;
-	int s;
-
-	if (f == NULL)
-		die("%s: %s", path, strerror(errno));
-	if (fread(hdr, sizeof hdr, 1, f) != 1 || hdr[0] != DUMP_MAGIC ||
-	    hdr[1] != V || hdr[3] < 0)
-		die("%s: not a dump of this config", path);
-	*steps = hdr[3];
-	toks = xcalloc((size_t)hdr[3], 4);
-	for (s = 0; s < hdr[3]; s++)
-		if (fread(&toks[s], 4, 1, f) != 1 ||
-		    fseek(f, (long)hdr[1] * hdr[2], SEEK_CUR) != 0)
-			die("%s: truncated", path);
-	fclose(f);
-	return toks;
-}
-
-static int run_reference(const model_t *m, const opts_t *o)
-{
-	const int V = m->c.vocab;
-	int32_t *follow = NULL, *toks, prompt[1024];
-	double *logits;
-	int steps = o->steps, s, t;
-	ref_t r;
-
-	if (o->follow)
-		follow = dump_tokens(o->follow, V, &steps);
-	if (o->prompt + steps > m->c.max_seq)
-		die("prompt + steps exceed max_seq %d", m->c.max_seq);
-	toks = xcalloc((size_t)steps + 1, 4);
-	logits = xcalloc((size_t)(steps + 1) * V, sizeof(double));
-	prompt_of(o, prompt);
-	ref_open(&r, m);
-	for (t = 0; t < o->prompt; t++)
-		ref_step(&r, prompt[t], t, logits);
-	for (s = 0; s < steps; s++) {
-		double *lg = logits + (size_t)s * V;
-		int j, best = 0;
-
-		if (s > 0)
-			ref_step(&r, follow ? follow[s - 1] : toks[s - 1],
-			    o->prompt + s - 1, lg);
-		for (j = 1; j < V; j++)
-			if (lg[j] > lg[best])
-				best = j;
-		toks[s] = best;
-		if (!o->quiet)
-			printf("%d%c", best, s + 1 < steps ? ' ' : '\n');
-	}
-	if (o->dump)
-		dump_write(o->dump, V, 8, steps, toks, logits);
-	ref_close(&r);
-	free(follow);
-	free(toks);
-	free(logits);
-	return 0;
-}
-
 /*
  * Greedy speculative decoding from toks[0] (the prefill's pick): per
  * round the draft (the first draft_layers layers, its own caches) decodes
@@ -1825,7 +1194,7 @@ static int run_engine(model_t *m, const opts_t *o)
 		    o->prompt, o->steps, o->verify, m->c.max_seq);
 	toks = xcalloc((size_t)o->steps + 1, 4);
 	logits = xcalloc((size_t)(o->steps + 1) * V, sizeof(float));
-	prompt_of(o, prompt);
+	model_prompt(o->seed, o->prompt, V, prompt);
 	engine_open(&e, m, o);
 	t0 = now_ms();
 	forward(&e, PH_PREFILL, prompt, o->prompt, 0, 1, L, e.kc, e.vc);
@@ -1990,7 +1359,14 @@ int main(int argc, char **argv)
 		    o.cfg->name, o.cfg->hidden, o.cfg->layers, o.cfg->hq,
 		    o.cfg->hkv, o.cfg->hd, o.cfg->ffn, o.cfg->vocab,
 		    o.cfg->max_seq, m.wq ? m.wq : m.bf16 ? "bf16" : "f32");
-	rc = o.reference ? run_reference(&m, &o) : run_engine(&m, &o);
+	if (o.reference) {
+		ref_opts_t r = { o.prompt, o.steps, o.seed, o.quiet, o.follow,
+		    o.dump };
+
+		rc = ref_run(&m, &r);
+	} else {
+		rc = run_engine(&m, &o);
+	}
 	model_free(&m);
 	return rc;
 }

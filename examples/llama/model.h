@@ -1,7 +1,8 @@
 /*
  * examples/llama's model: its config, its weights (f32 values and the
- * engine's buffers), shared by llama.c (the engine, the float64
- * reference) and model_gguf.c (the model as a GGUF file).
+ * engine's buffers), shared by llama.c (the engine), model.c (the seeded
+ * weights), reference.c (the float64 reference) and model_gguf.c (the
+ * model as a GGUF file).
  */
 #ifndef KS_EXAMPLES_LLAMA_MODEL_H
 #define KS_EXAMPLES_LLAMA_MODEL_H
@@ -10,6 +11,8 @@
 #include <CL/cl.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#define RMS_EPS 1e-5f           /* every norm's epsilon */
 
 typedef struct {
 	const char *name;
@@ -55,20 +58,49 @@ typedef struct {
 	uint64_t rng;           /* xorshift64* state while the weights fill */
 } model_t;
 
-/* llama.c: print "llama: " and the message to stderr and exit 1; calloc
+/* model.c: print "llama: " and the message to stderr and exit 1; calloc
  * that dies when out of memory. */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
     noreturn));
 void *xcalloc(size_t n, size_t size);
 
-/* llama.c: the block format of a weight with rows of K under --wdtype
+/* model.c: the block format of a weight with rows of K under --wdtype
  * WQ: WQ, but q8_0 for q4_k when K is not a multiple of 256 (llama.cpp's
  * fallback). */
 const char *model_fmt_for(const char *wq, int64_t k);
 
-/* llama.c: M's rope table for its config (theta 10000, half-split
+/* model.c: M's rope table for its config (theta 10000, half-split
  * pairs, f32). */
 void model_rope_table(model_t *m);
+
+/* model.c: M with config C and seeded weights (SEED): f32, rounded to
+ * bf16 (BF16), or every 2-D weight quantized to block format WQ (its
+ * f32 values their exact decode); its rope table.  model_tensors puts
+ * every weight of M into OUT (room for 3 + 8 * layers) and returns the
+ * count; model_free frees what M holds. */
+void model_init(model_t *m, const config_t *c, int bf16, const char *wq,
+    uint64_t seed);
+int model_tensors(model_t *m, tensor_t **out);
+void model_free(model_t *m);
+
+/* model.c: the prompt of N tokens of a vocab of V for SEED: P[0..N). */
+void model_prompt(int seed, int n, int vocab, int32_t *p);
+
+/* reference.c: M run by the float64 reference from the prompt of SEED
+ * (PROMPT tokens), STEPS greedy steps or the tokens of the dump FOLLOW,
+ * the picks printed unless QUIET, the dump written to DUMP if not NULL.
+ * Returns 0. */
+typedef struct {
+	int prompt, steps, seed, quiet;
+	const char *follow, *dump;
+} ref_opts_t;
+
+int ref_run(const model_t *m, const ref_opts_t *o);
+
+/* reference.c: the dump at PATH of STEPS steps of V logits of ELEM bytes
+ * each (4: f32, 8: double) with their tokens TOKS. */
+void dump_write(const char *path, int V, int elem, int steps,
+    const int32_t *toks, const void *logits);
 
 /* model_gguf.c: M as a GGUF file at PATH (llama's tensor names and keys,
  * each weight in its stored format), and M read from one, checked
