@@ -8,7 +8,7 @@
  * here, as llama.h declares them; its parameter structs are passed
  * through as its functions return them, so only their size is assumed
  * (at most 512 bytes), and the only fields written are the context's
- * first six (ks_llama_context) and the quantizer's file type (int32 at
+ * first four (ks_llama_context) and the quantizer's file type (int32 at
  * byte 4, after int32 nthread).
  */
 #ifndef KS_TESTS_LLAMA_CPP_H
@@ -52,6 +52,9 @@ typedef struct {
 	void *(*new_ctx)(void *, ks_llparams_t);
 	void (*free_ctx)(void *);
 	float *(*logits)(void *, int32_t);
+	void (*set_threads)(void *, int32_t, int32_t);
+	int32_t (*n_threads)(void *), (*n_threads_batch)(void *);
+	uint32_t (*n_ctx)(const void *), (*n_batch)(const void *);
 	ks_llbatch_t (*batch_one)(int32_t *, int32_t);
 	int32_t (*decode)(void *, ks_llbatch_t);
 } ks_llama_t;
@@ -100,6 +103,10 @@ static inline int ks_llama_open(ks_llama_t *L, char *err, size_t errlen)
 		F(new_ctx, "llama_init_from_model"),
 		F(free_ctx, "llama_free"),
 		F(logits, "llama_get_logits_ith"),
+		F(set_threads, "llama_set_n_threads"),
+		F(n_threads, "llama_n_threads"),
+		F(n_threads_batch, "llama_n_threads_batch"),
+		F(n_ctx, "llama_n_ctx"), F(n_batch, "llama_n_batch"),
 		F(batch_one, "llama_batch_get_one"),
 		F(decode, "llama_decode"),
 #undef F
@@ -149,18 +156,31 @@ static inline int ks_llama_open(ks_llama_t *L, char *err, size_t errlen)
 /*
  * A context on MODEL for N_CTX positions, batches of up to N_BATCH tokens
  * (one micro-batch) and THREADS threads for decode and prefill, llama.h's
- * defaults otherwise (its KV cache in f16), or NULL.  The first six
- * fields of llama_context_params are uint32 n_ctx, n_batch, n_ubatch,
- * n_seq_max, then int32 n_threads, n_threads_batch.
+ * defaults otherwise (its KV cache in f16), or NULL, also when the
+ * context does not report what was asked.  The struct's first four
+ * fields are uint32 n_ctx, n_batch, n_ubatch and n_seq_max (what follows
+ * them moves between versions: the threads are set by llama_set_n_threads
+ * and read back).
  */
 static inline void *ks_llama_context(const ks_llama_t *L, void *model,
     int n_ctx, int n_batch, int threads)
 {
-	int32_t v[6] = { n_ctx, n_batch, n_batch, 1, threads, threads };
+	uint32_t v[4] = { (uint32_t)n_ctx, (uint32_t)n_batch,
+	    (uint32_t)n_batch, 1 };
 	ks_llparams_t c = L->cdefaults();
+	void *ctx;
 
 	memcpy(c.b, v, sizeof v);
-	return L->new_ctx(model, c);
+	if ((ctx = L->new_ctx(model, c)) == NULL)
+		return NULL;
+	L->set_threads(ctx, threads, threads);
+	if (L->n_threads(ctx) != threads || L->n_threads_batch(ctx) !=
+	    threads || L->n_ctx(ctx) < (uint32_t)n_ctx || L->n_batch(ctx) !=
+	    (uint32_t)n_batch) {
+		L->free_ctx(ctx);
+		return NULL;
+	}
+	return ctx;
 }
 
 #endif
