@@ -1,5 +1,5 @@
-# kspec: one Makefile.  Targets: all check test run bench bench-instructions asan
-# fuzz fuzz-corpus install uninstall clean.
+# kspec: one Makefile.  Targets: all check depcheck test run bench
+# bench-instructions asan fuzz fuzz-corpus install uninstall clean.
 #
 # Modules and their dependencies (no cycles, docs/architecture.md):
 #   base <- proto, specialize <- jit <- exec ; base <- store ; all <- server
@@ -53,7 +53,7 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_SRC := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all examples check test run bench bench-instructions asan fuzz \
+.PHONY: all examples check depcheck test run bench bench-instructions asan fuzz \
 	fuzz-targets fuzz-corpus clean deps golden golden-quant install \
 	uninstall FORCE
 
@@ -317,7 +317,7 @@ JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
 CHECK_BINS := $(addprefix $(BUILD)/tests/,test_proto test_entry test_key \
 	test_sched test_store test_specialize test_jit test_exec test_fuzz \
 	test_fastpath test_e2e test_quant test_gguf)
-check: deps
+check: deps depcheck
 	@$(MAKE) --no-print-directory $(JOBS) $(PROGRAMS) $(CHECK_BINS) \
 	    $(BUILD)/tests/kspecd-plant
 	@KSPEC_BUILD=$(abspath $(BUILD)) KSPEC_TEST_TIER=check \
@@ -326,10 +326,17 @@ check: deps
 # Tests run one binary per module, as many at once as there are CPUs
 # (tests/run.sh); KSPEC_BUILD tells end-to-end tests where kspecd and kspec
 # are.
-test: deps
+test: deps depcheck
 	@$(MAKE) --no-print-directory $(JOBS) all $(TEST_BINS) \
 	    $(BUILD)/tests/kspecd-plant
 	@KSPEC_BUILD=$(abspath $(BUILD)) ./tests/run.sh $(TEST_BINS)
+
+# The include graph: no cycle between files, the modules in their order,
+# the loop and the database in their modules (tests/depcheck.sh, which
+# first shows each rule catching a planted breach).
+depcheck:
+	@./tests/depcheck.sh --self-test
+	@./tests/depcheck.sh
 
 run: deps
 	@$(MAKE) --no-print-directory all
