@@ -42,6 +42,7 @@
 
 #define PROMPT 512
 #define STEPS 9                 /* 8 timed decode steps per trial */
+#define TOKS 64                 /* greedy tokens compared with llama.cpp */
 #define TRIALS 3
 #define ROUNDS 5                /* interleaved kspec / PyTorch rounds */
 #define LL_ROUNDS 3             /* interleaved kspec / llama.cpp rounds */
@@ -52,7 +53,7 @@ enum { H = 4096, L = 2, HQ = 32, HKV = 8, D = 128, FF = 14336, V = 32000,
 typedef struct {
 	double pre[3], dec[3];  /* median, min, max: ms */
 	double dec_lin[3];      /* PyTorch's F.linear decode, when printed */
-	int32_t tok[STEPS];     /* the greedy tokens, when printed */
+	int32_t tok[TOKS];      /* the greedy tokens, when printed */
 	int ok, has_lin, ntok;
 } figures_t;
 
@@ -77,7 +78,7 @@ static int run_and_read(const char *cmd, figures_t *f)
 			snprintf(llama_cpp_backend, sizeof llama_cpp_backend,
 			    "%s", line + 8);
 		} else if (*line >= '0' && *line <= '9') {  /* greedy tokens */
-			for (f->ntok = 0; f->ntok < STEPS; f->ntok++) {
+			for (f->ntok = 0; f->ntok < TOKS; f->ntok++) {
 				long t = strtol(q, &end, 10);
 
 				if (end == q)
@@ -104,7 +105,7 @@ static int run_and_read(const char *cmd, figures_t *f)
 			f->has_lin = 1;
 		}
 	}
-	return pclose(p) == 0 && f->ok ? 0 : -1;
+	return pclose(p) == 0 && (f->ok || f->ntok > 0) ? 0 : -1;
 }
 
 static void row(const char *what, const char *w, int threads,
@@ -605,19 +606,22 @@ static double ms_since(uint64_t t0)
 }
 
 /*
- * `bench/llama --llama-cpp FILE THREADS`: llama.cpp's libllama runs the
- * GGUF file FILE as examples/llama runs it: the same PROMPT-token prompt
- * (seed 1, as examples/llama draws it) in one batch, then greedy decode
- * to STEPS tokens, on THREADS threads; 1 + TRIALS runs, each in a fresh
- * context, the first the warm-up.  Prints the CPU backend ggml chose,
- * the first run's greedy tokens and a "timing" line as examples/llama
- * does.  Exit 0; 3 when llama.cpp is not installed (why, on stderr).
+ * `bench/llama --llama-cpp FILE THREADS [STEPS TRIALS]`: llama.cpp's
+ * libllama runs the GGUF file FILE as examples/llama runs it: the same
+ * PROMPT-token prompt (seed 1, as examples/llama draws it) in one batch,
+ * then greedy decode to STEPS tokens (default and at least the bench's
+ * STEPS, at most TOKS), on THREADS threads; 1 + TRIALS runs (default and
+ * at most the bench's), each in a fresh context, the first the warm-up.
+ * Prints the CPU backend ggml chose, the first run's greedy tokens and,
+ * after trials, a "timing" line as examples/llama does.  Exit 0; 3 when
+ * llama.cpp is not installed (why, on stderr).
  */
-static int llama_cpp_main(const char *file, int threads)
+static int llama_cpp_main(const char *file, int threads, int steps,
+    int trials)
 {
 	uint64_t s = 1 * 0xD1B54A32D192ED03ull + 7, t0;
 	double pre[TRIALS], dec[TRIALS];
-	int32_t prompt[PROMPT], tok[STEPS];
+	int32_t prompt[PROMPT], tok[TOKS];
 	char err[1400];
 	ks_llama_t L;
 	void *model;
@@ -634,8 +638,9 @@ static int llama_cpp_main(const char *file, int threads)
 		return 1;
 	}
 	printf("backend %s\n", ks_llama_cpu_backend);
-	for (t = 0; t <= TRIALS; t++) {
-		void *ctx = ks_llama_context(&L, model, SMAX, PROMPT, threads);
+	for (t = 0; t <= trials; t++) {
+		void *ctx = ks_llama_context(&L, model, PROMPT + steps, PROMPT,
+		    threads);
 
 		if (ctx == NULL) {
 			fprintf(stderr, "llama: llama.cpp made no context\n");
@@ -647,27 +652,29 @@ static int llama_cpp_main(const char *file, int threads)
 		if (t > 0)
 			pre[t - 1] = ms_since(t0);
 		t0 = bench_ns();
-		for (i = 1; i < STEPS && rc == 0; i++) {
+		for (i = 1; i < steps && rc == 0; i++) {
 			rc = L.decode(ctx, L.batch_one(&tok[i - 1], 1));
 			tok[i] = rc ? 0 : argmax(L.logits(ctx, -1), V);
 		}
 		if (t > 0)
-			dec[t - 1] = ms_since(t0) / (STEPS - 1);
+			dec[t - 1] = ms_since(t0) / (steps - 1);
 		L.free_ctx(ctx);
 		if (rc != 0) {
 			fprintf(stderr, "llama: llama_decode returned %d\n", rc);
 			return 1;
 		}
-		for (i = 0; i < STEPS && t == 0; i++)
-			printf("%d%c", tok[i], i + 1 < STEPS ? ' ' : '\n');
+		for (i = 0; i < steps && t == 0; i++)
+			printf("%d%c", tok[i], i + 1 < steps ? ' ' : '\n');
 	}
 	L.mfree(model);
 	L.fini();
-	qsort(pre, TRIALS, sizeof pre[0], bench_cmp_d);
-	qsort(dec, TRIALS, sizeof dec[0], bench_cmp_d);
+	if (trials == 0)
+		return 0;
+	qsort(pre, (size_t)trials, sizeof pre[0], bench_cmp_d);
+	qsort(dec, (size_t)trials, sizeof dec[0], bench_cmp_d);
 	printf("timing prefill_ms %.3f %.3f %.3f decode_ms %.4f %.4f %.4f\n",
-	    pre[TRIALS / 2], pre[0], pre[TRIALS - 1], dec[TRIALS / 2], dec[0],
-	    dec[TRIALS - 1]);
+	    pre[trials / 2], pre[0], pre[trials - 1], dec[trials / 2], dec[0],
+	    dec[trials - 1]);
 	return 0;
 }
 
@@ -690,10 +697,36 @@ static void tokens_row(const char *who, const figures_t *f)
 {
 	int i;
 
-	printf("  %-10s", who);
+	printf("  %s:\n", who);
 	for (i = 0; i < f->ntok; i++)
-		printf(" %5d", f->tok[i]);
+		printf("%s%5d", i % 16 ? " " : "    ", f->tok[i]);
 	printf("\n");
+}
+
+/* The first TOKS greedy tokens of both engines on FILE (THREADS threads),
+ * side by side, and where they part. */
+static void tokens_side_by_side(const e2e_daemon_t *d, const char *file,
+    int threads)
+{
+	char cmd[2][1024], why[64];
+	figures_t f[2];
+
+	snprintf(cmd[0], sizeof cmd[0], "%s/examples/llama --config 8b2l "
+	    "--socket %s --load-gguf %s --prompt %d --steps %d --threads %d "
+	    "2>/dev/null", e2e_build_dir(), d->sock, file, PROMPT, TOKS,
+	    threads);
+	snprintf(cmd[1], sizeof cmd[1], "%s/bench/llama --llama-cpp %s %d %d "
+	    "0", e2e_build_dir(), file, threads, TOKS);
+	if (run_and_read(cmd[0], &f[0]) != 0 || run_and_read(cmd[1], &f[1]) !=
+	    0) {
+		printf("  greedy tokens: a run failed\n");
+		return;
+	}
+	parting(&f[0], &f[1], why, sizeof why);
+	printf("  the first %d greedy tokens after the prompt: %s\n", TOKS,
+	    why);
+	tokens_row("kspec", &f[0]);
+	tokens_row("llama.cpp", &f[1]);
 }
 
 /*
@@ -708,7 +741,7 @@ static void tokens_row(const char *who, const figures_t *f)
 static void beside_llama_cpp(const e2e_daemon_t *d, int all)
 {
 	static const char *const ws[] = { "f32", "q8_0", "q4_0", "q4_k" };
-	char file[512], cmd[2][1024], a[64], b[64], why[64];
+	char file[512], cmd[2][1024], a[64], b[64];
 	const int threads[2] = { 1, all };
 	size_t wi;
 	int ti, r, e;
@@ -732,7 +765,7 @@ static void beside_llama_cpp(const e2e_daemon_t *d, int all)
 		for (ti = 0; ti < (all > 1 ? 2 : 1); ti++) {
 			double pre[2][LL_ROUNDS], dec[2][LL_ROUNDS];
 			double rp[LL_ROUNDS], rd[LL_ROUNDS];
-			figures_t f[2], first[2];
+			figures_t f[2];
 
 			snprintf(cmd[0], sizeof cmd[0], "%s/examples/llama "
 			    "--config 8b2l --socket %s --load-gguf %s --prompt "
@@ -755,8 +788,6 @@ static void beside_llama_cpp(const e2e_daemon_t *d, int all)
 					pre[k][r] = f[k].pre[0];
 					dec[k][r] = f[k].dec[0];
 				}
-				if (r == 0)
-					memcpy(first, f, sizeof first);
 				rp[r] = f[1].pre[0] / f[0].pre[0];
 				rd[r] = f[0].dec[0] / f[1].dec[0];
 			}
@@ -772,19 +803,14 @@ static void beside_llama_cpp(const e2e_daemon_t *d, int all)
 			row("llama.cpp", ws[wi], threads[ti], &f[1]);
 			ratio_text(rp, LL_ROUNDS, a, sizeof a);
 			ratio_text(rd, LL_ROUNDS, b, sizeof b);
-			parting(&first[0], &first[1], why, sizeof why);
 			printf("  kspec / llama.cpp, median (min..max) of the "
-			    "rounds: prefill tok/s %s, decode ms/tok %s; greedy "
-			    "tokens: %s\n", a, b, why);
-			if (ti == 0) {
-				tokens_row("kspec", &first[0]);
-				tokens_row("llama.cpp", &first[1]);
-			}
+			    "rounds: prefill tok/s %s, decode ms/tok %s\n", a, b);
 			if (wi == 0 && ti == 0)
 				printf("  llama.cpp's CPU backend: %s",
 				    llama_cpp_backend);
 			fflush(stdout);
 		}
+		tokens_side_by_side(d, file, all);
 next:
 		unlink(file);
 	}
@@ -802,8 +828,19 @@ int main(int argc, char **argv)
 	figures_t f;
 	int wi, ti;
 
-	if (argc == 4 && strcmp(argv[1], "--llama-cpp") == 0)
-		return llama_cpp_main(argv[2], atoi(argv[3]));
+	if ((argc == 4 || argc == 6) && strcmp(argv[1], "--llama-cpp") == 0) {
+		int steps = argc == 6 ? atoi(argv[4]) : STEPS;
+		int trials = argc == 6 ? atoi(argv[5]) : TRIALS;
+
+		if (steps < STEPS || steps > TOKS || trials < 0 ||
+		    trials > TRIALS) {
+			fprintf(stderr, "llama: --llama-cpp FILE THREADS "
+			    "[STEPS %d..%d TRIALS 0..%d]\n", STEPS, TOKS,
+			    TRIALS);
+			return 2;
+		}
+		return llama_cpp_main(argv[2], atoi(argv[3]), steps, trials);
+	}
 	memset(&d, 0, sizeof d);
 	if (e2e_start(&d, NULL)) {
 		fprintf(stderr, "llama: kspecd did not start\n");
