@@ -30,7 +30,10 @@ JIT_OBJ        := $(call obj_of,jit)
 EXEC_OBJ       := $(call obj_of,exec)
 STORE_OBJ      := $(call obj_of,store)
 SERVER_OBJ     := $(filter-out $(BUILD)/obj/server/main.o,$(call obj_of,server))
-CLIENT_LIB_OBJ := $(filter-out $(BUILD)/obj/client/cli.o,$(call obj_of,client))
+CLIENT_LIB_OBJ := $(call obj_of,client)
+# The kspec command line, in a folder of its own: nothing of it is in
+# libkspec.
+CLI_OBJ        := $(call obj_of,client/cli)
 
 # Everything the daemon is made of, without its main(): tests link this.
 DAEMON_OBJ := $(BASE_OBJ) $(PROTO_OBJ) $(SPECIALIZE_OBJ) $(JIT_OBJ) \
@@ -91,7 +94,7 @@ $(BUILD)/obj/server/dashboard.o: server/dashboard.html
 $(BUILD)/kspecd: $(BUILD)/obj/server/main.o $(DAEMON_OBJ)
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 
-$(BUILD)/kspec: $(BUILD)/obj/client/cli.o $(BUILD)/libkspec.a
+$(BUILD)/kspec: $(CLI_OBJ) $(BUILD)/libkspec.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LDLIBS)
 
 $(BUILD)/libkspec.a: $(LIB_OBJ)
