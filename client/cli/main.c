@@ -22,7 +22,7 @@ static const cli_cmd_t commands[] = {
 	    "the daemon's counters", CLI_DAEMON },
 	{ "kernels", cmd_kernels, usage_kernels, "kernels [--json]",
 	    "the kernel library: parameters, variants, guards", CLI_DAEMON },
-	{ "explain", cmd_explain, usage_explain, "explain KERNEL .",
+	{ "explain", cmd_explain, usage_explain, "explain KERNEL ...",
 	    "which variant and key a get would use, cached or not",
 	    CLI_DAEMON },
 	{ "warm", cmd_warm, usage_warm, "warm MANIFEST",
