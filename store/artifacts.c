@@ -38,6 +38,36 @@
 /* Keys selected per round of eviction. */
 #define EVICT_BATCH 32
 
+/* The statements of the artifacts and their uses rows. */
+static const kss_stmt_t stmts[] = {
+	KSS_W(size, "SELECT size FROM artifacts WHERE key = ?1"),
+	KSS_W(put, INSERT_ROW("artifacts")),
+	KSS_W(put_use, "INSERT OR REPLACE INTO uses (key, last_used)"
+	    " VALUES (?1, ?2)"),
+	KSS_W(delete, "DELETE FROM artifacts WHERE key = ?1"
+	    " RETURNING size"),
+	KSS_W(delete_use, "DELETE FROM uses WHERE key = ?1"),
+	/* A deployment's pinned keys are never evicted. */
+	KSS_W(lru, "SELECT key FROM uses WHERE key <> ?1 AND key NOT IN"
+	    " (SELECT key FROM pins) ORDER BY last_used, key LIMIT ?2"),
+	KSS_W(check, SELECT_ROW),
+	KSS_W(count_corrupt, "UPDATE counters SET value = value + 1"
+	    " WHERE name = 'corrupt'"),
+	KSS_W(scan, "SELECT key, meta FROM artifacts ORDER BY key"),
+	KSS_R(get, SELECT_ROW),
+	KSS_R(list, "SELECT a.key, a.meta, a.size, "
+	    "COALESCE(u.last_used, 0) FROM artifacts a LEFT JOIN uses u "
+	    "ON u.key = a.key ORDER BY a.key"),
+	KSS_R(entries, "SELECT a.key, a.size, a.created, "
+	    ENTRY_COLS ", COALESCE(u.last_used, 0) FROM artifacts a "
+	    "LEFT JOIN uses u ON u.key = a.key WHERE (?1 = '' OR "
+	    "a.kernel = ?1) AND (?2 = '' OR a.backend = ?2) AND "
+	    "(?3 = '' OR a.target = ?3) ORDER BY a.key"),
+	KSS_R(key_range, "SELECT key FROM artifacts WHERE key "
+	    "BETWEEN ?1 AND ?2 ORDER BY key LIMIT ?3"),
+};
+KSS_STMTS(kss_artifacts_stmts, stmts);
+
 /* Deletes KEY's row; *size is its size, or -1 when there was none. */
 int kss_delete_row(ks_store_t *s, const ks_hash_t *key, int64_t *size)
 {
@@ -503,14 +533,16 @@ int ks_store_entries(ks_store_t *s, const ks_store_filter_t *f,
 	 * table order, last_used. */
 	enum { R_KEY, R_SIZE, R_CREATED, R_ENTRY, R_LAST_USED = R_ENTRY +
 		EC_N };
-	sqlite3_stmt *st = s->r_entries;
 	const char *const by[3] = { f ? f->kernel : NULL, f ? f->backend :
 	    NULL, f ? f->target : NULL };
 	ks_store_entry_t e;
+	sqlite3_stmt *st;
 	uint64_t n = 0;
 	int rc, i, stop = 0;
 
 	pthread_mutex_lock(&s->rlock);
+	/* Read under the lock: a reopen replaces the statements. */
+	st = s->r_entries;
 	for (i = 0; i < 3; i++)
 		sqlite3_bind_text(st, i + 1, by[i] ? by[i] : "", -1,
 		    SQLITE_STATIC);
@@ -544,7 +576,7 @@ int ks_store_keys_with_prefix(ks_store_t *s, const char *prefix,
 {
 	char lo_hex[KS_HASH_HEX], hi_hex[KS_HASH_HEX];
 	size_t n = strlen(prefix);
-	sqlite3_stmt *st = NULL;
+	sqlite3_stmt *st;
 	ks_hash_t lo, hi;
 	int rc, found = 0;
 
@@ -559,20 +591,17 @@ int ks_store_keys_with_prefix(ks_store_t *s, const char *prefix,
 	if (ks_hash_from_hex(lo_hex, &lo) || ks_hash_from_hex(hi_hex, &hi))
 		return KS_E_INVAL;
 	pthread_mutex_lock(&s->rlock);
-	rc = sqlite3_prepare_v2(s->r, "SELECT key FROM artifacts WHERE key "
-	    "BETWEEN ?1 AND ?2 ORDER BY key LIMIT ?3", -1, &st, NULL);
-	if (rc == SQLITE_OK) {
-		kss_bind_key(st, 1, &lo);
-		kss_bind_key(st, 2, &hi);
-		sqlite3_bind_int(st, 3, max);
-		while ((rc = sqlite3_step(st)) == SQLITE_ROW && found < max)
-			if (sqlite3_column_type(st, 0) == SQLITE_BLOB &&
-			    sqlite3_column_bytes(st, 0) == KS_HASH_BYTES)
-				kss_column_key(st, 0, &keys[found++]);
-	}
+	st = s->r_key_range;
+	kss_bind_key(st, 1, &lo);
+	kss_bind_key(st, 2, &hi);
+	sqlite3_bind_int(st, 3, max);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW && found < max)
+		if (sqlite3_column_type(st, 0) == SQLITE_BLOB &&
+		    sqlite3_column_bytes(st, 0) == KS_HASH_BYTES)
+			kss_column_key(st, 0, &keys[found++]);
 	rc = rc == SQLITE_DONE || rc == SQLITE_ROW ? found :
 	    kss_failed(s, s->r, rc, "keys with a prefix");
-	sqlite3_finalize(st);
+	kss_release(st);
 	pthread_mutex_unlock(&s->rlock);
 	return rc;
 }

@@ -6,32 +6,37 @@
 
 #include "store_int.h"
 
+static const kss_stmt_t stmts[] = {
+	KSS_W(miss, "INSERT INTO misses(spec, first, last, count) VALUES "
+	    "(?1, ?2, ?2, ?3) ON CONFLICT(spec) DO UPDATE SET last = "
+	    "excluded.last, count = count + excluded.count"),
+	KSS_W(late, "INSERT INTO late(deployment, spec, first, last, count) "
+	    "VALUES (?4, ?1, ?2, ?2, ?3) ON CONFLICT(deployment, spec) DO "
+	    "UPDATE SET last = excluded.last, count = count + excluded.count"),
+	KSS_R(misses, "SELECT spec, first, last, count FROM misses ORDER BY "
+	    "first, spec"),
+	KSS_R(late, "SELECT spec, first, last, count FROM late WHERE "
+	    "deployment = ?1 ORDER BY first, spec"),
+};
+KSS_STMTS(kss_misses_stmts, stmts);
+
 int ks_store_record_miss(ks_store_t *s, const char *deployment,
     const char *spec, uint64_t count)
 {
-	sqlite3_stmt *st = NULL;
 	int64_t now = ks_wall_s() * 1000;
+	sqlite3_stmt *st;
 	int rc;
 
 	pthread_mutex_lock(&s->wlock);
-	rc = sqlite3_prepare_v2(s->w, deployment ? "INSERT INTO late("
-	    "deployment, spec, first, last, count) VALUES (?4, ?1, ?2, ?2, "
-	    "?3) ON CONFLICT(deployment, spec) DO UPDATE SET last = "
-	    "excluded.last, count = count + excluded.count" : "INSERT INTO "
-	    "misses(spec, first, last, count) VALUES (?1, ?2, ?2, ?3) ON "
-	    "CONFLICT(spec) DO UPDATE SET last = excluded.last, count = "
-	    "count + excluded.count", -1, &st, NULL);
-	if (rc == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, spec, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, now);
-		sqlite3_bind_int64(st, 3, (int64_t)count);
-		if (deployment)
-			sqlite3_bind_text(st, 4, deployment, -1,
-			    SQLITE_STATIC);
-		rc = sqlite3_step(st);
-	}
+	st = deployment ? s->w_late : s->w_miss;
+	sqlite3_bind_text(st, 1, spec, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, now);
+	sqlite3_bind_int64(st, 3, (int64_t)count);
+	if (deployment)
+		sqlite3_bind_text(st, 4, deployment, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
 	rc = rc == SQLITE_DONE ? KS_OK : kss_failed(s, s->w, rc, "record miss");
-	sqlite3_finalize(st);
+	kss_release(st);
 	pthread_mutex_unlock(&s->wlock);
 	return rc;
 }
@@ -40,20 +45,16 @@ int ks_store_misses(ks_store_t *s, const char *deployment,
     int (*cb)(void *ctx, const char *spec, int64_t first, int64_t last,
     uint64_t count), void *ctx)
 {
-	sqlite3_stmt *st = NULL;
+	sqlite3_stmt *st;
 	int rc, stop = 0;
 
 	pthread_mutex_lock(&s->rlock);
-	rc = sqlite3_prepare_v2(s->r, deployment ? "SELECT spec, first, last, "
-	    "count FROM late WHERE deployment = ?1 ORDER BY first, spec" :
-	    "SELECT spec, first, last, count FROM misses ORDER BY first, spec",
-	    -1, &st, NULL);
-	if (rc == SQLITE_OK && deployment)
+	st = deployment ? s->r_late : s->r_misses;
+	if (deployment)
 		sqlite3_bind_text(st, 1, deployment, -1, SQLITE_STATIC);
-	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *spec = (const char *)sqlite3_column_text(st, 0);
 
-		rc = SQLITE_OK;
 		stop = cb(ctx, spec ? spec : "", sqlite3_column_int64(st, 1),
 		    sqlite3_column_int64(st, 2),
 		    (uint64_t)sqlite3_column_int64(st, 3));
@@ -62,7 +63,7 @@ int ks_store_misses(ks_store_t *s, const char *deployment,
 	}
 	rc = !stop && rc != SQLITE_DONE ? kss_failed(s, s->r, rc, "misses") :
 	    KS_OK;
-	sqlite3_finalize(st);
+	kss_release(st);
 	pthread_mutex_unlock(&s->rlock);
 	return rc;
 }

@@ -97,43 +97,38 @@ static int open_writer(ks_store_t *s, char *err, size_t errlen)
 	return rc;
 }
 
-static int prepare_writer(ks_store_t *s, char *err, size_t errlen)
+/* Every file's statement table (store_int.h, "Statements"): the file of
+ * a new table adds its own here. */
+static const kss_stmts_t *const tables[] = {
+	&kss_sql_stmts, &kss_artifacts_stmts, &kss_touch_stmts,
+	&kss_misses_stmts, &kss_deploy_stmts, &kss_audit_stmts,
+	&kss_canary_stmts, &kss_probe_stmts,
+};
+
+static sqlite3_stmt **stmt_field(ks_store_t *s, const kss_stmt_t *st)
 {
-	static const struct {
-		size_t off;
-		const char *sql;
-	} stmts[] = {
-#define W(field, text) { offsetof(ks_store_t, field), text }
-		W(w_begin, "BEGIN IMMEDIATE"),
-		W(w_commit, "COMMIT"),
-		W(w_rollback, "ROLLBACK"),
-		W(w_size, "SELECT size FROM artifacts WHERE key = ?1"),
-		W(w_put, INSERT_ROW("artifacts")),
-		W(w_put_use, "INSERT OR REPLACE INTO uses (key, last_used)"
-		    " VALUES (?1, ?2)"),
-		W(w_delete, "DELETE FROM artifacts WHERE key = ?1"
-		    " RETURNING size"),
-		W(w_delete_use, "DELETE FROM uses WHERE key = ?1"),
-		W(w_touch, "UPDATE uses SET last_used = ?2"
-		    " WHERE key = ?1 AND last_used < ?2"),
-		/* A deployment's pinned keys are never evicted. */
-		W(w_lru, "SELECT key FROM uses WHERE key <> ?1 AND key NOT IN"
-		    " (SELECT key FROM pins) ORDER BY last_used, key LIMIT ?2"),
-		W(w_check, SELECT_ROW),
-		W(w_count_corrupt, "UPDATE counters SET value = value + 1"
-		    " WHERE name = 'corrupt'"),
-		W(w_scan, "SELECT key, meta FROM artifacts ORDER BY key"),
-#undef W
-	};
-	size_t i;
+	return (sqlite3_stmt **)((char *)s + st->off);
+}
 
-	for (i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
-		sqlite3_stmt **st = (sqlite3_stmt **)((char *)s +
-		    stmts[i].off);
-		int rc = kss_prepare(s, s->w, stmts[i].sql, st, err, errlen);
+/* Prepares the statements of every table that belong to CONN, on it. */
+static int prepare_all(ks_store_t *s, enum kss_conn conn, char *err,
+    size_t errlen)
+{
+	sqlite3 *db = conn == KSS_WRITER ? s->w : s->r;
+	size_t i, j;
+	int rc;
 
-		if (rc != KS_OK)
-			return rc;
+	for (i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+		for (j = 0; j < tables[i]->n; j++) {
+			const kss_stmt_t *st = &tables[i]->stmt[j];
+
+			if (st->conn != conn)
+				continue;
+			rc = kss_prepare(s, db, st->sql, stmt_field(s, st), err,
+			    errlen);
+			if (rc != KS_OK)
+				return rc;
+		}
 	}
 	return KS_OK;
 }
@@ -206,35 +201,22 @@ static int open_reader(ks_store_t *s, char *err, size_t errlen)
 	    "PRAGMA query_only=1;"
 	    "PRAGMA cache_size=-" READER_CACHE_KB ";", err, errlen);
 	if (rc == KS_OK)
-		rc = kss_prepare(s, s->r, SELECT_ROW, &s->r_get, err, errlen);
-	if (rc == KS_OK)
-		rc = kss_prepare(s, s->r, "SELECT a.key, a.meta, a.size, "
-		    "COALESCE(u.last_used, 0) FROM artifacts a LEFT JOIN uses u "
-		    "ON u.key = a.key ORDER BY a.key", &s->r_list, err, errlen);
-	if (rc == KS_OK)
-		rc = kss_prepare(s, s->r, "SELECT a.key, a.size, a.created, "
-		    ENTRY_COLS ", COALESCE(u.last_used, 0) FROM artifacts a "
-		    "LEFT JOIN uses u ON u.key = a.key WHERE (?1 = '' OR "
-		    "a.kernel = ?1) AND (?2 = '' OR a.backend = ?2) AND "
-		    "(?3 = '' OR a.target = ?3) ORDER BY a.key", &s->r_entries,
-		    err, errlen);
+		rc = prepare_all(s, KSS_READER, err, errlen);
 	return rc;
 }
 
+/* Finalizes the statements of every table, of both connections. */
 static void finalize_all(ks_store_t *s)
 {
-	sqlite3_stmt **w[] = {
-		&s->w_begin, &s->w_commit, &s->w_rollback, &s->w_size,
-		&s->w_put, &s->w_put_use, &s->w_delete, &s->w_delete_use,
-		&s->w_touch, &s->w_lru, &s->w_check,
-		&s->w_count_corrupt, &s->w_scan, &s->r_get, &s->r_list,
-		&s->r_entries,
-	};
-	size_t i;
+	size_t i, j;
 
-	for (i = 0; i < sizeof w / sizeof w[0]; i++) {
-		sqlite3_finalize(*w[i]);
-		*w[i] = NULL;
+	for (i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+		for (j = 0; j < tables[i]->n; j++) {
+			sqlite3_stmt **st = stmt_field(s, &tables[i]->stmt[j]);
+
+			sqlite3_finalize(*st);
+			*st = NULL;
+		}
 	}
 }
 
@@ -276,7 +258,7 @@ static int open_all(ks_store_t *s, char *err, size_t errlen)
 	if (rc == KS_OK)
 		rc = kss_migrate(s, err, errlen);
 	if (rc == KS_OK)
-		rc = prepare_writer(s, err, errlen);
+		rc = prepare_all(s, KSS_WRITER, err, errlen);
 	if (rc == KS_OK)
 		rc = load_totals(s, err, errlen);
 	if (rc == KS_OK)

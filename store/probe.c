@@ -8,17 +8,25 @@
 
 #include "store_int.h"
 
+static const kss_stmt_t stmts[] = {
+	KSS_R(probe, "SELECT probe, witness, fingerprints FROM probe WHERE "
+	    "id = 1"),
+	KSS_W(probe, "INSERT OR REPLACE INTO probe (id, probe, witness, "
+	    "fingerprints, at) VALUES (1, ?1, ?2, ?3, ?4)"),
+	KSS_W(probe_drop, "DELETE FROM probe"),
+};
+KSS_STMTS(kss_probe_stmts, stmts);
+
 int ks_store_probe_get(ks_store_t *s, ks_store_probe_t *out)
 {
-	sqlite3_stmt *st = NULL;
 	char **col[3] = { &out->probe, &out->witness, &out->fingerprints };
+	sqlite3_stmt *st;
 	int rc, i;
 
 	memset(out, 0, sizeof *out);
 	pthread_mutex_lock(&s->rlock);
-	rc = sqlite3_prepare_v2(s->r, "SELECT probe, witness, fingerprints "
-	    "FROM probe WHERE id = 1", -1, &st, NULL);
-	if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+	st = s->r_probe;
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		for (rc = KS_OK, i = 0; i < 3; i++)
 			if (!(*col[i] = strdup((const char *)
 			    sqlite3_column_text(st, i))))
@@ -26,7 +34,7 @@ int ks_store_probe_get(ks_store_t *s, ks_store_probe_t *out)
 	} else
 		rc = rc == SQLITE_DONE ? KS_E_NOT_FOUND : kss_failed(s, s->r,
 		    rc, "probe");
-	sqlite3_finalize(st);
+	kss_release(st);
 	pthread_mutex_unlock(&s->rlock);
 	if (rc != KS_OK)
 		ks_store_probe_free(out);
@@ -43,23 +51,20 @@ void ks_store_probe_free(ks_store_probe_t *p)
 
 int ks_store_probe_put(ks_store_t *s, const ks_store_probe_t *p)
 {
-	sqlite3_stmt *st = NULL;
+	sqlite3_stmt *st;
 	int rc;
 
 	pthread_mutex_lock(&s->wlock);
-	rc = sqlite3_prepare_v2(s->w, p ? "INSERT OR REPLACE INTO probe (id, "
-	    "probe, witness, fingerprints, at) VALUES (1, ?1, ?2, ?3, ?4)" :
-	    "DELETE FROM probe", -1, &st, NULL);
-	if (rc == SQLITE_OK && p) {
+	st = p ? s->w_probe : s->w_probe_drop;
+	if (p) {
 		sqlite3_bind_text(st, 1, p->probe, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, p->witness, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, p->fingerprints, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 4, ks_wall_ms());
 	}
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(st);
+	rc = sqlite3_step(st);
 	rc = rc == SQLITE_DONE ? KS_OK : kss_failed(s, s->w, rc, "probe");
-	sqlite3_finalize(st);
+	kss_release(st);
 	pthread_mutex_unlock(&s->wlock);
 	return rc;
 }

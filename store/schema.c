@@ -42,8 +42,8 @@
  * (kss_stamp(), touch.c: Unix milliseconds made strictly increasing per
  * store), one small row per artifact, so that a touch rewrites a few dozen
  * bytes and not the artifact's row with its blob (sqlite rewrites a whole
- * record to change one column of it).  Every transaction that writes or deletes an
- * artifact row does the same to its uses row.
+ * record to change one column of it).  Every transaction that writes or
+ * deletes an artifact row does the same to its uses row.
  */
 static const char *const migrations[] = {
 	/* v0 -> v1 */

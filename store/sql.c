@@ -8,6 +8,14 @@
 
 #include "store_int.h"
 
+/* The writer's transactions. */
+static const kss_stmt_t stmts[] = {
+	KSS_W(begin, "BEGIN IMMEDIATE"),
+	KSS_W(commit, "COMMIT"),
+	KSS_W(rollback, "ROLLBACK"),
+};
+KSS_STMTS(kss_sql_stmts, stmts);
+
 /* The ks error for a failed sqlite call with result code RC. */
 int kss_from_sqlite(int rc)
 {
@@ -42,6 +50,15 @@ int kss_run(ks_store_t *s, sqlite3_stmt *st, const char *what)
 	if (rc != SQLITE_DONE)
 		return kss_failed(s, sqlite3_db_handle(st), rc, what);
 	return KS_OK;
+}
+
+/* Ends a use of ST: resets it and sets its parameters back to NULL
+ * (store_int.h, "Statements").  ST is NULL after a reopen that failed. */
+void kss_release(sqlite3_stmt *st)
+{
+	sqlite3_reset(st);
+	if (st)
+		sqlite3_clear_bindings(st);
 }
 
 int kss_bind_key(sqlite3_stmt *st, int col, const ks_hash_t *key)

@@ -26,12 +26,29 @@
  * No lock is held while calling out, except the callbacks of the reader's
  * walks (ks_store_list and the like), which run under rlock and therefore
  * must not call into the same store.
+ *
+ * Statements.  Each file prepares the statements of its tables once, from
+ * a table of its own (kss_stmt_t, below), when the connections open and
+ * again at a reopen; open.c walks every file's table to prepare and to
+ * finalize them.  A statement belongs to one connection, and its field's
+ * name says which: w_<name> is the writer's, used only under wlock (in the
+ * daemon, on the writer thread), r_<name> the reader's, used only under
+ * rlock (in the daemon, on the loop thread).  A pointer is read only under its lock, since
+ * a reopen replaces them all.  Each use ends before the lock is released
+ * with sqlite3_reset (a reader's read transaction ends with it, so the
+ * WAL is not pinned) or kss_release, which also sets the parameters back
+ * to NULL, as a freshly prepared statement has them, so that no borrowed
+ * pointer outlives the call.  Only what runs once per open (the
+ * migrations and their fills, the totals) and the integrity check (a
+ * whole-file pragma, for start-up checks and tests) are prepared where
+ * they run.
  */
 #ifndef KS_STORE_INT_H
 #define KS_STORE_INT_H
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -74,26 +91,60 @@ struct ks_store {
 	char *path;
 	uint64_t max_bytes;
 
+	/* The writer and its statements, by the file whose table prepares
+	 * them. */
 	pthread_mutex_t wlock;
 	sqlite3 *w;
+	/* sql.c */
 	sqlite3_stmt *w_begin, *w_commit, *w_rollback;
+	/* artifacts.c */
 	sqlite3_stmt *w_size;           /* size of a row, before a put */
 	sqlite3_stmt *w_put;
 	sqlite3_stmt *w_put_use;        /* its row in uses */
 	sqlite3_stmt *w_delete;         /* RETURNING size */
 	sqlite3_stmt *w_delete_use;
-	sqlite3_stmt *w_touch;
 	sqlite3_stmt *w_lru;            /* eviction victims */
 	sqlite3_stmt *w_check;          /* SELECT_ROW, for quarantine */
 	sqlite3_stmt *w_count_corrupt;
 	sqlite3_stmt *w_scan;           /* key, meta of every row */
+	/* touch.c */
+	sqlite3_stmt *w_touch;
+	/* misses.c */
+	sqlite3_stmt *w_miss, *w_late;
+	/* deploy.c */
+	sqlite3_stmt *w_late_stale;     /* late compiles of old specs */
+	sqlite3_stmt *w_deploy, *w_undeploy;
+	sqlite3_stmt *w_pin, *w_unpin;  /* one key; every key of a name */
+	sqlite3_stmt *w_late_drop;
+	/* audit.c */
+	sqlite3_stmt *w_audited, *w_audit_event;
+	/* canary.c */
+	sqlite3_stmt *w_canary;
+	/* probe.c */
+	sqlite3_stmt *w_probe, *w_probe_drop;
 	struct touch batch[KS_STORE_PENDING_TOUCHES]; /* flush's copy */
 
+	/* The reader and its statements, likewise. */
 	pthread_mutex_t rlock;
 	sqlite3 *r;
+	/* artifacts.c */
 	sqlite3_stmt *r_get;            /* SELECT_ROW */
 	sqlite3_stmt *r_list;
 	sqlite3_stmt *r_entries;        /* the entry columns, filtered */
+	sqlite3_stmt *r_key_range;      /* keys with a prefix */
+	/* misses.c */
+	sqlite3_stmt *r_misses, *r_late;
+	/* deploy.c */
+	sqlite3_stmt *r_deployments, *r_pinned;
+	sqlite3_stmt *r_pins_others;    /* bytes other deployments pin */
+	sqlite3_stmt *r_pin_size;       /* a key's size, pinned by others */
+	sqlite3_stmt *r_mean_kernel, *r_mean_backend;
+	/* audit.c */
+	sqlite3_stmt *r_audit_candidates, *r_audit_events;
+	/* canary.c */
+	sqlite3_stmt *r_identities, *r_canaries;
+	/* probe.c */
+	sqlite3_stmt *r_probe;
 
 	/* Pending touches: an array plus an open-addressing index over it,
 	 * so a touch deduplicates without allocating. */
@@ -111,11 +162,46 @@ struct ks_store {
 	ino_t ino;                      /* deletion or replacement */
 };
 
+/* ---- the statement tables ---- */
+
+/* The connection a statement is prepared on. */
+enum kss_conn { KSS_WRITER, KSS_READER };
+
+/* A statement of a file's table: SQL prepared on CONN into the
+ * sqlite3_stmt pointer at OFF in struct ks_store. */
+typedef struct {
+	size_t off;
+	enum kss_conn conn;
+	const char *sql;
+} kss_stmt_t;
+
+/* A writer statement w_NAME, a reader statement r_NAME: the field's
+ * prefix comes from the macro that picks the connection, so a
+ * statement's name always says which connection it was prepared on. */
+#define KSS_W(name, text) \
+	{ offsetof(struct ks_store, w_##name), KSS_WRITER, text }
+#define KSS_R(name, text) \
+	{ offsetof(struct ks_store, r_##name), KSS_READER, text }
+
+/* A file's table, as open.c finds it. */
+typedef struct {
+	const kss_stmt_t *stmt;
+	size_t n;
+} kss_stmts_t;
+
+#define KSS_STMTS(name, table) \
+	const kss_stmts_t name = { table, sizeof table / sizeof table[0] }
+
+extern const kss_stmts_t kss_sql_stmts, kss_artifacts_stmts,
+    kss_touch_stmts, kss_misses_stmts, kss_deploy_stmts, kss_audit_stmts,
+    kss_canary_stmts, kss_probe_stmts;
+
 /* ---- sql.c: statements, errors, the writer's transactions ---- */
 
 int kss_from_sqlite(int rc);
 int kss_failed(ks_store_t *s, sqlite3 *db, int rc, const char *what);
 int kss_run(ks_store_t *s, sqlite3_stmt *st, const char *what);
+void kss_release(sqlite3_stmt *st);
 int kss_bind_key(sqlite3_stmt *st, int col, const ks_hash_t *key);
 void kss_column_key(sqlite3_stmt *st, int col, ks_hash_t *out);
 const char *kss_column_str(sqlite3_stmt *st, int col);

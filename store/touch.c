@@ -8,6 +8,14 @@
 
 #include "store_int.h"
 
+/* The flush of the touches into uses (the artifacts' file writes a put's
+ * and a removal's uses rows in their own transactions). */
+static const kss_stmt_t stmts[] = {
+	KSS_W(touch, "UPDATE uses SET last_used = ?2"
+	    " WHERE key = ?1 AND last_used < ?2"),
+};
+KSS_STMTS(kss_touch_stmts, stmts);
+
 /*
  * A use stamp for last_used: wall-clock milliseconds, but strictly greater
  * than every stamp this store handed out before (and than every last_used
