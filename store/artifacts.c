@@ -150,7 +150,8 @@ int ks_store_quarantine(ks_store_t *s, const ks_hash_t *key)
 	int64_t size = -1;
 	int rc, st, bad = 0;
 
-	pthread_mutex_lock(&s->wlock);
+	if (kss_wlock(s) != KS_OK)
+		return KS_E_IO;
 	rc = kss_begin(s);
 	if (rc == KS_OK) {
 		kss_bind_key(s->w_check, 1, key);
@@ -207,7 +208,8 @@ int ks_store_lookup(ks_store_t *s, const ks_hash_t *key, ks_artifact_t **out)
 	int rc;
 
 	*out = NULL;
-	pthread_mutex_lock(&s->rlock);
+	if (kss_rlock(s) != KS_OK)
+		return KS_E_IO;
 	kss_bind_key(s->r_get, 1, key);
 	rc = sqlite3_step(s->r_get);
 	if (rc == SQLITE_ROW) {
@@ -291,7 +293,8 @@ static int put_row(ks_store_t *s, const ks_artifact_t *a, int keep,
 	    xsum);
 	now = ks_wall_ms();
 
-	pthread_mutex_lock(&s->wlock);
+	if (kss_wlock(s) != KS_OK)
+		return KS_E_IO;
 	bytes = atomic_load(&s->bytes);
 	entries = atomic_load(&s->entries);
 	/* Before a put that may evict, write the pending touches, so that
@@ -393,7 +396,8 @@ int ks_store_remove(ks_store_t *s, const ks_hash_t *key)
 	int64_t size;
 	int rc;
 
-	pthread_mutex_lock(&s->wlock);
+	if (kss_wlock(s) != KS_OK)
+		return KS_E_IO;
 	/* The artifact and its uses row in one transaction. */
 	rc = kss_begin(s);
 	if (rc == KS_OK)
@@ -424,7 +428,8 @@ int ks_store_remove_if(ks_store_t *s, const ks_hash_t *keys, size_t nkeys,
 
 	*removed = NULL;
 	*nremoved = 0;
-	pthread_mutex_lock(&s->wlock);
+	if (kss_wlock(s) != KS_OK)
+		return KS_E_IO;
 	rc = kss_begin(s);
 	/* Collect first, then delete: no rows are deleted under a running
 	 * SELECT of the same table. */
@@ -505,7 +510,8 @@ int ks_store_list(ks_store_t *s, int (*cb)(void *ctx, const ks_hash_t *key,
 	ks_hash_t key;
 	int rc, stop = 0;
 
-	pthread_mutex_lock(&s->rlock);
+	if (kss_rlock(s) != KS_OK)
+		return KS_E_IO;
 	while ((rc = sqlite3_step(s->r_list)) == SQLITE_ROW) {
 		const char *meta;
 
@@ -540,7 +546,8 @@ int ks_store_entries(ks_store_t *s, const ks_store_filter_t *f,
 	uint64_t n = 0;
 	int rc, i, stop = 0;
 
-	pthread_mutex_lock(&s->rlock);
+	if (kss_rlock(s) != KS_OK)
+		return KS_E_IO;
 	/* Read under the lock: a reopen replaces the statements. */
 	st = s->r_entries;
 	for (i = 0; i < 3; i++)
@@ -590,7 +597,8 @@ int ks_store_keys_with_prefix(ks_store_t *s, const char *prefix,
 	lo_hex[2 * KS_HASH_BYTES] = hi_hex[2 * KS_HASH_BYTES] = '\0';
 	if (ks_hash_from_hex(lo_hex, &lo) || ks_hash_from_hex(hi_hex, &hi))
 		return KS_E_INVAL;
-	pthread_mutex_lock(&s->rlock);
+	if (kss_rlock(s) != KS_OK)
+		return KS_E_IO;
 	st = s->r_key_range;
 	kss_bind_key(st, 1, &lo);
 	kss_bind_key(st, 2, &hi);

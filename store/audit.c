@@ -46,7 +46,8 @@ int ks_store_audit_candidates(ks_store_t *s, const char *kernel,
 	ks_store_audit_row_t r;
 	int rc = SQLITE_OK, stop = 0;
 
-	pthread_mutex_lock(&s->rlock);
+	if (kss_rlock(s) != KS_OK)
+		return KS_E_IO;
 	st = s->r_audit_candidates;
 	sqlite3_bind_text(st, 1, kernel ? kernel : "", -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, since);
@@ -95,7 +96,8 @@ int ks_store_audit_record(ks_store_t *s, const ks_store_audit_event_t *ev)
 	int64_t size = -1;
 	int rc, copied = 0;
 
-	pthread_mutex_lock(&s->wlock);
+	if (kss_wlock(s) != KS_OK)
+		return KS_E_IO;
 	rc = kss_begin(s);
 	if (rc == KS_OK)
 		rc = audit_mark(s, &ev->key, ev->differs ? "mismatch" :
@@ -139,7 +141,8 @@ int ks_store_audit_events(ks_store_t *s, uint64_t limit,
 	ks_store_audit_event_t ev;
 	int rc = SQLITE_OK, stop = 0;
 
-	pthread_mutex_lock(&s->rlock);
+	if (kss_rlock(s) != KS_OK)
+		return KS_E_IO;
 	st = s->r_audit_events;
 	sqlite3_bind_int64(st, 1, limit ? (int64_t)limit : -1);
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {

@@ -23,7 +23,8 @@ int ks_store_identities(ks_store_t *s, const char *backend,
 	sqlite3_stmt *st;
 	int rc, stop = 0;
 
-	pthread_mutex_lock(&s->rlock);
+	if (kss_rlock(s) != KS_OK)
+		return KS_E_IO;
 	st = s->r_identities;
 	sqlite3_bind_text(st, 1, backend, -1, SQLITE_STATIC);
 	while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW)
@@ -40,7 +41,8 @@ int ks_store_canary_put(ks_store_t *s, const ks_store_canary_t *c)
 	sqlite3_stmt *st;
 	int rc;
 
-	pthread_mutex_lock(&s->wlock);
+	if (kss_wlock(s) != KS_OK)
+		return KS_E_IO;
 	st = s->w_canary;
 	sqlite3_bind_text(st, 1, c->backend, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, c->identity, -1, SQLITE_STATIC);
@@ -63,7 +65,8 @@ int ks_store_canaries(ks_store_t *s, const char *backend,
 	sqlite3_stmt *st;
 	int rc, stop = 0;
 
-	pthread_mutex_lock(&s->rlock);
+	if (kss_rlock(s) != KS_OK)
+		return KS_E_IO;
 	st = s->r_canaries;
 	sqlite3_bind_text(st, 1, backend, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, identity, -1, SQLITE_STATIC);

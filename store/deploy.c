@@ -59,7 +59,8 @@ int ks_store_deploy_set(ks_store_t *s, const char *name, const char *specs,
 	size_t i;
 	int rc;
 
-	pthread_mutex_lock(&s->wlock);
+	if (kss_wlock(s) != KS_OK)
+		return KS_E_IO;
 	st = s->w_pin;
 	rc = kss_begin(s);
 	/* New specs: the late compiles were of the old ones (a repin at
@@ -90,7 +91,8 @@ int ks_store_deploy_remove(ks_store_t *s, const char *name)
 {
 	int rc, n = 0;
 
-	pthread_mutex_lock(&s->wlock);
+	if (kss_wlock(s) != KS_OK)
+		return KS_E_IO;
 	rc = kss_begin(s);
 	if (rc == KS_OK)
 		rc = exec_deployment(s, s->w_undeploy, name, NULL, &n);
@@ -113,7 +115,8 @@ int ks_store_deployments(ks_store_t *s, const char *name,
 	sqlite3_stmt *st;
 	int rc, stop = 0;
 
-	pthread_mutex_lock(&s->rlock);
+	if (kss_rlock(s) != KS_OK)
+		return KS_E_IO;
 	st = s->r_deployments;
 	if (name)
 		sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -134,7 +137,8 @@ int ks_store_pinned(ks_store_t *s, const char *name, const ks_hash_t *key)
 	sqlite3_stmt *st;
 	int rc;
 
-	pthread_mutex_lock(&s->rlock);
+	if (kss_rlock(s) != KS_OK)
+		return KS_E_IO;
 	st = s->r_pinned;
 	kss_bind_key(st, 1, key);
 	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
@@ -176,7 +180,8 @@ int ks_store_pin_bytes(ks_store_t *s, const char *name, const ks_hash_t *keys,
 
 	*bytes = 0;
 	*estimated = 0;
-	pthread_mutex_lock(&s->rlock);
+	if (kss_rlock(s) != KS_OK)
+		return KS_E_IO;
 	others = s->r_pins_others;
 	size = s->r_pin_size;
 	by_kernel = s->r_mean_kernel;

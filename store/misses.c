@@ -27,7 +27,8 @@ int ks_store_record_miss(ks_store_t *s, const char *deployment,
 	sqlite3_stmt *st;
 	int rc;
 
-	pthread_mutex_lock(&s->wlock);
+	if (kss_wlock(s) != KS_OK)
+		return KS_E_IO;
 	st = deployment ? s->w_late : s->w_miss;
 	sqlite3_bind_text(st, 1, spec, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, now);
@@ -48,7 +49,8 @@ int ks_store_misses(ks_store_t *s, const char *deployment,
 	sqlite3_stmt *st;
 	int rc, stop = 0;
 
-	pthread_mutex_lock(&s->rlock);
+	if (kss_rlock(s) != KS_OK)
+		return KS_E_IO;
 	st = deployment ? s->r_late : s->r_misses;
 	if (deployment)
 		sqlite3_bind_text(st, 1, deployment, -1, SQLITE_STATIC);

@@ -342,7 +342,11 @@ int ks_store_integrity_check(ks_store_t *s, char *err, size_t errlen)
 	int rc, ok = 0, rows = 0;
 
 	ks_set_err(err, errlen, "%s", "");
-	pthread_mutex_lock(&s->rlock);
+	if (kss_rlock(s) != KS_OK) {
+		ks_set_err(err, errlen, "store %s: not open (a reopen failed)",
+		    s->path);
+		return KS_E_IO;
+	}
 	rc = sqlite3_prepare_v2(s->r, "PRAGMA integrity_check(20)", -1, &st,
 	    NULL);
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {

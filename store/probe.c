@@ -24,7 +24,8 @@ int ks_store_probe_get(ks_store_t *s, ks_store_probe_t *out)
 	int rc, i;
 
 	memset(out, 0, sizeof *out);
-	pthread_mutex_lock(&s->rlock);
+	if (kss_rlock(s) != KS_OK)
+		return KS_E_IO;
 	st = s->r_probe;
 	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		for (rc = KS_OK, i = 0; i < 3; i++)
@@ -54,7 +55,8 @@ int ks_store_probe_put(ks_store_t *s, const ks_store_probe_t *p)
 	sqlite3_stmt *st;
 	int rc;
 
-	pthread_mutex_lock(&s->wlock);
+	if (kss_wlock(s) != KS_OK)
+		return KS_E_IO;
 	st = p ? s->w_probe : s->w_probe_drop;
 	if (p) {
 		sqlite3_bind_text(st, 1, p->probe, -1, SQLITE_STATIC);

@@ -84,6 +84,26 @@ const char *kss_column_str(sqlite3_stmt *st, int col)
 	return t ? t : "";
 }
 
+/* ---- the locks of the public calls ---- */
+
+int kss_wlock(ks_store_t *s)
+{
+	pthread_mutex_lock(&s->wlock);
+	if (s->w != NULL)
+		return KS_OK;
+	pthread_mutex_unlock(&s->wlock);
+	return KS_E_IO;
+}
+
+int kss_rlock(ks_store_t *s)
+{
+	pthread_mutex_lock(&s->rlock);
+	if (s->r != NULL)
+		return KS_OK;
+	pthread_mutex_unlock(&s->rlock);
+	return KS_E_IO;
+}
+
 /* ---- the writer's transactions (wlock held) ---- */
 
 int kss_begin(ks_store_t *s)
@@ -100,7 +120,7 @@ int kss_commit(ks_store_t *s)
  * have ended it. */
 void kss_rollback(ks_store_t *s)
 {
-	if (!sqlite3_get_autocommit(s->w))
+	if (s->w != NULL && !sqlite3_get_autocommit(s->w))
 		kss_run(s, s->w_rollback, "rollback");
 }
 

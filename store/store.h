@@ -129,7 +129,9 @@ void ks_store_close(ks_store_t *s);
  * or replaced by another). */
 int ks_store_changed(ks_store_t *s);
 /* Closes both connections and opens the file now at the path (creating
- * it when missing), under both locks; the trust checks apply. */
+ * it when missing), under both locks; the trust checks apply.  When that
+ * fails the store has no connection until a reopen succeeds: every call
+ * meanwhile answers KS_E_IO (pending touches wait), none blocks. */
 int ks_store_reopen(ks_store_t *s, char *err, size_t errlen);
 /* Renames PATH and its -wal and -shm to PATH.corrupt-<Unix seconds>
  * (with -2, -3, ... when that name is taken; written into MOVED) after

@@ -198,6 +198,12 @@ extern const kss_stmts_t kss_sql_stmts, kss_artifacts_stmts,
 
 /* ---- sql.c: statements, errors, the writer's transactions ---- */
 
+/* Take the writer's (the reader's) lock for a call of the public API:
+ * KS_OK, or KS_E_IO with the lock not held while the store has no
+ * connection, after a reopen that failed (until one succeeds). */
+int kss_wlock(ks_store_t *s);
+int kss_rlock(ks_store_t *s);
+
 int kss_from_sqlite(int rc);
 int kss_failed(ks_store_t *s, sqlite3 *db, int rc, const char *what);
 int kss_run(ks_store_t *s, sqlite3_stmt *st, const char *what);

@@ -57,9 +57,12 @@ static size_t take_pending(ks_store_t *s)
  */
 int kss_flush_locked(ks_store_t *s)
 {
-	size_t i, n = take_pending(s);
+	size_t i, n;
 	int rc;
 
+	if (s->w == NULL)
+		return KS_E_IO;         /* the touches wait for a reopen */
+	n = take_pending(s);
 	if (n == 0)
 		return KS_OK;
 	rc = kss_begin(s);
@@ -150,7 +153,8 @@ int ks_store_flush(ks_store_t *s)
 {
 	int rc;
 
-	pthread_mutex_lock(&s->wlock);
+	if (kss_wlock(s) != KS_OK)
+		return KS_E_IO;
 	rc = kss_flush_locked(s);
 	pthread_mutex_unlock(&s->wlock);
 	return rc;

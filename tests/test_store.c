@@ -583,6 +583,75 @@ Test(store, reopened_store_serves_the_same_artifact)
 	ks_store_close(s);
 }
 
+/*
+ * A reopen that fails (the file now at the path is writable by others:
+ * the trust checks refuse it) leaves the store without a connection, not
+ * broken: every call answers KS_E_IO and none crashes (sqlite's API on a
+ * closed connection would; the walks' callbacks are NULL: none may be
+ * called), and the next reopen, the file's mode repaired, serves what the
+ * file holds again.
+ */
+Test(store, every_call_answers_an_error_after_a_failed_reopen)
+{
+	ks_store_t *s = open_store(0);
+	ks_hash_t k = key_of(1), *removed = NULL;
+	ks_artifact_t *a = make(2, 100), *got = NULL;
+	ks_store_canary_t c = { "cpu", "gcc", "gemm", "passed", 0, 1.0, "" };
+	ks_store_probe_t pr = { 0 };
+	ks_store_audit_event_t ev = { 0 };
+	const char *kern = "gemm", *be = "cpu";
+	char err[512];
+	size_t n, est;
+	uint64_t bytes, total;
+	int added;
+
+	put(s, 1, 5000);
+	ks_store_touch(s, &k);
+	cr_assert_eq(chmod(db, 0666), 0);
+	cr_assert_neq(ks_store_reopen(s, err, sizeof err), KS_OK,
+	    "a store writable by others reopened");
+	cr_assert_eq(ks_store_get(s, &k, &got), KS_E_IO);
+	cr_assert_null(got);
+	cr_assert_eq(ks_store_put(s, a), KS_E_IO);
+	cr_assert_eq(ks_store_add(s, a, &added), KS_E_IO);
+	cr_assert_eq(ks_store_quarantine(s, &k), KS_E_IO);
+	cr_assert_eq(ks_store_flush(s), KS_E_IO);
+	cr_assert_eq(ks_store_remove(s, &k), KS_E_IO);
+	cr_assert_eq(ks_store_remove_if(s, NULL, 0, NULL, NULL, &removed, &n),
+	    KS_E_IO);
+	cr_assert_eq(ks_store_record_miss(s, NULL, "{}", 1), KS_E_IO);
+	cr_assert_eq(ks_store_misses(s, NULL, NULL, NULL),
+	    KS_E_IO);
+	cr_assert_eq(ks_store_pinned(s, "d", &k), KS_E_IO);
+	cr_assert_eq(ks_store_pin_bytes(s, "d", &k, &kern, &be, 1, &bytes,
+	    &est), KS_E_IO);
+	cr_assert_eq(ks_store_deploy_set(s, "d", "[]", &k, 1), KS_E_IO);
+	cr_assert_eq(ks_store_deploy_remove(s, "d"), KS_E_IO);
+	cr_assert_eq(ks_store_deployments(s, NULL, NULL, NULL),
+	    KS_E_IO);
+	cr_assert_eq(ks_store_identities(s, "cpu", NULL, NULL),
+	    KS_E_IO);
+	cr_assert_eq(ks_store_canary_put(s, &c), KS_E_IO);
+	cr_assert_eq(ks_store_canaries(s, "cpu", "gcc", NULL, NULL), KS_E_IO);
+	cr_assert_eq(ks_store_probe_get(s, &pr), KS_E_IO);
+	cr_assert_eq(ks_store_probe_put(s, &pr), KS_E_IO);
+	cr_assert_eq(ks_store_list(s, NULL, NULL), KS_E_IO);
+	cr_assert_eq(ks_store_entries(s, NULL, 0, 10, NULL, NULL, &total), KS_E_IO);
+	cr_assert_eq(ks_store_keys_with_prefix(s, "ab", &k, 1), KS_E_IO);
+	cr_assert_eq(ks_store_audit_candidates(s, NULL, 0, 10,
+	    NULL, NULL), KS_E_IO);
+	cr_assert_eq(ks_store_audit_record(s, &ev), KS_E_IO);
+	cr_assert_eq(ks_store_audit_events(s, 10, NULL, NULL),
+	    KS_E_IO);
+	cr_assert_eq(ks_store_integrity_check(s, err, sizeof err), KS_E_IO);
+	cr_assert_eq(chmod(db, 0600), 0);
+	cr_assert_eq(ks_store_reopen(s, err, sizeof err), KS_OK, "%s", err);
+	expect_same(s, 1, 5000);
+	cr_assert_eq(ks_store_flush(s), KS_OK);
+	ks_artifact_unref(a);
+	ks_store_close(s);
+}
+
 Test(store, put_of_a_known_key_replaces_the_row)
 {
 	ks_store_t *s = open_store(0);
