@@ -75,13 +75,14 @@ $(BUILD)/obj/%.o: %.c
 	$(CC) $(CFLAGS) -MT $@ -MT $(abspath $@) \
 	    -MT $(patsubst $(CURDIR)/%,%,$(abspath $@)) -c $< -o $@
 
-# jit/cpu.c asks for CPU features by names that only gcc knows, and it
-# and jit/cpu_vec.c include libgccjit.h from gcc's own headers: the fuzz
-# build (clang, make fuzz) builds them with gcc, uninstrumented; no fuzz
-# target goes further into them than a backend's format check.
+# jit/cpu_target.c asks for CPU features by names that only gcc knows,
+# and the cpu backend's files include libgccjit.h from gcc's own headers:
+# the fuzz build (clang, make fuzz) builds them with gcc, uninstrumented;
+# no fuzz target goes further into them than a backend's format check.
 ifeq ($(FUZZ_BUILD),1)
-$(BUILD)/obj/jit/cpu.o $(BUILD)/obj/jit/cpu_vec.o: override CC = gcc
-$(BUILD)/obj/jit/cpu.o $(BUILD)/obj/jit/cpu_vec.o: override OPT = -g -O1
+CPU_JIT_OBJ := $(addprefix $(BUILD)/obj/jit/,cpu.o cpu_vec.o cpu_target.o)
+$(CPU_JIT_OBJ): override CC = gcc
+$(CPU_JIT_OBJ): override OPT = -g -O1
 endif
 
 # The quantizer repeats llama.cpp's f32 operations one rounding at a time:

@@ -1,7 +1,8 @@
 /*
  * cpu_lower.h: the cpu backend's lowering state, shared by cpu.c (the
  * lowering of every construct, lane loops for GCC to vectorize) and
- * cpu_vec.c (LANES lowered as explicit 16-wide vectors).  Private to jit/.
+ * cpu_vec.c (LANES lowered as explicit 16-wide vectors), and what
+ * cpu_target.c (targets, options, identity) gives them.  Private to jit/.
  */
 #ifndef KS_JIT_CPU_LOWER_H
 #define KS_JIT_CPU_LOWER_H
@@ -33,6 +34,21 @@ typedef struct {
 	char *err;
 	size_t errlen;
 } lower_t;
+
+/* cpu_target.c: the backend table's target, format and identity calls;
+ * whether TARGET is one of the names accepted; -march=TARGET and the
+ * compile's options on CTX; CTX compiled to KIND (a shared object, or
+ * assembly) in a private temporary directory, its bytes returned. */
+int ks_cpu_available(char *err, size_t errlen);
+int ks_cpu_resolve_target(const char *requested, char *out, size_t outlen,
+    char *err, size_t errlen);
+int ks_cpu_check_format(const char *format);
+int ks_cpu_identity(const char *target, ks_buf_t *out);
+int ks_cpu_list_targets(char (*names)[KS_MAX_NAME + 1], int max);
+int ks_cpu_target_known(const char *t);
+void ks_cpu_options(gcc_jit_context *ctx, const char *target);
+int ks_cpu_emit(gcc_jit_context *ctx, enum gcc_jit_output_kind kind,
+    uint8_t **bytes, size_t *len, char *err, size_t errlen);
 
 /* cpu.c: a fresh local of type T; the lowering of E, which must be
  * uniform here (cpu_vec.c calls it for its uniform subexpressions). */

@@ -697,9 +697,9 @@ static void tokens_row(const char *who, const figures_t *f)
 {
 	int i;
 
-	printf("  %s:\n", who);
+	printf("  %s:", who);
 	for (i = 0; i < f->ntok; i++)
-		printf("%s%5d", i % 16 ? " " : "    ", f->tok[i]);
+		printf("%s%5d", i % 16 ? " " : "\n    ", f->tok[i]);
 	printf("\n");
 }
 
