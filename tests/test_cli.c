@@ -991,8 +991,11 @@ static double stat_in(const char *obj, const char *name)
  * a new key: the start queues the deployment's specs for their compile,
  * before anyone asks, and once they are in the deployment is ready
  * without a --wait; the next start under the same compilers queues
- * nothing. */
-Test(cli, a_deployment_is_recompiled_at_the_start_after_an_upgrade)
+ * nothing.  Three starts, three cold gemm compiles and an upgrade's
+ * canary: its own liveness limit is the sum of its waits' (120 s each),
+ * not the suite's 120 s, which a loaded 2-core machine reached. */
+Test(cli, a_deployment_is_recompiled_at_the_start_after_an_upgrade,
+    .timeout = 360)
 {
 	static const char *const extra[] = { "--workers", "2", NULL };
 	char man[400];
