@@ -61,28 +61,29 @@ typedef struct {
 	size_t ndynamic;
 } dims_t;
 
-/* Splits "M=1,N=4096" in place into DIMS.  Returns 0 or EXIT_USAGE. */
-static int parse_shape(char *list, dims_t *d)
+/* Splits "M=1,N=4096" in place into DIMS.  Returns 0 or EXIT_USAGE, the
+ * error in the name of command WHO. */
+static int parse_shape(const char *who, char *list, dims_t *d)
 {
 	char *item, *save = NULL, *eq, *end;
 	long long v;
 
 	if (!*list)
-		return usage_error("get", "empty --shape");
+		return usage_error(who, "empty --shape");
 	for (item = strtok_r(list, ",", &save); item;
 	    item = strtok_r(NULL, ",", &save)) {
 		eq = strchr(item, '=');
 		if (!eq || eq == item)
-			return usage_error("get", "--shape entry '%s' is not "
+			return usage_error(who, "--shape entry '%s' is not "
 			    "NAME=INTEGER", item);
 		*eq = '\0';
 		errno = 0;
 		v = strtoll(eq + 1, &end, 10);
 		if (!eq[1] || *end || errno == ERANGE)
-			return usage_error("get", "--shape value of '%s' is "
+			return usage_error(who, "--shape value of '%s' is "
 			    "not an integer: '%s'", item, eq + 1);
 		if (d->nshape == CLI_MAX_DIMS)
-			return usage_error("get", "more than %d --shape "
+			return usage_error(who, "more than %d --shape "
 			    "entries", CLI_MAX_DIMS);
 		d->shape[d->nshape].name = item;
 		d->shape[d->nshape].value = (int64_t)v;
@@ -91,18 +92,18 @@ static int parse_shape(char *list, dims_t *d)
 	return 0;
 }
 
-static int parse_dynamic(char *list, dims_t *d)
+static int parse_dynamic(const char *who, char *list, dims_t *d)
 {
 	char *item, *save = NULL;
 	size_t n = strlen(list);
 
 	if (!n || list[0] == ',' || list[n - 1] == ',' || strstr(list, ",,"))
-		return usage_error("get", "--dynamic needs NAME,... with no "
+		return usage_error(who, "--dynamic needs NAME,... with no "
 		    "empty names");
 	for (item = strtok_r(list, ",", &save); item;
 	    item = strtok_r(NULL, ",", &save)) {
 		if (d->ndynamic == CLI_MAX_DIMS)
-			return usage_error("get", "more than %d --dynamic "
+			return usage_error(who, "more than %d --dynamic "
 			    "names", CLI_MAX_DIMS);
 		d->dynamic[d->ndynamic++] = item;
 	}
@@ -122,13 +123,13 @@ typedef struct {
 static int take_shape(const cli_cmd_t *cmd, void *args, const cli_opt_t *o,
     char *value)
 {
-	return parse_shape(value, &((spec_args_t *)args)->d);
+	return parse_shape(cmd->name, value, &((spec_args_t *)args)->d);
 }
 
 static int take_dynamic(const cli_cmd_t *cmd, void *args,
     const cli_opt_t *o, char *value)
 {
-	return parse_dynamic(value, &((spec_args_t *)args)->d);
+	return parse_dynamic(cmd->name, value, &((spec_args_t *)args)->d);
 }
 
 /* The options of a get-spec, which get and explain share. */
