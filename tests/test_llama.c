@@ -375,12 +375,28 @@ static void misalign(char *p, size_t n)
 	q[0]++;
 }
 
+/* llama.rope.freq_base (an f32 after its name and type) set to 500000,
+ * Llama 3's. */
+static void other_rope_base(char *p, size_t n)
+{
+	static const char key[] = "llama.rope.freq_base";
+	char *q = memmem(p, n, key, sizeof key - 1);
+	float v = 500000.0f;
+	uint32_t type;
+
+	cr_assert_not_null(q);
+	memcpy(&type, q + sizeof key - 1, 4);
+	cr_assert_eq(type, 6, "not an f32");            /* GGUF's F32 */
+	memcpy(q + sizeof key - 1 + 4, &v, 4);
+}
+
 /*
  * A q4_k model saved as a GGUF file (--save-gguf) and run from it
- * (--load-gguf) gives the seeded model's tokens and logits bit for bit;
- * the same file with the nibbles of one weight byte swapped runs to
- * other logits, and with a tensor's offset off the alignment is refused
- * with the reason.
+ * (--load-gguf, no --config: the file's keys give it) gives the seeded
+ * model's tokens and logits bit for bit; the same file with the nibbles
+ * of one weight byte swapped runs to other logits, and with a tensor's
+ * offset off the alignment, or a rope base other than the engine's, is
+ * refused with the reason.
  */
 Test(llama, a_q4_k_model_saved_as_gguf_runs_from_the_file_bitwise)
 {
@@ -390,9 +406,13 @@ Test(llama, a_q4_k_model_saved_as_gguf_runs_from_the_file_bitwise)
 	const char *err = path_of("gerr.txt");
 	const char *save[] = { "--wdtype", "q4_k", "--save-gguf", file,
 	    "--dump", a, NULL };
-	const char *load[] = { "--load-gguf", file, "--dump", b, NULL };
-	const char *lflip[] = { "--load-gguf", flip, "--dump", c, NULL };
+	const char *load[] = { "--load-gguf", file, "--steps", "24", "--dump",
+	    b, NULL };
+	const char *lflip[] = { "--config", "small", "--load-gguf", flip,
+	    "--dump", c, NULL };
 	const char *lmis[] = { "--load-gguf", mis, NULL };
+	const char *rope = path_of("rope.gguf");
+	const char *lrope[] = { "--load-gguf", rope, NULL };
 	size_t n;
 	char *msg;
 
@@ -406,6 +426,12 @@ Test(llama, a_q4_k_model_saved_as_gguf_runs_from_the_file_bitwise)
 	cr_assert_eq(engine_to(lmis, err), 1, "a misaligned tensor ran");
 	msg = slurp(err, &n);
 	cr_assert(strstr(msg, "not a multiple of the alignment"), "%s", msg);
+	free(msg);
+	plant_file(file, rope, other_rope_base);
+	cr_assert_eq(engine_to(lrope, err), 1, "another rope base ran");
+	msg = slurp(err, &n);
+	cr_assert(strstr(msg, "llama.rope.freq_base is 500000; the engine's "
+	    "rope runs at 10000"), "%s", msg);
 	free(msg);
 }
 

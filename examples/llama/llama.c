@@ -39,7 +39,8 @@
  * daemon; reference.c, which also describes the dump, --dump FILE).
  *
  * --save-gguf FILE writes the model as a GGUF file and --load-gguf FILE
- * runs one instead of the seeded weights (model_gguf.c); the seeded
+ * runs one instead of the seeded weights, of the config its keys give
+ * unless --config names one to check it against (model_gguf.c); the seeded
  * weights are model.c's, the kinds of call and their dims kinds.c's.
  */
 #include <cjson/cJSON.h>
@@ -1280,8 +1281,7 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-	opts_t o = { .config = "small", .backend = "cpu", .prompt = -1,
-	    .steps = -1, .seed = 1 };
+	opts_t o = { .backend = "cpu", .prompt = -1, .steps = -1, .seed = 1 };
 	model_t m;
 	size_t c;
 	int i, rc;
@@ -1309,10 +1309,13 @@ int main(int argc, char **argv)
 			*(int *)field = (int)v;
 		}
 	}
-	for (c = 0; c < sizeof configs / sizeof configs[0]; c++)
+	/* No --config: small, or with --load-gguf the file's own. */
+	if (o.config == NULL && o.load == NULL)
+		o.config = "small";
+	for (c = 0; o.config && c < sizeof configs / sizeof configs[0]; c++)
 		if (strcmp(configs[c].name, o.config) == 0)
 			o.cfg = &configs[c];
-	if (o.cfg == NULL)
+	if (o.config && o.cfg == NULL)
 		die("unknown config %s", o.config);
 	if (o.wdtype && strcmp(o.wdtype, "bf16") == 0) {
 		o.bf16 = 1;
@@ -1333,6 +1336,12 @@ int main(int argc, char **argv)
 		die("unknown backend %s", o.backend);
 	if (o.verify != 0 && (o.verify < 2 || o.verify > 8))
 		die("--verify takes a width of 2 to 8");
+	if (o.load && (o.wdtype || o.bf16))
+		die("--load-gguf takes the weights' format from the file");
+	if (o.load) {
+		model_load_gguf(&m, o.cfg, o.load);
+		o.cfg = &m.c;
+	}
 	if (o.prompt < 0)
 		o.prompt = o.cfg->prompt;
 	if (o.steps < 0)
@@ -1345,11 +1354,7 @@ int main(int argc, char **argv)
 		die("--draft-layers must be 1..%d", o.cfg->layers);
 	if (o.threads < 0 || o.threads > KSPEC_MAX_THREADS)
 		die("--threads must be 0..%d", KSPEC_MAX_THREADS);
-	if (o.load && (o.wdtype || o.bf16))
-		die("--load-gguf takes the weights' format from the file");
-	if (o.load)
-		model_load_gguf(&m, o.cfg, o.load);
-	else
+	if (!o.load)
 		model_init(&m, o.cfg, o.bf16, o.wq, o.seed);
 	if (o.save)
 		model_save_gguf(&m, o.save);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #define RMS_EPS 1e-5f           /* every norm's epsilon */
+#define ROPE_THETA 10000.0      /* the rope's base */
 
 typedef struct {
 	const char *name;
@@ -104,9 +105,13 @@ void dump_write(const char *path, int V, int elem, int steps,
 
 /* model_gguf.c: M as a GGUF file at PATH (llama's tensor names and keys,
  * each weight in its stored format), and M read from one, checked
- * against config C: the weights' format is the file's (f32, bf16, or a
- * block format with q4_k's q8_0 fallback, as --wdtype would make them).
- * Both die with the reason on any failure. */
+ * against config C, or with C NULL of the config the file's keys give
+ * (named "file": max_seq the file's context length, at most 2048; the
+ * defaults of --prompt and --steps 8 and 16): the weights' format is the
+ * file's (f32, bf16, or a block format with q4_k's q8_0 fallback, as
+ * --wdtype would make them); a file of another norm epsilon or rope base
+ * than the engine's is refused.  Both die with the reason on any
+ * failure. */
 void model_save_gguf(const model_t *m, const char *path);
 void model_load_gguf(model_t *m, const config_t *c, const char *path);
 

@@ -211,7 +211,7 @@ void model_save_gguf(const model_t *cm, const char *path)
 	const config_t *c = &m->c;
 	void **keep = xcalloc(16 + 9 * (size_t)m->c.layers, sizeof *keep);
 	uint32_t u;
-	float eps = 1e-5f, base = 10000.0f;
+	float eps = RMS_EPS, base = (float)ROPE_THETA;
 	char err[256];
 	int n = entries(m, e), i;
 	FILE *f;
@@ -302,6 +302,59 @@ static void want_u32(const gf_file_t *g, const char *path, const char *key,
 		    (long long)v, (long long)want);
 }
 
+/* KEY's integer, which must be in 1..MAX. */
+static int key_int(const gf_file_t *g, const char *path, const char *key,
+    int64_t max)
+{
+	int64_t v;
+
+	if (gf_kv_int(g, key, &v) != 0)
+		die("%s: no integer %s", path, key);
+	if (v < 1 || v > max)
+		die("%s: %s is %lld, not 1..%lld", path, key, (long long)v,
+		    (long long)max);
+	return (int)v;
+}
+
+/* The config the file's llama keys give. */
+static void file_config(const gf_file_t *g, const char *path, config_t *c)
+{
+	int64_t ctx;
+
+	memset(c, 0, sizeof *c);
+	c->name = "file";
+	c->hidden = key_int(g, path, "llama.embedding_length", 1 << 16);
+	c->layers = key_int(g, path, "llama.block_count", 64);
+	c->ffn = key_int(g, path, "llama.feed_forward_length", 1 << 18);
+	c->hq = key_int(g, path, "llama.attention.head_count", 1024);
+	c->hkv = key_int(g, path, "llama.attention.head_count_kv", c->hq);
+	c->hd = key_int(g, path, "llama.rope.dimension_count", 1024);
+	c->vocab = key_int(g, path, "llama.vocab_size", 1 << 20);
+	c->max_seq = gf_kv_int(g, "llama.context_length", &ctx) == 0 &&
+	    ctx > 0 && ctx < 2048 ? (int)ctx : 2048;
+	c->prompt = 8;
+	c->steps = 16;
+	if (c->hq % c->hkv != 0 || c->hd % 2 != 0)
+		die("%s: %d heads over %d kv heads of %d: not a llama the "
+		    "engine runs", path, c->hq, c->hkv, c->hd);
+}
+
+/* The file's norm epsilon and rope base, where it gives them, must be
+ * the engine's: it runs no other. */
+static void want_engine_numerics(const gf_file_t *g, const char *path)
+{
+	double v;
+
+	if (gf_kv_float(g, "llama.attention.layer_norm_rms_epsilon", &v) ==
+	    0 && (float)v != RMS_EPS)
+		die("%s: llama.attention.layer_norm_rms_epsilon is %g; the "
+		    "engine's norms run at %g", path, v, (double)RMS_EPS);
+	if (gf_kv_float(g, "llama.rope.freq_base", &v) == 0 &&
+	    (float)v != (float)ROPE_THETA)
+		die("%s: llama.rope.freq_base is %g; the engine's rope runs "
+		    "at %g", path, v, ROPE_THETA);
+}
+
 void model_load_gguf(model_t *m, const config_t *c, const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -325,16 +378,22 @@ void model_load_gguf(model_t *m, const config_t *c, const char *path)
 	if (gf_kv_str(&g, "general.architecture", &arch) != 0 ||
 	    arch.n != 5 || memcmp(arch.s, "llama", 5) != 0)
 		die("%s: general.architecture is not llama", path);
-	want_u32(&g, path, "llama.embedding_length", c->hidden);
-	want_u32(&g, path, "llama.block_count", c->layers);
-	want_u32(&g, path, "llama.feed_forward_length", c->ffn);
-	want_u32(&g, path, "llama.attention.head_count", c->hq);
-	want_u32(&g, path, "llama.attention.head_count_kv", c->hkv);
-	want_u32(&g, path, "llama.rope.dimension_count", c->hd);
-	want_u32(&g, path, "llama.vocab_size", c->vocab);
-	/* The weights' mode, from the first attention weight. */
+	want_engine_numerics(&g, path);
 	memset(m, 0, sizeof *m);
-	m->c = *c;
+	if (c == NULL) {
+		file_config(&g, path, &m->c);
+		c = &m->c;
+	} else {
+		want_u32(&g, path, "llama.embedding_length", c->hidden);
+		want_u32(&g, path, "llama.block_count", c->layers);
+		want_u32(&g, path, "llama.feed_forward_length", c->ffn);
+		want_u32(&g, path, "llama.attention.head_count", c->hq);
+		want_u32(&g, path, "llama.attention.head_count_kv", c->hkv);
+		want_u32(&g, path, "llama.rope.dimension_count", c->hd);
+		want_u32(&g, path, "llama.vocab_size", c->vocab);
+		m->c = *c;
+	}
+	/* The weights' mode, from the first attention weight. */
 	q0 = gf_find_tensor(&g, "blk.0.attn_q.weight");
 	if (!q0)
 		die("%s: no tensor blk.0.attn_q.weight", path);
