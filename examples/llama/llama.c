@@ -72,8 +72,9 @@
  * layers, a 32000 vocab (Llama 2's), the bench's config.
  */
 static const config_t configs[] = {
-	{ "small", 256, 2, 4, 2, 64, 640, 512, 64, 8, 24 },
-	{ "8b2l", 4096, 2, 32, 8, 128, 14336, 32000, 640, 512, 16 },
+	{ "small", 256, 2, 4, 2, 64, 640, 512, 64, 8, 24, 1e-5f, 10000.0 },
+	{ "8b2l", 4096, 2, 32, 8, 128, 14336, 32000, 640, 512, 16, 1e-5f,
+	    10000.0 },
 };
 
 /* ---- options ---- */
@@ -1035,7 +1036,7 @@ static void forward(engine_t *e, int ph, const int32_t *ids, int T,
 			bind_t b[] = { BIND("x", &e->res),
 			    BIND("w", &y->attn_norm.b),
 			    BIND("y", &e->h) };
-			call(e, ph, K_RMSNORM, T, b, 3, RMS_EPS);
+			call(e, ph, K_RMSNORM, T, b, 3, e->m->c.rms_eps);
 		}
 		/* q, k, v read the same h: packed once. */
 		linear(e, ph, T, K_GEMM_Q, K_PACK_XH, &e->h, &y->wq, &y->pq,
@@ -1068,13 +1069,15 @@ static void forward(engine_t *e, int ph, const int32_t *ids, int T,
 			    BIND("w", &next->b), BIND("y", &e->h) };
 			linear(e, ph, T, K_GEMM_O, K_PACK_XQ, &e->att, &y->wo,
 			    &y->po, &e->tmp);
-			call(e, ph, K_ADD_RMSNORM, T, bn, 4, RMS_EPS);
+			call(e, ph, K_ADD_RMSNORM, T, bn, 4,
+			    e->m->c.rms_eps);
 			linear(e, ph, T, K_GEMM_GU, K_PACK_XH, &e->h, &y->wgu,
 			    &y->pgu, &e->gu);
 			call(e, ph, K_SILU, T, bs, 2, 0);
 			linear(e, ph, T, K_GEMM_DOWN, K_PACK_XF, &e->act,
 			    &y->wd, &y->pd, &e->tmp);
-			call(e, ph, K_ADD_RMSNORM, T, bn2, 4, RMS_EPS);
+			call(e, ph, K_ADD_RMSNORM, T, bn2, 4,
+			    e->m->c.rms_eps);
 		}
 	}
 	buf_copy(e, &e->hl, &e->h, (size_t)(T - NL) * c->hidden * 4,

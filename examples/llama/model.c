@@ -146,7 +146,7 @@ void model_rope_table(model_t *m)
 	m->cs = xcalloc((size_t)c->max_seq * c->hd, sizeof(float));
 	for (p = 0; p < c->max_seq; p++)
 		for (i = 0; i < c->hd / 2; i++) {
-			double a = p * pow(ROPE_THETA, -2.0 * i / c->hd);
+			double a = p * pow(c->rope_theta, -2.0 * i / c->hd);
 
 			m->cs[p * c->hd + i] = (float)cos(a);
 			m->cs[p * c->hd + c->hd / 2 + i] = (float)sin(a);

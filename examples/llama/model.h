@@ -12,13 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RMS_EPS 1e-5f           /* every norm's epsilon */
-#define ROPE_THETA 10000.0      /* the rope's base */
 
 typedef struct {
 	const char *name;
 	int hidden, layers, hq, hkv, hd, ffn, vocab, max_seq;
 	int prompt, steps;      /* defaults of --prompt, --steps */
+	float rms_eps;          /* every norm's epsilon */
+	double rope_theta;      /* the rope's base */
 } config_t;
 
 /* A weight: its values as f32 (bf16-rounded in bf16 mode: what the
@@ -109,9 +109,9 @@ void dump_write(const char *path, int V, int elem, int steps,
  * (named "file": max_seq the file's context length, at most 2048; the
  * defaults of --prompt and --steps 8 and 16): the weights' format is the
  * file's (f32, bf16, or a block format with q4_k's q8_0 fallback, as
- * --wdtype would make them); a file of another norm epsilon or rope base
- * than the engine's is refused.  Both die with the reason on any
- * failure. */
+ * --wdtype would make them), and the norm epsilon and rope base the file
+ * gives (else 1e-5 and 10000); a tensor the engine does not read is
+ * refused by name.  Both die with the reason on any failure. */
 void model_save_gguf(const model_t *m, const char *path);
 void model_load_gguf(model_t *m, const config_t *c, const char *path);
 

@@ -211,7 +211,7 @@ void model_save_gguf(const model_t *cm, const char *path)
 	const config_t *c = &m->c;
 	void **keep = xcalloc(16 + 9 * (size_t)m->c.layers, sizeof *keep);
 	uint32_t u;
-	float eps = RMS_EPS, base = (float)ROPE_THETA;
+	float eps = cm->c.rms_eps, base = (float)cm->c.rope_theta;
 	char err[256];
 	int n = entries(m, e), i;
 	FILE *f;
@@ -339,20 +339,22 @@ static void file_config(const gf_file_t *g, const char *path, config_t *c)
 		    "engine runs", path, c->hq, c->hkv, c->hd);
 }
 
-/* The file's norm epsilon and rope base, where it gives them, must be
- * the engine's: it runs no other. */
-static void want_engine_numerics(const gf_file_t *g, const char *path)
+/* The file's norm epsilon and rope base into C (1e-5 and 10000, llama's
+ * defaults, where it gives none). */
+static void file_numerics(const gf_file_t *g, const char *path, config_t *c)
 {
 	double v;
 
-	if (gf_kv_float(g, "llama.attention.layer_norm_rms_epsilon", &v) ==
-	    0 && (float)v != RMS_EPS)
-		die("%s: llama.attention.layer_norm_rms_epsilon is %g; the "
-		    "engine's norms run at %g", path, v, (double)RMS_EPS);
-	if (gf_kv_float(g, "llama.rope.freq_base", &v) == 0 &&
-	    (float)v != (float)ROPE_THETA)
-		die("%s: llama.rope.freq_base is %g; the engine's rope runs "
-		    "at %g", path, v, ROPE_THETA);
+	c->rms_eps = 1e-5f;
+	c->rope_theta = 10000.0;
+	if (gf_kv_float(g, "llama.attention.layer_norm_rms_epsilon", &v) == 0)
+		c->rms_eps = (float)v;
+	if (gf_kv_float(g, "llama.rope.freq_base", &v) == 0)
+		c->rope_theta = (float)v;
+	if (!(c->rms_eps > 0 && c->rms_eps < 1) || !(c->rope_theta >= 1 &&
+	    c->rope_theta < 1e12))
+		die("%s: norm epsilon %g or rope base %g out of range", path,
+		    (double)c->rms_eps, c->rope_theta);
 }
 
 void model_load_gguf(model_t *m, const config_t *c, const char *path)
@@ -365,6 +367,7 @@ void model_load_gguf(model_t *m, const config_t *c, const char *path)
 	gf_str_t arch;
 	entry_t *e;
 	uint8_t *p;
+	uint64_t k;
 	int n, i;
 
 	if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0)
@@ -378,7 +381,6 @@ void model_load_gguf(model_t *m, const config_t *c, const char *path)
 	if (gf_kv_str(&g, "general.architecture", &arch) != 0 ||
 	    arch.n != 5 || memcmp(arch.s, "llama", 5) != 0)
 		die("%s: general.architecture is not llama", path);
-	want_engine_numerics(&g, path);
 	memset(m, 0, sizeof *m);
 	if (c == NULL) {
 		file_config(&g, path, &m->c);
@@ -393,6 +395,8 @@ void model_load_gguf(model_t *m, const config_t *c, const char *path)
 		want_u32(&g, path, "llama.vocab_size", c->vocab);
 		m->c = *c;
 	}
+	file_numerics(&g, path, &m->c);
+	c = &m->c;
 	/* The weights' mode, from the first attention weight. */
 	q0 = gf_find_tensor(&g, "blk.0.attn_q.weight");
 	if (!q0)
@@ -405,6 +409,16 @@ void model_load_gguf(model_t *m, const config_t *c, const char *path)
 	m->layer = xcalloc((size_t)c->layers, sizeof *m->layer);
 	e = xcalloc(16 + 9 * (size_t)c->layers, sizeof *e);
 	n = entries(m, e);
+	for (k = 0; k < g.ntensors; k++) {
+		const gf_str_t *name = &g.tensors[k].name;
+
+		for (i = 0; i < n && !(strlen(e[i].name) == name->n &&
+		    memcmp(e[i].name, name->s, name->n) == 0); i++)
+			;
+		if (i == n)
+			die("%s: tensor '%.*s' is not one the engine reads",
+			    path, (int)name->n, name->s);
+	}
 	for (i = 0; i < n; i++) {
 		const gf_tensor_t *t = gf_find_tensor(&g, e[i].name);
 		tensor_t *w = e[i].t;

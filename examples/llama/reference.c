@@ -19,14 +19,15 @@
 
 #define DUMP_MAGIC 0x4b4c4c47
 
-static void ref_norm(const double *x, const float *w, double *y, int H)
+static void ref_norm(const double *x, const float *w, double *y, int H,
+    float eps)
 {
 	double ss = 0;
 	int j;
 
 	for (j = 0; j < H; j++)
 		ss += x[j] * x[j];
-	ss = 1.0 / sqrt(ss / H + (double)RMS_EPS);
+	ss = 1.0 / sqrt(ss / H + (double)eps);
 	for (j = 0; j < H; j++)
 		y[j] = x[j] * ss * w[j];
 }
@@ -79,7 +80,7 @@ static void ref_step(ref_t *r, int32_t tok, int pos, double *logits)
 		double *kc = r->kc + (size_t)l * c->max_seq * Dkv;
 		double *vc = r->vc + (size_t)l * c->max_seq * Dkv;
 
-		ref_norm(r->res, y->attn_norm.f, r->h, H);
+		ref_norm(r->res, y->attn_norm.f, r->h, H, c->rms_eps);
 		ref_linear(y->wq.f, r->h, r->q, Dq, H);
 		ref_linear(y->wk.f, r->h, r->k, Dkv, H);
 		ref_linear(y->wv.f, r->h, r->v, Dkv, H);
@@ -118,7 +119,7 @@ static void ref_step(ref_t *r, int32_t tok, int pos, double *logits)
 		ref_linear(y->wo.f, r->att, r->tmp, H, Dq);
 		for (j = 0; j < H; j++)
 			r->res[j] += r->tmp[j];
-		ref_norm(r->res, y->ffn_norm.f, r->h, H);
+		ref_norm(r->res, y->ffn_norm.f, r->h, H, c->rms_eps);
 		ref_linear(y->wgu.f, r->h, r->gu, 2 * F, H);
 		for (j = 0; j < F; j++) {
 			double g = r->gu[j];
@@ -129,7 +130,7 @@ static void ref_step(ref_t *r, int32_t tok, int pos, double *logits)
 		for (j = 0; j < H; j++)
 			r->res[j] += r->tmp[j];
 	}
-	ref_norm(r->res, r->m->final_norm.f, r->h, H);
+	ref_norm(r->res, r->m->final_norm.f, r->h, H, c->rms_eps);
 	ref_linear(r->m->wout.f, r->h, logits, c->vocab, H);
 }
 
