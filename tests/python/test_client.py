@@ -59,6 +59,47 @@ def gemm_inputs(dtype, M, N, K, seed):
 # Numerics: conversions, fma, the canonical reference (no daemon).
 # ---------------------------------------------------------------------------
 
+def error_table_of_c():
+    """base/base.h's KS_ERRNO_MAP: {"E_NAME": value}."""
+    import re
+    with open(os.path.join(daemon_harness.ROOT, "base", "base.h")) as f:
+        text = f.read()
+    return {"E_" + m.group(1): int(m.group(2)) for m in
+            re.finditer(r"X\((\w+),\s*(-\d+),", text)}
+
+
+def error_table_of_doc():
+    """docs/protocol.md's table of error codes: {"E_NAME": value}."""
+    import re
+    with open(os.path.join(daemon_harness.ROOT, "docs", "protocol.md")) as f:
+        text = f.read()
+    return {m.group(1): int(m.group(2)) for m in
+            re.finditer(r"^\| `(E_\w+)` \| (-\d+) \|", text, re.M)}
+
+
+class ErrorTableTest(unittest.TestCase):
+    """The error codes have one home, base/base.h's KS_ERRNO_MAP (the C
+    library checks include/kspec.h against it when it compiles): the
+    Python client's table and docs/protocol.md's list exactly its codes
+    and values."""
+
+    def test_python_table_is_base_h(self):
+        c = error_table_of_c()
+        self.assertGreaterEqual(len(c), 35)
+        self.assertEqual(kspec.ERROR_CODES, c)
+
+    def test_protocol_doc_lists_base_h(self):
+        self.assertEqual(error_table_of_doc(), error_table_of_c())
+
+    def test_the_check_sees_a_planted_difference(self):
+        c = error_table_of_c()
+        planted = dict(kspec.ERROR_CODES, E_CANARY=-36)
+        self.assertNotEqual(planted, c)
+        missing = dict(kspec.ERROR_CODES)
+        del missing["E_DENIED"]
+        self.assertNotEqual(missing, c)
+
+
 class NumericTest(unittest.TestCase):
 
     def assertSameFloat(self, got, want, msg=None):

@@ -8,8 +8,9 @@ message.  The codes are those of docs/protocol.md; programs switch on
 
 __all__ = ["KspecError", "ERROR_CODES"]
 
-# The wire codes and their values (base/base.h KS_ERRNO_MAP,
-# include/kspec.h KSPEC_E_*).  A code this table lacks is kept as sent.
+# The wire codes and their values: base/base.h's KS_ERRNO_MAP, to which
+# tests/python/test_client.py holds this table (and docs/protocol.md's).
+# A code this table lacks is kept as sent.
 ERROR_CODES = {
     "E_NOMEM": -1,
     "E_INVAL": -2,
