@@ -452,6 +452,71 @@ Test(llama, a_q4_k_model_saved_as_gguf_runs_from_the_file_bitwise)
 	free(msg);
 }
 
+/* The file's tensor NAME's data, in a file the engine wrote (its tensor
+ * table ends with output.weight, 2-D, and its data section starts at the
+ * next multiple of 32): each tensor's name is followed by its dimension
+ * count, its sizes, its type and its offset in the data section. */
+static char *tensor_data(char *p, size_t n, const char *name)
+{
+	static const char last[] = "output.weight";
+	char *q = memmem(p, n, name, strlen(name));
+	char *l = q, *end;
+	uint64_t off;
+	uint32_t nd;
+	size_t start;
+
+	cr_assert_not_null(q);
+	memcpy(&nd, q + strlen(name), 4);
+	memcpy(&off, q + strlen(name) + 4 + 8 * nd + 4, 8);
+	while ((end = memmem(l + 1, n - (size_t)(l + 1 - p), last,
+	    sizeof last - 1)) != NULL)
+		l = end;
+	start = (size_t)(l - p) + sizeof last - 1 + 4 + 16 + 4 + 8;
+	start = (start + 31) / 32 * 32;
+	cr_assert_lt(start + off, n);
+	return p + start + off;
+}
+
+/* blk.0.attn_norm.weight's first value one f32 ulp up: not exact in f16. */
+static void inexact_norm(char *p, size_t n)
+{
+	char *d = tensor_data(p, n, "blk.0.attn_norm.weight");
+	uint32_t u;
+
+	memcpy(&u, d, 4);
+	u += 1;
+	memcpy(d, &u, 4);
+}
+
+/* f16 weights (requests with wdtype f16), and the model saved as a GGUF
+ * file of F16 tensors (norms in F32, as llama.cpp writes them) runs from
+ * it to the same bits; a norm value that f16 cannot hold is refused. */
+Test(llama, f16_weights_model_is_bitwise_across_variants_and_threads_and_matches_float64)
+{
+	const char *file = path_of("h.gguf"), *a = path_of("hseed.bin");
+	const char *b = path_of("hfile.bin");
+	const char *save[] = { "--wdtype", "f16", "--save-gguf", file,
+	    "--dump", a, NULL };
+	const char *load[] = { "--config", "small", "--load-gguf", file,
+	    "--dump", b, NULL };
+
+	const char *bad = path_of("hbad.gguf"), *err = path_of("herr.txt");
+	const char *lbad[] = { "--load-gguf", bad, NULL };
+	size_t n;
+	char *msg;
+
+	gate("--wdtype", "f16");
+	cr_assert_eq(engine(save), 0);
+	cr_assert_eq(engine(load), 0);
+	cr_assert(same_bits(a, b), "the f16 file's model != the seeded one");
+	plant_file(file, bad, inexact_norm);
+	cr_assert_eq(engine_to(lbad, err), 1, "an inexact norm ran");
+	msg = slurp(err, &n);
+	cr_assert(strstr(msg, "blk.0.attn_norm.weight[0]") && strstr(msg,
+	    "is not exact in f16"), "%s", msg);
+	free(msg);
+}
+
 /* The pinned package's libllama, or the test skipped, saying so,
  * without the package. */
 static void need_libllama(ks_llama_t *L)
@@ -549,21 +614,22 @@ static void rope_base_agrees(ks_llama_t *L, const char *f,
 
 /*
  * llama.cpp runs the engine's GGUF files as the same model: the logits
- * after the prompt agree with the engine's within 2^-6 for the f32 file
- * (llama.cpp keeps its KV cache in f16, the engine in f32; the logits are
- * below 8) and within 2^-3 for the q8_0, q4_0 and q4_k files (llama.cpp
- * also rounds x to 8 bits for its quantized products: 0.03 to 0.05
- * measured), and those of a model of other weights (seed 2, the same
- * format) do not (4.5 to 4.8).  That holds the file's names, shapes,
- * head order and rope pairing, and each format's blocks, to llama.cpp's.
+ * after the prompt agree with the engine's within 2^-6 for the f32 and
+ * f16 files (llama.cpp keeps its KV cache in f16, the engine in f32; the
+ * logits are below 8; 1.4e-3 and 1.5e-3 measured), within 2^-4 for the
+ * bf16 file (llama.cpp also rounds x to bf16 there: 0.014) and within
+ * 2^-3 for the q8_0, q4_0 and q4_k files (it rounds x to 8 bits: 0.03 to
+ * 0.05), and those of a model of other weights (seed 2, the same format)
+ * do not (4.5 to 4.8).  That holds the file's names, shapes, head order
+ * and rope pairing, and each format's blocks, to llama.cpp's.
  */
 Test(llama, llama_cpp_runs_the_engines_files_to_its_logits)
 {
 	static const struct {
 		const char *w;
 		double bound;
-	} fm[] = { { "f32", 0x1p-6 }, { "q8_0", 0x1p-3 }, { "q4_0", 0x1p-3 },
-	    { "q4_k", 0x1p-3 } };
+	} fm[] = { { "f32", 0x1p-6 }, { "bf16", 0x1p-4 }, { "f16", 0x1p-6 },
+	    { "q8_0", 0x1p-3 }, { "q4_0", 0x1p-3 }, { "q4_k", 0x1p-3 } };
 	const char *f1 = path_of("m1.gguf"), *f2 = path_of("m2.gguf");
 	const char *a = path_of("la.bin");
 	float mine[512], theirs[512], other[512];

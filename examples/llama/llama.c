@@ -25,8 +25,9 @@
  * sm_XY through the driver API, libcuda.so.1 loaded with dlopen: a grid
  * of launch.groups blocks of launch.lanes threads on the default stream).
  *
- * Weights: f32, or with --bf16 the weights of gemm, the norms and the
- * embedding table in bf16 (requests with wdtype "bf16"; activations, the
+ * Weights: f32, or with --bf16 (--wdtype bf16) or --wdtype f16 the weights
+ * of gemm, the norms and the embedding table in bf16 or f16 (requests
+ * with that wdtype; activations, the
  * residual stream, the KV cache and the rope table stay f32), or with
  * --wdtype q8_0|q4_0|q4_k every 2-D weight (each gemm's, the embedding
  * table, the output projection) quantized by kspec_quantize, the norms
@@ -84,6 +85,7 @@ typedef struct {
 	const char *wdtype;     /* --wdtype; wq its block format or NULL */
 	const char *wq;
 	int bf16, general, threads, opencl, cuda, verify, draft_layers;
+	const char *half;       /* "bf16" (--bf16) or "f16", else NULL */
 	int reference;
 	int unpacked;
 	int quiet, profile;
@@ -336,16 +338,16 @@ static void buf_copy(engine_t *e, buf_t *dst, buf_t *src, size_t off,
 
 /* ---- start-up: one get_many, each artifact loaded once ---- */
 
-/* The wdtype of KIND's requests: bf16 for the weighted kinds in bf16
- * mode; with quantized weights, the format of the weight it reads (gemm,
+/* The wdtype of KIND's requests: bf16 or f16 for the weighted kinds in
+ * those modes; with quantized weights, the format of the weight it reads (gemm,
  * embedding, gemm_pack_w), the norms' and the packed panels' f32; NULL
  * for f32. */
 static const char *kind_wdtype(const model_t *m, int kind)
 {
 	int64_t v[MAX_DIMS];
 
-	if (m->bf16)
-		return kinds[kind].weighted ? "bf16" : NULL;
+	if (m->half)
+		return kinds[kind].weighted ? m->half : NULL;
 	if (!m->wq)
 		return NULL;
 	dims_of(&m->c, kind, 1, v);
@@ -383,8 +385,9 @@ static void spec_key(const engine_t *e, int kind, int64_t T, char *key,
 		off += (size_t)snprintf(key + off, len - off, " %s=%" PRId64,
 		    kinds[kind].dims[i], e->o->general &&
 		    i != fixed_dim(e->m, kind) ? (int64_t)-1 : v[i]);
-	if (kinds[kind].packed == 2 && e->m->bf16 && off < len)
-		off += (size_t)snprintf(key + off, len - off, " bf16");
+	if (kinds[kind].packed == 2 && e->m->half && off < len)
+		off += (size_t)snprintf(key + off, len - off, " %s",
+		    e->m->half);
 	if (kind_wdtype(e->m, kind) && off < len)
 		snprintf(key + off, len - off, " w=%s", kind_wdtype(e->m, kind));
 }
@@ -506,8 +509,8 @@ static void engine_load(engine_t *e)
 			specs[n].target = e->sm;
 			specs[n].format = "cubin";
 		}
-		specs[n].dtype = kinds[kind].packed == 2 && e->m->bf16 ?
-		    "bf16" : "f32";
+		specs[n].dtype = kinds[kind].packed == 2 && e->m->half ?
+		    e->m->half : "f32";
 		specs[n].wdtype = kind_wdtype(e->m, kind);
 		fd = fixed_dim(e->m, kind);
 		if (e->o->general && fd >= 0) {
@@ -741,11 +744,11 @@ static void profile_print(const engine_t *e)
 static void pack_weight(engine_t *e, int kind, tensor_t *w, buf_t *p)
 {
 	int64_t v[MAX_DIMS];
-	size_t es = e->m->bf16 ? 2 : 4;
+	size_t es = e->m->half ? 2 : 4;
 
 	dims_of(&e->m->c, kind, e->width[PH_PREFILL], v);
 	buf_init(e, p, (size_t)ref_panel_elems(v[0], v[1], PANEL_W) * es,
-	    e->m->bf16 ? "bf16" : "f32", NULL);
+	    e->m->half ? e->m->half : "f32", NULL);
 	{
 		bind_t b[] = { BIND("in", &w->b), BIND("out", p) };
 
@@ -818,7 +821,7 @@ static void tensor_upload(engine_t *e, tensor_t *t)
 	uint16_t *w;
 	int64_t i;
 
-	/* The engine reads its buffers only: a quantized or bf16 weight's
+	/* The engine reads its buffers only: a quantized or 16-bit weight's
 	 * f32 values (what the float64 reference reads) go. */
 	if (t->fmt) {
 		buf_init(e, &t->b, t->qbytes, t->fmt, t->q);
@@ -826,16 +829,16 @@ static void tensor_upload(engine_t *e, tensor_t *t)
 		t->f = NULL;
 		return;
 	}
-	if (!e->m->bf16) {
+	if (!e->m->half) {
 		buf_init(e, &t->b, (size_t)t->n * 4, "f32", t->f);
 		return;
 	}
 	w = xcalloc((size_t)t->n, 2);
 	for (i = 0; i < t->n; i++)
-		w[i] = ref_f32_to_bf16(t->f[i]);
+		w[i] = model_f32_to_half(e->m->half, t->f[i]);
 	free(t->f);
 	t->f = NULL;
-	buf_init(e, &t->b, (size_t)t->n * 2, "bf16", w);
+	buf_init(e, &t->b, (size_t)t->n * 2, e->m->half, w);
 	if (on_device(e))
 		free(w);                /* copied to the device */
 	else
@@ -1237,7 +1240,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 	    "usage: llama [--config small|8b2l] [--bf16 | --wdtype "
-	    "f32|bf16|q8_0|q4_0|q4_k]\n"
+	    "f32|bf16|f16|q8_0|q4_0|q4_k]\n"
 	    "             [--general] [--unpacked]\n"
 	    "             [--threads N]"
 	    "\n"
@@ -1320,15 +1323,20 @@ int main(int argc, char **argv)
 			o.cfg = &configs[c];
 	if (o.config && o.cfg == NULL)
 		die("unknown config %s", o.config);
-	if (o.wdtype && strcmp(o.wdtype, "bf16") == 0) {
-		o.bf16 = 1;
+	if (o.bf16)
+		o.half = "bf16";
+	if (o.wdtype && (strcmp(o.wdtype, "bf16") == 0 ||
+	    strcmp(o.wdtype, "f16") == 0)) {
+		if (o.bf16 && strcmp(o.wdtype, "bf16") != 0)
+			die("--bf16 and --wdtype %s", o.wdtype);
+		o.half = strcmp(o.wdtype, "bf16") == 0 ? "bf16" : "f16";
 	} else if (o.wdtype && (strcmp(o.wdtype, "q8_0") == 0 ||
 	    strcmp(o.wdtype, "q4_0") == 0 || strcmp(o.wdtype, "q4_k") == 0)) {
 		if (o.bf16)
 			die("--bf16 and --wdtype %s", o.wdtype);
 		o.wq = o.wdtype;
 	} else if (o.wdtype && strcmp(o.wdtype, "f32") != 0) {
-		die("unknown --wdtype %s (f32, bf16, q8_0, q4_0 or q4_k)",
+		die("unknown --wdtype %s (f32, bf16, f16, q8_0, q4_0 or q4_k)",
 		    o.wdtype);
 	}
 	if (strcmp(o.backend, "opencl") == 0)
@@ -1358,7 +1366,7 @@ int main(int argc, char **argv)
 	if (o.threads < 0 || o.threads > KSPEC_MAX_THREADS)
 		die("--threads must be 0..%d", KSPEC_MAX_THREADS);
 	if (!o.load)
-		model_init(&m, o.cfg, o.bf16, o.wq, o.seed);
+		model_init(&m, o.cfg, o.half, o.wq, o.seed);
 	if (o.save)
 		model_save_gguf(&m, o.save);
 	if (!o.quiet)
@@ -1366,7 +1374,7 @@ int main(int argc, char **argv)
 		    "heads of %d, ffn %d, vocab %d, max_seq %d, %s weights\n",
 		    o.cfg->name, o.cfg->hidden, o.cfg->layers, o.cfg->hq,
 		    o.cfg->hkv, o.cfg->hd, o.cfg->ffn, o.cfg->vocab,
-		    o.cfg->max_seq, m.wq ? m.wq : m.bf16 ? "bf16" : "f32");
+		    o.cfg->max_seq, m.wq ? m.wq : m.half ? m.half : "f32");
 	if (o.reference) {
 		ref_opts_t r = { o.prompt, o.steps, o.seed, o.quiet, o.follow,
 		    o.dump };

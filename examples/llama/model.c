@@ -1,6 +1,6 @@
 /*
  * examples/llama's model: the seeded weights of a config (drawn alike in
- * every mode, then rounded to bf16 or quantized), the rope table, the
+ * every mode, then rounded to bf16 or f16 or quantized), the rope table, the
  * prompt, and the helpers every file of the example shares.
  */
 #include <math.h>
@@ -39,6 +39,18 @@ const char *model_fmt_for(const char *wq, int64_t k)
 	return strcmp(wq, "q4_k") == 0 && k % 256 != 0 ? "q8_0" : wq;
 }
 
+float model_half_to_f32(const char *half, uint16_t h)
+{
+	return strcmp(half, "bf16") == 0 ? ref_bf16_to_f32(h) :
+	    ref_f16_to_f32(h);
+}
+
+uint16_t model_f32_to_half(const char *half, float f)
+{
+	return strcmp(half, "bf16") == 0 ? ref_f32_to_bf16(f) :
+	    ref_f32_to_f16(f);
+}
+
 /* The prompt of N tokens of a model of vocab V for SEED: P[0..N). */
 void model_prompt(int seed, int n, int vocab, int32_t *p)
 {
@@ -55,8 +67,8 @@ static float uniform(uint64_t *rng)      /* [-1, 1) */
 	    (double)(1ull << 53) * 2.0 - 1.0);
 }
 
-/* N values U(-1,1) * SCALE + BIAS; in bf16 mode rounded to bf16, so that
- * f holds exactly what the engine's bf16 buffer holds. */
+/* N values U(-1,1) * SCALE + BIAS; in bf16 or f16 mode rounded to it,
+ * so that f holds exactly what the engine's 16-bit buffer holds. */
 static void tensor_init(model_t *m, tensor_t *t, int64_t n, float scale,
     float bias)
 {
@@ -67,7 +79,8 @@ static void tensor_init(model_t *m, tensor_t *t, int64_t n, float scale,
 	for (i = 0; i < n; i++) {
 		float v = uniform(&m->rng) * scale + bias;
 
-		t->f[i] = m->bf16 ? ref_bf16_to_f32(ref_f32_to_bf16(v)) : v;
+		t->f[i] = m->half ? model_half_to_f32(m->half,
+		    model_f32_to_half(m->half, v)) : v;
 	}
 }
 
@@ -97,9 +110,9 @@ static void tensor_quant(model_t *m, tensor_t *t, int64_t k)
  * Seeded weights, scaled to keep activations near unit size: a gemm's
  * W is U(-1,1) * sqrt(3/K) (unit variance out for unit variance in), norm
  * weights 1 + U(-1,1)/10, the embedding U(-1,1).  The values are drawn
- * alike in every mode, then rounded to bf16 or quantized.
+ * alike in every mode, then rounded to bf16 or f16 or quantized.
  */
-void model_init(model_t *m, const config_t *c, int bf16,
+void model_init(model_t *m, const config_t *c, const char *half,
     const char *wq, uint64_t seed)
 {
 	const int64_t H = c->hidden, Dq = (int64_t)c->hq * c->hd,
@@ -108,7 +121,7 @@ void model_init(model_t *m, const config_t *c, int bf16,
 
 	memset(m, 0, sizeof *m);
 	m->c = *c;
-	m->bf16 = bf16;
+	m->half = half;
 	m->wq = wq;
 	m->rng = seed * 0x9E3779B97F4A7C15ull + 1;
 	tensor_init(m, &m->embed, c->vocab * H, 1.0f, 0.0f);

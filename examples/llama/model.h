@@ -21,7 +21,7 @@ typedef struct {
 	double rope_theta;      /* the rope's base */
 } config_t;
 
-/* A weight: its values as f32 (bf16-rounded in bf16 mode: what the
+/* A weight: its values as f32 (rounded to bf16 or f16 in those modes: what the
  * reference reads), the engine's buffer of it in the weights' dtype. */
 typedef struct buf {
 	void *host;             /* cpu: the data */
@@ -51,7 +51,7 @@ typedef struct {
 
 typedef struct {
 	config_t c;
-	int bf16;
+	const char *half;       /* "bf16" or "f16": 16-bit weights, else NULL */
 	const char *wq;         /* --wdtype's block format, or NULL */
 	tensor_t embed, final_norm, wout;
 	layer_t *layer;
@@ -75,14 +75,20 @@ const char *model_fmt_for(const char *wq, int64_t k);
 void model_rope_table(model_t *m);
 
 /* model.c: M with config C and seeded weights (SEED): f32, rounded to
- * bf16 (BF16), or every 2-D weight quantized to block format WQ (its
+ * HALF ("bf16" or "f16"; the gemms' weights, the norms, the embedding),
+ * or every 2-D weight quantized to block format WQ (its
  * f32 values their exact decode); its rope table.  model_tensors puts
  * every weight of M into OUT (room for 3 + 8 * layers) and returns the
  * count; model_free frees what M holds. */
-void model_init(model_t *m, const config_t *c, int bf16, const char *wq,
-    uint64_t seed);
+void model_init(model_t *m, const config_t *c, const char *half,
+    const char *wq, uint64_t seed);
 int model_tensors(model_t *m, tensor_t **out);
 void model_free(model_t *m);
+
+/* model.c: a 16-bit weight H of dtype HALF ("bf16" or "f16") as f32,
+ * exactly, and F rounded to one (to nearest, ties to even). */
+float model_half_to_f32(const char *half, uint16_t h);
+uint16_t model_f32_to_half(const char *half, float f);
 
 /* model.c: the prompt of N tokens of a vocab of V for SEED: P[0..N). */
 void model_prompt(int seed, int n, int vocab, int32_t *p);
@@ -108,7 +114,7 @@ void dump_write(const char *path, int V, int elem, int steps,
  * against config C, or with C NULL of the config the file's keys give
  * (named "file": max_seq the file's context length, at most 2048; the
  * defaults of --prompt and --steps 8 and 16): the weights' format is the
- * file's (f32, bf16, or a block format with q4_k's q8_0 fallback, as
+ * file's (f32, bf16, f16, or a block format with q4_k's q8_0 fallback, as
  * --wdtype would make them), and the norm epsilon and rope base the file
  * gives (else 1e-5 and 10000); a tensor the engine does not read is
  * refused by name.  Both die with the reason on any failure. */

@@ -4,7 +4,7 @@
  * the format the engine runs it in.
  *
  *   token_embd.weight           [H, vocab]     the embedding table
- *   blk.N.attn_norm.weight      [H]            f32 (bf16 with --bf16)
+ *   blk.N.attn_norm.weight      [H]            f32 (in every mode)
  *   blk.N.attn_q.weight         [H, Dq]        and attn_k, attn_v [H, Dkv]
  *   blk.N.attn_output.weight    [Dq, H]
  *   blk.N.ffn_norm.weight       [H]
@@ -194,11 +194,18 @@ static const char *type_fmt(uint32_t t)
 	return NULL;
 }
 
+/* The GGUF type of M's 16-bit weights, or F32. */
+static uint32_t half_type(const model_t *m)
+{
+	return !m->half ? GF_T_F32 : strcmp(m->half, "bf16") == 0 ?
+	    GF_T_BF16 : GF_T_F16;
+}
+
 static uint32_t type_of(const model_t *m, const entry_t *e)
 {
 	if (e->t->fmt)
 		return fmt_type(e->t->fmt);
-	return m->bf16 ? GF_T_BF16 : GF_T_F32;
+	return half_type(m);
 }
 
 /* ---- writing ---- */
@@ -241,7 +248,10 @@ void model_save_gguf(const model_t *cm, const char *path)
 		const tensor_t *t = e[i].t;
 		int64_t rows = e[i].rows;
 		uint64_t dims[2] = { (uint64_t)e[i].k, (uint64_t)rows };
-		uint32_t type = is_norm(&e[i]) && !m->bf16 ? GF_T_F32 :
+		/* Norms in F32 in every mode, as llama.cpp's converter
+		 * writes them (its CPU backend multiplies by no other):
+		 * a 16-bit norm's value is exact in f32. */
+		uint32_t type = is_norm(&e[i]) ? GF_T_F32 :
 		    type_of(m, &e[i]);
 		size_t rb, bytes;
 		const uint8_t *src;
@@ -252,13 +262,13 @@ void model_save_gguf(const model_t *cm, const char *path)
 		bytes = rb * (size_t)rows;
 		if (t->fmt) {
 			src = (const uint8_t *)t->q + rb * (size_t)e[i].row0;
-		} else if (type == GF_T_BF16) {
+		} else if (type != GF_T_F32) {      /* BF16, F16 */
 			uint16_t *h = xcalloc((size_t)(rows * e[i].k), 2);
 			int64_t j;
 
 			for (j = 0; j < rows * e[i].k; j++)
-				h[j] = ref_f32_to_bf16(t->f[e[i].row0 * e[i].k +
-				    j]);
+				h[j] = model_f32_to_half(m->half,
+				    t->f[e[i].row0 * e[i].k + j]);
 			keep[i] = h;
 			src = (const uint8_t *)h;
 		} else {
@@ -357,6 +367,21 @@ static void file_numerics(const gf_file_t *g, const char *path, config_t *c)
 		    (double)c->rms_eps, c->rope_theta);
 }
 
+/* An F32 norm of a file of 16-bit weights: the engine runs the norms in
+ * the weights' dtype, so each value must be exact in it. */
+static void want_exact_half(const char *half, const char *path,
+    const char *name, const float *v, int64_t n)
+{
+	int64_t j;
+
+	for (j = 0; j < n; j++)
+		if (model_half_to_f32(half, model_f32_to_half(half, v[j])) !=
+		    v[j])
+			die("%s: %s[%lld] = %g is not exact in %s, the dtype the "
+			    "engine runs this file's norms in", path, name,
+			    (long long)j, (double)v[j], half);
+}
+
 void model_load_gguf(model_t *m, const config_t *c, const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -401,9 +426,10 @@ void model_load_gguf(model_t *m, const config_t *c, const char *path)
 	q0 = gf_find_tensor(&g, "blk.0.attn_q.weight");
 	if (!q0)
 		die("%s: no tensor blk.0.attn_q.weight", path);
-	m->bf16 = q0->type == GF_T_BF16;
+	m->half = q0->type == GF_T_BF16 ? "bf16" : q0->type == GF_T_F16 ?
+	    "f16" : NULL;
 	m->wq = type_fmt(q0->type);
-	if (!m->bf16 && !m->wq && q0->type != GF_T_F32)
+	if (!m->half && !m->wq && q0->type != GF_T_F32)
 		die("%s: blk.0.attn_q.weight is %s", path,
 		    gf_type_name(q0->type));
 	m->layer = xcalloc((size_t)c->layers, sizeof *m->layer);
@@ -431,9 +457,10 @@ void model_load_gguf(model_t *m, const config_t *c, const char *path)
 		if (!t)
 			die("%s: no tensor %s", path, e[i].name);
 		/* The format --wdtype would give this weight. */
-		want = m->bf16 ? GF_T_BF16 : is_norm(&e[i]) || !m->wq ?
-		    GF_T_F32 : fmt_type(model_fmt_for(m->wq, e[i].k));
-		if (t->type != want)
+		want = is_norm(&e[i]) ? GF_T_F32 : m->half ? half_type(m) :
+		    !m->wq ? GF_T_F32 : fmt_type(model_fmt_for(m->wq, e[i].k));
+		if (t->type != want && !(is_norm(&e[i]) && t->type ==
+		    half_type(m)))
 			die("%s: %s is %s, the engine runs it as %s", path,
 			    e[i].name, gf_type_name(t->type),
 			    gf_type_name(want));
@@ -463,14 +490,17 @@ void model_load_gguf(model_t *m, const config_t *c, const char *path)
 		}
 		if (t->type == GF_T_F32) {
 			memcpy(w->f + e[i].row0 * e[i].k, src, t->bytes);
-		} else if (t->type == GF_T_BF16) {
+			if (m->half)
+				want_exact_half(m->half, path, e[i].name,
+				    w->f + e[i].row0 * e[i].k, rows * e[i].k);
+		} else if (t->type == GF_T_BF16 || t->type == GF_T_F16) {
 			const uint8_t *h = src;
 			int64_t j;
 
 			for (j = 0; j < rows * e[i].k; j++)
 				w->f[e[i].row0 * e[i].k + j] =
-				    ref_bf16_to_f32((uint16_t)(h[2 * j] |
-				    h[2 * j + 1] << 8));
+				    model_half_to_f32(m->half, (uint16_t)(h[2 *
+				    j] | h[2 * j + 1] << 8));
 		} else {
 			size_t rb = (size_t)(e[i].k / be * bb);
 
