@@ -734,6 +734,36 @@ Test(store, stats_read_during_reopens_see_the_schema_version)
 	ks_store_close(s);
 }
 
+static void reached_nothing(void *ctx)
+{
+	(void)ctx;
+}
+
+/* On the writer thread, ahead of the stop: waits until the stop is
+ * posted behind it, then posts once more. */
+static void post_after_the_stop(void *ctx)
+{
+	ks_store_writer_t *w = ctx;
+
+	while (ks_writer_backlog(w) < 2)
+		usleep(1000);
+	usleep(100000);
+	ks_writer_barrier(w, reached_nothing, NULL);
+}
+
+/* The writer's checker, shown on a planted bug: an operation posted once
+ * the writer is stopping would never run; it aborts instead. */
+Test(store, an_operation_posted_after_the_stop_aborts, .signal = SIGABRT)
+{
+	ks_store_t *s = open_store(0);
+	ks_store_writer_t *w = ks_writer_start(s);
+
+	cr_assert_not_null(w);
+	cr_assert_eq(ks_writer_barrier(w, post_after_the_stop, w), KS_OK);
+	ks_writer_stop(w);
+	ks_store_close(s);
+}
+
 Test(store, remove_deletes_the_row)
 {
 	ks_store_t *s = open_store(0);
