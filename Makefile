@@ -232,7 +232,8 @@ TEST_USES_test_ir_order := specialize
 $(foreach t,jit cpu_vec gemm cuda opencl library mixed e2e k_attn k_glue \
 	k_norm k_packed k_prefill k_rope,$(eval TEST_USES_test_$(t) := jit))
 $(foreach t,exec canary start,$(eval TEST_USES_test_$(t) := exec))
-$(foreach t,key sched fastpath audit,$(eval TEST_USES_test_$(t) := server))
+$(foreach t,key sched fastpath audit states,\
+	$(eval TEST_USES_test_$(t) := server))
 # End to end only (e2e.h's helpers): base and the kernel library.
 $(foreach t,llama metrics service storefile users workers,\
 	$(eval TEST_USES_test_$(t) := specialize))
@@ -322,7 +323,7 @@ JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
 CHECK_BINS := $(addprefix $(BUILD)/tests/,test_proto test_entry test_key \
 	test_sched test_store test_specialize test_ir_order test_jit \
 	test_cpu_vec test_exec test_fuzz test_fastpath test_e2e test_quant \
-	test_gguf)
+	test_gguf test_states)
 check: deps depcheck
 	@$(MAKE) --no-print-directory $(JOBS) $(PROGRAMS) $(CHECK_BINS) \
 	    $(BUILD)/tests/kspecd-plant

@@ -23,6 +23,7 @@
  * closed; a frame that has begun must be complete within the read
  * timeout, or the connection gets E_TIMEOUT and is closed.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +127,7 @@ static void turn_enqueue(ks_conn_t *c)
 
 	if (c->turn_queued)
 		return;
+	assert(c->state == CONN_OPEN);
 	c->turn_queued = 1;
 	c->tnext = NULL;
 	c->tprev = set->turns_tail;
@@ -174,10 +176,40 @@ static void on_turn(uv_idle_t *h)
 
 /* ---- lifetime ---- */
 
+/*
+ * Whether C keeps the invariants of its state (conn.h), asserted at every
+ * transition, never on the path of a request: a reference for the handle
+ * until its close callback has run and one per pending request; only an
+ * OPEN connection reads or waits for a turn; a CLOSED one with nothing
+ * pending no longer counts against its uid.
+ */
+static int conn_state_ok(const ks_conn_t *c)
+{
+	if (c->pending < 0 || (c->refs != c->pending + 1 &&
+	    (c->state != CONN_CLOSED || c->refs != c->pending)))
+		return 0;
+	switch (c->state) {
+	case CONN_OPEN:
+		return 1;
+	case CONN_DRAINING:
+	case CONN_SHUTTING:
+		return !c->reading && !c->turn_queued;
+	case CONN_CLOSED:
+		return !c->turn_queued && (c->pending > 0 || !c->user);
+	default:
+		return 0;
+	}
+}
+
 static void conn_unref(ks_conn_t *c)
 {
+	assert(c->refs > 0);
 	if (--c->refs > 0)
 		return;
+	/* Freed only from the close callback or a request's end, never
+	 * inside a turn of its own input. */
+	assert(c->state == CONN_CLOSED && c->pending == 0 && !c->batching &&
+	    conn_state_ok(c));
 	batch_clear(c);
 	free(c->segs);
 	ks_buf_close(&c->in);
@@ -187,6 +219,7 @@ static void conn_unref(ks_conn_t *c)
 
 static void on_close(uv_handle_t *h)
 {
+	assert(((ks_conn_t *)h)->state == CONN_CLOSED);
 	conn_unref((ks_conn_t *)h);
 }
 
@@ -211,6 +244,7 @@ static void conn_close(ks_conn_t *c)
 		if (c->pending == 0)
 			c->user = NULL;
 	}
+	assert(conn_state_ok(c));
 	uv_close((uv_handle_t *)&c->pipe, on_close);
 }
 
@@ -235,6 +269,7 @@ static void conn_settle(ks_conn_t *c)
 	if (c->state != CONN_DRAINING || c->pending > 0)
 		return;
 	c->state = CONN_SHUTTING;
+	assert(conn_state_ok(c));
 	req = malloc(sizeof *req);
 	if (!req) {
 		conn_close(c);
@@ -249,6 +284,7 @@ static void conn_settle(ks_conn_t *c)
 
 void ks_conn_wait(ks_conn_t *c)
 {
+	assert(conn_state_ok(c));
 	c->refs++;
 	c->pending++;
 	if (c->user)
@@ -259,6 +295,8 @@ void ks_conn_done(ks_conn_t *c)
 {
 	ks_conn_user_t *u = c->user;
 
+	/* Every done ends a wait. */
+	assert(c->pending > 0 && conn_state_ok(c));
 	c->pending--;
 	c->active_ms = uv_now(c->set->loop);
 	if (u) {
@@ -267,8 +305,14 @@ void ks_conn_done(ks_conn_t *c)
 			c->user = NULL;
 		user_settle(c->set, u);
 	}
+	/* The request's reference: the last one (its handle closed) frees
+	 * C, which is CLOSED and has nothing to settle. */
+	if (c->refs == 1) {
+		conn_unref(c);
+		return;
+	}
+	c->refs--;
 	conn_settle(c);
-	conn_unref(c);
 }
 
 static void flush(ks_conn_t *c);
@@ -285,6 +329,7 @@ void ks_conn_drain(ks_conn_t *c)
 	c->state = CONN_DRAINING;
 	turn_dequeue(c);
 	update_reading(c);
+	assert(conn_state_ok(c));
 	conn_settle(c);
 }
 

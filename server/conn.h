@@ -41,6 +41,9 @@ typedef void (*ks_conn_request_fn)(ks_conn_t *c, const char *hdr,
  * more than its share (until the total is half the budget).  While
  * PAUSE_WRITE or PAUSE_GLOBAL holds, input already received is not
  * handled either: a 30-byte request can make a 5 KB reply.
+ *
+ * conn.c asserts the states' invariants at every transition
+ * (conn_state_ok), never on the path of a request.
  */
 enum { CONN_OPEN, CONN_DRAINING, CONN_SHUTTING, CONN_CLOSED };
 enum { PAUSE_WRITE = 1, PAUSE_INPUT = 2, PAUSE_GLOBAL = 4 };

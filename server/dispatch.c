@@ -18,7 +18,10 @@
  * to malloc/free everywhere else (other threads, a parse that outgrows the
  * arena).  free() of an arena pointer is a no-op; the arena is reset
  * before the next parse.  The daemon owns its process, so installing the
- * global cJSON hooks is its call (libkspec never does).
+ * global cJSON hooks is its call (libkspec never does).  The owner is set
+ * before the daemon starts a thread, and the hooks compare it first: the
+ * other threads (the store writer's, libuv's pool) never read what the
+ * loop thread writes (active, used).
  */
 #define PARSE_ARENA_BYTES (256u << 10)
 
@@ -33,8 +36,8 @@ static void *arena_malloc(size_t n)
 {
 	size_t need = (n + 15) & ~(size_t)15;
 
-	if (parse_arena.active && need >= n && pthread_equal(pthread_self(),
-	    parse_arena.owner) && need <= PARSE_ARENA_BYTES -
+	if (pthread_equal(pthread_self(), parse_arena.owner) &&
+	    parse_arena.active && need >= n && need <= PARSE_ARENA_BYTES -
 	    parse_arena.used) {
 		void *p = parse_arena.mem + parse_arena.used;
 

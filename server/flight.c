@@ -1,6 +1,7 @@
 /*
  * Flights and waiters (flight.h).
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,39 @@ static void negative_expire(ks_flights_t *set, uint64_t now);
 
 #define FLIGHT_OF(item) \
 	((ks_flight_t *)((char *)(item) - offsetof(ks_flight_t, queued)))
+
+static void job_done(ks_pool_job_t *pj);
+
+/*
+ * Whether F keeps the invariants of its state (flight.h), asserted at its
+ * transitions (a hit never reaches a flight): its waiters are nwaiters in
+ * number and each names F; a QUEUED flight is in its fair queue (or popped
+ * by the dispatch that is starting it), a RUNNING one popped and its job
+ * the pool's, a REMOTE one in no queue.  A DONE flight is freed at once:
+ * none is ever looked at.
+ */
+static int flight_state_ok(const ks_flight_t *f)
+{
+	const ks_waiter_t *w;
+	int n = 0;
+
+	for (w = f->waiters; w; w = w->next, n++)
+		if (w->flight != f)
+			return 0;
+	if (n != f->nwaiters || f->prio < 0 || f->prio >= KS_PRIO_COUNT)
+		return 0;
+	switch (f->state) {
+	case FLIGHT_QUEUED:
+		return f->queued.client != NULL;
+	case FLIGHT_RUNNING:
+		return f->queued.client && f->queued.running &&
+		    f->pj.done == job_done;
+	case FLIGHT_REMOTE:
+		return f->queued.client == NULL;
+	default:
+		return 0;
+	}
+}
 
 void ks_flights_init(ks_flights_t *set, ks_pool_t *pool,
     const ks_keys_t *keys, void *owner)
@@ -147,6 +181,9 @@ static void flight_end(ks_flights_t *set, ks_flight_t *f)
 {
 	ks_waiter_t *w, *next;
 
+	/* Never freed while its fair queue still holds it. */
+	assert(f->state != FLIGHT_DONE &&
+	    (!f->queued.client || f->queued.running));
 	ks_sched_finish(&set->queue[f->prio], &f->queued);
 	f->state = FLIGHT_DONE;
 	HASH_DEL(set->table, f);
@@ -215,6 +252,7 @@ static void job_done(ks_pool_job_t *pj)
 	    offsetof(ks_flight_t, pj));
 	ks_flights_t *set = f->set;
 
+	assert(f->state == FLIGHT_RUNNING);
 	count_compile(set, f);
 	flight_end(set, f);
 	if (!set->stopping)
@@ -286,6 +324,7 @@ void ks_flights_dispatch(ks_flights_t *set)
 		set->first(set);
 	while (!set->stopping && (it = next_flight(set, &reserve))) {
 		f = FLIGHT_OF(it);
+		assert(f->state == FLIGHT_QUEUED && flight_state_ok(f));
 		if (!flight_wanted(f)) {
 			/* Every client of it went away: compile nothing. */
 			set->abandoned++;
@@ -304,6 +343,7 @@ void ks_flights_dispatch(ks_flights_t *set)
 			continue;
 		}
 		f->state = FLIGHT_RUNNING;
+		assert(flight_state_ok(f));
 	}
 }
 
@@ -316,6 +356,7 @@ static int enqueue(ks_flights_t *set, ks_flight_t *f, const ks_waiter_t *w)
 void ks_flight_remote_done(ks_flights_t *set, ks_flight_t *f,
     ks_artifact_t *a)
 {
+	assert(f->state == FLIGHT_REMOTE && flight_state_ok(f));
 	if (a) {
 		f->remote_hit = 1;
 		f->artifact = a;
@@ -336,12 +377,14 @@ void ks_flight_remote_done(ks_flights_t *set, ks_flight_t *f,
 		return;
 	}
 	set->compiles++;
+	assert(flight_state_ok(f));
 	ks_flights_dispatch(set);
 }
 
 void ks_flight_remote_fail(ks_flights_t *set, ks_flight_t *f, int err,
     const char *msg)
 {
+	assert(f->state == FLIGHT_REMOTE && flight_state_ok(f));
 	flight_fail(set, f, err, msg);
 }
 
@@ -430,6 +473,7 @@ int ks_flight_join(ks_flights_t *set, const ks_get_t *g, int prio,
 	w->next = f->waiters;
 	f->waiters = w;
 	f->nwaiters++;
+	assert(flight_state_ok(f));
 	return KS_OK;
 }
 
@@ -438,6 +482,7 @@ int ks_flight_leave(ks_flights_t *set, ks_waiter_t *w)
 	ks_flight_t *f = w->flight;
 	ks_waiter_t **p;
 
+	assert(f->state != FLIGHT_DONE && flight_state_ok(f));
 	if (f->state != FLIGHT_QUEUED)
 		return KS_E_BUSY;
 	for (p = &f->waiters; *p && *p != w; p = &(*p)->next)

@@ -21,7 +21,8 @@
  * A queued flight whose every waiter has gone is finished without a
  * compile when its turn comes (abandoned); one whose last waiter leaves
  * (ks_flight_leave: a cancelled warm item) is finished at once, also
- * abandoned.  Only the loop thread touches flights.
+ * abandoned.  Only the loop thread touches flights.  flight.c asserts
+ * each state's invariants at its transitions (flight_state_ok).
  */
 #ifndef KS_SERVER_FLIGHT_H
 #define KS_SERVER_FLIGHT_H

@@ -86,6 +86,48 @@ const char *ks_worker_state_name(int state)
 	return state >= 0 && state <= WORKER_DEAD ? names[state] : "?";
 }
 
+/* ---- the states' invariants ---- */
+
+/*
+ * Whether W keeps the invariants of its state (pool.h): a job exactly
+ * while BUSY; the probe never out to a worker that is starting, pinged or
+ * compiling; the channel closed once RETIRING or DEAD.
+ */
+static int worker_state_ok(const ks_worker_t *w)
+{
+	if ((w->job != NULL) != (w->state == WORKER_BUSY))
+		return 0;
+	switch (w->state) {
+	case WORKER_STARTING:
+	case WORKER_CHECKING:
+	case WORKER_BUSY:
+		return !w->probing;
+	case WORKER_IDLE:
+		return 1;
+	case WORKER_RETIRING:
+	case WORKER_DEAD:
+		return !w->chan_open;
+	default:
+		return 0;
+	}
+}
+
+/* Whether P keeps them, asserted where an event of the pool ends and a
+ * job comes in: every worker does, none is DEAD (a dead one is unlinked),
+ * and nlive counts the ones not RETIRING. */
+static int pool_state_ok(const ks_pool_t *p)
+{
+	const ks_worker_t *w;
+	int live = 0;
+
+	for (w = p->workers; w; w = w->next) {
+		if (!worker_state_ok(w) || w->state == WORKER_DEAD)
+			return 0;
+		live += w->state != WORKER_RETIRING;
+	}
+	return live == p->nlive;
+}
+
 /* ---- lifetime of a worker struct ---- */
 
 static void worker_free(ks_worker_t *w)
@@ -203,6 +245,7 @@ static int send_job(ks_worker_t *w, ks_pool_job_t *pj)
 		return rc;
 	w->state = WORKER_BUSY;
 	w->job = pj;
+	assert(worker_state_ok(w));
 	w->timed_out = 0;
 	w->job_ns = ks_now_ns();
 	p->reserve_jobs += pj->reserve != 0;
@@ -252,6 +295,7 @@ static void send_ping(ks_worker_t *w)
 		return;
 	}
 	w->state = WORKER_CHECKING;
+	assert(worker_state_ok(w));
 	uv_timer_start(&w->deadline, on_deadline, PING_DEADLINE_MS, 0);
 }
 
@@ -405,6 +449,7 @@ static int reap(ks_worker_t *w)
 	}
 	if (was == WORKER_STARTING)
 		p->nlive--;
+	assert(worker_state_ok(w));
 	if (w->probing && p->on_probe)
 		p->probe_wanted = 1;    /* ask the next ready worker */
 	spawn_missing(p);
@@ -436,9 +481,13 @@ static void retire(ks_worker_t *w)
 {
 	ks_pool_t *p = w->pool;
 
+	/* From a result (its job already taken off) or a missed ping. */
+	assert((w->state == WORKER_BUSY && !w->job) ||
+	    w->state == WORKER_CHECKING);
 	w->state = WORKER_RETIRING;
 	p->nlive--;
 	close_chan(w);
+	assert(worker_state_ok(w));
 	/* A worker that does not leave when its channel closes is killed
 	 * by the deadline. */
 	uv_timer_start(&w->deadline, on_deadline, START_DEADLINE_MS, 0);
@@ -488,9 +537,11 @@ static int on_ready_msg(ks_worker_t *w, const cJSON *j)
 			return -1;
 		}
 	}
+	assert(w->state == WORKER_STARTING);
 	uv_timer_stop(&w->deadline);
 	w->state = WORKER_IDLE;
 	w->pool->failing = 0;
+	assert(worker_state_ok(w));
 	return 0;
 }
 
@@ -502,6 +553,7 @@ static void on_result(ks_worker_t *w, const char *hdr, size_t hl,
 	uint64_t seq = 0, rss = 0;
 	int rc = KS_OK;
 
+	assert(w->state == WORKER_BUSY && worker_state_ok(w));
 	if (ks_wire_out_decode(hdr, hl, payload, pl, &seq, &rc, pj->errmsg,
 	    sizeof pj->errmsg, &pj->out, &rss) != KS_OK || seq != w->seq) {
 		ks_job_out_close(&pj->out);
@@ -524,6 +576,7 @@ static void on_result(ks_worker_t *w, const char *hdr, size_t hl,
 	} else {
 		w->state = WORKER_IDLE;
 	}
+	assert(worker_state_ok(w));
 	pj->err = rc;
 	pj->done(pj);
 }
@@ -558,6 +611,7 @@ static int on_pong(ks_worker_t *w, const cJSON *j)
 		return -1;
 	uv_timer_stop(&w->deadline);
 	w->state = WORKER_IDLE;
+	assert(worker_state_ok(w));
 	return 0;
 }
 
@@ -812,6 +866,7 @@ static void kick(ks_pool_t *p)
 		}
 	}
 	ping_idle(p);
+	assert(pool_state_ok(p));
 	if (p->on_idle && (ks_pool_idle(p) > 0 || ks_pool_reserve_idle(p)))
 		p->on_idle(p);
 }
@@ -902,6 +957,7 @@ int ks_pool_submit(ks_pool_t *p, ks_pool_job_t *pj)
 {
 	ks_worker_t *w;
 
+	assert(pool_state_ok(p));
 	if (p->stopping)
 		return KS_E_SHUTTING_DOWN;
 	if (pj->reserve ? !ks_pool_reserve_idle(p) : ks_pool_idle(p) <= 0)
@@ -948,6 +1004,9 @@ void ks_pool_stop(ks_pool_t *p)
 			kill_worker(w, "the daemon is stopping");
 		}
 	}
+	/* No job waits once the pool is stopping (a lost one is not
+	 * retried, job_lost). */
+	assert(!p->queue_head && pool_state_ok(p));
 }
 
 void ks_pool_close(ks_pool_t *p)

@@ -22,7 +22,8 @@
  * E_COMPILE_TIMEOUT, a death at the memory limit E_COMPILE_OOM, any other
  * death is retried once on another worker and then E_COMPILE_CRASHED.  A
  * replacement is started for every worker that ends, after a growing
- * pause when workers keep failing to start.
+ * pause when workers keep failing to start.  pool.c asserts each state's
+ * invariants at its transitions (worker_state_ok, pool_state_ok).
  *
  * A job is sent only to a worker that has just answered: the one whose
  * result (or ready message, or pong) the loop is handling, or else, while

@@ -495,7 +495,7 @@ int ks_store_stats(ks_store_t *s, ks_store_stats_t *out)
 	out->max_bytes = s->max_bytes;
 	out->corrupt = atomic_load(&s->corrupt);
 	out->evicted = atomic_load(&s->evicted);
-	out->schema_version = s->schema_version;
+	out->schema_version = atomic_load(&s->schema_version);
 	return KS_OK;
 }
 

@@ -4,6 +4,7 @@
  * transaction.
  */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -437,6 +438,6 @@ int kss_migrate(ks_store_t *s, char *err, size_t errlen)
 	if (rc == KS_OK && v != from)
 		ks_log(KS_LOG_INFO, "store %s: schema migrated from version "
 		    "%d to %d", s->path, (int)from, (int)v);
-	s->schema_version = rc == KS_OK ? (int)v : (int)from;
+	atomic_store(&s->schema_version, rc == KS_OK ? (int)v : (int)from);
 	return rc;
 }

@@ -156,7 +156,9 @@ struct ks_store {
 
 	_Atomic int64_t clock;          /* the last stamp handed out */
 	_Atomic uint64_t entries, bytes, corrupt, evicted, corrupt_total;
-	int schema_version;
+	/* Written at open and at a reopen (the writer thread, under wlock);
+	 * stats reads it lock-free. */
+	_Atomic int schema_version;
 	int locks;                      /* mutexes initialized, for teardown */
 	dev_t dev;                      /* the file opened, to notice its */
 	ino_t ino;                      /* deletion or replacement */

@@ -2,7 +2,19 @@
  * The writer thread (store.h): a FIFO of operations under one mutex,
  * taken by posters only to link an operation in and by the thread only to
  * unlink one, never while sqlite works.
+ *
+ * States of the writer:
+ *   RUNNING   the thread takes the operations one at a time, in the order
+ *             posted, and sleeps while the FIFO is empty; a post appends;
+ *   STOPPING  ks_writer_stop has posted the stop: the thread runs what was
+ *             posted before it, takes the stop last (nothing may be posted
+ *             after it: it would never run) and ends; the caller joins it
+ *             and frees the writer.
+ * At most one flush is queued: flush_queued is set from the post of a
+ * flush until that flush starts to run.  Each transition asserts the
+ * FIFO's shape (queue_ok) under the lock.
  */
+#include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +60,7 @@ struct ks_store_writer {
 	pthread_cond_t wake;             /* an operation was posted */
 	pthread_cond_t ran;              /* a SYNC operation ran */
 	op_t *head, *tail;
+	int stopping;                    /* the stop is posted (STOPPING) */
 	int flush_queued;
 	uint64_t backlog;
 	uint64_t failed_puts;
@@ -56,6 +69,13 @@ struct ks_store_writer {
 	                                    put and add waits this long */
 #endif
 };
+
+/* Whether the FIFO has its shape: empty at both ends or at neither, and
+ * nothing after its tail.  Under w->lock. */
+static int queue_ok(const ks_store_writer_t *w)
+{
+	return !w->head == !w->tail && (!w->tail || !w->tail->next);
+}
 
 static void run(ks_store_writer_t *w, op_t *op)
 {
@@ -83,6 +103,7 @@ static void run(ks_store_writer_t *w, op_t *op)
 		break;
 	case OP_FLUSH:
 		pthread_mutex_lock(&w->lock);
+		assert(w->flush_queued);
 		w->flush_queued = 0;
 		pthread_mutex_unlock(&w->lock);
 		ks_store_flush(w->store);
@@ -169,6 +190,9 @@ static void *writer_main(void *p)
 		w->head = op->next;
 		if (!w->head)
 			w->tail = NULL;
+		/* The stop is the last operation of all. */
+		assert(queue_ok(w) && (op->type != OP_STOP || (w->stopping &&
+		    !w->head)));
 		pthread_mutex_unlock(&w->lock);
 		stop = op->type == OP_STOP;
 		if (!stop)
@@ -184,6 +208,9 @@ static void post(ks_store_writer_t *w, op_t *op)
 	op->next = NULL;
 	__atomic_add_fetch(&w->backlog, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&w->lock);
+	/* Nothing is posted once STOPPING: it would never run. */
+	assert(queue_ok(w) && !w->stopping);
+	w->stopping = op->type == OP_STOP;
 	if (w->tail)
 		w->tail->next = op;
 	else

@@ -702,6 +702,68 @@ Test(store, an_add_writes_a_new_key_only_and_says_so)
 	ks_store_close(s);
 }
 
+static void reopened(void *ctx, int rc, const char *err)
+{
+	(void)err;
+	atomic_fetch_add((atomic_int *)ctx, rc == KS_OK ? 1 : 1000);
+}
+
+/* Stats read on one thread while the writer reopens the store on its
+ * own: the schema version is the current one throughout (and, in make
+ * tsan, read without a race). */
+Test(store, stats_read_during_reopens_see_the_schema_version)
+{
+	ks_store_t *s = open_store(0);
+	ks_store_writer_t *w;
+	ks_store_stats_t st;
+	atomic_int done = 0;
+	int i;
+
+	put(s, 1, 100);
+	w = ks_writer_start(s);
+	cr_assert_not_null(w);
+	for (i = 0; i < 20; i++)
+		cr_assert_eq(ks_writer_reopen(w, reopened, &done), KS_OK);
+	while (atomic_load(&done) < 20) {
+		ks_store_stats(s, &st);
+		cr_assert_eq(st.schema_version, KS_STORE_SCHEMA_VERSION);
+	}
+	ks_writer_stop(w);
+	cr_assert_eq(atomic_load(&done), 20, "a reopen failed");
+	expect_same(s, 1, 100);
+	ks_store_close(s);
+}
+
+static void reached_nothing(void *ctx)
+{
+	(void)ctx;
+}
+
+/* On the writer thread, ahead of the stop: waits until the stop is
+ * posted behind it, then posts once more. */
+static void post_after_the_stop(void *ctx)
+{
+	ks_store_writer_t *w = ctx;
+
+	while (ks_writer_backlog(w) < 2)
+		usleep(1000);
+	usleep(100000);
+	ks_writer_barrier(w, reached_nothing, NULL);
+}
+
+/* The writer's checker, shown on a planted bug: an operation posted once
+ * the writer is stopping would never run; it aborts instead. */
+Test(store, an_operation_posted_after_the_stop_aborts, .signal = SIGABRT)
+{
+	ks_store_t *s = open_store(0);
+	ks_store_writer_t *w = ks_writer_start(s);
+
+	cr_assert_not_null(w);
+	cr_assert_eq(ks_writer_barrier(w, post_after_the_stop, w), KS_OK);
+	ks_writer_stop(w);
+	ks_store_close(s);
+}
+
 Test(store, remove_deletes_the_row)
 {
 	ks_store_t *s = open_store(0);
