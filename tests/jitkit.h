@@ -1,7 +1,7 @@
 /*
  * The plumbing of the cpu backend's tests (test_jit.c, test_cpu_vec.c):
  * compile a kernel built with the IR builders and load it from memory,
- * this CPU's target, bit patterns, a PRNG, and the builders' shorthands
+ * this CPU's target, bitwise comparison (ref.h's ref_f32_bits), a PRNG, and the builders' shorthands
  * (which expect the kernel in K and the current block in BLK).
  */
 #ifndef KS_TESTS_JITKIT_H
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../jit/jit.h"
+#include "../ref/ref.h"
 
 typedef struct {
 	ks_jit_cpu_lib_t *lib;
@@ -50,29 +51,13 @@ static inline void compile_load(ks_ir_kernel_t *k, loaded_t *out)
 	compile_load_at(k, native_target(), out);
 }
 
-static inline uint32_t bits(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-static inline float fbits(uint32_t u)
-{
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 /* Number of positions where A and B differ bitwise. */
 static inline size_t mismatches(const float *a, const float *b, size_t n)
 {
 	size_t i, bad = 0;
 
 	for (i = 0; i < n; i++)
-		bad += bits(a[i]) != bits(b[i]);
+		bad += ref_f32_bits(a[i]) != ref_f32_bits(b[i]);
 	return bad;
 }
 

@@ -157,6 +157,11 @@ Test(cli, kernels_ls_explain_and_evict)
 	cr_assert_eq(kspec("explain gemm --backend cpu --dtype bf16 --shape "
 	    "M=1,N=64,K=64"), 0);
 	cr_assert(strstr(out, "differs in [\"dtype\"]"), "%s", out);
+	/* explain's own usage error, named as explain's. */
+	cr_assert_eq(kspec("explain gemm --backend cpu --dtype f32 --shape "
+	    "M="), 2);
+	cr_assert(strstr(out, "kspec: explain: --shape value of 'M'"), "%s",
+	    out);
 	cr_assert_eq(kspec("evict --all"), 0);
 	cr_assert(strstr(out, "evicted 2"), "%s", out);
 	cr_assert_eq(kspec("ls --json"), 0);

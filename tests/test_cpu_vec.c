@@ -125,7 +125,7 @@ typedef struct {
 
 static float ref_f16(const uint8_t *p)
 {
-	return fbits(gpu_f16_bits((uint16_t)(p[0] | p[1] << 8)));
+	return ref_bits_f32(gpu_f16_bits((uint16_t)(p[0] | p[1] << 8)));
 }
 
 /* vec_kernel's outputs in plain C; PLANT swaps q's nibbles in the upper
@@ -171,11 +171,11 @@ static size_t vec_bad(const char *who, const vec_out_t *a,
 	size_t i, bad = 0;
 
 	for (i = 0; i < VG * 32; i++) {
-		bad += bits(a->y[i]) != bits(b->y[i]);
+		bad += ref_f32_bits(a->y[i]) != ref_f32_bits(b->y[i]);
 		bad += a->yi[i] != b->yi[i];
-		bad += bits(a->z[i]) != bits(b->z[i]);
+		bad += ref_f32_bits(a->z[i]) != ref_f32_bits(b->z[i]);
 		if (i < VG)
-			bad += bits(a->ysum[i]) != bits(b->ysum[i]);
+			bad += ref_f32_bits(a->ysum[i]) != ref_f32_bits(b->ysum[i]);
 		if (bad && who) {
 			cr_log_error("%s: element %zu: y %a / %a, yi %d / %d",
 			    who, i, (double)a->y[i], (double)b->y[i], a->yi[i],

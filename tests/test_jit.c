@@ -183,7 +183,7 @@ static uint32_t *store_patterns(size_t *count)
 	for (h = 0; h < 0x7c00; h++) {
 		lo = ref_f16_load((uint16_t)h);
 		hi = h == 0x7bff ? 0x47800000 : ref_f16_load((uint16_t)(h + 1));
-		mid = bits((fbits(lo) + fbits(hi)) / 2);  /* exact in f32 */
+		mid = ref_f32_bits((ref_bits_f32(lo) + ref_bits_f32(hi)) / 2);  /* exact in f32 */
 		for (i = 0; i < 2; i++) {
 			uint32_t sg = i ? 0x80000000u : 0;
 
@@ -378,7 +378,7 @@ static float ref_fmax(float a, float b)
 	if (b != b)
 		return a;
 	if (a == b)
-		return fbits(bits(a) & bits(b));
+		return ref_bits_f32(ref_f32_bits(a) & ref_f32_bits(b));
 	return a > b ? a : b;
 }
 
@@ -389,7 +389,7 @@ static float ref_fmin(float a, float b)
 	if (b != b)
 		return a;
 	if (a == b)
-		return fbits(bits(a) | bits(b));
+		return ref_bits_f32(ref_f32_bits(a) | ref_f32_bits(b));
 	return a < b ? a : b;
 }
 
@@ -425,7 +425,7 @@ Test(jit, reduce_max_tree_ignores_nan_and_orders_zeros)
 	}
 	cr_assert(y[0] != y[0], "max of NaNs is NaN");
 	for (g = 1; g < G; g++)
-		cr_assert_eq(bits(y[g]), bits(want[g]), "group %d", g);
+		cr_assert_eq(ref_f32_bits(y[g]), ref_f32_bits(want[g]), "group %d", g);
 	ks_jit_cpu_unload(l.lib);
 	ks_ir_free(k);
 }
@@ -487,8 +487,8 @@ Test(jit, fma_is_fused_and_mul_add_is_not_contracted)
 		w1[i] = fmaf(a[i], b[i], c[i]);
 		w2[i] = ref_mul_add(a[i], b[i], c[i]);
 	}
-	cr_assert_eq(bits(y1[0]), bits(0x1p-24f));
-	cr_assert_eq(bits(y2[0]), bits(0.0f));
+	cr_assert_eq(ref_f32_bits(y1[0]), ref_f32_bits(0x1p-24f));
+	cr_assert_eq(ref_f32_bits(y2[0]), ref_f32_bits(0.0f));
 	cr_assert_eq(mismatches(y1, w1, N), 0, "KS_X_FMA is not one rounding");
 	cr_assert_eq(mismatches(y2, w2, N), 0, "a*b+c was contracted");
 	cr_assert_gt(mismatches(w1, w2, N), N / 2,
@@ -531,20 +531,20 @@ Test(jit, sqrt_neg_abs_are_bitwise_the_c_reference)
 		volatile float xi = x[i];
 		float want = sqrtf(xi);
 
-		cr_assert(bits(y[i]) == bits(want) || (isnan(y[i]) &&
+		cr_assert(ref_f32_bits(y[i]) == ref_f32_bits(want) || (isnan(y[i]) &&
 		    isnan(want)), "sqrt(0x%08x) = 0x%08x, want 0x%08x",
-		    bits(x[i]), bits(y[i]), bits(want));
+		    ref_f32_bits(x[i]), ref_f32_bits(y[i]), ref_f32_bits(want));
 	}
-	cr_assert(isnan(y[3]) && bits(y[1]) == 0x80000000u &&
-	    bits(y[11]) == 0x7f800000u);
+	cr_assert(isnan(y[3]) && ref_f32_bits(y[1]) == 0x80000000u &&
+	    ref_f32_bits(y[11]) == 0x7f800000u);
 	run_un(KS_UN_NEG, x, y, N);
 	for (i = 0; i < N; i++)
-		cr_assert_eq(bits(y[i]), bits(x[i]) ^ 0x80000000u,
-		    "neg(0x%08x) = 0x%08x", bits(x[i]), bits(y[i]));
+		cr_assert_eq(ref_f32_bits(y[i]), ref_f32_bits(x[i]) ^ 0x80000000u,
+		    "neg(0x%08x) = 0x%08x", ref_f32_bits(x[i]), ref_f32_bits(y[i]));
 	run_un(KS_UN_ABS, x, y, N);
 	for (i = 0; i < N; i++)
-		cr_assert_eq(bits(y[i]), bits(x[i]) & 0x7fffffffu,
-		    "abs(0x%08x) = 0x%08x", bits(x[i]), bits(y[i]));
+		cr_assert_eq(ref_f32_bits(y[i]), ref_f32_bits(x[i]) & 0x7fffffffu,
+		    "abs(0x%08x) = 0x%08x", ref_f32_bits(x[i]), ref_f32_bits(y[i]));
 	free(x);
 	free(y);
 }
@@ -569,7 +569,7 @@ Test(jit, exp_is_bitwise_ref_expf_and_within_1_01_ulp_of_double_exp)
 		double d = gpu_ulps(y[i], exp((double)x[i]));
 		float want = ref_expf(x[i]);
 
-		cr_assert(bits(y[i]) == bits(want) || (isnan(y[i]) &&
+		cr_assert(ref_f32_bits(y[i]) == ref_f32_bits(want) || (isnan(y[i]) &&
 		    isnan(want)), "exp(%a) = %a, ref_expf %a", (double)x[i],
 		    (double)y[i], (double)want);
 		cr_assert(d <= 1.01, "exp(%a) = %a, %.3f ulp", (double)x[i],
@@ -646,7 +646,7 @@ Test(jit, byte_buffers_and_bit_operators_equal_the_c_reference)
 	for (i = 0; i < N; i++) {
 		uint16_t h = (uint16_t)(B[i] << 8 | B[i >> 8]);
 
-		yh[i] = fbits(gpu_f16_bits(h));
+		yh[i] = ref_bits_f32(gpu_f16_bits(h));
 		o[1][i] = ((B[i] & 15) - 8) * ((B[i] >> 4) + 1);
 	}
 	cr_assert_gt(gpu_bytes_bad(NULL, B, o[0], yh, o[1], o[2], o[3],
@@ -880,7 +880,7 @@ Test(jit, group_ranges_partition_the_launch)
 	memset(g.y, 0, sizeof(one));
 	l.fn(g.params, 40, N);          /* second half first */
 	for (i = 0; i < 40; i++)
-		cr_assert_eq(bits(g.y[i]), 0, "group %lld ran early",
+		cr_assert_eq(ref_f32_bits(g.y[i]), 0, "group %lld ran early",
 		    (long long)i);
 	l.fn(g.params, 0, 40);
 	cr_assert_eq(memcmp(one, g.y, sizeof(one)), 0);
@@ -1112,12 +1112,12 @@ Test(jit, f32_min_max_follow_fminf_with_ordered_zeros)
 		if (wn != wn)
 			cr_assert(ymn[i] != ymn[i], "min(%g,%g)", av[i], bv[i]);
 		else
-			cr_assert_eq(bits(ymn[i]), bits(wn), "min(%g,%g) = %g",
+			cr_assert_eq(ref_f32_bits(ymn[i]), ref_f32_bits(wn), "min(%g,%g) = %g",
 			    av[i], bv[i], ymn[i]);
 		if (wx != wx)
 			cr_assert(ymx[i] != ymx[i], "max(%g,%g)", av[i], bv[i]);
 		else
-			cr_assert_eq(bits(ymx[i]), bits(wx), "max(%g,%g) = %g",
+			cr_assert_eq(ref_f32_bits(ymx[i]), ref_f32_bits(wx), "max(%g,%g) = %g",
 			    av[i], bv[i], ymx[i]);
 	}
 	ks_jit_cpu_unload(l.lib);
@@ -1188,7 +1188,7 @@ Test(jit, constants_are_exact)
 	int i;
 
 	for (i = 0; i < NC; i++)
-		ADD(ks_s_store(k, y, I(i), F(fbits(pats[i]))));
+		ADD(ks_s_store(k, y, I(i), F(ref_bits_f32(pats[i]))));
 	compile_load(k, &l);
 	l.fn(params, 0, 1);
 	for (i = 0; i < NC; i++)

@@ -579,11 +579,27 @@ static void llama_cpp_logits(ks_llama_t *L, const char *file, float *out)
 	L->mfree(model);
 }
 
-/* The f32 file F with Llama 3's rope base (500000): llama.cpp and the
- * engine run it to the same logits (within 2^-6), and to others than
- * those of the file's own base (BASE10000: the engine's, 512). */
-static void rope_base_agrees(ks_llama_t *L, const char *f,
-    const float *base10000)
+/* llama.attention.layer_norm_rms_epsilon set to 0.5 (of the f32 after its
+ * name and type). */
+static void other_norm_eps(char *p, size_t n)
+{
+	static const char key[] = "llama.attention.layer_norm_rms_epsilon";
+	char *q = memmem(p, n, key, sizeof key - 1);
+	float v = 0.5f;
+	uint32_t type;
+
+	cr_assert_not_null(q);
+	memcpy(&type, q + sizeof key - 1, 4);
+	cr_assert_eq(type, 6, "not an f32");            /* GGUF's F32 */
+	memcpy(q + sizeof key - 1 + 4, &v, 4);
+}
+
+/* The f32 file F changed by PLANT (WHAT: Llama 3's rope base, 500000, or
+ * a norm epsilon of 0.5): llama.cpp and the engine run it to the same
+ * logits (within 2^-6), and to others than those of F (BASE: the
+ * engine's, 512): the engine runs the file's value. */
+static void numerics_agree(ks_llama_t *L, const char *f,
+    const float *base, void (*plant)(char *, size_t), const char *what)
 {
 	const char *f3 = path_of("m3.gguf"), *a = path_of("l3.bin");
 	const char *run[] = { "--load-gguf", f3, "--steps", "1", "--dump", a,
@@ -593,7 +609,7 @@ static void rope_base_agrees(ks_llama_t *L, const char *f,
 	dump_t x;
 	int j;
 
-	plant_file(f, f3, other_rope_base);
+	plant_file(f, f3, plant);
 	cr_assert_eq(engine(run), 0);
 	dump_read(a, &x);
 	for (j = 0; j < 512; j++)
@@ -602,14 +618,14 @@ static void rope_base_agrees(ks_llama_t *L, const char *f,
 	llama_cpp_logits(L, f3, theirs);
 	for (j = 0; j < 512; j++) {
 		d = fmax(d, fabs((double)theirs[j] - mine[j]));
-		e = fmax(e, fabs((double)base10000[j] - mine[j]));
+		e = fmax(e, fabs((double)base[j] - mine[j]));
 	}
-	cr_log_info("rope base 500000: llama.cpp against the engine %.3g; "
-	    "base 10000's logits %.3g", d, e);
-	cr_assert_leq(d, 0x1p-6, "rope base 500000: llama.cpp's logits "
-	    "differ by %.3g", d);
-	cr_assert_gt(e, 0x1p-3, "the rope base changed the logits by %.3g "
-	    "only", e);
+	cr_log_info("%s: llama.cpp against the engine %.3g; the file's own "
+	    "logits %.3g", what, d, e);
+	cr_assert_leq(d, 0x1p-6, "%s: llama.cpp's logits differ by %.3g",
+	    what, d);
+	cr_assert_gt(e, 0x1p-3, "%s changed the logits by %.3g only", what,
+	    e);
 }
 
 /*
@@ -664,8 +680,12 @@ Test(llama, llama_cpp_runs_the_engines_files_to_its_logits)
 		cr_assert_leq(d, fm[i].bound, "%s: llama.cpp's logits differ "
 		    "by %.3g", fm[i].w, d);
 		cr_assert_gt(e, 1.0, "%s: the check is blind", fm[i].w);
-		if (i == 0)
-			rope_base_agrees(&L, f1, mine);
+		if (i == 0) {
+			numerics_agree(&L, f1, mine, other_rope_base,
+			    "rope base 500000");
+			numerics_agree(&L, f1, mine, other_norm_eps,
+			    "norm epsilon 0.5");
+		}
 	}
 	L.fini();
 }
