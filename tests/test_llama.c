@@ -386,19 +386,23 @@ static void foreign_tensor(char *p, size_t n)
 	memcpy(q, "output_bias.weight", sizeof name - 1);
 }
 
-/* llama.rope.freq_base (an f32 after its name and type) set to 500000,
- * Llama 3's. */
-static void other_rope_base(char *p, size_t n)
+/* The f32 value of the file's key KEY (after its name and its type) set
+ * to V. */
+static void set_f32_key(char *p, size_t n, const char *key, float v)
 {
-	static const char key[] = "llama.rope.freq_base";
-	char *q = memmem(p, n, key, sizeof key - 1);
-	float v = 500000.0f;
+	char *q = memmem(p, n, key, strlen(key));
 	uint32_t type;
 
-	cr_assert_not_null(q);
-	memcpy(&type, q + sizeof key - 1, 4);
-	cr_assert_eq(type, 6, "not an f32");            /* GGUF's F32 */
-	memcpy(q + sizeof key - 1 + 4, &v, 4);
+	cr_assert_not_null(q, "no key %s", key);
+	memcpy(&type, q + strlen(key), 4);
+	cr_assert_eq(type, 6, "%s is not an f32", key);  /* GGUF's F32 */
+	memcpy(q + strlen(key) + 4, &v, 4);
+}
+
+/* llama.rope.freq_base set to 500000, Llama 3's. */
+static void other_rope_base(char *p, size_t n)
+{
+	set_f32_key(p, n, "llama.rope.freq_base", 500000.0f);
 }
 
 /*
@@ -579,19 +583,10 @@ static void llama_cpp_logits(ks_llama_t *L, const char *file, float *out)
 	L->mfree(model);
 }
 
-/* llama.attention.layer_norm_rms_epsilon set to 0.5 (of the f32 after its
- * name and type). */
+/* llama.attention.layer_norm_rms_epsilon set to 0.5. */
 static void other_norm_eps(char *p, size_t n)
 {
-	static const char key[] = "llama.attention.layer_norm_rms_epsilon";
-	char *q = memmem(p, n, key, sizeof key - 1);
-	float v = 0.5f;
-	uint32_t type;
-
-	cr_assert_not_null(q);
-	memcpy(&type, q + sizeof key - 1, 4);
-	cr_assert_eq(type, 6, "not an f32");            /* GGUF's F32 */
-	memcpy(q + sizeof key - 1 + 4, &v, 4);
+	set_f32_key(p, n, "llama.attention.layer_norm_rms_epsilon", 0.5f);
 }
 
 /* The f32 file F changed by PLANT (WHAT: Llama 3's rope base, 500000, or
