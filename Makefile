@@ -80,7 +80,8 @@ $(BUILD)/obj/%.o: %.c
 # the fuzz build (clang, make fuzz) builds them with gcc, uninstrumented;
 # no fuzz target goes further into them than a backend's format check.
 ifeq ($(FUZZ_BUILD),1)
-CPU_JIT_OBJ := $(addprefix $(BUILD)/obj/jit/,cpu.o cpu_vec.o cpu_target.o)
+CPU_JIT_OBJ := $(addprefix $(BUILD)/obj/jit/,cpu.o cpu_vec.o cpu_qdot.o \
+	cpu_target.o)
 $(CPU_JIT_OBJ): override CC = gcc
 $(CPU_JIT_OBJ): override OPT = -g -O1
 endif

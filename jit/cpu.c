@@ -696,6 +696,8 @@ static gcc_jit_rvalue *lx(lower_t *L, const ks_expr_t *e)
 		return lower_reduce(L, e);
 	case KS_X_UN:
 		return lower_un(L, e);
+	case KS_X_QDOT:
+		return lx(L, e->a);     /* its plain IR (cpu_vec.c: native) */
 	case KS_X_LLOAD:
 		return rv(gcc_jit_context_new_array_access(L->ctx, NULL,
 		    rv(L->local[e->param]), lx(L, e->a)));

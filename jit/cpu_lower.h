@@ -61,6 +61,25 @@ gcc_jit_rvalue *ks_cpu_lx(lower_t *L, const ks_expr_t *e);
 int ks_cpu_vec_target(const char *target);
 int ks_cpu_vec_kernel(const ks_ir_kernel_t *k);
 
+/* cpu_qdot.c: a KS_X_QDOT's 16 lanes as one f32 vector, natively
+ * (AVX-512 F and BW), from W's bytes at WP and x's at XP (u8 pointers at
+ * the pair's offsets) and the accumulator's vector ACC, VI and VF the caller's vector types of 16 i32 and
+ * f32 (libgccjit's types are compared by identity).  MEMO holds what one LANES statement computed of
+ * x's side of each pair and of q4_k's scales per row, for reuse; zero it
+ * before each statement. */
+enum { KS_QDOT_MEMO = 16 };
+typedef struct {
+	int n;
+	struct {
+		int kind;
+		const ks_expr_t *at;
+		gcc_jit_rvalue *v[3];
+	} e[KS_QDOT_MEMO];
+} ks_qdot_memo_t;
+gcc_jit_rvalue *ks_cpu_qdot(lower_t *L, ks_qdot_memo_t *memo,
+    const ks_expr_t *e, gcc_jit_rvalue *wp, gcc_jit_rvalue *xp,
+    gcc_jit_rvalue *acc, gcc_jit_type *vi, gcc_jit_type *vf);
+
 /*
  * cpu_vec.c: lowers the LANES statement BODY as explicit vectors when
  * every statement and expression in it is of the subset cpu_vec.c

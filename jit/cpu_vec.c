@@ -96,6 +96,7 @@ typedef struct {
 	vform_t *i64[2];
 	memo_t memo[2][MEMO_MAX];
 	int nmemo[2];
+	ks_qdot_memo_t qmemo;   /* cpu_qdot.c's (16 lanes: one half) */
 	gcc_jit_type *vf, *vi, *vfu, *viu, *vb, *vl;
 } vx_t;
 
@@ -353,6 +354,7 @@ static void asm_op(vx_t *V, const char *tmpl, const char *oc,
 /* ---- expressions ---- */
 
 static vform_t vx(vx_t *V, const ks_expr_t *e);
+static vform_t vform(gcc_jit_rvalue *r);
 
 /*
  * 16 bytes of byte buffer PARAM from the affine index IX, widened to i32:
@@ -640,6 +642,35 @@ static vform_t vbin(vx_t *V, const ks_expr_t *e)
 	    vec(V, &a, t), vec(V, &b, t)));
 }
 
+/* u8 pointer to byte buffer PARAM at the uniform offset F. */
+static gcc_jit_rvalue *byte_ptr(vx_t *V, int param, const vform_t *f)
+{
+	return gcc_jit_lvalue_get_address(gcc_jit_context_new_array_access(
+	    V->L->ctx, NULL, rv(V->L->param[param]), f->known ?
+	    cint(V, V->L->t_i64, f->c) : f->r), NULL);
+}
+
+/* KS_X_QDOT natively (cpu_qdot.c), with its offsets uniform; its
+ * accumulator is the innermost addend of its value's fmas. */
+static vform_t qdot(vx_t *V, const ks_expr_t *e)
+{
+	vform_t w = vx(V, e->b), x = vx(V, e->c), a;
+	const ks_expr_t *acc = e->a;
+
+	while (acc->kind == KS_X_FMA)
+		acc = acc->c;
+	a = vx(V, acc);
+	if (w.kind != VF_U || x.kind != VF_U || V->L->k->nlanes != VW ||
+	    (a.kind != VF_V && a.kind != VF_U) || acc->type != KS_TY_F32 ||
+	    V->L->param[e->param] == NULL || V->L->param[e->param2] == NULL)
+		return bad();
+	if (!V->gen)
+		return vform(NULL);
+	return vform(ks_cpu_qdot(V->L, &V->qmemo, e, byte_ptr(V, e->param,
+	    &w), byte_ptr(V, e->param2, &x), vec(V, &a, KS_TY_F32), V->vi,
+	    V->vf));
+}
+
 static vform_t vx(vx_t *V, const ks_expr_t *e)
 {
 	const ks_ir_kernel_t *k = V->L->k;
@@ -745,6 +776,8 @@ static vform_t vx(vx_t *V, const ks_expr_t *e)
 		return vform(rv(out));
 	case KS_X_LOAD:
 		return load(V, e, 0);
+	case KS_X_QDOT:
+		return qdot(V, e);
 	default:
 		return bad();
 	}
@@ -910,6 +943,7 @@ int ks_cpu_vec_lanes(lower_t *L, const ks_stmt_t *body)
 	/* The analysis of the body, then its code. */
 	for (pass = 0; pass < 2 && ok && V.i64[0] && V.i64[1]; pass++) {
 		V.gen = pass;
+		V.qmemo.n = 0;
 		for (h = 0; h < 2; h++) {
 			V.nmemo[h] = 0;
 			for (i = 0; i < k->nvars; i++)

@@ -646,6 +646,9 @@ static void expr(emit_t *E, const ks_expr_t *e)
 	case KS_X_UN:
 		un(E, e);
 		return;
+	case KS_X_QDOT:
+		expr(E, e->a);          /* its plain IR */
+		return;
 	case KS_X_LLOAD:
 		put(E, "(l_%s[", E->k->locals[e->param].name);
 		expr(E, e->a);

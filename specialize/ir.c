@@ -271,6 +271,7 @@ static ks_expr_t *expr(ks_ir_kernel_t *k, ks_expr_kind_t kind, ks_ty_t type)
 	e->kind = kind;
 	e->type = type;
 	e->param = -1;
+	e->param2 = -1;
 	e->var = -1;
 	return e;
 }
@@ -422,6 +423,22 @@ ks_expr_t *ks_x_un(ks_ir_kernel_t *k, ks_unop_t op, ks_expr_t *a)
 	e = expr(k, KS_X_UN, op == KS_UN_F16 ? KS_TY_F32 : a->type);
 	e->un = op;
 	e->a = a;
+	return e;
+}
+
+ks_expr_t *ks_x_qdot(ks_ir_kernel_t *k, int w, int x, int64_t i,
+    ks_expr_t *term, ks_expr_t *woff, ks_expr_t *xoff)
+{
+	ks_expr_t *e;
+
+	assert(term != NULL && woff != NULL && xoff != NULL);
+	e = expr(k, KS_X_QDOT, KS_TY_F32);
+	e->param = w;
+	e->param2 = x;
+	e->i = i;
+	e->a = term;
+	e->b = woff;
+	e->c = xoff;
 	return e;
 }
 

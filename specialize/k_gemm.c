@@ -63,6 +63,8 @@ enum {
 	BM_MAX = SR * SM, BN_MAX = SC * SN,
 	BLOCKED_M_MIN = 8,      /* one macro tile of rows; 1.2x general at 8 */
 	RB_M1 = 8,              /* gemv_m1: rows of W per work-group */
+	RB_F = 8,               /* fast: rows of W per work-group */
+	QX_B = 34,              /* bytes of a q8_0 block of x (fast) */
 	/* gemv_m1: the k loop's unroll hint (CUDA's #pragma unroll), so
 	 * that 4 chunks' loads are in flight at once.  Measured on an H200
 	 * (bench/gpu/run.sh), bf16 N=14336 K=4096: 0.75-0.76 of a device
@@ -78,12 +80,13 @@ static const char *const gemm_dims[] = { "M", "N", "K" };
 enum { DIM_M, DIM_N, DIM_K };
 
 static const char *const gemm_variants[] = {
-	"general", "gemv_m1", "small_m", "blocked" };
+	"general", "gemv_m1", "small_m", "blocked", "fast" };
 static const char *const gemm_guards[] = {
 	"any M, N, K, constant or dynamic",
 	"M is the constant 1",
 	"M is a constant in 2..3",
 	"M is a constant of 8 or more",
+	"mode fast with a block-format wdtype (x in q8_0 blocks), any M",
 };
 
 _Static_assert(SMALL_M_MAX <= TILE_MAX && MB <= TILE_MAX && RB <= ROW_MAX &&
@@ -107,10 +110,20 @@ static const int64_t gemm_probes[][KS_MAX_DIMS] = {
 	{ 512, 4096, 4096 },    /* blocked */
 };
 
+/* Whether SPEC asks for the fast mode's kernel: mode fast and W in a
+ * block format. */
+static int is_fast(const ks_spec_t *spec)
+{
+	return spec->mode == KS_MODE_FAST && ks_dtype_block(spec->wdtype,
+	    NULL, NULL);
+}
+
 static const char *gemm_select(const ks_spec_t *spec)
 {
 	const ks_dim_t *m = &spec->dims[DIM_M];
 
+	if (is_fast(spec))
+		return "fast";
 	if (m->is_const && m->value == 1)
 		return "gemv_m1";
 	if (m->is_const && m->value >= BLOCKED_M_MIN)
@@ -993,6 +1006,104 @@ static void build_blocked(gemm_t *g, ks_stmt_t *body, int64_t M)
 		}
 }
 
+/*
+ * fast (mode fast, W in a block format): x comes in q8_0 blocks (the
+ * bytes kspec_quantize writes), and each output is a sum of block dot
+ * products (KS_X_QDOT, k_quant.h) in 16 lanes: lane l accumulates from
+ * 0.0, by fma in increasing pair order, the lane's part of each pair of
+ * blocks (q4_k: of sub-blocks 2p, 2p+1 of each super-block) and of a
+ * last single block when K / 32 is odd; then the canonical reduction of
+ * the 16 lanes (strides 8, 4, 2, 1) and one store.  Grid M * ceil(N /
+ * RB_F): group = m * ceil(N / RB_F) + the column block, RB_F rows of W
+ * per group, clamped to N - 1 for loads like gemv_m1's.
+ */
+static ks_ir_kernel_t *build_fast(const ks_spec_t *spec)
+{
+	gemm_t g = { 0 };
+	ks_quant_t xq;
+	ks_ir_kernel_t *k;
+	ks_stmt_t *body, *loop, *lanes, *guard;
+	int64_t K = spec->dims[DIM_K].value, nblk = K / NLANES;
+	int nb, m, n0, xo, yo, it, xp, wo[RB_F], wp[RB_F], acc[RB_F], r, p;
+	char name[16];
+
+	k = ks_ir_new("gemm", "fast", NLANES / 2);
+	g.k = k;
+	g.wq = spec->wdtype;
+	ks_dtype_block(spec->wdtype, &g.qk, &g.qb);
+	ks_quant_buffer(&xq, k, "x", KS_DTYPE_Q8_0, "M", "K");
+	g.x = xq.W;
+	ks_quant_buffer(&g.q, k, "W", spec->wdtype, "N", "K");
+	g.W = g.q.W;
+	g.y = ks_ir_buffer(k, "y", spec->dtype, KS_ACCESS_WRITE);
+	ks_ir_buffer_dims(k, g.y, "M,N");
+	g.M = ks_ir_scalar(k, "M", KS_TY_I64);
+	g.N = ks_ir_scalar(k, "N", KS_TY_I64);
+	g.K = ks_ir_scalar(k, "K", KS_TY_I64);
+	body = k->body;
+	nb = decl(&g, body, "nb", KS_TY_I64, KS_VAR_UNIFORM, bin(&g,
+	    KS_OP_DIV, bin(&g, KS_OP_ADD, par(&g, g.N), c64(&g, RB_F - 1)),
+	    c64(&g, RB_F)));
+	k->grid = bin(&g, KS_OP_MUL, par(&g, g.M), bin(&g, KS_OP_DIV,
+	    bin(&g, KS_OP_ADD, par(&g, g.N), c64(&g, RB_F - 1)),
+	    c64(&g, RB_F)));
+	m = ulet(&g, body, "m", bin(&g, KS_OP_DIV, ks_x_group(k),
+	    var(&g, nb)));
+	n0 = ulet(&g, body, "n0", bin(&g, KS_OP_MUL, bin(&g, KS_OP_REM,
+	    ks_x_group(k), var(&g, nb)), c64(&g, RB_F)));
+	xo = ulet(&g, body, "xo", bin(&g, KS_OP_MUL, var(&g, m),
+	    c64(&g, nblk * QX_B)));
+	yo = ulet(&g, body, "yo", bin(&g, KS_OP_ADD, bin(&g, KS_OP_MUL,
+	    var(&g, m), par(&g, g.N)), var(&g, n0)));
+	decl_rows(&g, body, "wo", n0, RB_F, g.N, wo);
+	for (r = 0; r < RB_F; r++) {
+		snprintf(name, sizeof name, "acc%d", r);
+		acc[r] = decl(&g, body, name, KS_TY_F32, KS_VAR_LANE,
+		    ks_x_f32(k, 0.0f));
+	}
+
+	/* The pairs: a super-block (4 pairs) or 2 blocks an iteration. */
+	it = ks_ir_var(k, "kp", KS_TY_I64, KS_VAR_UNIFORM);
+	loop = ks_s_for(k, it, c64(&g, 0), c64(&g, g.wq == KS_DTYPE_Q4_K ?
+	    K / 256 : nblk / 2), 1);
+	ks_s_append(k, body, loop);
+	xp = ulet(&g, loop->body, "xp", bin(&g, KS_OP_ADD, var(&g, xo),
+	    bin(&g, KS_OP_MUL, var(&g, it), c64(&g, g.wq == KS_DTYPE_Q4_K ?
+	    8 * QX_B : 2 * QX_B))));
+	for (r = 0; r < RB_F; r++) {
+		snprintf(name, sizeof name, "wp%d", r);
+		wp[r] = ulet(&g, loop->body, name, bin(&g, KS_OP_ADD,
+		    var(&g, wo[r]), bin(&g, KS_OP_MUL, var(&g, it),
+		    c64(&g, g.wq == KS_DTYPE_Q4_K ? g.qb : 2 * g.qb))));
+	}
+	lanes = ks_s_lanes(k);
+	ks_s_append(k, loop->body, lanes);
+	for (p = 0; p < (g.wq == KS_DTYPE_Q4_K ? 4 : 1); p++)
+		for (r = 0; r < RB_F; r++)
+			ks_s_append(k, lanes->body, ks_s_assign(k, acc[r],
+			    ks_quant_qdot(&g.q, g.x, g.wq == KS_DTYPE_Q4_K ?
+			    p : 2, wp[r], 0, xp, 2 * QX_B * p, acc[r])));
+
+	/* The last block alone when K / 32 is odd (never for q4_k). */
+	if (g.wq != KS_DTYPE_Q4_K && nblk % 2) {
+		lanes = ks_s_lanes(k);
+		ks_s_append(k, body, lanes);
+		for (r = 0; r < RB_F; r++)
+			ks_s_append(k, lanes->body, ks_s_assign(k, acc[r],
+			    ks_quant_qdot(&g.q, g.x, 1, wo[r], (nblk - 1) *
+			    g.qb, xo, (nblk - 1) * QX_B, acc[r])));
+	}
+	for (r = 0; r < RB_F; r++) {
+		guard = ks_s_if(k, bin(&g, KS_OP_LT, bin(&g, KS_OP_ADD,
+		    var(&g, n0), c64(&g, r)), par(&g, g.N)));
+		ks_s_append(k, body, guard);
+		ks_s_append(k, guard->body, ks_s_store(k, g.y,
+		    bin(&g, KS_OP_ADD, var(&g, yo), c64(&g, r)),
+		    ks_x_reduce(k, KS_RED_SUM, acc[r])));
+	}
+	return k;
+}
+
 static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 {
 	gemm_t g = { 0 };
@@ -1001,6 +1112,10 @@ static ks_ir_kernel_t *gemm_build(const ks_spec_t *spec, const char *variant)
 	int nb, m0, n0, yo, xo[MB], wo[ROW_MAX];
 	enum { GENERAL, GEMV_M1, SMALL_M, BLOCKED } v;
 
+	/* The fast mode's arithmetic is another (x in q8_0): only its own
+	 * variant, which serves every shape. */
+	if (is_fast(spec))
+		return strcmp(variant, "fast") == 0 ? build_fast(spec) : NULL;
 	if (strcmp(variant, "gemv_m1") == 0 && spec->dims[DIM_M].is_const &&
 	    spec->dims[DIM_M].value == 1)
 		v = GEMV_M1;
@@ -1089,13 +1204,14 @@ const ks_kernel_def_t ks_kernel_gemm = {
 	.name = "gemm",
 	.summary = "y[m][n] = sum_k x[m][k] * W[n][k]; x MxK, W NxK, y MxN, "
 	    "row-major",
-	.version = 8,           /* 8: the block formats q8_0, q4_0, q4_k */
+	.version = 9,           /* 8: the block formats q8_0, q4_0, q4_k;
+				   9: mode fast's variant for them */
 	.probes = gemm_probes,
 	.nprobes = (int)(sizeof gemm_probes / sizeof gemm_probes[0]),
 	.dims = gemm_dims,
 	.ndims = 3,
 	.variants = gemm_variants,
-	.nvariants = 4,
+	.nvariants = 5,
 	.select = gemm_select,
 	.guards = gemm_guards,
 	.check = gemm_check,

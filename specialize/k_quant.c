@@ -221,3 +221,185 @@ int ks_quant_check(const ks_spec_t *spec, int col, char *err,
 		    ks_dtype_name(spec->wdtype), c->name, qk, c->name);
 	return KS_E_BAD_SHAPE;
 }
+
+/* ---- the fast mode's block dot (KS_X_QDOT) ---- */
+
+/* A pair's operands: W's bytes from var wv + wadd, x's from xv + xadd
+ * (x a q8_0 byte buffer), I blocks or q4_k's pair. */
+typedef struct {
+	const ks_quant_t *q;
+	int X, wv, xv;
+	int64_t wadd, xadd, i;
+} qd_t;
+
+/* VAR + ADD, a fresh tree. */
+static ks_expr_t *at_var(const ks_quant_t *q, int v, int64_t add)
+{
+	return add ? bin(q, KS_OP_ADD, var(q, v), c64(q, add)) : var(q, v);
+}
+
+/* The lane's block of the pair for its loads: lane / 8, or 0 when the
+ * pair has one block (the absent block's lanes read the first's bytes
+ * and give 0). */
+static ks_expr_t *qd_h(const qd_t *d)
+{
+	if (d->q->fmt != KS_DTYPE_Q4_K && d->i == 1)
+		return c64(d->q, 0);
+	return bin(d->q, KS_OP_SHR, ks_x_lane(d->q->k), c64(d->q, 3));
+}
+
+/* The lane's group of 4 in its block, lane % 8. */
+static ks_expr_t *qd_g(const qd_t *d)
+{
+	return bin(d->q, KS_OP_BAND, ks_x_lane(d->q->k), c64(d->q, 7));
+}
+
+/* x's block of the lane: xv + xadd + 34 h. */
+static ks_expr_t *qd_xblock(const qd_t *d)
+{
+	return bin(d->q, KS_OP_ADD, at_var(d->q, d->xv, d->xadd),
+	    bin(d->q, KS_OP_MUL, qd_h(d), c64(d->q, 34)));
+}
+
+/* W's block of the lane (q8_0, q4_0): wv + wadd + qb h. */
+static ks_expr_t *qd_wblock(const qd_t *d)
+{
+	return bin(d->q, KS_OP_ADD, at_var(d->q, d->wv, d->wadd),
+	    bin(d->q, KS_OP_MUL, qd_h(d), c64(d->q, d->q->qb)));
+}
+
+/* The byte of buffer P at BASE + OFF (fresh trees), i32 0..255. */
+static ks_expr_t *qd_byte(const ks_quant_t *q, int p, ks_expr_t *base,
+    int64_t off)
+{
+	return ks_x_load(q->k, p, off ? bin(q, KS_OP_ADD, base, c64(q, off)) :
+	    base);
+}
+
+/* The int8 at BASE + OFF of P, (b ^ 128) - 128. */
+static ks_expr_t *qd_int8(const ks_quant_t *q, int p, ks_expr_t *base,
+    int64_t off)
+{
+	return bin(q, KS_OP_SUB, bin(q, KS_OP_BXOR, qd_byte(q, p, base, off),
+	    ks_quant_i32(q, 128)), ks_quant_i32(q, 128));
+}
+
+/* The f16 at BASE(), BASE() + 1 of P, as f32; BASE builds fresh trees. */
+static ks_expr_t *qd_f16(const qd_t *d, int p,
+    ks_expr_t *(*base)(const qd_t *), int64_t off)
+{
+	const ks_quant_t *q = d->q;
+
+	return ks_x_un(q->k, KS_UN_F16, bin(q, KS_OP_BOR, qd_byte(q, p,
+	    base(d), off), bin(q, KS_OP_SHL, qd_byte(q, p, base(d), off + 1),
+	    ks_quant_i32(q, 8))));
+}
+
+/* Code T (0..3) of the lane's group of 4 in x: the int8 at byte
+ * 2 + 4 g + t of its block. */
+static ks_expr_t *qd_x(const qd_t *d, int t)
+{
+	const ks_quant_t *q = d->q;
+
+	return qd_int8(q, d->X, bin(q, KS_OP_ADD, qd_xblock(d), bin(q,
+	    KS_OP_MUL, qd_g(d), c64(q, 4))), 2 + t);
+}
+
+/* Weight T of the lane's group of 4, as an i32: q8_0 the int8 at byte
+ * 2 + 4 g + t; q4_0 element e = 4 g + t, the nibble e / 16 of byte
+ * 2 + e % 16, minus 8; q4_k the nibble h of byte 16 + 32 pair + 4 g + t
+ * of the super-block. */
+static ks_expr_t *qd_w(const qd_t *d, int t)
+{
+	const ks_quant_t *q = d->q;
+	ks_expr_t *b;
+
+	switch (q->fmt) {
+	case KS_DTYPE_Q8_0:
+		return qd_int8(q, q->W, bin(q, KS_OP_ADD, qd_wblock(d), bin(q,
+		    KS_OP_MUL, qd_g(d), c64(q, 4))), 2 + t);
+	case KS_DTYPE_Q4_0:
+		b = qd_byte(q, q->W, bin(q, KS_OP_ADD, qd_wblock(d), bin(q,
+		    KS_OP_MUL, bin(q, KS_OP_BAND, qd_g(d), c64(q, 3)),
+		    c64(q, 4))), 2 + t);
+		return bin(q, KS_OP_SUB, bin(q, KS_OP_BAND, bin(q, KS_OP_SHR,
+		    b, ks_x_cast(q->k, KS_TY_I32, bin(q, KS_OP_MUL, bin(q,
+		    KS_OP_SHR, qd_g(d), c64(q, 2)), c64(q, 4)))),
+		    ks_quant_i32(q, 15)), ks_quant_i32(q, 8));
+	default:
+		b = qd_byte(q, q->W, bin(q, KS_OP_ADD, at_var(q, d->wv,
+		    d->wadd), bin(q, KS_OP_MUL, qd_g(d), c64(q, 4))),
+		    16 + 32 * d->i + t);
+		return bin(q, KS_OP_BAND, bin(q, KS_OP_SHR, b, ks_x_cast(q->k,
+		    KS_TY_I32, bin(q, KS_OP_MUL, qd_h(d), c64(q, 4)))),
+		    ks_quant_i32(q, 15));
+	}
+}
+
+/* The sum over the lane's group of 4 of W[t] x[t] (WEIGHTS 1) or of x[t]
+ * (WEIGHTS 0), in i32 (exact), in order t = 0..3. */
+static ks_expr_t *qd_sum(const qd_t *d, int weights)
+{
+	const ks_quant_t *q = d->q;
+	ks_expr_t *s = NULL, *p;
+	int t;
+
+	for (t = 0; t < 4; t++) {
+		p = weights ? bin(q, KS_OP_MUL, qd_w(d, t), qd_x(d, t)) :
+		    qd_x(d, t);
+		s = s ? bin(q, KS_OP_ADD, s, p) : p;
+	}
+	return s;
+}
+
+/* q4_k: the f32 6-bit scale (MIN 0) or min of the lane's sub-block,
+ * 2 pair + h. */
+static ks_expr_t *qd_q4k_scale(const qd_t *d, int base, int min)
+{
+	const ks_quant_t *q = d->q;
+	int s = 2 * (int)d->i;
+
+	return ks_x_select(q->k, bin(q, KS_OP_EQ, qd_h(d), c64(q, 0)),
+	    ks_quant_q4k_scale_at(q, base, s, min),
+	    ks_quant_q4k_scale_at(q, base, s + 1, min));
+}
+
+static ks_expr_t *qd_wbase(const qd_t *d)
+{
+	return at_var(d->q, d->wv, d->wadd);
+}
+
+ks_expr_t *ks_quant_qdot(const ks_quant_t *q, int X, int64_t i, int wv,
+    int64_t wadd, int xv, int64_t xadd, int acc)
+{
+	int wsb = wv;           /* q4_k: the super-block's start (wadd 0) */
+	qd_t d = { q, X, wv, xv, wadd, xadd, i };
+	ks_ir_kernel_t *k = q->k;
+	ks_expr_t *dx = qd_f16(&d, X, qd_xblock, 0), *term, *c, *p;
+
+	if (q->fmt == KS_DTYPE_Q4_K) {
+		/* fma(dx (d sc), P, fma(dx ((-dmin) m), T, acc)). */
+		ks_expr_t *a = bin(q, KS_OP_MUL, dx, bin(q, KS_OP_MUL,
+		    ks_quant_f16(q, wsb, 0), qd_q4k_scale(&d, wsb, 0)));
+		ks_expr_t *b = bin(q, KS_OP_MUL, qd_f16(&d, X, qd_xblock, 0),
+		    bin(q, KS_OP_MUL, ks_x_un(k, KS_UN_NEG, ks_quant_f16(q, wsb,
+		    2)), qd_q4k_scale(&d, wsb, 1)));
+
+		term = ks_x_fma(k, a, ks_x_cast(k, KS_TY_F32, qd_sum(&d, 1)),
+		    ks_x_fma(k, b, ks_x_cast(k, KS_TY_F32, qd_sum(&d, 0)),
+		    var(q, acc)));
+	} else {
+		/* fma(dx dw, P, acc); an absent block's lanes take 0 and 0. */
+		c = bin(q, KS_OP_MUL, dx, qd_f16(&d, q->W, qd_wblock, 0));
+		p = ks_x_cast(k, KS_TY_F32, qd_sum(&d, 1));
+		if (i == 1) {
+			c = ks_x_select(k, bin(q, KS_OP_LT, ks_x_lane(k),
+			    c64(q, 8)), c, ks_x_f32(k, 0.0f));
+			p = ks_x_select(k, bin(q, KS_OP_LT, ks_x_lane(k),
+			    c64(q, 8)), p, ks_x_f32(k, 0.0f));
+		}
+		term = ks_x_fma(k, c, p, var(q, acc));
+	}
+	return ks_x_qdot(k, q->W, X, i, term, qd_wbase(&d), at_var(q, xv,
+	    xadd));
+}

@@ -58,6 +58,23 @@ ks_expr_t *ks_quant_q4k_scale(const ks_quant_t *q, int base, int sb,
 ks_expr_t *ks_quant_q4k_scale_at(const ks_quant_t *q, int base, int s,
     int min);
 
+/*
+ * The fast mode's KS_X_QDOT (specialize.h) of W (Q) and x (byte buffer
+ * X, q8_0) for a pair of blocks, accumulated into the f32 lane variable
+ * ACC: W's bytes from variable WV + WADD, x's from XV + XADD; I blocks
+ * (1, 2) or, for q4_k, the pair (0..3) of the super-block at WV (WADD 0).
+ * Its value, in each lane l of 16, with h = l / 8 the block and g = l % 8
+ * its group of 4 weights (q4_k: the sub-block 2 I + h), P = the sum of
+ * the 4 products w x and T of the 4 x (i32, exact), dx and dw the
+ * blocks' f16 scales:
+ *   q8_0, q4_0  fma(dx * dw, f32(P), acc), dx * dw and P 0 in an absent
+ *               block's lanes;
+ *   q4_k        fma(dx * (d * sc), f32(P),
+ *                   fma(dx * ((-dmin) * m), f32(T), acc)).
+ */
+ks_expr_t *ks_quant_qdot(const ks_quant_t *q, int X, int64_t i, int wv,
+    int64_t wadd, int xv, int64_t xadd, int acc);
+
 /* Checks that a row of weights in SPEC's wdtype (when a block format)
  * tiles into blocks: the dim COL is a constant multiple of the block.
  * KS_E_BAD_SHAPE naming the format and its block otherwise. */

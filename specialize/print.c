@@ -120,6 +120,16 @@ static int print_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,
 		    "?local");
 		rc = rc ? rc : print_expr(k, e->a, out);
 		return rc ? rc : ks_buf_puts(out, "]");
+	case KS_X_QDOT:
+		/* The native form's operands, then the plain IR's term. */
+		rc = ks_buf_printf(out, "qdot(%s, %s, %lld, ",
+		    param_name(k, e->param), param_name(k, e->param2),
+		    (long long)e->i);
+		rc = rc ? rc : print_expr(k, e->b, out);
+		rc = rc ? rc : ks_buf_puts(out, ", ");
+		rc = rc ? rc : print_expr(k, e->c, out);
+		rc = rc ? rc : ks_buf_puts(out, ") = ");
+		return rc ? rc : print_expr(k, e->a, out);
 	case KS_X_UN:
 		rc = ks_buf_printf(out, "%s(", ks_unop_name(e->un));
 		rc = rc ? rc : print_expr(k, e->a, out);

@@ -139,8 +139,23 @@ typedef enum {
 	KS_X_UN,      /* un(a): unary math, see ks_unop_t */
 	KS_X_LLOAD,   /* local array `param` (index into locals), element
 	                 a (i64) -> f32 */
+	KS_X_QDOT,    /* a block dot product (below); f32, lane */
 } ks_expr_kind_t;
 
+/*
+ * KS_X_QDOT, the fast mode's block dot product, in a LANES of 16 lanes:
+ * lane l's accumulator updated with its part of the products of weight
+ * buffer `param` (a byte buffer in the block format q8_0, q4_0 or q4_k)
+ * and activation buffer `param2` (q8_0 bytes) over a pair of blocks of
+ * 32 (q4_k: a pair of sub-blocks): lanes 0..7 take the first block,
+ * 8..15 the second, lane l its elements 4 (l % 8) .. 4 (l % 8) + 3.  b is
+ * the pair's first byte in W (q4_k: its super-block's), c in x; i is the
+ * number of blocks (1: the second is absent) or, for q4_k, the pair
+ * (0..3) in the super-block.  a is the value as plain IR (k_quant.h,
+ * docs/ir.md), an fma whose innermost addend is the accumulator: what
+ * every backend computes; one with a native form of the whole
+ * (jit/cpu_qdot.c) computes the same bits.
+ */
 /*
  * Unary operators (KS_X_UN).  NEG and ABS are exact (sign-bit operations
  * on f32, two's complement on i64; ABS of INT64_MIN is undefined, kernels
@@ -179,7 +194,8 @@ struct ks_expr {
 	ks_binop_t op;          /* KS_X_BIN */
 	ks_redop_t red;         /* KS_X_REDUCE */
 	ks_unop_t un;           /* KS_X_UN */
-	int param;              /* KS_X_PARAM, KS_X_LOAD */
+	int param;              /* KS_X_PARAM, KS_X_LOAD, KS_X_QDOT (W) */
+	int param2;             /* KS_X_QDOT: x */
 	int var;                /* KS_X_VAR, KS_X_REDUCE */
 	int64_t i;              /* KS_X_CONST of I64/BOOL */
 	float f;                /* KS_X_CONST of F32 */
@@ -303,6 +319,11 @@ ks_expr_t *ks_x_select(ks_ir_kernel_t *k, ks_expr_t *cond, ks_expr_t *a,
     ks_expr_t *b);
 ks_expr_t *ks_x_reduce(ks_ir_kernel_t *k, ks_redop_t op, int lane_var);
 ks_expr_t *ks_x_un(ks_ir_kernel_t *k, ks_unop_t op, ks_expr_t *a);
+/* KS_X_QDOT of W and X (byte buffers), I blocks or q4_k's pair, the
+ * pair's offsets WOFF and XOFF (uniform i64) and its plain-IR term
+ * TERM (f32).  Made by ks_quant_qdot (k_quant.h). */
+ks_expr_t *ks_x_qdot(ks_ir_kernel_t *k, int w, int x, int64_t i,
+    ks_expr_t *term, ks_expr_t *woff, ks_expr_t *xoff);
 int ks_ir_local(ks_ir_kernel_t *k, const char *name, int64_t nelems);
 ks_expr_t *ks_x_lload(ks_ir_kernel_t *k, int local, ks_expr_t *index);
 /* "neg" "abs" "sqrt" "exp" "f16bits" */

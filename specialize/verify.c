@@ -199,6 +199,51 @@ static void expect_type(verifier_t *v, const ks_expr_t *e, ks_ty_t t,
 		    ks_ty_name(t));
 }
 
+/* Whether E reads no lane index and no lane variable. */
+static int lane_free(const verifier_t *v, const ks_expr_t *e)
+{
+	if (e == NULL)
+		return 1;
+	if (e->kind == KS_X_LANE || (e->kind == KS_X_VAR && e->var >= 0 &&
+	    e->var < v->k->nvars && v->k->vars[e->var].scope == KS_VAR_LANE))
+		return 0;
+	return lane_free(v, e->a) && lane_free(v, e->b) && lane_free(v, e->c);
+}
+
+/* KS_X_QDOT (specialize.h): in a LANES of 16, W a byte buffer of a block
+ * format, x one of q8_0, the count or pair in range, the term f32, the
+ * offsets uniform i64. */
+static void check_qdot(verifier_t *v, const ks_expr_t *e, int in_lanes)
+{
+	const ks_ir_param_t *w, *x;
+
+	if (!operands(v, e, 3))
+		return;
+	w = param_of(v, e->param, "qdot");
+	x = param_of(v, e->param2, "qdot");
+	if (w == NULL || x == NULL)
+		return;
+	if (!in_lanes || v->k->nlanes != 16)
+		fail(v, "qdot outside a LANES of 16 lanes");
+	if (w->kind != KS_PARAM_BUFFER || !w->bytes ||
+	    (w->dtype != KS_DTYPE_Q8_0 && w->dtype != KS_DTYPE_Q4_0 &&
+	    w->dtype != KS_DTYPE_Q4_K))
+		fail(v, "qdot of %s, which is not a block-format buffer",
+		    w->name);
+	if (x->kind != KS_PARAM_BUFFER || !x->bytes ||
+	    x->dtype != KS_DTYPE_Q8_0)
+		fail(v, "qdot of %s, which is not a q8_0 buffer", x->name);
+	if (w->dtype == KS_DTYPE_Q4_K ? e->i < 0 || e->i > 3 :
+	    e->i < 1 || e->i > 2)
+		fail(v, "qdot of %lld blocks or pair", (long long)e->i);
+	expect_type(v, e->a, KS_TY_F32, "qdot term");
+	expect_type(v, e->b, KS_TY_I64, "qdot offset");
+	expect_type(v, e->c, KS_TY_I64, "qdot offset");
+	if (!lane_free(v, e->b) || !lane_free(v, e->c))
+		fail(v, "qdot offset that reads a lane");
+	expect_type(v, e, KS_TY_F32, "qdot");
+}
+
 static void check_bin(verifier_t *v, const ks_expr_t *e)
 {
 	ks_ty_t ta = e->a->type, tb = e->b->type;
@@ -396,6 +441,9 @@ static ks_expr_t *check_expr(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
 			    ks_ty_name(v->k->vars[e->var].type),
 			    vname(v, e->var));
 		expect_type(v, e, v->k->vars[e->var].type, "reduce");
+		break;
+	case KS_X_QDOT:
+		check_qdot(v, e, in_lanes);
 		break;
 	case KS_X_LLOAD:
 		if (operands(v, e, 1) && local_access(v, e->param, e->a,

@@ -187,7 +187,10 @@ static val_t ev(interp_t *in, const ks_expr_t *e, int lane)
 		case KS_UN_F16: r.f = ref_f16_to_f32((uint16_t)a.i); break;
 		case KS_UN_COUNT: cr_assert_fail("unop");
 		}
-		return r;	case KS_X_LLOAD:
+		return r;
+	case KS_X_QDOT:
+		return ev(in, e->a, lane);
+	case KS_X_LLOAD:
 		break;          /* gemm has no local arrays */
 	}
 	cr_assert_fail("expr kind %d", e->kind);

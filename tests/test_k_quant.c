@@ -22,6 +22,7 @@
 static int plant;
 #define REF_QUANT_PLANT(p) (plant == (p))
 #include "../ref/ref_quant.h"
+#include "qblocks.h"
 
 static void setup(void)
 {
@@ -38,11 +39,9 @@ static const int64_t var_m[] = { 5, 1, 3, 9 };
 
 enum { N = 37, K = 512 };
 
-static int ref_fmt(ks_dtype_t f)
-{
-	return f == KS_DTYPE_Q8_0 ? REF_Q8_0 : f == KS_DTYPE_Q4_0 ? REF_Q4_0 :
-	    REF_Q4_K;
-}
+#define ref_fmt qb_ref_fmt
+#define put_f16 qb_put_f16
+#define ndiff qb_ndiff
 
 /* The IR of gemm's VARIANT with weights WDT at M x N x K, all constant. */
 static ks_ir_kernel_t *gemm_ir(const char *variant, ks_dtype_t wdt,
@@ -61,37 +60,10 @@ static ks_ir_kernel_t *gemm_ir(const char *variant, ks_dtype_t wdt,
 	return k;
 }
 
-/* An f16 of random sign with an exponent field in [lo, hi] (0: zero or
- * subnormal). */
-static void put_f16(uint8_t *p, uint64_t *s, int lo, int hi)
-{
-	uint64_t r = gpu_rng(s);
-	unsigned e = (unsigned)(lo + (int)(r % (unsigned)(hi - lo + 1)));
-	uint16_t h = (uint16_t)((r >> 16 & 0x8000) | e << 10 |
-	    (r >> 32 & 0x3ff));
-
-	p[0] = (uint8_t)h;
-	p[1] = (uint8_t)(h >> 8);
-}
-
-/* N rows of K weights of format F: random code bytes, finite scales over
- * many binades (the first block's d subnormal), dmin too for q4_k. */
+/* N rows of K weights of format F (qblocks.h). */
 static uint8_t *weights(ks_dtype_t f, uint64_t seed)
 {
-	int rf = ref_fmt(f);
-	int64_t bb = ref_qblock_bytes(rf), nb = N * (K / ref_qblock(rf)), b;
-	uint8_t *w = malloc((size_t)(nb * bb));
-	uint64_t s = seed;
-	int64_t i;
-
-	for (i = 0; i < nb * bb; i++)
-		w[i] = (uint8_t)gpu_rng(&s);
-	for (b = 0; b < nb; b++) {
-		put_f16(w + b * bb, &s, b ? 5 : 0, b ? 17 : 0);
-		if (rf == REF_Q4_K)
-			put_f16(w + b * bb + 2, &s, 4, 16);
-	}
-	return w;
+	return qb_blocks(ref_fmt(f), N, K, seed);
 }
 
 static void inputs(float *x, int64_t n, uint64_t seed)
@@ -128,19 +100,6 @@ static void reference(ks_dtype_t f, const uint8_t *w, const float *x,
 {
 	ref_dequant_rows(ref_fmt(f), w, N, K, wf);
 	ref_gemm(x, wf, y, KS_DTYPE_F32, M, N, K);
-}
-
-/* Differing outputs of Y against WANT, logged under WHO (NULL: quiet). */
-static int64_t ndiff(const char *who, const float *y, const float *want,
-    int64_t n)
-{
-	int64_t i, bad = 0;
-
-	for (i = 0; i < n; i++)
-		if (gpu_bits(y[i]) != gpu_bits(want[i]) && bad++ < 3 && who)
-			cr_log_error("%s: y[%lld] = %a, want %a", who,
-			    (long long)i, (double)y[i], (double)want[i]);
-	return bad;
 }
 
 /* Every variant x format on ENV (or the cpu): the reference, the f32

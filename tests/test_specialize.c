@@ -1383,20 +1383,28 @@ Test(specialize, every_library_variant_is_selected_by_a_fingerprint_probe)
 		memset(seen, 0, sizeof seen);
 		np = ks_kernel_probes(def, probes, 64);
 		cr_assert_geq(np, 6);
+		/* The plain dtypes in mode exact, then (d past them) each
+		 * block-format weight in mode fast, as the fingerprint
+		 * probes them. */
 		for (p = 0; p < np; p++)
-			for (d = 0; d < KS_DTYPE_COUNT; d++) {
+			for (d = 0; d < KS_DTYPE_ALL; d++) {
 				ks_dim_t dims[KS_MAX_DIMS];
 				ks_ir_kernel_t *k;
 				ks_spec_t spec;
 				char err[512];
-				int j;
+				int j, fast = d >= KS_DTYPE_COUNT;
 
+				if (fast && (!def->wblocks ||
+				    !ks_dtype_block((ks_dtype_t)d, NULL, NULL)))
+					continue;
 				for (j = 0; j < def->ndims; j++) {
 					dims[j].name = def->dims[j];
 					dims[j].is_const = probes[p][j] != 0;
 					dims[j].value = probes[p][j];
 				}
-				if (ks_kernel_validate(def, (ks_dtype_t)d,
+				if (ks_kernel_validate_mixed(def, fast ?
+				    KS_DTYPE_F32 : (ks_dtype_t)d,
+				    (ks_dtype_t)d, fast ? KS_MODE_FAST :
 				    KS_MODE_EXACT, dims, def->ndims, &spec, err,
 				    sizeof err) != KS_OK)
 					continue;

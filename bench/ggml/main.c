@@ -66,7 +66,7 @@
 
 #include "../../include/kspec.h"
 #include "../../jit/jit.h"
-#include "../../ref/ref_quant.h"
+#include "../../ref/ref_fast.h"
 #include "../../tests/ggml.h"
 #include "../bench.h"
 
@@ -416,10 +416,11 @@ typedef struct {
 	char target[KS_MAX_NAME];
 } prog_t;
 
-/* Builds gemm for format F at M x N x K, every dim constant, as kspecd
- * serves it; its buffers are x, W, y.  Exits on failure. */
-static void prog_open(prog_t *p, const format_t *f, float *x, void *w,
-    float *y)
+/* Builds gemm for format F at M x N x K in MODE, every dim constant, as
+ * kspecd serves it; its buffers are x (in mode fast x's q8_0 bytes), W,
+ * y.  Exits on failure. */
+static void prog_open(prog_t *p, const format_t *f, ks_mode_t mode, void *x,
+    void *w, float *y)
 {
 	ks_dim_t dims[3] = { { "M", 1, M }, { "N", 1, N }, { "K", 1, K } };
 	ks_spec_t spec;
@@ -430,7 +431,7 @@ static void prog_open(prog_t *p, const format_t *f, float *x, void *w,
 
 	memset(p, 0, sizeof *p);
 	if (ks_kernel_validate_mixed(&ks_kernel_gemm, KS_DTYPE_F32, f->wdtype,
-	    KS_MODE_EXACT, dims, 3, &spec, err, sizeof err) != KS_OK ||
+	    mode, dims, 3, &spec, err, sizeof err) != KS_OK ||
 	    ks_specialize_variant(&spec, NULL, &p->k, err, sizeof err) !=
 	    KS_OK || ks_backend_cpu.resolve_target(getenv("KSPEC_GGML_TARGET") ?
 	    getenv("KSPEC_GGML_TARGET") : "auto", p->target,
@@ -722,9 +723,11 @@ static void read_chunks(void **params, uint64_t b, uint64_t e)
 
 /* ---- measuring ---- */
 
-enum { CAND_KSPEC, CAND_GGML, CAND_PROBE, CAND_READ, NCAND_KIND };
+enum { CAND_KSPEC, CAND_FAST, CAND_GGML, CAND_PROBE, CAND_READ,
+	NCAND_KIND };
 static const char *const cand_names[NCAND_KIND] = {
-	"kspec gemv", "ggml mul_mat", "exact C loop", "read loop"
+	"kspec exact", "kspec fast", "ggml mul_mat", "exact C loop",
+	"read loop"
 };
 
 /* A median and the min..max of one figure over the rounds. */
@@ -745,6 +748,10 @@ typedef struct {
 
 typedef struct {
 	prog_t *prog;
+	prog_t *fast;           /* mode fast (block formats), or NULL */
+	const float *x;         /* what the fast candidate quantizes */
+	uint8_t *xq;
+	size_t xq_bytes;
 	gg_t *gg;
 	gg_mm_t *mm;
 	reader_t *reader;
@@ -760,6 +767,12 @@ static void run_once(const cand_t *c, ctx_t *x)
 	case CAND_KSPEC:
 		kspec_cpu_launch((kspec_cpu_entry_t)x->prog->fn,
 		    x->prog->params, x->prog->groups, c->threads);
+		break;
+	case CAND_FAST:
+		/* x quantized on every call, as ggml's mul_mat does. */
+		kspec_quantize("q8_0", x->x, 1, K, x->xq, x->xq_bytes, NULL, 0);
+		kspec_cpu_launch((kspec_cpu_entry_t)x->fast->fn,
+		    x->fast->params, x->fast->groups, c->threads);
 		break;
 	case CAND_GGML:
 		x->gg->graph_compute(x->mm->graph, &x->mm->plan[c->threads]);
@@ -901,6 +914,7 @@ typedef struct {
 	stat_t cpu_of_read[CAND_READ];          /* one thread, CPU time */
 	stat_t cpu_of_ggml[CAND_READ];
 	int has_ggml, has_probe, exact, probe_exact;
+	int has_fast, fast_exact;
 } result_t;
 
 /* A's ratio to REF (round_ratio; over the thread's CPU time if ON_CPU),
@@ -971,8 +985,11 @@ static void bench_format(const format_t *f, const float *w32, const float *x,
 	double *yd = xalloc((size_t)N * sizeof *yd);
 	const float *wref = wdec;
 	reader_t *reader = xalloc(sizeof *reader);
+	size_t xq_bytes = (size_t)(K / 32) * 34;
+	uint8_t *xq = xalloc(xq_bytes);
+	float *yfast = xalloc((size_t)N * 4);
 	gg_mm_t mm;
-	prog_t prog;
+	prog_t prog, fast;
 	ctx_t cx;
 	cand_t c[NCAND_KIND * NTHR];
 	char err[512], load[64];
@@ -1020,7 +1037,19 @@ static void bench_format(const format_t *f, const float *w32, const float *x,
 	ref_gemm_mixed(x, wref, yref, KS_DTYPE_F32, wdt_ref, M, N, K);
 	ref_gemm_f64_mixed(x, wref, y64, KS_DTYPE_F32, wdt_ref, M, N, K);
 
-	prog_open(&prog, f, (float *)x, w, y);
+	prog_open(&prog, f, KS_MODE_EXACT, (float *)x, w, y);
+	/* Mode fast: x in q8_0 blocks, kspec_quantize's bytes; its
+	 * reference ref/ref_fast.h's sums over them. */
+	res->has_fast = f->block > 1;
+	if (res->has_fast) {
+		prog_open(&fast, f, KS_MODE_FAST, xq, w, y);
+		if (kspec_quantize("q8_0", x, 1, K, xq, xq_bytes, err,
+		    sizeof err) != 0) {
+			fprintf(stderr, "ggml: quantize x: %s\n", err);
+			exit(1);
+		}
+		ref_gemm_fast(f->ref, xq, w, yfast, M, N, K);
+	}
 	res->has_ggml = gg->cpu != NULL;
 	if (res->has_ggml && gg_mm_open(gg, &mm, f, w, (float *)x, y, pools,
 	    err, sizeof err)) {
@@ -1029,7 +1058,8 @@ static void bench_format(const format_t *f, const float *w32, const float *x,
 	}
 	reader->p = (const uint64_t *)w;
 	reader->words = bytes / 8;
-	cx = (ctx_t){ &prog, gg, &mm, reader, NULL, { &pa } };
+	cx = (ctx_t){ &prog, res->has_fast ? &fast : NULL, x, xq, xq_bytes,
+		gg, &mm, reader, NULL, { &pa } };
 #if HAVE_PROBE
 	pa = (probe_args_t){ x, w, y };
 	cx.probe = probes[f - formats];
@@ -1038,14 +1068,15 @@ static void bench_format(const format_t *f, const float *w32, const float *x,
 
 	/* The outputs, before any timing: each candidate once on 1 and on 2
 	 * threads into y, which starts as NaNs each time. */
-	res->exact = res->probe_exact = 1;
+	res->exact = res->probe_exact = res->fast_exact = 1;
 	for (t = 1; t <= NTHR; t++) {
 		for (kind = 0; kind < CAND_READ; kind++) {
 			cand_t one = { .kind = kind, .threads = t };
 
 			ys[kind][t] = xalloc((size_t)N * 4);
 			if ((kind == CAND_GGML && !res->has_ggml) ||
-			    (kind == CAND_PROBE && !cx.probe))
+			    (kind == CAND_PROBE && !cx.probe) ||
+			    (kind == CAND_FAST && !res->has_fast))
 				continue;
 			memset(y, 0xff, (size_t)N * 4);
 			run_once(&one, &cx);
@@ -1054,6 +1085,8 @@ static void bench_format(const format_t *f, const float *w32, const float *x,
 		res->exact &= bitwise(ys[CAND_KSPEC][t], yref, N);
 		res->probe_exact &= !cx.probe || bitwise(ys[CAND_PROBE][t],
 		    yref, N);
+		res->fast_exact &= !res->has_fast || bitwise(ys[CAND_FAST][t],
+		    yfast, N);
 	}
 	{
 		cand_t one = { .kind = CAND_KSPEC, .threads = 1 };
@@ -1075,6 +1108,10 @@ static void bench_format(const format_t *f, const float *w32, const float *x,
 	if (cx.probe)
 		printf("; the exact C loop %s", res->probe_exact ? "bitwise" :
 		    "DIFFERS FROM IT");
+	if (res->has_fast)
+		printf("\n  y: kspec fast (x in q8_0) on 1 and 2 threads %s "
+		    "its reference (ref/ref_fast.h)", res->fast_exact ?
+		    "bitwise" : "DIFFERS FROM");
 	printf("\n  planted: with byte %d of W xored with 0x%02x, kspec's y "
 	    "%s\n", f->plant_byte, f->plant_mask, caught ? "differs, as it "
 	    "must" : "DOES NOT DIFFER: the check is blind");
@@ -1089,6 +1126,17 @@ static void bench_format(const format_t *f, const float *w32, const float *x,
 		    N), bitwise(ys[CAND_GGML][1], ys[CAND_GGML][2], N) ?
 		    "bitwise as" : "differs from");
 	}
+	if (res->has_fast) {
+		printf("\n  kspec fast: max |y - y64| / max |y64| %.2e",
+		    rel_diff(ys[CAND_FAST][1], y64, N));
+		if (res->has_ggml) {
+			for (i = 0; i < N; i++)
+				yd[i] = ys[CAND_FAST][1][i];
+			printf("; ggml against kspec fast (both x in q8_0): "
+			    "max |dy| / max |y| %.2e", rel_diff(
+			    ys[CAND_GGML][1], yd, N));
+		}
+	}
 	printf("\n");
 	if (check_only)
 		goto out;
@@ -1096,7 +1144,8 @@ static void bench_format(const format_t *f, const float *w32, const float *x,
 	for (t = 1; t <= NTHR; t++) {
 		for (kind = 0; kind < NCAND_KIND; kind++) {
 			if ((kind == CAND_GGML && !res->has_ggml) ||
-			    (kind == CAND_PROBE && !cx.probe))
+			    (kind == CAND_PROBE && !cx.probe) ||
+			    (kind == CAND_FAST && !res->has_fast))
 				continue;
 			c[nc++] = (cand_t){ .kind = kind, .threads = t };
 		}
@@ -1116,6 +1165,10 @@ out:
 	if (res->has_ggml)
 		gg_mm_close(gg, &mm);
 	prog_close(&prog);
+	if (res->has_fast)
+		prog_close(&fast);
+	free(xq);
+	free(yfast);
 	for (t = 1; t <= NTHR; t++)
 		for (kind = 0; kind < CAND_READ; kind++)
 			free(ys[kind][t]);
@@ -1140,33 +1193,46 @@ static double goal_of_read(const format_t *f)
 }
 
 /* One row of the summary: FMT's ratios RD (to the read loop) and GG (to
- * ggml), by candidate kind, and its goals on THREADS threads. */
+ * ggml), by candidate kind, and its goals on THREADS threads, for the
+ * exact mode and for the fast one. */
 static void summary_row(const format_t *f, const result_t *r, int threads,
     const char *clock, const stat_t *rd, const stat_t *gg)
 {
 	double goal = goal_of_read(f);
+	int m;
 
 	printf("%-6s %-3d %-5s %10.2f", f->name, threads, clock,
 	    rd[CAND_KSPEC].med);
+	if (r->has_fast)
+		printf(" %10.2f", rd[CAND_FAST].med);
+	else
+		printf(" %10s", "-");
 	if (r->has_ggml)
 		printf(" %10.2f %9.2fx", rd[CAND_GGML].med, gg[CAND_KSPEC].med);
 	else
 		printf(" %10s %10s", "-", "-");
+	if (r->has_ggml && r->has_fast)
+		printf(" %9.2fx", gg[CAND_FAST].med);
+	else
+		printf(" %10s", "-");
 	if (r->has_probe)
 		printf(" %10.2f", rd[CAND_PROBE].med);
 	else
 		printf(" %10s", "-");
-	if (r->has_probe && r->has_ggml)
-		printf(" %9.2fx ", gg[CAND_PROBE].med);
-	else
-		printf(" %10s ", "-");
-	if (threads == 1 && goal > 0)
-		printf(" read loop %s (>= %.2f)", rd[CAND_KSPEC].med >= goal ?
-		    "met" : "MISSED", goal);
-	if (r->has_ggml && f->block > 1)
-		printf(" ggml %s", gg[CAND_KSPEC].med >= 1.0 ? "met" :
-		    "MISSED");
-	if (!r->exact)
+	printf(" ");
+	for (m = 0; m < 1 + r->has_fast; m++) {
+		int k = m ? CAND_FAST : CAND_KSPEC;
+
+		if ((threads == 1 && goal > 0) || (r->has_ggml && f->block > 1))
+			printf(" %s:", m ? "fast" : "exact");
+		if (threads == 1 && goal > 0)
+			printf(" read %s", rd[k].med >= goal ? "met" :
+			    "MISSED");
+		if (r->has_ggml && f->block > 1)
+			printf(" ggml %s", gg[k].med >= 1.0 ? "met" :
+			    "MISSED");
+	}
+	if (!r->exact || (r->has_fast && !r->fast_exact))
 		printf(" NOT EXACT");
 	printf("\n");
 }
@@ -1181,10 +1247,10 @@ static void summary(const int *on, const result_t *res)
 	    "and (one thread) over the thread's CPU time; goals: on one "
 	    "thread kspec >= 0.85 of the read loop for q8_0, 0.75 for q4_0 "
 	    "and q4_k, 0.95 for bf16; >= 1.0x ggml on 1 and 2 threads for "
-	    "q8_0, q4_0, q4_k\n");
-	printf("%-6s %-3s %-5s %10s %10s %10s %10s %10s  %s\n", "format",
-	    "thr", "clock", "kspec/read", "ggml/read", "kspec/ggml",
-	    "loop/read", "loop/ggml", "goals (kspec)");
+	    "q8_0, q4_0, q4_k; each for the exact mode and the fast one\n");
+	printf("%-6s %-3s %-5s %10s %10s %10s %10s %10s %10s  %s\n", "format",
+	    "thr", "clock", "exact/read", "fast/read", "ggml/read",
+	    "exact/ggml", "fast/ggml", "loop/read", "goals");
 	for (i = 0; i < NFORMATS; i++) {
 		if (!on[i])
 			continue;
@@ -1200,11 +1266,13 @@ static void summary(const int *on, const result_t *res)
 		}
 	}
 	printf("(loop: the exact C loop, the same arithmetic as kspec's "
-	    "kernel written by hand)\n");
+	    "exact kernel written by hand; fast: mode fast, x quantized to "
+	    "q8_0 by kspec_quantize on every call, as ggml quantizes it)\n");
 }
 
-/* Prints the assembly of kspec's kernel for format NAME. */
-static int print_asm(const char *name)
+/* Prints the assembly of kspec's kernel for format NAME (FAST: in mode
+ * fast). */
+static int print_asm(const char *name, int fast)
 {
 	const format_t *f = NULL;
 	size_t i;
@@ -1220,7 +1288,8 @@ static int print_asm(const char *name)
 		fprintf(stderr, "ggml: no format %s\n", name);
 		return 2;
 	}
-	prog_open(&p, f, &dummy, &dummy, &dummy);
+	prog_open(&p, f, fast ? KS_MODE_FAST : KS_MODE_EXACT, &dummy, &dummy,
+	    &dummy);
 	ks_buf_init(&b);
 	if (ks_jit_cpu_assembly(p.k, p.target, &b, err, sizeof err) !=
 	    KS_OK) {
@@ -1247,7 +1316,9 @@ int main(int argc, char **argv)
 	if (ks_base_init() != KS_OK)
 		return 1;
 	if (argc == 3 && strcmp(argv[1], "--asm") == 0)
-		return print_asm(argv[2]);
+		return print_asm(argv[2], 0);
+	if (argc == 3 && strcmp(argv[1], "--asm-fast") == 0)
+		return print_asm(argv[2], 1);
 	check_only = argc > 1 && strcmp(argv[1], "--check") == 0;
 	argv += check_only;
 	argc -= check_only;
@@ -1261,7 +1332,7 @@ int main(int argc, char **argv)
 	}
 	if (nsel == 0) {
 		fprintf(stderr, "usage: ggml [--check] [f32|bf16|q8_0|q4_0|"
-		    "q4_k ...] | ggml --asm FORMAT\n");
+		    "q4_k ...] | ggml --asm|--asm-fast FORMAT\n");
 		return 2;
 	}
 
