@@ -67,11 +67,11 @@ int ks_cpu_vec_kernel(const ks_ir_kernel_t *k);
  * f32 (libgccjit's types are compared by identity).  MEMO holds what one LANES statement computed of
  * x's side of each pair and of q4_k's scales per row, for reuse; zero it
  * before each statement. */
-enum { KS_QDOT_MEMO = 16 };
+enum { KS_QDOT_MEMO = 24 };
 typedef struct {
 	int n;
 	struct {
-		int kind;
+		int kind, sub;
 		const ks_expr_t *at;
 		gcc_jit_rvalue *v[3];
 	} e[KS_QDOT_MEMO];

@@ -110,54 +110,74 @@ static int same_expr(const ks_expr_t *a, const ks_expr_t *b)
 	    same_expr(a->b, b->b) && same_expr(a->c, b->c);
 }
 
-/* The memo's entry of KIND for AT, or NULL. */
+/* The memo's entry of KIND for AT and SUB, or NULL. */
 static gcc_jit_rvalue **memo_find(ks_qdot_memo_t *m, int kind,
-    const ks_expr_t *at)
+    const ks_expr_t *at, int sub)
 {
 	int i;
 
 	for (i = 0; i < m->n; i++)
-		if (m->e[i].kind == kind && same_expr(m->e[i].at, at))
+		if (m->e[i].kind == kind && m->e[i].sub == sub &&
+		    same_expr(m->e[i].at, at))
 			return m->e[i].v;
 	return NULL;
 }
 
 static gcc_jit_rvalue **memo_add(ks_qdot_memo_t *m, int kind,
-    const ks_expr_t *at)
+    const ks_expr_t *at, int sub)
 {
 	if (m->n == KS_QDOT_MEMO)
 		m->n = 0;       /* forget: recomputed, never wrong */
 	m->e[m->n].kind = kind;
+	m->e[m->n].sub = sub;
 	m->e[m->n].at = at;
 	return m->e[m->n++].v;
 }
 
-enum { MEMO_X, MEMO_Q4K };
+enum { MEMO_X, MEMO_Q4K, MEMO_DX, MEMO_TSUM };
+
+/* E's offset into x less its constant: a q4_k pair's x offset is its
+ * super-block's plus 68 p. */
+static const ks_expr_t *sb_of(const ks_expr_t *c)
+{
+	return c->kind == KS_X_BIN && c->op == KS_OP_ADD &&
+	    c->b->kind == KS_X_CONST ? c->a : c;
+}
 
 /*
- * x's side of a pair at XP: [0] its codes (block 0 in bytes 0..31, block
- * 1 in 32..63, zero when absent), [1] q4_0: 8 times each lane's sum of 4
- * codes (i32); q4_k: that sum (f32); q8_0: block 1's codes as i16 ([0]
- * then block 0's), [2] the scales dx per lane (f32, 0 when absent).
+ * x's side of the pair at XP + OFF (memo: AT, SUB): [0] its codes (block
+ * 0 in bytes 0..31, block 1 in 32..63, zero when absent), [1] q4_0: 8
+ * times each lane's sum of 4 codes (i32); q4_k: that sum (f32); q8_0:
+ * block 1's codes as i16 ([0] then block 0's), [2] the scales dx per
+ * lane (f32, 0 when absent; not q4_k's).
  */
 static gcc_jit_rvalue **x_side(qc_t *q, ks_qdot_memo_t *m,
-    const ks_expr_t *e, ks_dtype_t fmt, int two, gcc_jit_rvalue *xp)
+    const ks_expr_t *at, int sub, ks_dtype_t fmt, int two,
+    gcc_jit_rvalue *xp, int off)
 {
-	gcc_jit_rvalue **v = memo_find(m, MEMO_X, e->c), *in[3];
+	gcc_jit_rvalue **v = memo_find(m, MEMO_X, at, sub), *in[3];
 	gcc_jit_lvalue *out[2];
+	char t[256];
 
 	if (v != NULL)
 		return v;
-	v = memo_add(m, MEMO_X, e->c);
+	v = memo_add(m, MEMO_X, at, sub);
+	v[1] = v[2] = NULL;
 	in[0] = xp;
 	if (fmt == KS_DTYPE_Q8_0) {
-		v[0] = qasm(q, "vpmovsxbw 2(%1), %g0", 1, 0, NULL, out, 1, "r", in);
-		v[1] = two ? qasm(q, "vpmovsxbw 36(%1), %g0", 1, 0, NULL, out, 1, "r",
-		    in) : NULL;
+		snprintf(t, sizeof t, "vpmovsxbw %d(%%1), %%g0", off + 2);
+		v[0] = qasm(q, t, 1, 0, NULL, out, 1, "r", in);
+		snprintf(t, sizeof t, "vpmovsxbw %d(%%1), %%g0", off + 36);
+		v[1] = two ? qasm(q, t, 1, 0, NULL, out, 1, "r", in) : NULL;
 	} else {
-		v[0] = qasm(q, two ? "vmovdqu32 2(%1), %t0\n\t"
-		    "vinserti64x4 $1, 36(%1), %g0, %g0" : "vmovdqu32 2(%1), %t0",
-		    1, 0, NULL, out, 1, "r", in);
+		if (two)
+			snprintf(t, sizeof t, "vmovdqu32 %d(%%1), %%t0\n\t"
+			    "vinserti64x4 $1, %d(%%1), %%g0, %%g0", off + 2,
+			    off + 36);
+		else
+			snprintf(t, sizeof t, "vmovdqu32 %d(%%1), %%t0",
+			    off + 2);
+		v[0] = qasm(q, t, 1, 0, NULL, out, 1, "r", in);
 		in[0] = v[0];
 		in[1] = splat(q, fmt == KS_DTYPE_Q4_0 ? 0x08080808 :
 		    0x01010101);
@@ -168,12 +188,48 @@ static gcc_jit_rvalue **x_side(qc_t *q, ks_qdot_memo_t *m,
 		    "vcvtdq2ps %0, %0", 1, fmt == KS_DTYPE_Q4_K, NULL, out, 3,
 		    "vvv", in);
 	}
+	if (fmt == KS_DTYPE_Q4_K)
+		return v;
 	in[0] = xp;
-	v[2] = qasm(q, two ? "vpbroadcastw (%2), %x0\n\t"
-	    "vpbroadcastw 34(%2), %x1\n\tvinserti32x4 $1, %x1, %t0, %t0\n\t"
-	    "vcvtph2ps %t0, %g0" : "vpbroadcastw (%2), %x0\n\t"
-	    "vcvtph2ps %t0, %g0", 2, 1, NULL, out, 1, "r", in);
+	if (two)
+		snprintf(t, sizeof t, "vpbroadcastw %d(%%2), %%x0\n\t"
+		    "vpbroadcastw %d(%%2), %%x1\n\t"
+		    "vinserti32x4 $1, %%x1, %%t0, %%t0\n\t"
+		    "vcvtph2ps %%t0, %%g0", off, off + 34);
+	else
+		snprintf(t, sizeof t, "vpbroadcastw %d(%%2), %%x0\n\t"
+		    "vcvtph2ps %%t0, %%g0", off);
+	v[2] = qasm(q, t, 2, 1, NULL, out, 1, "r", in);
 	return v;
+}
+
+/*
+ * q4_k: x's scales dx_s of the 8 blocks of the super-block whose pair
+ * e->i is at XP (e->i 4: the super-block itself), in lanes s and 8 + s
+ * (f32), for every row (memo).
+ */
+static gcc_jit_rvalue *q4k_dx(qc_t *q, ks_qdot_memo_t *m, const ks_expr_t *e,
+    gcc_jit_rvalue *xp)
+{
+	const ks_expr_t *at = sb_of(e->c);
+	gcc_jit_rvalue **v = memo_find(m, MEMO_DX, at, 0), *in[1];
+	gcc_jit_lvalue *out[1];
+	char tmpl[512];
+	int n = 0, s, base = e->i == 4 ? 0 : -68 * (int)e->i;
+
+	if (v != NULL)
+		return v[0];
+	v = memo_add(m, MEMO_DX, at, 0);
+	n += snprintf(tmpl + n, sizeof tmpl - (size_t)n,
+	    "vpxord %%x0, %%x0, %%x0\n\t");
+	for (s = 0; s < 8; s++)
+		n += snprintf(tmpl + n, sizeof tmpl - (size_t)n,
+		    "vpinsrw $%d, %d(%%1), %%x0, %%x0\n\t", s, base + 34 * s);
+	snprintf(tmpl + n, sizeof tmpl - (size_t)n,
+	    "vinserti32x4 $1, %%x0, %%t0, %%t0\n\tvcvtph2ps %%t0, %%g0");
+	in[0] = xp;
+	v[0] = qasm(q, tmpl, 1, 1, NULL, out, 1, "r", in);
+	return v[0];
 }
 
 /* The 16 i32 lane values of a q4_k row's scale unpacking (below). */
@@ -189,22 +245,25 @@ static const int q4k_mb[VW] = { 0, 0, 0, 0, 48, 48, 48, 48,
 	0, 0, 0, 0, 48, 48, 48, 48 };
 
 /*
- * q4_k: the super-block at WP's d sc_s in lane s and (-dmin) m_s in lane
- * 8 + s (f32, exact products): the 12 scale bytes widened to i32, lane
- * l's value (a >> sh) & ma | (b >> 6 << 4) & mb from its bytes a and b
- * (sc_s = s[s] & 63 and m_s = s[s + 4] & 63 for s < 4; for s >= 4 the
- * 4 bits of s[s + 4] under the top 2 of s[s - 4], resp. s[s]).
+ * q4_k: for the row whose super-block is at WP, each sub-block s's
+ * factors in lane s, dx_s (d sc_s), and in lane 8 + s, dx_s ((-dmin)
+ * m_s) (f32; the inner products exact, so these are the plain IR's
+ * values): the 12 scale bytes widened to i32, lane l's 6-bit value
+ * (a >> sh) & ma | (b >> 6 << 4) & mb from its bytes a and b (sc_s =
+ * s[s] & 63 and m_s = s[s + 4] & 63 for s < 4; for s >= 4 the 4 bits of
+ * s[s + 4] under the top 2 of s[s - 4], resp. s[s]), times [d, -dmin],
+ * times DX (q4k_dx).
  */
 static gcc_jit_rvalue *q4k_scales(qc_t *q, ks_qdot_memo_t *m,
-    const ks_expr_t *e, gcc_jit_rvalue *wp)
+    const ks_expr_t *e, gcc_jit_rvalue *wp, gcc_jit_rvalue *dx)
 {
-	gcc_jit_rvalue **v = memo_find(m, MEMO_Q4K, e->b), *in[7];
+	gcc_jit_rvalue **v = memo_find(m, MEMO_Q4K, e->b, 0), *in[8];
 	gcc_jit_lvalue *out[3];
 	int neg[VW], i;
 
 	if (v != NULL)
 		return v[0];
-	v = memo_add(m, MEMO_Q4K, e->b);
+	v = memo_add(m, MEMO_Q4K, e->b, 0);
 	in[0] = wp;
 	in[1] = ivec(q, q4k_a);
 	in[2] = ivec(q, q4k_b);
@@ -214,14 +273,15 @@ static gcc_jit_rvalue *q4k_scales(qc_t *q, ks_qdot_memo_t *m,
 	for (i = 0; i < VW; i++)
 		neg[i] = i < 8 ? 0 : (int)0x80000000u;
 	in[6] = ivec(q, neg);
+	in[7] = dx;
+	/* (b >> 6) << 4 & mb is (b >> 2) & mb: mb keeps bits 4, 5. */
 	v[0] = qasm(q,
 	    "vpmovzxbd 4(%3), %g1\n\t"
 	    "vpermd %g1, %4, %g2\n\t"
 	    "vpsrlvd %6, %g2, %g2\n\t"
 	    "vpandd %7, %g2, %g2\n\t"
 	    "vpermd %g1, %5, %g1\n\t"
-	    "vpsrld $6, %g1, %g1\n\t"
-	    "vpslld $4, %g1, %g1\n\t"
+	    "vpsrld $2, %g1, %g1\n\t"
 	    "vpandd %8, %g1, %g1\n\t"
 	    "vpord %g1, %g2, %g2\n\t"
 	    "vcvtdq2ps %g2, %g2\n\t"
@@ -230,8 +290,78 @@ static gcc_jit_rvalue *q4k_scales(qc_t *q, ks_qdot_memo_t *m,
 	    "vinserti32x4 $1, %x1, %t0, %t0\n\t"
 	    "vcvtph2ps %t0, %g0\n\t"
 	    "vpxord %9, %g0, %g0\n\t"
-	    "vmulps %g2, %g0, %g0", 3, 1, NULL, out, 7, "rvvvvvv", in);
+	    "vmulps %g2, %g0, %g0\n\t"
+	    "vmulps %10, %g0, %g0", 3, 1, NULL, out, 8, "rvvvvvvv", in);
 	return v[0];
+}
+
+/* The permute indices that add lanes 2 i and 2 i + 1 of two tables (i
+ * < 8: the first's, else the second's): EVEN and its ODD partner. */
+static void pair_idx(int *ev, int *od)
+{
+	int i;
+
+	for (i = 0; i < VW; i++) {
+		ev[i] = i < 8 ? 2 * i : 16 + 2 * (i - 8);
+		od[i] = ev[i] + 1;
+	}
+}
+
+/*
+ * q4_k: the sum of each of the super-block's 8 x blocks' codes, at XP,
+ * in lane s (f32; 0 in lanes 8..15), for every row (memo): the 4 pairs'
+ * sums of 4 (x_side) added lane pair by lane pair in three steps (exact:
+ * integers below 2^13).
+ */
+static gcc_jit_rvalue *q4k_tsum(qc_t *q, ks_qdot_memo_t *m,
+    const ks_expr_t *e, gcc_jit_rvalue *xp)
+{
+	gcc_jit_rvalue **v = memo_find(m, MEMO_TSUM, e->c, 0), *in[6];
+	gcc_jit_lvalue *out[3];
+	int p, ev[VW], od[VW];
+
+	if (v != NULL)
+		return v[0];
+	for (p = 0; p < 4; p++)
+		in[p] = x_side(q, m, e->c, p, KS_DTYPE_Q4_K, 1, xp, 68 * p)[1];
+	pair_idx(ev, od);
+	in[4] = ivec(q, ev);
+	in[5] = ivec(q, od);
+	v = memo_add(m, MEMO_TSUM, e->c, 0);
+	v[0] = qasm(q,
+	    "vmovaps %3, %g1\n\tvpermt2ps %4, %7, %g1\n\t"
+	    "vmovaps %3, %g2\n\tvpermt2ps %4, %8, %g2\n\t"
+	    "vaddps %g2, %g1, %g1\n\t"
+	    "vmovaps %5, %g2\n\tvpermt2ps %6, %7, %g2\n\t"
+	    "vmovaps %5, %g0\n\tvpermt2ps %6, %8, %g0\n\t"
+	    "vaddps %g0, %g2, %g2\n\t"
+	    "vmovaps %g1, %g0\n\tvpermt2ps %g2, %7, %g0\n\t"
+	    "vpermt2ps %g2, %8, %g1\n\tvaddps %g1, %g0, %g0\n\t"
+	    "vpxord %g2, %g2, %g2\n\tvmovaps %g0, %g1\n\t"
+	    "vpermt2ps %g2, %7, %g1\n\tvpermt2ps %g2, %8, %g0\n\t"
+	    "vaddps %g1, %g0, %g0", 3, 7, NULL, out, 6, "vvvvvv", in);
+	return v[0];
+}
+
+/* q4_k's min term of the super-block at WP (e->i 4): lane s < 8 gets
+ * acc = fma(dx_s ((-dmin) m_s), T_s, acc), T_s block s's sum of x's
+ * codes; lanes 8..15 fma(0, 0, acc). */
+static gcc_jit_rvalue *q4k_min(qc_t *q, ks_qdot_memo_t *m,
+    const ks_expr_t *e, gcc_jit_rvalue *wp, gcc_jit_rvalue *xp,
+    gcc_jit_rvalue *acc)
+{
+	gcc_jit_rvalue *in[3];
+	gcc_jit_lvalue *out[3];
+	int idx[VW], i;
+
+	for (i = 0; i < VW; i++)
+		idx[i] = i < 8 ? 8 + i : 16;
+	in[0] = q4k_scales(q, m, e, wp, q4k_dx(q, m, e, xp));
+	in[1] = q4k_tsum(q, m, e, xp);
+	in[2] = ivec(q, idx);
+	return qasm(q, "vmovaps %3, %g1\n\tvpxord %g2, %g2, %g2\n\t"
+	    "vpermt2ps %g2, %5, %g1\n\tvfmadd231ps %4, %g1, %g0", 3, 7, acc,
+	    out, 3, "vvv", in);
 }
 
 gcc_jit_rvalue *ks_cpu_qdot(lower_t *L, ks_qdot_memo_t *m,
@@ -241,7 +371,7 @@ gcc_jit_rvalue *ks_cpu_qdot(lower_t *L, ks_qdot_memo_t *m,
 	qc_t q = { L, vi, vf };
 	ks_dtype_t fmt = L->k->params[e->param].dtype;
 	int two = fmt == KS_DTYPE_Q4_K || e->i == 2;
-	gcc_jit_rvalue **x = x_side(&q, m, e, fmt, two, xp), *in[10];
+	gcc_jit_rvalue **x, *in[10];
 	gcc_jit_lvalue *out[4];
 	char tmpl[1024];
 	int i, ev[VW], od[VW];
@@ -253,6 +383,10 @@ gcc_jit_rvalue *ks_cpu_qdot(lower_t *L, ks_qdot_memo_t *m,
 	    "vinserti32x4 $1, %x3, %t2, %t2\n\tvcvtph2ps %t2, %g2\n\t";
 	const char *dw1 = "vpbroadcastw (%4), %x2\n\tvcvtph2ps %t2, %g2\n\t";
 
+	if (fmt == KS_DTYPE_Q4_K && e->i == 4)
+		return q4k_min(&q, m, e, wp, xp, acc);
+	x = fmt == KS_DTYPE_Q4_K ? x_side(&q, m, sb_of(e->c), (int)e->i, fmt,
+	    1, xp, 0) : x_side(&q, m, e->c, -1, fmt, two, xp, 0);
 	/* Outputs: %0 the accumulator, %1 .. %3 temporaries; inputs from
 	 * %4, W's pointer. */
 	in[0] = wp;
@@ -287,10 +421,7 @@ gcc_jit_rvalue *ks_cpu_qdot(lower_t *L, ks_qdot_memo_t *m,
 	if (fmt == KS_DTYPE_Q8_0) {
 		/* Lane l < 8 adds block 0's i32 pairs 2 l, 2 l + 1; lane
 		 * 8 + l block 1's (index 16 on: the second table). */
-		for (i = 0; i < VW; i++) {
-			ev[i] = i < 8 ? 2 * i : 16 + 2 * (i - 8);
-			od[i] = ev[i] + 1;
-		}
+		pair_idx(ev, od);
 		in[1] = x[0];
 		in[2] = two ? x[1] : x[0];
 		in[3] = x[2];
@@ -315,38 +446,29 @@ gcc_jit_rvalue *ks_cpu_qdot(lower_t *L, ks_qdot_memo_t *m,
 	}
 	/* q4_k, pair p = e->i of the super-block at WP: sub-blocks 2 p
 	 * (low nibbles of its 32 code bytes) and 2 p + 1 (high ones);
-	 * acc = fma(dx d sc, P, fma(dx (-dmin) m, T, acc)). */
+	 * acc = fma(dx d sc, P, acc). */
 	{
 		static const int shift[VW] = { 0, 0, 0, 0, 0, 0, 0, 0,
 			4, 0, 4, 0, 4, 0, 4, 0 };
-		int p = (int)e->i, ia[VW], ib[VW];
+		int p = (int)e->i, ia[VW];
 
-		for (i = 0; i < VW; i++) {
+		for (i = 0; i < VW; i++)
 			ia[i] = 2 * p + i / 8;
-			ib[i] = 8 + ia[i];
-		}
 		in[1] = x[0];
-		in[2] = x[1];
-		in[3] = x[2];
-		in[4] = q4k_scales(&q, m, e, wp);
-		in[5] = ivec(&q, ia);
-		in[6] = ivec(&q, ib);
-		in[7] = ivec(&q, shift);
-		in[8] = splat(&q, 0x0f0f0f0f);
-		in[9] = splat(&q, 0x00010001);
+		in[2] = q4k_scales(&q, m, e, wp, q4k_dx(&q, m, e, xp));
+		in[3] = ivec(&q, ia);
+		in[4] = ivec(&q, shift);
+		in[5] = splat(&q, 0x0f0f0f0f);
+		in[6] = splat(&q, 0x00010001);
 		snprintf(tmpl, sizeof tmpl,
 		    "vbroadcasti64x4 %d(%%4), %%g1\n\t"
-		    "vpsrlvq %%11, %%g1, %%g1\n\t"
-		    "vpandd %%12, %%g1, %%g1\n\t"
+		    "vpsrlvq %%8, %%g1, %%g1\n\t"
+		    "vpandd %%9, %%g1, %%g1\n\t"
 		    "vpmaddubsw %%5, %%g1, %%g1\n\t"
-		    "vpmaddwd %%13, %%g1, %%g1\n\t"
+		    "vpmaddwd %%10, %%g1, %%g1\n\t"
 		    "vcvtdq2ps %%g1, %%g1\n\t"
-		    "vpermps %%8, %%10, %%g3\n\t"
-		    "vmulps %%7, %%g3, %%g3\n\t"
-		    "vfmadd231ps %%6, %%g3, %%g0\n\t"
-		    "vpermps %%8, %%9, %%g2\n\t"
-		    "vmulps %%7, %%g2, %%g2\n\t"
+		    "vpermps %%6, %%7, %%g2\n\t"
 		    "vfmadd231ps %%g1, %%g2, %%g0", 16 + 32 * p);
-		return qasm(&q, tmpl, 4, 15, acc, out, 10, "rvvvvvvvvv", in);
+		return qasm(&q, tmpl, 4, 15, acc, out, 7, "rvvvvvv", in);
 	}
 }

@@ -651,13 +651,14 @@ static gcc_jit_rvalue *byte_ptr(vx_t *V, int param, const vform_t *f)
 }
 
 /* KS_X_QDOT natively (cpu_qdot.c), with its offsets uniform; its
- * accumulator is the innermost addend of its value's fmas. */
+ * accumulator is the innermost addend of its value's fmas (through a
+ * select's second choice: lanes that keep it). */
 static vform_t qdot(vx_t *V, const ks_expr_t *e)
 {
 	vform_t w = vx(V, e->b), x = vx(V, e->c), a;
 	const ks_expr_t *acc = e->a;
 
-	while (acc->kind == KS_X_FMA)
+	while (acc->kind == KS_X_FMA || acc->kind == KS_X_SELECT)
 		acc = acc->c;
 	a = vx(V, acc);
 	if (w.kind != VF_U || x.kind != VF_U || V->L->k->nlanes != VW ||

@@ -58,6 +58,26 @@ static inline float ref_fast_reduce16(float *t)
 	return t[0];
 }
 
+/* q4_k's min term of the super-block at WB, x's 8 blocks at XB: lane
+ * s gets fma(dx_s ((-dmin) m_s), T_s, acc), T_s the sum of block s's
+ * 32 codes. */
+static inline void ref_fast_q4k_min(const uint8_t *xb, const uint8_t *wb,
+    float *acc)
+{
+	float dmin = ref_qf16(wb + 2);
+	int s, j, sc, m, T;
+
+	if (!REF_FAST_PLANT(REF_FAST_Q4K_MIN))
+		dmin = -dmin;
+	for (s = 0; s < 8; s++) {
+		for (T = 0, j = 0; j < 32; j++)
+			T += ref_fast_x(xb + 34 * s, j);
+		ref_q4k_scale_min(wb + 4, s, &sc, &m);
+		acc[s] = fmaf(ref_qf16(xb + 34 * s) * (dmin * (float)m),
+		    (float)T, acc[s]);
+	}
+}
+
 /* One output: x's row XR (q8_0 bytes of K codes), W's row WR (FMT). */
 static inline float ref_fast_dot(int fmt, const uint8_t *xr,
     const uint8_t *wr, int64_t k)
@@ -77,8 +97,10 @@ static inline float ref_fast_dot(int fmt, const uint8_t *xr,
 			h = 0;
 		wb = fmt == REF_Q4_K ? wr + b / 8 * 144 :
 		    wr + b * ref_qblock_bytes(fmt);
+		if (fmt == REF_Q4_K && c == 0)
+			ref_fast_q4k_min(xb, wb, acc);
 		for (g = 0; g < 8; g++) {
-			int P = 0, T = 0;
+			int P = 0;
 
 			for (t = 0; t < 4; t++) {
 				int j = REF_FAST_PLANT(REF_FAST_GROUPS) ?
@@ -86,18 +108,13 @@ static inline float ref_fast_dot(int fmt, const uint8_t *xr,
 
 				P += ref_fast_w(fmt, wb, c, j) *
 				    ref_fast_x(xb, j);
-				T += ref_fast_x(xb, j);
 			}
 			if (fmt == REF_Q4_K) {
 				int sc, m;
-				float A, B, dmin = ref_qf16(wb + 2);
 
 				ref_q4k_scale_min(wb + 4, c, &sc, &m);
-				A = dx * (ref_qf16(wb) * (float)sc);
-				B = dx * ((REF_FAST_PLANT(REF_FAST_Q4K_MIN) ?
-				    dmin : -dmin) * (float)m);
-				acc[8 * h + g] = fmaf(A, (float)P, fmaf(B,
-				    (float)T, acc[8 * h + g]));
+				acc[8 * h + g] = fmaf(dx * (ref_qf16(wb) *
+				    (float)sc), (float)P, acc[8 * h + g]);
 			} else if (REF_FAST_PLANT(REF_FAST_SCALE_ORDER)) {
 				acc[8 * h + g] = fmaf(dx, ref_qf16(wb) *
 				    (float)P, acc[8 * h + g]);

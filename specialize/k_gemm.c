@@ -63,7 +63,7 @@ enum {
 	BM_MAX = SR * SM, BN_MAX = SC * SN,
 	BLOCKED_M_MIN = 8,      /* one macro tile of rows; 1.2x general at 8 */
 	RB_M1 = 8,              /* gemv_m1: rows of W per work-group */
-	RB_F = 8,               /* fast: rows of W per work-group */
+	RB_F = 16,              /* fast: rows of W per work-group */
 	QX_B = 34,              /* bytes of a q8_0 block of x (fast) */
 	/* gemv_m1: the k loop's unroll hint (CUDA's #pragma unroll), so
 	 * that 4 chunks' loads are in flight at once.  Measured on an H200
@@ -1011,8 +1011,9 @@ static void build_blocked(gemm_t *g, ks_stmt_t *body, int64_t M)
  * bytes kspec_quantize writes), and each output is a sum of block dot
  * products (KS_X_QDOT, k_quant.h) in 16 lanes: lane l accumulates from
  * 0.0, by fma in increasing pair order, the lane's part of each pair of
- * blocks (q4_k: of sub-blocks 2p, 2p+1 of each super-block) and of a
- * last single block when K / 32 is odd; then the canonical reduction of
+ * blocks (q4_k: per super-block its min term, then its sub-blocks 2p,
+ * 2p+1) and of a last single block when K / 32 is odd; then the
+ * canonical reduction of
  * the 16 lanes (strides 8, 4, 2, 1) and one store.  Grid M * ceil(N /
  * RB_F): group = m * ceil(N / RB_F) + the column block, RB_F rows of W
  * per group, clamped to N - 1 for loads like gemv_m1's.
@@ -1078,6 +1079,9 @@ static ks_ir_kernel_t *build_fast(const ks_spec_t *spec)
 	}
 	lanes = ks_s_lanes(k);
 	ks_s_append(k, loop->body, lanes);
+	for (r = 0; r < RB_F && g.wq == KS_DTYPE_Q4_K; r++)
+		ks_s_append(k, lanes->body, ks_s_assign(k, acc[r],
+		    ks_quant_qdot(&g.q, g.x, 4, wp[r], 0, xp, 0, acc[r])));
 	for (p = 0; p < (g.wq == KS_DTYPE_Q4_K ? 4 : 1); p++)
 		for (r = 0; r < RB_F; r++)
 			ks_s_append(k, lanes->body, ks_s_assign(k, acc[r],

@@ -369,6 +369,42 @@ static ks_expr_t *qd_wbase(const qd_t *d)
 	return at_var(d->q, d->wv, d->wadd);
 }
 
+/* q4_k's min term (pair 4): the lane's sub-block s = lane % 8, its x
+ * block at xv + xadd + 34 s. */
+static ks_expr_t *qd_sblock(const qd_t *d)
+{
+	return bin(d->q, KS_OP_ADD, at_var(d->q, d->xv, d->xadd),
+	    bin(d->q, KS_OP_MUL, qd_g(d), c64(d->q, 34)));
+}
+
+/* q4_k: lanes s < 8 fma(dx_s ((-dmin) m_s), f32(T_s), acc), T_s the sum
+ * of x block s's 32 codes (i32, exact) and m_s sub-block s's 6-bit min;
+ * lanes 8..15 acc. */
+static ks_expr_t *q4k_min(const qd_t *d, int wsb, int acc)
+{
+	const ks_quant_t *q = d->q;
+	ks_ir_kernel_t *k = q->k;
+	ks_expr_t *t = NULL, *m = NULL, *b;
+	int j, s;
+
+	for (j = 0; j < 32; j++) {
+		ks_expr_t *c = qd_int8(q, d->X, qd_sblock(d), 2 + j);
+
+		t = t ? bin(q, KS_OP_ADD, t, c) : c;
+	}
+	for (s = 7; s >= 0; s--) {
+		ks_expr_t *v = ks_quant_q4k_scale_at(q, wsb, s, 1);
+
+		m = m ? ks_x_select(k, bin(q, KS_OP_EQ, qd_g(d), c64(q, s)), v,
+		    m) : v;
+	}
+	b = bin(q, KS_OP_MUL, qd_f16(d, d->X, qd_sblock, 0), bin(q,
+	    KS_OP_MUL, ks_x_un(k, KS_UN_NEG, ks_quant_f16(q, wsb, 2)), m));
+	return ks_x_select(k, bin(q, KS_OP_LT, ks_x_lane(k), c64(q, 8)),
+	    ks_x_fma(k, b, ks_x_cast(k, KS_TY_F32, t), var(q, acc)),
+	    var(q, acc));
+}
+
 ks_expr_t *ks_quant_qdot(const ks_quant_t *q, int X, int64_t i, int wv,
     int64_t wadd, int xv, int64_t xadd, int acc)
 {
@@ -377,17 +413,15 @@ ks_expr_t *ks_quant_qdot(const ks_quant_t *q, int X, int64_t i, int wv,
 	ks_ir_kernel_t *k = q->k;
 	ks_expr_t *dx = qd_f16(&d, X, qd_xblock, 0), *term, *c, *p;
 
-	if (q->fmt == KS_DTYPE_Q4_K) {
-		/* fma(dx (d sc), P, fma(dx ((-dmin) m), T, acc)). */
+	if (q->fmt == KS_DTYPE_Q4_K && i == 4) {
+		term = q4k_min(&d, wsb, acc);
+	} else if (q->fmt == KS_DTYPE_Q4_K) {
+		/* fma(dx (d sc), P, acc). */
 		ks_expr_t *a = bin(q, KS_OP_MUL, dx, bin(q, KS_OP_MUL,
 		    ks_quant_f16(q, wsb, 0), qd_q4k_scale(&d, wsb, 0)));
-		ks_expr_t *b = bin(q, KS_OP_MUL, qd_f16(&d, X, qd_xblock, 0),
-		    bin(q, KS_OP_MUL, ks_x_un(k, KS_UN_NEG, ks_quant_f16(q, wsb,
-		    2)), qd_q4k_scale(&d, wsb, 1)));
 
 		term = ks_x_fma(k, a, ks_x_cast(k, KS_TY_F32, qd_sum(&d, 1)),
-		    ks_x_fma(k, b, ks_x_cast(k, KS_TY_F32, qd_sum(&d, 0)),
-		    var(q, acc)));
+		    var(q, acc));
 	} else {
 		/* fma(dx dw, P, acc); an absent block's lanes take 0 and 0. */
 		c = bin(q, KS_OP_MUL, dx, qd_f16(&d, q->W, qd_wblock, 0));

@@ -62,15 +62,16 @@ ks_expr_t *ks_quant_q4k_scale_at(const ks_quant_t *q, int base, int s,
  * The fast mode's KS_X_QDOT (specialize.h) of W (Q) and x (byte buffer
  * X, q8_0) for a pair of blocks, accumulated into the f32 lane variable
  * ACC: W's bytes from variable WV + WADD, x's from XV + XADD; I blocks
- * (1, 2) or, for q4_k, the pair (0..3) of the super-block at WV (WADD 0).
- * Its value, in each lane l of 16, with h = l / 8 the block and g = l % 8
+ * (1, 2), or for q4_k the pair (0..3) of the super-block at WV (WADD 0)
+ * or 4, the super-block's min term (x's offset its super-block's).  Its
+ * value, in each lane l of 16, with h = l / 8 the block and g = l % 8
  * its group of 4 weights (q4_k: the sub-block 2 I + h), P = the sum of
- * the 4 products w x and T of the 4 x (i32, exact), dx and dw the
- * blocks' f16 scales:
+ * the 4 products w x (i32, exact), dx and dw the blocks' f16 scales:
  *   q8_0, q4_0  fma(dx * dw, f32(P), acc), dx * dw and P 0 in an absent
  *               block's lanes;
- *   q4_k        fma(dx * (d * sc), f32(P),
- *                   fma(dx * ((-dmin) * m), f32(T), acc)).
+ *   q4_k pair   fma(dx * (d * sc), f32(P), acc);
+ *   q4_k min    lanes s < 8: fma(dx_s * ((-dmin) * m_s), f32(T_s), acc),
+ *               T_s the sum of x block s's 32 codes; lanes 8..15 acc.
  */
 ks_expr_t *ks_quant_qdot(const ks_quant_t *q, int X, int64_t i, int wv,
     int64_t wadd, int xv, int64_t xadd, int acc);

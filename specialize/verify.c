@@ -233,7 +233,7 @@ static void check_qdot(verifier_t *v, const ks_expr_t *e, int in_lanes)
 	if (x->kind != KS_PARAM_BUFFER || !x->bytes ||
 	    x->dtype != KS_DTYPE_Q8_0)
 		fail(v, "qdot of %s, which is not a q8_0 buffer", x->name);
-	if (w->dtype == KS_DTYPE_Q4_K ? e->i < 0 || e->i > 3 :
+	if (w->dtype == KS_DTYPE_Q4_K ? e->i < 0 || e->i > 4 :
 	    e->i < 1 || e->i > 2)
 		fail(v, "qdot of %lld blocks or pair", (long long)e->i);
 	expect_type(v, e->a, KS_TY_F32, "qdot term");
