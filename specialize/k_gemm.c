@@ -38,9 +38,11 @@
  * rows (M * RB lane accumulators); `blocked` (guard: M is a constant of 8 or
  * more: prefill), grid ceil(M / 8) * ceil(N / 8) in bands (build_blocked),
  * an 8 x 8 macro tile per work-group of 16 lanes, k in blocks of KB.  All
- * four do the same arithmetic per output, so they agree bit for bit.  gemm
- * has no non-exact variant: mode "fast" selects exactly what "exact"
- * selects.
+ * four do the same arithmetic per output, so they agree bit for bit.  With
+ * f32, f16 or bf16 weights mode "fast" selects exactly what "exact"
+ * selects; with a block format it selects `fast` (build_fast), whose x
+ * is in q8_0 blocks and whose arithmetic is another contract
+ * (docs/kernels.md, "gemm's fast mode").
  */
 #include "k_quant.h"
 
@@ -63,7 +65,10 @@ enum {
 	BM_MAX = SR * SM, BN_MAX = SC * SN,
 	BLOCKED_M_MIN = 8,      /* one macro tile of rows; 1.2x general at 8 */
 	RB_M1 = 8,              /* gemv_m1: rows of W per work-group */
-	RB_F = 16,              /* fast: rows of W per work-group */
+	/* fast: rows of W per work-group, sharing the x side of each pair
+	 * (its codes, sums and scales); 16 measured 1.2x 8 (bench/ggml,
+	 * q4_0 and q8_0, one thread). */
+	RB_F = 16,
 	QX_B = 34,              /* bytes of a q8_0 block of x (fast) */
 	/* gemv_m1: the k loop's unroll hint (CUDA's #pragma unroll), so
 	 * that 4 chunks' loads are in flight at once.  Measured on an H200

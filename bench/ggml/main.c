@@ -17,7 +17,13 @@
  * kspec's kernel is compiled as kspecd serves it (ks_specialize with
  * every dim a constant, the cpu backend, exact mode: gemv_m1) and run on
  * the library's pool (kspec_cpu_launch) with 1 or 2 threads; the exact C
- * loop and the read loop run on the same pool.  ggml's is a graph of one
+ * loop and the read loop run on the same pool.  For the block formats a
+ * second kspec candidate is gemm's fast mode (variant fast: x in q8_0
+ * blocks, integer block dot products, docs/kernels.md), whose every call
+ * quantizes x with kspec_quantize first, as ggml's mul_mat quantizes x
+ * on every call; its y is checked bitwise against ref/ref_fast.h and
+ * compared with ggml's, which quantizes x the same way for q8_0 and q4_0
+ * (q8_K blocks of 256 for q4_k).  ggml's is a graph of one
  * ggml_mul_mat on the package's CPU backend that ggml's own loader would
  * pick (the highest ggml_backend_score of the libggml-cpu-*.so beside
  * libggml-base.so; env KSPEC_GGML_CPU names one; env KSPEC_GGML_TARGET
@@ -51,8 +57,9 @@
  *
  * Usage: ggml [--check] [FORMAT...]: only those formats (default all);
  * --check: the checks without the timing.  ggml --asm FORMAT prints the
- * assembly of kspec's kernel.  Without the package it measures kspec and
- * the references alone and says so.
+ * assembly of kspec's kernel, --asm-fast FORMAT of its fast mode's.
+ * Without the package it measures kspec and the references alone and
+ * says so.
  */
 #include <dirent.h>
 #include <dlfcn.h>

@@ -8,7 +8,9 @@
  * dlopen, never linked), run on random data, and compared bit for bit
  * with the canonical reference of ref/ref.h; then each variant with W in
  * q8_0, q4_0 and q4_k (dtype f32), against the reference gemm of the
- * weights decoded by ref/ref_quant.h.  Then every other kernel of
+ * weights decoded by ref/ref_quant.h, and gemm's fast mode (x in q8_0
+ * blocks) for each format against ref/ref_fast.h.  Then every other
+ * kernel of
  * the library, each variant at small shapes with constant and dynamic
  * dims (cases.h), as cubin, against the plain-C references of
  * ref/kernels.h, bit for bit: kspec's exp is the same sequence of IEEE f32
@@ -45,7 +47,7 @@
 #include "../../jit/jit.h"
 #include "../../ref/ref.h"
 #include "../../ref/layout.h"
-#include "../../ref/ref_quant.h"
+#include "../../ref/ref_fast.h"
 #include "cases.h"
 #include "../../ref/kernels.h"
 
@@ -428,6 +430,65 @@ static void check_quant_case(const char *target, const char *variant,
 	ks_ir_free(k);
 	free(x);
 	free(wf);
+	free(w);
+	free(y);
+	free(want);
+}
+
+/* One case of gemm's fast mode: W in block format FMT, x in q8_0 blocks
+ * (random bytes: every code, finite scales), every dim constant, against
+ * ref/ref_fast.h. */
+static void check_fast_case(const char *target, ks_dtype_t fmt, int64_t M,
+    int64_t N, int64_t K)
+{
+	const int64_t v[3] = { M, N, K };
+	int rf = fmt == KS_DTYPE_Q8_0 ? REF_Q8_0 : fmt == KS_DTYPE_Q4_0 ?
+	    REF_Q4_0 : REF_Q4_K;
+	int64_t i, b, dims[3] = { M, N, K };
+	size_t xb = (size_t)(M * ref_qrow_bytes(REF_Q8_0, K)), wb = (size_t)(N *
+	    ref_qrow_bytes(rf, K)), yb = 4 * (size_t)(M * N);
+	uint8_t *x = malloc(xb), *w = malloc(wb);
+	float *y = malloc(yb), *want = malloc(yb);
+	uint64_t s = (uint64_t)(M * 191 + N * 5 + K);
+	ks_dim_t d3[3];
+	ks_spec_t spec;
+	ks_ir_kernel_t *k = NULL;
+	char what[128], err[512];
+
+	for (i = 0; i < 3; i++)
+		d3[i] = (ks_dim_t){ ks_kernel_gemm.dims[i], 1, v[i] };
+	if (ks_kernel_validate_mixed(&ks_kernel_gemm, KS_DTYPE_F32, fmt,
+	    KS_MODE_FAST, d3, 3, &spec, err, sizeof err) != KS_OK ||
+	    ks_specialize(&spec, &k, err, sizeof err) != KS_OK) {
+		fprintf(stderr, "check: gemm fast %s: %s\n",
+		    ks_dtype_name(fmt), err);
+		exit(1);
+	}
+	for (b = 0; b < 2; b++) {
+		uint8_t *p = b ? w : x;
+		size_t n = b ? wb : xb;
+		int64_t bb = b ? ref_qblock_bytes(rf) : 34;
+
+		for (i = 0; i < (int64_t)n; i++) {
+			s = s * 6364136223846793005ull +
+			    1442695040888963407ull;
+			p[i] = (uint8_t)(s >> 56);
+		}
+		/* Finite scales: f16 exponent fields 5..20. */
+		for (i = 0; i < (int64_t)n / bb; i++) {
+			p[i * bb + 1] = (uint8_t)((p[i * bb + 1] & 0x83) |
+			    (5 + i % 16) << 2);
+			if (b && rf == REF_Q4_K)
+				p[i * bb + 3] = (uint8_t)((p[i * bb + 3] &
+				    0x83) | (4 + i % 13) << 2);
+		}
+	}
+	ref_gemm_fast(rf, x, w, want, M, N, K);
+	snprintf(what, sizeof what, "fast q8_0/%s M=%lld N=%lld K=%lld",
+	    ks_dtype_name(fmt), (long long)M, (long long)N, (long long)K);
+	run_formats(k, target, what, x, xb, w, wb, y, want, yb, 4, dims);
+	ks_ir_free(k);
+	free(x);
 	free(w);
 	free(y);
 	free(want);
@@ -1058,6 +1119,11 @@ int main(void)
 		check_quant_case(target, "general", qf[d], 5, 37, 512);
 		check_quant_case(target, "small_m", qf[d], 3, 37, 512);
 		check_quant_case(target, "blocked", qf[d], 64, 40, 512);
+		/* The fast mode: decode, a partial group of rows, an odd
+		 * count of blocks (not q4_k), a few rows. */
+		check_fast_case(target, qf[d], 1, 4096, 4096);
+		check_fast_case(target, qf[d], 1, 37, d == 2 ? 512 : 800);
+		check_fast_case(target, qf[d], 3, 37, 512);
 	}
 	for (d = 0; d < sizeof dts / sizeof dts[0]; d++)
 		for (i = 0; i < sizeof gpu_cases / sizeof gpu_cases[0]; i++)
@@ -1079,6 +1145,7 @@ int main(void)
 		printf("%d check(s) MISMATCH\n", mismatches);
 		return 1;
 	}
-	printf("all bitwise equal to ref/ref.h (quantized: ref/ref_quant.h)\n");
+	printf("all bitwise equal to ref/ref.h (quantized: ref/ref_quant.h; "
+	    "fast mode: ref/ref_fast.h)\n");
 	return 0;
 }
