@@ -71,7 +71,8 @@ static gcc_jit_rvalue *splat(qc_t *q, int v)
  * asm TMPL with NOUT early-clobbered vector outputs (OUT[i], f32 where
  * the bit of FMASK is set, else i32), the first read and written when
  * INIT0 (its value before) is not NULL, then NIN inputs IN with
- * constraints IC.  Returns the first output.
+ * constraints IC, a letter each ('k': "Yk", a mask register).  Returns
+ * the first output.
  */
 static gcc_jit_rvalue *qasm(qc_t *q, const char *tmpl, int nout, int fmask,
     gcc_jit_rvalue *init0, gcc_jit_lvalue **out, int nin, const char *ic,
@@ -94,7 +95,8 @@ static gcc_jit_rvalue *qasm(qc_t *q, const char *tmpl, int nout, int fmask,
 		    init0 != NULL ? "+&v" : "=&v", out[i]);
 	for (i = 0; i < nin; i++) {
 		c[0] = ic[i];
-		gcc_jit_extended_asm_add_input_operand(a, NULL, c, in[i]);
+		gcc_jit_extended_asm_add_input_operand(a, NULL, ic[i] == 'k' ?
+		    "Yk" : c, in[i]);
 	}
 	return rv(out[0]);
 }
@@ -393,30 +395,44 @@ gcc_jit_rvalue *ks_cpu_qdot(lower_t *L, ks_qdot_memo_t *m,
 	if (fmt == KS_DTYPE_Q4_0) {
 		static const int shift[VW] = { 0, 0, 0, 0, 4, 0, 4, 0,
 			0, 0, 0, 0, 4, 0, 4, 0 };
+		int ic[VW], is[VW], w[32];
 
+		/* One masked load of the pair's 36 bytes (18: one block; the
+		 * rest reads as 0, and never faults), then two permutes of
+		 * its 16-bit words: the codes as block 0's 16 bytes twice and
+		 * block 1's twice (words 1..8, 10..17; 20 is a zero), and
+		 * the scales dw0 x 8, dw1 x 8 (words 0, 9). */
+		for (i = 0; i < 32; i++)
+			w[i] = i < 16 ? 1 + i % 8 : two ? 10 + i % 8 : 20;
+		for (i = 0; i < VW; i++) {
+			ic[i] = w[2 * i] | w[2 * i + 1] << 16;
+			is[i] = i < 4 ? 0 : i < 8 && two ? 9 | 9 << 16 :
+			    20 | 20 << 16;
+		}
 		in[1] = x[0];
 		in[2] = x[1];
 		in[3] = x[2];
 		in[4] = ivec(&q, shift);
 		in[5] = splat(&q, 0x0f0f0f0f);
 		in[6] = splat(&q, 0x00010001);
-		/* The nibbles: block 0's bytes in 128-bit lanes 0 and 1,
-		 * block 1's in 2 and 3, lanes 1 and 3 shifted right by 4. */
-		snprintf(tmpl, sizeof tmpl, "%s"
-		    "vpsrlvq %%8, %%g1, %%g1\n\t"
-		    "vpandd %%9, %%g1, %%g1\n\t"
-		    "vpmaddubsw %%5, %%g1, %%g1\n\t"
-		    "vpmaddwd %%10, %%g1, %%g1\n\t"
-		    "vpsubd %%6, %%g1, %%g1\n\t"
-		    "vcvtdq2ps %%g1, %%g1\n\t"
-		    "%s"
-		    "vmulps %%7, %%g2, %%g2\n\t"
-		    "vfmadd231ps %%g1, %%g2, %%g0",
-		    two ? "vbroadcasti32x4 2(%4), %t1\n\t"
-		    "vbroadcasti32x4 20(%4), %t2\n\t"
-		    "vinserti64x4 $1, %t2, %g1, %g1\n\t" :
-		    "vbroadcasti32x4 2(%4), %t1\n\t", two ? dw2 : dw1);
-		return qasm(&q, tmpl, 4, 1, acc, out, 7, "rvvvvvv", in);
+		in[7] = ivec(&q, ic);
+		in[8] = ivec(&q, is);
+		in[9] = gcc_jit_context_new_rvalue_from_long(L->ctx, L->t_u64,
+		    two ? 0xfffffffffL : 0x3ffffL);
+		return qasm(&q,
+		    "vmovdqu8 (%3), %g1%{%12%}%{z%}\n\t"
+		    "vpermw %g1, %10, %g2\n\t"
+		    "vpsrlvq %7, %g2, %g2\n\t"
+		    "vpandd %8, %g2, %g2\n\t"
+		    "vpmaddubsw %4, %g2, %g2\n\t"
+		    "vpmaddwd %9, %g2, %g2\n\t"
+		    "vpsubd %5, %g2, %g2\n\t"
+		    "vcvtdq2ps %g2, %g2\n\t"
+		    "vpermw %g1, %11, %g1\n\t"
+		    "vcvtph2ps %t1, %g1\n\t"
+		    "vmulps %6, %g1, %g1\n\t"
+		    "vfmadd231ps %g2, %g1, %g0", 3, 1, acc, out, 10,
+		    "rvvvvvvvvk", in);
 	}
 	if (fmt == KS_DTYPE_Q8_0) {
 		/* Lane l < 8 adds block 0's i32 pairs 2 l, 2 l + 1; lane

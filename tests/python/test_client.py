@@ -655,6 +655,58 @@ class GemmTest(DaemonTestCase):
                     for m in range(M) for n in range(N)]
                 self.assertEqual(nm.unpack("f32", y), want)
 
+    def test_fast_mode_through_the_daemon(self):
+        """gemm in mode fast with q4_0 weights: the variant fast, whose x
+        is q8_0 bytes (kspec.quantize's); y bitwise the documented fast
+        contract computed here (16 lanes, integer sums of 4 products,
+        fma of dx*dw into the lane, the tree of 16); an f32 x refused."""
+        c = self.client()
+        M, N, K = 1, 9, 96             # 3 blocks: a pair and one alone
+        rng = random.Random(8)
+        art = c.get("gemm", dtype="f32", wdtype="q4_0", mode="fast",
+                    shape={"M": M, "N": N, "K": K})
+        self.assertEqual(art.variant, "fast")
+        xp = [q for q in art.params if q["name"] == "x"][0]
+        self.assertEqual((xp["dtype"], xp["dims"]), ("q8_0", ["M", "K/32*34"]))
+        wb = bytearray(rng.getrandbits(8) for _ in range(N * K // 32 * 18))
+        for blk in range(N * K // 32):
+            h = 0x3000 | rng.getrandbits(10)
+            wb[blk * 18], wb[blk * 18 + 1] = h & 255, h >> 8
+        x = [nm.from_bits("f32", u) for u in nm.fill("f32", M * K, 44)]
+        os.environ.setdefault("KSPEC_LIBKSPEC", os.path.join(
+            daemon_harness.build_dir(), "libkspec.so"))
+        xq = bytearray(kspec.quantize("q8_0", array.array("f", x), K))
+        y = bytearray(4 * M * N)
+        with kspec.load_cpu(art) as kern:
+            kern(xq, wb, y)
+            with self.assertRaisesRegex(TypeError, "x"):
+                kern(array.array("f", x), wb, y)
+
+        def s8(b):
+            return b - (b & 128) * 2
+
+        want = []
+        for n in range(N):
+            acc = [0.0] * 16
+            for b in range(K // 32):
+                xo, wo, h = b * 34, (n * K // 32 + b) * 18, b % 2
+                dx = nm.from_bits("f16", xq[xo] | xq[xo + 1] << 8)
+                dw = nm.from_bits("f16", wb[wo] | wb[wo + 1] << 8)
+                c32 = nm.f32_round(dx * dw)
+                for g in range(8):
+                    p = 0
+                    for j in range(4 * g, 4 * g + 4):
+                        cb = wb[wo + 2 + j % 16]
+                        q = (cb & 15 if j < 16 else cb >> 4) - 8
+                        p += q * s8(xq[xo + 2 + j])
+                    acc[8 * h + g] = nm.fma_f32(c32, float(p),
+                                                acc[8 * h + g])
+            for st in (8, 4, 2, 1):
+                for lane in range(st):
+                    acc[lane] = nm.add_f32(acc[lane], acc[lane + st])
+            want.append(nm.to_bits("f32", acc[0]))
+        self.assertEqual(nm.unpack("f32", y), want)
+
     def test_loader_checks_arguments(self):
         c = self.client()
         N, K = 5, 40
