@@ -9,14 +9,18 @@
  * saturates (a nibble is at most 15 and a q8_0 code at most 128 in
  * magnitude; 2 * 15 * 128 < 2^15).  q4_0's codes are nibbles minus 8, so
  * the nibbles multiply and 8 times the sum of x's 4 codes is subtracted;
- * q8_0's signed codes go through i16 instead (vpmovsxbw, vpmaddwd, then
- * adjacent i32 pairs added: u8 x s8 could not hold them).  The scales
- * are f16 broadcasts converted by vcvtph2ps, q4_k's 6-bit scales and
- * mins unpacked once per row and super-block into a vector of 16 f32
- * (d sc and dmin m) that each pair permutes.  Every f32 operation is the
- * plain IR's, one lane per element, in its order (a product's operands
- * may swap: IEEE multiplication commutes), so the bits are the plain
- * IR's; tests/test_k_fast.c checks both against the reference.
+ * its pair's 36 bytes come in one masked load and two word permutes give
+ * the codes and the scales.  q8_0's signed codes go through i16 instead
+ * (vpmovsxbw, vpmaddwd, then adjacent i32 pairs added: u8 x s8 could not
+ * hold them).  The scales are f16 converted by vcvtph2ps.  q4_k's 6-bit
+ * scales and mins are unpacked once per row and super-block into a
+ * vector of 16 f32 (dx_s (d sc_s) and dx_s ((-dmin) m_s), x's scales
+ * multiplied in there) that each pair permutes, and its min term takes
+ * the sums of x's blocks, computed once per super-block.  Every f32
+ * operation is the plain IR's, one lane per element, in its order (a
+ * product's operands may swap: IEEE multiplication commutes), so the
+ * bits are the plain IR's; tests/test_k_fast.c checks both against the
+ * reference.
  *
  * Each step is one extended asm statement with register operands and
  * early-clobbered temporaries; GCC allocates and places them.  x's side
