@@ -640,7 +640,7 @@ static int llama_cpp_main(const char *file, int threads, int steps,
 	printf("backend %s\n", ks_llama_cpu_backend);
 	for (t = 0; t <= trials; t++) {
 		void *ctx = ks_llama_context(&L, model, PROMPT + steps, PROMPT,
-		    threads);
+		    threads, 0);
 
 		if (ctx == NULL) {
 			fprintf(stderr, "llama: llama.cpp made no context\n");
