@@ -8,8 +8,10 @@
  * here, as llama.h declares them; its parameter structs are passed
  * through as its functions return them, so only their size is assumed
  * (at most 512 bytes), and the only fields written are the context's
- * first four (ks_llama_context) and the quantizer's file type (int32 at
- * byte 4, after int32 nthread).
+ * first four (ks_llama_context), its attention's three where the pinned
+ * version's defaults are found at their offsets (ks_llama_context with
+ * f32 attention), and the quantizer's file type (int32 at byte 4, after
+ * int32 nthread).
  */
 #ifndef KS_TESTS_LLAMA_CPP_H
 #define KS_TESTS_LLAMA_CPP_H
@@ -154,16 +156,55 @@ static inline int ks_llama_open(ks_llama_t *L, char *err, size_t errlen)
 }
 
 /*
+ * The pinned version's llama_context_params where its attention's dtype
+ * is set: flash_attn_type at byte 52 (an enum, -1 auto, 0 off), type_k
+ * and type_v at 104 and 108 (ggml types, 1 F16, 0 F32), after
+ * defrag_thold (float, 84) and the eval callback and its data (two
+ * pointers, 88 and 96).  ks_llama_f32_attention writes them only where
+ * the defaults hold what that version's hold there.
+ */
+enum { KS_LL_FLASH_ATTN = 52, KS_LL_DEFRAG = 84, KS_LL_CB_EVAL = 88,
+    KS_LL_TYPE_K = 104, KS_LL_TYPE_V = 108 };
+
+/*
+ * Sets C (the context defaults) to compute attention in f32, as
+ * examples/llama does: the KV cache in f32 and flash attention off (with
+ * it on, an f32 cache gave the f16 cache's logits, bit for bit, in
+ * tests/test_llama.c's small model).  0; -1 when C is not the pinned
+ * version's defaults there.
+ */
+static inline int ks_llama_f32_attention(ks_llparams_t *c)
+{
+	static const unsigned char nul[16];
+	const int32_t f32 = 0, off = 0;
+	int32_t fa, tk, tv;
+	float defrag;
+
+	memcpy(&fa, c->b + KS_LL_FLASH_ATTN, 4);
+	memcpy(&defrag, c->b + KS_LL_DEFRAG, 4);
+	memcpy(&tk, c->b + KS_LL_TYPE_K, 4);
+	memcpy(&tv, c->b + KS_LL_TYPE_V, 4);
+	if (fa != -1 || defrag != -1.0f || tk != 1 || tv != 1 ||
+	    memcmp(c->b + KS_LL_CB_EVAL, nul, sizeof nul) != 0)
+		return -1;
+	memcpy(c->b + KS_LL_FLASH_ATTN, &off, 4);
+	memcpy(c->b + KS_LL_TYPE_K, &f32, 4);
+	memcpy(c->b + KS_LL_TYPE_V, &f32, 4);
+	return 0;
+}
+
+/*
  * A context on MODEL for N_CTX positions, batches of up to N_BATCH tokens
  * (one micro-batch) and THREADS threads for decode and prefill, llama.h's
- * defaults otherwise (its KV cache in f16), or NULL, also when the
- * context does not report what was asked.  The struct's first four
- * fields are uint32 n_ctx, n_batch, n_ubatch and n_seq_max (what follows
- * them moves between versions: the threads are set by llama_set_n_threads
- * and read back).
+ * defaults otherwise (its KV cache in f16, flash attention chosen by
+ * llama.cpp), or with F32_ATTENTION its attention in f32
+ * (ks_llama_f32_attention), or NULL, also when the context does not
+ * report what was asked or the defaults are not the pinned version's.
+ * The struct's first four fields are uint32 n_ctx, n_batch, n_ubatch and
+ * n_seq_max (the threads are set by llama_set_n_threads and read back).
  */
 static inline void *ks_llama_context(const ks_llama_t *L, void *model,
-    int n_ctx, int n_batch, int threads)
+    int n_ctx, int n_batch, int threads, int f32_attention)
 {
 	uint32_t v[4] = { (uint32_t)n_ctx, (uint32_t)n_batch,
 	    (uint32_t)n_batch, 1 };
@@ -171,6 +212,8 @@ static inline void *ks_llama_context(const ks_llama_t *L, void *model,
 	void *ctx;
 
 	memcpy(c.b, v, sizeof v);
+	if (f32_attention && ks_llama_f32_attention(&c) != 0)
+		return NULL;
 	if ((ctx = L->new_ctx(model, c)) == NULL)
 		return NULL;
 	L->set_threads(ctx, threads, threads);

@@ -26,10 +26,13 @@
  * Then, beside llama.cpp (the pinned npm package's libllama, tests/
  * llama_cpp.h): per weight format (f32, q8_0, q4_0, q4_k) examples/llama
  * writes the model once as a GGUF file, and both engines run that file
- * in LL_ROUNDS interleaved rounds on one thread and on all: prefill
- * tokens/s, decode ms/token, their per-round ratios and both engines'
- * first greedy tokens (`--beside-only` runs only these; `bench/llama
- * --llama-cpp FILE THREADS` is the llama.cpp side of one round).
+ * in LL_ROUNDS interleaved rounds on one thread and on all, for the
+ * block formats with examples/llama --mode fast as a third engine of
+ * each round: prefill tokens/s, decode ms/token, their per-round ratios
+ * and the engines' first greedy tokens, mode fast's and llama.cpp's with
+ * its attention in f32 among them (`--beside-only` runs only these;
+ * `bench/llama --llama-cpp FILE THREADS` is the llama.cpp side of one
+ * round).
  */
 #include <pthread.h>
 #include <sys/wait.h>
@@ -606,18 +609,21 @@ static double ms_since(uint64_t t0)
 }
 
 /*
- * `bench/llama --llama-cpp FILE THREADS [STEPS TRIALS]`: llama.cpp's
+ * `bench/llama --llama-cpp FILE THREADS [STEPS TRIALS [f32]]`: llama.cpp's
  * libllama runs the GGUF file FILE as examples/llama runs it: the same
  * PROMPT-token prompt (seed 1, as examples/llama draws it) in one batch,
  * then greedy decode to STEPS tokens (default and at least the bench's
  * STEPS, at most TOKS), on THREADS threads; 1 + TRIALS runs (default and
  * at most the bench's), each in a fresh context, the first the warm-up.
+ * Its context is llama.h's defaults (KV cache f16, flash attention as
+ * llama.cpp chooses) or, with "f32" (F32_ATTENTION), its attention in
+ * f32 as examples/llama's (tests/llama_cpp.h, ks_llama_f32_attention).
  * Prints the CPU backend ggml chose, the first run's greedy tokens and,
  * after trials, a "timing" line as examples/llama does.  Exit 0; 3 when
  * llama.cpp is not installed (why, on stderr).
  */
 static int llama_cpp_main(const char *file, int threads, int steps,
-    int trials)
+    int trials, int f32_attention)
 {
 	uint64_t s = 1 * 0xD1B54A32D192ED03ull + 7, t0;
 	double pre[TRIALS], dec[TRIALS];
@@ -640,7 +646,7 @@ static int llama_cpp_main(const char *file, int threads, int steps,
 	printf("backend %s\n", ks_llama_cpu_backend);
 	for (t = 0; t <= trials; t++) {
 		void *ctx = ks_llama_context(&L, model, PROMPT + steps, PROMPT,
-		    threads);
+		    threads, f32_attention);
 
 		if (ctx == NULL) {
 			fprintf(stderr, "llama: llama.cpp made no context\n");
@@ -703,56 +709,106 @@ static void tokens_row(const char *who, const figures_t *f)
 	printf("\n");
 }
 
-/* The first TOKS greedy tokens of both engines on FILE (THREADS threads),
- * side by side, and where they part. */
-static void tokens_side_by_side(const e2e_daemon_t *d, const char *file,
-    int threads)
-{
-	char cmd[2][1024], why[64];
-	figures_t f[2];
+/*
+ * The runs whose first TOKS greedy tokens are shown: examples/llama with
+ * OPTS, or (OPTS NULL) llama.cpp, with its attention in f32 where F32;
+ * BLOCK: only for a file of a block format (mode fast).  kspec's mode
+ * fast computes llama.cpp's products on x in q8_0 (Q8_K for q4_k); with
+ * --unpacked its prompt too, and llama.cpp's attention in f32 leaves no
+ * other difference than rounding orders (tests/test_llama.c).
+ */
+static const struct {
+	const char *who, *opts;
+	int f32, block;
+} token_runs[] = {
+	{ "kspec", "", 0, 0 },
+	{ "kspec --mode fast", " --mode fast", 0, 1 },
+	{ "kspec --mode fast --unpacked", " --mode fast --unpacked", 0, 1 },
+	{ "llama.cpp", NULL, 0, 0 },
+	{ "llama.cpp, attention in f32", NULL, 1, 1 },
+};
 
-	snprintf(cmd[0], sizeof cmd[0], "%s/examples/llama --config 8b2l "
-	    "--socket %s --load-gguf %s --prompt %d --steps %d --threads %d "
-	    "2>/dev/null", e2e_build_dir(), d->sock, file, PROMPT, TOKS,
-	    threads);
-	snprintf(cmd[1], sizeof cmd[1], "%s/bench/llama --llama-cpp %s %d %d "
-	    "0", e2e_build_dir(), file, threads, TOKS);
-	if (run_and_read(cmd[0], &f[0]) != 0 || run_and_read(cmd[1], &f[1]) !=
-	    0) {
-		printf("  greedy tokens: a run failed\n");
-		return;
+/* The pairs of token_runs whose parting is printed. */
+static const int token_pairs[][2] = { { 0, 3 }, { 1, 3 }, { 2, 3 },
+	{ 2, 4 } };
+
+enum { NTOKEN_RUNS = sizeof token_runs / sizeof token_runs[0] };
+
+/* The first TOKS greedy tokens of the runs of token_runs on FILE (THREADS
+ * threads; BLOCK: a block format's), side by side, and where they part. */
+static void tokens_side_by_side(const e2e_daemon_t *d, const char *file,
+    int threads, int block)
+{
+	char cmd[1024], why[64];
+	figures_t f[NTOKEN_RUNS];
+	int ran[NTOKEN_RUNS] = { 0 };
+	size_t i;
+
+	for (i = 0; i < NTOKEN_RUNS; i++) {
+		if (token_runs[i].block && !block)
+			continue;
+		if (token_runs[i].opts != NULL)
+			snprintf(cmd, sizeof cmd, "%s/examples/llama --config "
+			    "8b2l --socket %s --load-gguf %s --prompt %d "
+			    "--steps %d --threads %d%s 2>/dev/null",
+			    e2e_build_dir(), d->sock, file, PROMPT, TOKS,
+			    threads, token_runs[i].opts);
+		else
+			snprintf(cmd, sizeof cmd, "%s/bench/llama --llama-cpp "
+			    "%s %d %d 0%s", e2e_build_dir(), file, threads,
+			    TOKS, token_runs[i].f32 ? " f32" : "");
+		if (run_and_read(cmd, &f[i]) != 0) {
+			printf("  greedy tokens: %s failed\n", cmd);
+			return;
+		}
+		ran[i] = 1;
 	}
-	parting(&f[0], &f[1], why, sizeof why);
-	printf("  the first %d greedy tokens after the prompt: %s\n", TOKS,
-	    why);
-	tokens_row("kspec", &f[0]);
-	tokens_row("llama.cpp", &f[1]);
+	printf("  the first %d greedy tokens after the prompt:\n", TOKS);
+	for (i = 0; i < sizeof token_pairs / sizeof token_pairs[0]; i++) {
+		const int a = token_pairs[i][0], b = token_pairs[i][1];
+
+		if (!ran[a] || !ran[b])
+			continue;
+		parting(&f[a], &f[b], why, sizeof why);
+		printf("    %s / %s: %s\n", token_runs[a].who,
+		    token_runs[b].who, why);
+	}
+	for (i = 0; i < NTOKEN_RUNS; i++)
+		if (ran[i])
+			tokens_row(token_runs[i].who, &f[i]);
 }
 
 /*
  * The same GGUF file run by examples/llama (--load-gguf) and by
  * llama.cpp, for each weight format: the file written once by
  * examples/llama, then per thread count LL_ROUNDS interleaved rounds (a
- * run of each engine, the order alternating; each run the median of
- * TRIALS after its warm-up), a row per engine with the median and ends
- * of its rounds, the median and ends of the per-round ratios, and both
- * engines' greedy tokens.
+ * run of each engine, the order rotating; each run the median of TRIALS
+ * after its warm-up; for a block format a third engine, examples/llama
+ * --mode fast, whose prefill is the exact one and whose decode runs
+ * gemm's fast variant), a row per engine with the median and ends of its
+ * rounds, the median and ends of the per-round ratios, and the engines'
+ * greedy tokens.
  */
 static void beside_llama_cpp(const e2e_daemon_t *d, int all)
 {
 	static const char *const ws[] = { "f32", "q8_0", "q4_0", "q4_k" };
-	char file[512], cmd[2][1024], a[64], b[64];
+	enum { KSPEC, LLAMA_CPP, FAST };
+	char file[512], cmd[3][1024], a[64], b[64], c[64];
 	const int threads[2] = { 1, all };
 	size_t wi;
 	int ti, r, e;
 
 	printf("\nbeside llama.cpp (%s %s, libllama): the same GGUF file, "
 	    "written by examples/llama; %d rounds per row, a run of each "
-	    "engine per round (the order alternating), each run the median "
+	    "engine per round (the order rotating), each run the median "
 	    "of %d trials after a warm-up; a row gives the median "
-	    "(min..max) of the rounds\n", KS_GGML_PACKAGE,
-	    KS_GGML_PACKAGE_VERSION, LL_ROUNDS, TRIALS);
+	    "(min..max) of the rounds; kspec --mode fast (block formats) "
+	    "decodes through gemm's fast variant, its prefill the exact "
+	    "one\n", KS_GGML_PACKAGE, KS_GGML_PACKAGE_VERSION, LL_ROUNDS,
+	    TRIALS);
 	for (wi = 0; wi < sizeof ws / sizeof ws[0]; wi++) {
+		const int block = strcmp(ws[wi], "f32") != 0, n = 2 + block;
+
 		snprintf(file, sizeof file, "%s/8b2l.%s.gguf", d->dir, ws[wi]);
 		snprintf(cmd[0], sizeof cmd[0], "%s/examples/llama --config "
 		    "8b2l --quiet --socket %s --wdtype %s --prompt 1 --steps 1 "
@@ -763,21 +819,26 @@ static void beside_llama_cpp(const e2e_daemon_t *d, int all)
 			continue;
 		}
 		for (ti = 0; ti < (all > 1 ? 2 : 1); ti++) {
-			double pre[2][LL_ROUNDS], dec[2][LL_ROUNDS];
-			double rp[LL_ROUNDS], rd[LL_ROUNDS];
-			figures_t f[2];
+			double pre[3][LL_ROUNDS], dec[3][LL_ROUNDS];
+			double rp[LL_ROUNDS], rd[LL_ROUNDS], rf[LL_ROUNDS];
+			figures_t f[3];
 
-			snprintf(cmd[0], sizeof cmd[0], "%s/examples/llama "
-			    "--config 8b2l --socket %s --load-gguf %s --prompt "
-			    "%d --steps %d --trials %d --threads %d 2>/dev/null",
-			    e2e_build_dir(), d->sock, file, PROMPT, STEPS,
-			    TRIALS, threads[ti]);
-			snprintf(cmd[1], sizeof cmd[1], "%s/bench/llama "
-			    "--llama-cpp %s %d", e2e_build_dir(), file,
-			    threads[ti]);
+			for (e = 0; e < 3; e++)
+				if (e != LLAMA_CPP)
+					snprintf(cmd[e], sizeof cmd[e], "%s/"
+					    "examples/llama --config 8b2l "
+					    "--socket %s --load-gguf %s "
+					    "--prompt %d --steps %d --trials "
+					    "%d --threads %d%s 2>/dev/null",
+					    e2e_build_dir(), d->sock, file,
+					    PROMPT, STEPS, TRIALS, threads[ti],
+					    e == FAST ? " --mode fast" : "");
+			snprintf(cmd[LLAMA_CPP], sizeof cmd[LLAMA_CPP], "%s/"
+			    "bench/llama --llama-cpp %s %d", e2e_build_dir(),
+			    file, threads[ti]);
 			for (r = 0; r < LL_ROUNDS; r++) {
-				for (e = 0; e < 2; e++) {
-					int k = (r & 1) ^ e;
+				for (e = 0; e < n; e++) {
+					int k = (r + e) % n;
 
 					if (run_and_read(cmd[k], &f[k]) != 0) {
 						printf("  %s, %d threads: %s "
@@ -788,10 +849,13 @@ static void beside_llama_cpp(const e2e_daemon_t *d, int all)
 					pre[k][r] = f[k].pre[0];
 					dec[k][r] = f[k].dec[0];
 				}
-				rp[r] = f[1].pre[0] / f[0].pre[0];
-				rd[r] = f[0].dec[0] / f[1].dec[0];
+				rp[r] = f[LLAMA_CPP].pre[0] / f[KSPEC].pre[0];
+				rd[r] = f[KSPEC].dec[0] / f[LLAMA_CPP].dec[0];
+				if (block)
+					rf[r] = f[FAST].dec[0] /
+					    f[LLAMA_CPP].dec[0];
 			}
-			for (e = 0; e < 2; e++) {
+			for (e = 0; e < n; e++) {
 				f[e].pre[0] = bench_median(pre[e], LL_ROUNDS);
 				f[e].pre[1] = pre[e][0];
 				f[e].pre[2] = pre[e][LL_ROUNDS - 1];
@@ -799,18 +863,27 @@ static void beside_llama_cpp(const e2e_daemon_t *d, int all)
 				f[e].dec[1] = dec[e][0];
 				f[e].dec[2] = dec[e][LL_ROUNDS - 1];
 			}
-			row("kspec (examples/llama)", ws[wi], threads[ti], &f[0]);
-			row("llama.cpp", ws[wi], threads[ti], &f[1]);
+			row("kspec (examples/llama)", ws[wi], threads[ti],
+			    &f[KSPEC]);
+			if (block)
+				row("kspec --mode fast", ws[wi], threads[ti],
+				    &f[FAST]);
+			row("llama.cpp", ws[wi], threads[ti], &f[LLAMA_CPP]);
 			ratio_text(rp, LL_ROUNDS, a, sizeof a);
 			ratio_text(rd, LL_ROUNDS, b, sizeof b);
 			printf("  kspec / llama.cpp, median (min..max) of the "
-			    "rounds: prefill tok/s %s, decode ms/tok %s\n", a, b);
+			    "rounds: prefill tok/s %s, decode ms/tok %s", a, b);
+			if (block) {
+				ratio_text(rf, LL_ROUNDS, c, sizeof c);
+				printf("; mode fast decode ms/tok %s", c);
+			}
+			printf("\n");
 			if (wi == 0 && ti == 0)
 				printf("  llama.cpp's CPU backend: %s",
 				    llama_cpp_backend);
 			fflush(stdout);
 		}
-		tokens_side_by_side(d, file, all);
+		tokens_side_by_side(d, file, all, block);
 next:
 		unlink(file);
 	}
@@ -828,18 +901,20 @@ int main(int argc, char **argv)
 	figures_t f;
 	int wi, ti;
 
-	if ((argc == 4 || argc == 6) && strcmp(argv[1], "--llama-cpp") == 0) {
-		int steps = argc == 6 ? atoi(argv[4]) : STEPS;
-		int trials = argc == 6 ? atoi(argv[5]) : TRIALS;
+	if ((argc == 4 || argc == 6 || argc == 7) &&
+	    strcmp(argv[1], "--llama-cpp") == 0) {
+		int steps = argc >= 6 ? atoi(argv[4]) : STEPS;
+		int trials = argc >= 6 ? atoi(argv[5]) : TRIALS;
 
 		if (steps < STEPS || steps > TOKS || trials < 0 ||
-		    trials > TRIALS) {
+		    trials > TRIALS || (argc == 7 && strcmp(argv[6], "f32"))) {
 			fprintf(stderr, "llama: --llama-cpp FILE THREADS "
-			    "[STEPS %d..%d TRIALS 0..%d]\n", STEPS, TOKS,
+			    "[STEPS %d..%d TRIALS 0..%d [f32]]\n", STEPS, TOKS,
 			    TRIALS);
 			return 2;
 		}
-		return llama_cpp_main(argv[2], atoi(argv[3]), steps, trials);
+		return llama_cpp_main(argv[2], atoi(argv[3]), steps, trials,
+		    argc == 7);
 	}
 	memset(&d, 0, sizeof d);
 	if (e2e_start(&d, NULL)) {

@@ -48,6 +48,7 @@ const kind_t kinds[NKINDS] = {
 	    { "M", "N", "K" }, 1 },
 	[K_GP_DOWN] = { "gemm_packed down", "gemm_packed", 1, 3,
 	    { "M", "N", "K" }, 1 },
+	[K_QUANT_X] = { "quantize x to q8_0", NULL, 0, 0, { NULL } },
 };
 
 void dims_of(const config_t *c, int kind, int64_t T, int64_t *v)

@@ -2,6 +2,9 @@
  * examples/llama's kernels: the kinds of call the engine makes, what each
  * asks kspecd for (kernel, dims in its order, whether it takes the
  * weights' dtype), and the dims of each for a config and a row count.
+ * One kind is not a kernel: K_QUANT_X, libkspec's kspec_quantize of a
+ * gemm's x into q8_0 blocks on the host before a fast-mode gemm, listed
+ * so that --profile times it beside the kernels.
  */
 #ifndef KS_EXAMPLES_LLAMA_KINDS_H
 #define KS_EXAMPLES_LLAMA_KINDS_H
@@ -19,6 +22,8 @@ enum {
 	 * per weight */
 	K_PACK_XH, K_PACK_XQ, K_PACK_XF, K_PACK_WQ, K_PACK_WKV, K_PACK_WO,
 	K_PACK_WGU, K_PACK_WD, K_GP_Q, K_GP_KV, K_GP_O, K_GP_GU, K_GP_DOWN,
+	/* --mode fast: x quantized to q8_0 (kspec_quantize, no kernel) */
+	K_QUANT_X,
 	NKINDS
 };
 
@@ -31,7 +36,7 @@ enum { MAX_DIMS = 8 };
 
 typedef struct {
 	const char *label;      /* what it computes, for --profile */
-	const char *kernel;
+	const char *kernel;     /* NULL: not a kernel (K_QUANT_X) */
 	int weighted;           /* takes the weights' dtype (wdtype) */
 	int ndims;
 	const char *dims[MAX_DIMS];     /* the kernel's dims, in its order */

@@ -36,6 +36,20 @@
  * whose rows are not a multiple of 256 long is stored in q8_0, as
  * llama.cpp's quantizer falls back.
  *
+ * --mode fast (with block-format weights only; default exact): every
+ * row-major gemm (decode's, verify's and the logits'; the prefill's with
+ * --unpacked or --general) is requested in gemm's mode fast, whose x is
+ * q8_0 blocks: before the call the engine quantizes its f32 rows with
+ * kspec_quantize (llama.cpp's quantize_row_q8_0_ref bytes), once per
+ * distinct x (q, k and v share theirs), on the host (OpenCL and CUDA read
+ * x back and write the blocks), and passes the blocks as x.  Whether a
+ * gemm takes x so is read from its reply's params, not assumed.  The
+ * default packed prefill has no fast form and stays exact (gemm_packed
+ * on f32 panels): the fast variant re-reads W per row, 4x slower over a
+ * 512-token prompt.  llama.cpp quantizes x so for every product with q8_0
+ * and q4_0 weights, prompt included: with --unpacked the engine's logits
+ * follow its own (tests/test_llama.c).
+ *
  * --reference runs a float64 model of the same weights instead (no
  * daemon; reference.c, which also describes the dump, --dump FILE).
  *
@@ -84,6 +98,8 @@ typedef struct {
 	const config_t *cfg;
 	const char *wdtype;     /* --wdtype; wq its block format or NULL */
 	const char *wq;
+	const char *mode;       /* --mode: "exact" or "fast"; fast is 1 */
+	int fast;
 	int bf16, general, threads, opencl, cuda, verify, draft_layers;
 	const char *half;       /* "bf16" (--bf16) or "f16", else NULL */
 	int reference;
@@ -140,6 +156,7 @@ typedef struct {
 	int nparams;
 	char groups[256];       /* launch.groups: a number or an expression */
 	int64_t lanes;
+	int xq8;                /* its x is q8_0 blocks (gemm's fast mode) */
 } kern_t;
 
 typedef struct {
@@ -163,6 +180,12 @@ typedef struct {
 	/* activations, for the widest phase */
 	buf_t ids, pos, pos1, lens, res, h, q, k, v, att, tmp, gu, act, hl,
 	    logits, next, cs, xp;
+	/* --mode fast: the q8_0 blocks of the last gemm's x (xq), and on a
+	 * device the host's copies of x and of its blocks (x_host, xq_host)
+	 * that kspec_quantize reads and writes */
+	buf_t xq;
+	float *x_host;
+	void *xq_host;
 	buf_t *kc, *vc;         /* the model's caches, per layer */
 	buf_t *dkc, *dvc;       /* the draft's (--verify) */
 	float *host_logits;
@@ -372,6 +395,18 @@ static int fixed_dim(const model_t *m, int kind)
 	return kinds[kind].packed == 2 ? 1 : 2;     /* K, or H */
 }
 
+/* Whether KIND's requests ask for gemm's fast mode: --mode fast, a
+ * row-major gemm (gemm_packed, the packed prefill's, has no fast form),
+ * its weight in a block format. */
+static int kind_fast(const engine_t *e, int kind)
+{
+	const char *w = kind_wdtype(e->m, kind);
+
+	return e->o->fast && kinds[kind].kernel != NULL &&
+	    strcmp(kinds[kind].kernel, "gemm") == 0 && w != NULL &&
+	    kspec_quant_block(w, NULL, NULL) == KSPEC_OK;
+}
+
 static void spec_key(const engine_t *e, int kind, int64_t T, char *key,
     size_t len)
 {
@@ -389,7 +424,10 @@ static void spec_key(const engine_t *e, int kind, int64_t T, char *key,
 		off += (size_t)snprintf(key + off, len - off, " %s",
 		    e->m->half);
 	if (kind_wdtype(e->m, kind) && off < len)
-		snprintf(key + off, len - off, " w=%s", kind_wdtype(e->m, kind));
+		off += (size_t)snprintf(key + off, len - off, " w=%s",
+		    kind_wdtype(e->m, kind));
+	if (kind_fast(e, kind) && off < len)
+		snprintf(key + off, len - off, " fast");
 }
 
 static void parse_meta(kern_t *k, const kspec_artifact_t *a)
@@ -414,6 +452,8 @@ static void parse_meta(kern_t *k, const kspec_artifact_t *a)
 		snprintf(q->name, sizeof q->name, "%s", name);
 		q->kind = strcmp(kind, "buffer") == 0 ? P_BUF :
 		    strcmp(dt, "i64") == 0 ? P_I64 : P_F32;
+		if (strcmp(name, "x") == 0 && strcmp(dt, "q8_0") == 0)
+			k->xq8 = 1;
 		k->nparams++;
 	}
 	launch = cJSON_GetObjectItemCaseSensitive(m, "launch");
@@ -468,7 +508,7 @@ static void engine_load(engine_t *e)
 	const char *dyn[MAXREQ][MAX_DIMS];
 	int fd;
 	kspec_artifact_t *arts[MAXREQ];
-	int errs[MAXREQ], ph, kind, i, n = 0, rc;
+	int errs[MAXREQ], fast[MAXREQ], ph, kind, i, n = 0, rc;
 	char key[512], err[512];
 	double t0, t1;
 
@@ -481,6 +521,8 @@ static void engine_load(engine_t *e)
 
 		/* Prefill takes the logits of its last row only: decode's. */
 		if (ph == PH_PREFILL && (kind == K_LOGITS || kind == K_ARGMAX))
+			continue;
+		if (kinds[kind].kernel == NULL)         /* K_QUANT_X */
 			continue;
 		/* Packed prefill: the packs and gemm_packed instead of the
 		 * row-major gemms; no other phase packs. */
@@ -512,6 +554,8 @@ static void engine_load(engine_t *e)
 		specs[n].dtype = kinds[kind].packed == 2 && e->m->half ?
 		    e->m->half : "f32";
 		specs[n].wdtype = kind_wdtype(e->m, kind);
+		fast[n] = kind_fast(e, kind);
+		specs[n].mode = fast[n] ? "fast" : NULL;
 		fd = fixed_dim(e->m, kind);
 		if (e->o->general && fd >= 0) {
 			/* The row length constant, the rest dynamic. */
@@ -552,6 +596,12 @@ static void engine_load(engine_t *e)
 		kern_t *k = &e->loaded[i];
 
 		parse_meta(k, arts[i]);
+		/* The fast mode's x is q8_0 blocks: what the reply says, not
+		 * what the request hoped, decides what call() passes. */
+		if (k->xq8 != fast[i])
+			die("%s: the daemon's %s variant takes x in %s", k->key,
+			    k->variant, k->xq8 ? "q8_0 blocks, unasked" :
+			    "f32, not q8_0 blocks: no fast mode");
 		if (e->o->opencl)
 			load_cl(e, k, arts[i]);
 		else if (e->o->cuda)
@@ -570,6 +620,16 @@ static void engine_load(engine_t *e)
 }
 
 /* ---- one call ---- */
+
+/* --profile: a call of KIND that began at T0 (ms), in the pass in
+ * progress. */
+static void profiled(engine_t *e, int kind, double t0)
+{
+	e->prof_ms[e->prof_phase][kind] += now_ms() - t0;
+	e->prof_calls[e->prof_phase][kind]++;
+	if (e->prof_phase == NPHASES)
+		e->prof_passes[NPHASES] = 1;
+}
 
 typedef struct {
 	const char *name;
@@ -674,12 +734,8 @@ static void call(engine_t *e, int ph, int kind, int64_t T,
 		if (e->o->profile && clFinish(e->queue) != CL_SUCCESS)
 			die("%s: clFinish failed", k->key);
 	}
-	if (e->o->profile) {
-		e->prof_ms[e->prof_phase][kind] += now_ms() - t0;
-		e->prof_calls[e->prof_phase][kind]++;
-		if (e->prof_phase == NPHASES)
-			e->prof_passes[NPHASES] = 1;
-	}
+	if (e->o->profile)
+		profiled(e, kind, t0);
 }
 
 /*
@@ -790,13 +846,59 @@ static int packed_kind(int gemm_kind)
 	return gemm_kind - K_GEMM_Q + K_GP_Q;
 }
 
+/* The gemm_pack_x kind of a gemm kind's x: rows of H for q, k, v and
+ * gate-up, of Dq for o, of F for down. */
+static int x_pack_kind(int gemm_kind)
+{
+	return gemm_kind == K_GEMM_O ? K_PACK_XQ : gemm_kind == K_GEMM_DOWN ?
+	    K_PACK_XF : K_PACK_XH;
+}
+
 /*
- * y = x W^T for T rows with the gemm of KIND (K_GEMM_*) in phase PH: the
- * row-major gemm, or at a packed prefill gemm_packed on W's panels WP,
- * after packing x into e->xp with the pack kind PACK (-1: e->xp already
- * holds x's panels, from the previous call on the same x).
+ * --mode fast: the T rows of x (each the K of the gemm KIND) quantized
+ * into q8_0 blocks in e->xq by kspec_quantize, on the host (llama.cpp's
+ * quantize_row_q8_0_ref's bytes): on a device x is read back and its
+ * blocks written to the device's e->xq.  Dies, saying why, on a row
+ * kspec_quantize refuses (a NaN or infinite activation, or one of
+ * magnitude 8.3e6 or more).
  */
-static void linear(engine_t *e, int ph, int64_t T, int kind, int pack,
+static void quantize_x(engine_t *e, int kind, int64_t T, buf_t *x)
+{
+	int64_t v[MAX_DIMS];
+	const float *src = x->host;
+	void *dst = e->xq.host;
+	size_t bytes = 0;
+	double t0 = e->o->profile ? now_ms() : 0;
+	char err[512];
+
+	dims_of(&e->m->c, kind, T, v);          /* M, N, K */
+	if (kspec_quant_size("q8_0", (size_t)T, (size_t)v[2], &bytes, err,
+	    sizeof err) != 0 || bytes > e->xq.bytes)
+		die("%s: %" PRId64 " rows of x to q8_0: %s", kinds[kind].label,
+		    T, bytes ? "past the buffer" : err);
+	if (on_device(e)) {
+		buf_read(e, x, e->x_host, (size_t)(T * v[2]) * sizeof(float));
+		src = e->x_host;
+		dst = e->xq_host;
+	}
+	if (kspec_quantize("q8_0", src, (size_t)T, (size_t)v[2], dst, bytes,
+	    err, sizeof err) != 0)
+		die("%s: x to q8_0: %s", kinds[kind].label, err);
+	if (on_device(e))
+		buf_write(e, &e->xq, dst, bytes);
+	if (e->o->profile)
+		profiled(e, K_QUANT_X, t0);
+}
+
+/*
+ * y = x W^T for T rows with the gemm of KIND (K_GEMM_* or K_LOGITS) in
+ * phase PH: the row-major gemm, or at a packed prefill gemm_packed on
+ * W's panels WP, after packing x into e->xp; a fast-mode gemm (its reply
+ * takes x in q8_0 blocks) after quantizing x into e->xq.  FRESH: x is
+ * not the previous call's x (0: e->xp or e->xq holds its panels or
+ * blocks already, from the previous call on the same x: k and v after q).
+ */
+static void linear(engine_t *e, int ph, int64_t T, int kind, int fresh,
     buf_t *x, tensor_t *w, buf_t *wp, buf_t *y)
 {
 	if (ph == PH_PREFILL && e->packed) {
@@ -804,9 +906,18 @@ static void linear(engine_t *e, int ph, int64_t T, int kind, int pack,
 		bind_t b[] = { BIND("xp", &e->xp), BIND("Wp", wp),
 		    BIND("y", y) };
 
-		if (pack >= 0)
-			call(e, ph, pack, T, bp, 2, 0);
+		if (fresh)
+			call(e, ph, x_pack_kind(kind), T, bp, 2, 0);
 		call(e, ph, packed_kind(kind), T, b, 3, 0);
+		return;
+	}
+	if (e->kern[ph][kind]->xq8) {
+		bind_t b[] = { BIND("x", &e->xq), BIND("W", &w->b),
+		    BIND("y", y) };
+
+		if (fresh)
+			quantize_x(e, kind, T, x);
+		call(e, ph, kind, T, b, 3, 0);
 		return;
 	}
 	{
@@ -875,6 +986,7 @@ static void engine_open(engine_t *e, model_t *m, const opts_t *o)
 	const size_t H = (size_t)c->hidden, Dq = (size_t)c->hq * c->hd,
 	    Dkv = (size_t)c->hkv * c->hd, F = (size_t)c->ffn,
 	    V = (size_t)c->vocab;
+	const size_t Kmax = F > H ? (F > Dq ? F : Dq) : (H > Dq ? H : Dq);
 	size_t T, kv = (size_t)c->max_seq * Dkv * 4;
 	tensor_t *t[3 + 8 * 64];
 	int l, rc, i, nt;
@@ -927,8 +1039,20 @@ static void engine_open(engine_t *e, model_t *m, const opts_t *o)
 	buf_init(e, &e->next, T * 4, "i32", NULL);
 	if (e->packed)
 		buf_init(e, &e->xp, (size_t)ref_panel_elems((int64_t)T,
-		    (int64_t)(F > H ? (F > Dq ? F : Dq) : (H > Dq ? H : Dq)),
-		    PANEL_X) * 4, "f32", NULL);
+		    (int64_t)Kmax, PANEL_X) * 4, "f32", NULL);
+	if (o->fast) {
+		size_t qb = 0;
+		char err[256];
+
+		/* Every gemm's K is a multiple of its weight's block. */
+		if (kspec_quant_size("q8_0", T, Kmax, &qb, err, sizeof err))
+			die("x in q8_0: %s", err);
+		buf_init(e, &e->xq, qb, "q8_0", NULL);
+		if (on_device(e)) {
+			e->x_host = xcalloc(T * Kmax, sizeof(float));
+			e->xq_host = xcalloc(1, qb);
+		}
+	}
 	e->kc = xcalloc((size_t)c->layers, sizeof *e->kc);
 	e->vc = xcalloc((size_t)c->layers, sizeof *e->vc);
 	e->dkc = xcalloc((size_t)c->layers, sizeof *e->dkc);
@@ -964,7 +1088,7 @@ static void engine_close(engine_t *e)
 	free(e->loaded);
 	buf_t *bufs[] = { &e->ids, &e->pos, &e->pos1, &e->lens, &e->res,
 	    &e->h, &e->q, &e->k, &e->v, &e->att, &e->tmp, &e->gu, &e->act,
-	    &e->hl, &e->logits, &e->next, &e->cs, &e->xp };
+	    &e->hl, &e->logits, &e->next, &e->cs, &e->xp, &e->xq };
 	for (i = 0; i < (int)(sizeof bufs / sizeof bufs[0]); i++)
 		buf_close(bufs[i]);
 	for (i = 0; i < nt; i++)
@@ -987,6 +1111,8 @@ static void engine_close(engine_t *e)
 	free(e->dvc);
 	free(e->host_logits);
 	free(e->host_next);
+	free(e->x_host);
+	free(e->xq_host);
 	if (e->queue)
 		clReleaseCommandQueue(e->queue);
 	if (e->ctx)
@@ -1041,11 +1167,10 @@ static void forward(engine_t *e, int ph, const int32_t *ids, int T,
 			    BIND("y", &e->h) };
 			call(e, ph, K_RMSNORM, T, b, 3, e->m->c.rms_eps);
 		}
-		/* q, k, v read the same h: packed once. */
-		linear(e, ph, T, K_GEMM_Q, K_PACK_XH, &e->h, &y->wq, &y->pq,
-		    &e->q);
-		linear(e, ph, T, K_GEMM_KV, -1, &e->h, &y->wk, &y->pk, &e->k);
-		linear(e, ph, T, K_GEMM_KV, -1, &e->h, &y->wv, &y->pv, &e->v);
+		/* q, k, v read the same h: packed (or quantized) once. */
+		linear(e, ph, T, K_GEMM_Q, 1, &e->h, &y->wq, &y->pq, &e->q);
+		linear(e, ph, T, K_GEMM_KV, 0, &e->h, &y->wk, &y->pk, &e->k);
+		linear(e, ph, T, K_GEMM_KV, 0, &e->h, &y->wv, &y->pv, &e->v);
 		{
 			bind_t ba[] = { BIND("k", &e->k), BIND("v", &e->v),
 			    BIND("pos", &e->pos1), BIND("cs", &e->cs),
@@ -1070,26 +1195,25 @@ static void forward(engine_t *e, int ph, const int32_t *ids, int T,
 			bind_t bn2[] = { BIND("x", &e->tmp),
 			    BIND("res", &e->res),
 			    BIND("w", &next->b), BIND("y", &e->h) };
-			linear(e, ph, T, K_GEMM_O, K_PACK_XQ, &e->att, &y->wo,
-			    &y->po, &e->tmp);
+			linear(e, ph, T, K_GEMM_O, 1, &e->att, &y->wo, &y->po,
+			    &e->tmp);
 			call(e, ph, K_ADD_RMSNORM, T, bn, 4,
 			    e->m->c.rms_eps);
-			linear(e, ph, T, K_GEMM_GU, K_PACK_XH, &e->h, &y->wgu,
-			    &y->pgu, &e->gu);
+			linear(e, ph, T, K_GEMM_GU, 1, &e->h, &y->wgu, &y->pgu,
+			    &e->gu);
 			call(e, ph, K_SILU, T, bs, 2, 0);
-			linear(e, ph, T, K_GEMM_DOWN, K_PACK_XF, &e->act,
-			    &y->wd, &y->pd, &e->tmp);
+			linear(e, ph, T, K_GEMM_DOWN, 1, &e->act, &y->wd,
+			    &y->pd, &e->tmp);
 			call(e, ph, K_ADD_RMSNORM, T, bn2, 4,
 			    e->m->c.rms_eps);
 		}
 	}
 	buf_copy(e, &e->hl, &e->h, (size_t)(T - NL) * c->hidden * 4,
 	    (size_t)NL * c->hidden * 4);
+	linear(e, lph, NL, K_LOGITS, 1, &e->hl, &m->wout, NULL, &e->logits);
 	{
-		bind_t bl[] = { BIND("x", &e->hl),
-		    BIND("W", &m->wout.b), BIND("y", &e->logits) };
 		bind_t bm[] = { BIND("x", &e->logits), BIND("idx", &e->next) };
-		call(e, lph, K_LOGITS, NL, bl, 3, 0);
+
 		call(e, lph, K_ARGMAX, NL, bm, 2, 0);
 	}
 	buf_read(e, &e->logits, e->host_logits, (size_t)NL * c->vocab * 4);
@@ -1241,7 +1365,7 @@ static void usage(void)
 	fprintf(stderr,
 	    "usage: llama [--config small|8b2l] [--bf16 | --wdtype "
 	    "f32|bf16|f16|q8_0|q4_0|q4_k]\n"
-	    "             [--general] [--unpacked]\n"
+	    "             [--mode exact|fast] [--general] [--unpacked]\n"
 	    "             [--threads N]"
 	    "\n"
 	    "             [--backend cpu|opencl|cuda] [--prompt N] [--steps N] "
@@ -1250,7 +1374,12 @@ static void usage(void)
 	    "             [--dump FILE] [--trials N] [--profile] [--quiet]\n"
 	    "             [--save-gguf FILE] [--load-gguf FILE]\n"
 	    "       llama --reference [--follow DUMP] ... (float64, no "
-	    "daemon)\n");
+	    "daemon)\n"
+	    "--mode fast (q8_0, q4_0, q4_k weights): decode, verify and the "
+	    "logits on x\n"
+	    "  quantized to q8_0 (integer products, llama.cpp's "
+	    "arithmetic); the prefill\n"
+	    "  stays exact unless --unpacked or --general\n");
 	exit(2);
 }
 
@@ -1281,9 +1410,17 @@ static const struct {
 	{ "--config", O_STR, offsetof(opts_t, config) },
 	{ "--backend", O_STR, offsetof(opts_t, backend) },
 	{ "--wdtype", O_STR, offsetof(opts_t, wdtype) },
+	{ "--mode", O_STR, offsetof(opts_t, mode) },
 	{ "--save-gguf", O_STR, offsetof(opts_t, save) },
 	{ "--load-gguf", O_STR, offsetof(opts_t, load) },
 };
+
+/* Why --mode fast was refused: its x is quantized for integer dot
+ * products with the codes of a block-format weight. */
+static const char fast_needs[] = "--mode fast needs weights in a block "
+    "format (--wdtype q8_0, q4_0 or q4_k, or a --load-gguf file of one): "
+    "it quantizes each gemm's x to q8_0 for integer dot products with "
+    "the weights' codes";
 
 int main(int argc, char **argv)
 {
@@ -1339,6 +1476,15 @@ int main(int argc, char **argv)
 		die("unknown --wdtype %s (f32, bf16, f16, q8_0, q4_0 or q4_k)",
 		    o.wdtype);
 	}
+	if (o.mode == NULL || strcmp(o.mode, "exact") == 0)
+		o.mode = "exact";
+	else if (strcmp(o.mode, "fast") == 0)
+		o.fast = 1;
+	else
+		die("unknown --mode %s (exact or fast)", o.mode);
+	if (o.fast && o.reference)
+		die("--mode fast and --reference: the float64 reference "
+		    "models the exact mode only");
 	if (strcmp(o.backend, "opencl") == 0)
 		o.opencl = 1;
 	else if (strcmp(o.backend, "cuda") == 0)
@@ -1349,9 +1495,13 @@ int main(int argc, char **argv)
 		die("--verify takes a width of 2 to 8");
 	if (o.load && (o.wdtype || o.bf16))
 		die("--load-gguf takes the weights' format from the file");
+	if (o.fast && !o.load && !o.wq)
+		die("%s", fast_needs);
 	if (o.load) {
 		model_load_gguf(&m, o.cfg, o.load);
 		o.cfg = &m.c;
+		if (o.fast && !m.wq)
+			die("%s: %s", o.load, fast_needs);
 	}
 	if (o.prompt < 0)
 		o.prompt = o.cfg->prompt;
@@ -1371,10 +1521,11 @@ int main(int argc, char **argv)
 		model_save_gguf(&m, o.save);
 	if (!o.quiet)
 		fprintf(stderr, "llama: config %s: hidden %d, %d layers, %d/%d "
-		    "heads of %d, ffn %d, vocab %d, max_seq %d, %s weights\n",
-		    o.cfg->name, o.cfg->hidden, o.cfg->layers, o.cfg->hq,
-		    o.cfg->hkv, o.cfg->hd, o.cfg->ffn, o.cfg->vocab,
-		    o.cfg->max_seq, m.wq ? m.wq : m.half ? m.half : "f32");
+		    "heads of %d, ffn %d, vocab %d, max_seq %d, %s weights, "
+		    "mode %s\n", o.cfg->name, o.cfg->hidden, o.cfg->layers,
+		    o.cfg->hq, o.cfg->hkv, o.cfg->hd, o.cfg->ffn,
+		    o.cfg->vocab, o.cfg->max_seq, m.wq ? m.wq : m.half ?
+		    m.half : "f32", o.mode);
 	if (o.reference) {
 		ref_opts_t r = { o.prompt, o.steps, o.seed, o.quiet, o.follow,
 		    o.dump };
