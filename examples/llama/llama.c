@@ -45,10 +45,11 @@
  * x back and write the blocks), and passes the blocks as x.  Whether a
  * gemm takes x so is read from its reply's params, not assumed.  The
  * default packed prefill has no fast form and stays exact (gemm_packed
- * on f32 panels): the fast variant re-reads W per row, 4x slower over a
- * 512-token prompt.  llama.cpp quantizes x so for every product with q8_0
- * and q4_0 weights, prompt included: with --unpacked the engine's logits
- * follow its own (tests/test_llama.c).
+ * on f32 panels): the fast variant re-reads W per row, 2.4x to 4x as
+ * slow over the 8b2l config's 512-token prompt (docs/benchmarks.md).
+ * llama.cpp quantizes x so for every product with q8_0 and q4_0
+ * weights, prompt included: with --unpacked the engine's logits follow
+ * its own (tests/test_llama.c).
  *
  * --reference runs a float64 model of the same weights instead (no
  * daemon; reference.c, which also describes the dump, --dump FILE).
