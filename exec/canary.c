@@ -16,7 +16,9 @@
  * q8_0, q4_0, q4_k): their weight buffer is random blocks with finite
  * scales, and the reference runs on its rows decoded by ref/ref_quant.h,
  * so a quantized kernel is held to the f32 kernel on the decoded
- * weights, as docs/kernels.md defines it.  Inputs
+ * weights, as docs/kernels.md defines it.  gemm's fast cases run at f32
+ * with each block format in mode fast: x random q8_0 blocks as well, and
+ * the reference ref/ref_fast.h's sums over both.  Inputs
  * are ref/layout.h's (values in [-1, 1) from a fixed seed, rope's real
  * cos/sin table, positions inside the table, every sequence full); the
  * scalars are eps 1e-5 and scale 1/sqrt(D), as ref/kernels.h applies
@@ -33,14 +35,16 @@
 #include <string.h>
 
 #include "../ref/kernels.h"
-#include "../ref/ref_quant.h"
+#include "../ref/ref_fast.h"
 #include "exec.h"
 
 /* The seed of every canary's inputs. */
 #define CANARY_SEED 7
 
 /* dims in declared order; consts bit i: dim i is constant, else dynamic;
- * quant: the case runs with the block formats (qfmts), not the dtypes. */
+ * quant: the case runs with the block formats (qfmts), not the dtypes;
+ * QUANT_FAST: in mode fast (gemm's x in q8_0 blocks, ref/ref_fast.h). */
+enum { QUANT_FAST = 2 };
 typedef struct {
 	const char *kernel;
 	int64_t dims[KS_MAX_DIMS];
@@ -95,6 +99,9 @@ static const canary_case_t cases[] = {
 	{ "gemm_pack_w", { 37, 256 }, 2, 1 },
 	{ "embedding", { 3, 50, 256 }, 7, 1 },
 	{ "embedding", { 3, 50, 256 }, 4, 1 },
+	/* gemm's fast mode: M = 1 and 3 rows, a partial group of 16 rows */
+	{ "gemm", { 1, 37, 256 }, 7, QUANT_FAST },     /* fast */
+	{ "gemm", { 3, 37, 256 }, 6, QUANT_FAST },     /* fast, M dynamic */
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
@@ -162,15 +169,8 @@ static int case_spec_mixed(const ks_kernel_def_t *def,
 	for (i = 0; i < def->ndims; i++)
 		dims[i] = (ks_dim_t){ def->dims[i], (c->consts >> i) & 1,
 		    (c->consts >> i) & 1 ? c->dims[i] : 0 };
-	return ks_kernel_validate_mixed(def, dt, wdt, KS_MODE_EXACT, dims,
-	    def->ndims, spec, err, errlen);
-}
-
-/* The spec of case C in DT. */
-static int case_spec(const ks_kernel_def_t *def, const canary_case_t *c,
-    ks_dtype_t dt, ks_spec_t *spec, char *err, size_t errlen)
-{
-	return case_spec_mixed(def, c, dt, dt, spec, err, errlen);
+	return ks_kernel_validate_mixed(def, dt, wdt, c->quant == QUANT_FAST ?
+	    KS_MODE_FAST : KS_MODE_EXACT, dims, def->ndims, spec, err, errlen);
 }
 
 int ks_canary_variants(const ks_kernel_def_t *def, ks_dtype_t dtype,
@@ -180,10 +180,15 @@ int ks_canary_variants(const ks_kernel_def_t *def, ks_dtype_t dtype,
 	int i, n = 0;
 
 	for (i = 0; i < NCASES; i++) {
-		if (strcmp(cases[i].kernel, def->name) != 0 || cases[i].quant)
+		if (strcmp(cases[i].kernel, def->name) != 0 ||
+		    (cases[i].quant && (cases[i].quant != QUANT_FAST ||
+		    dtype != KS_DTYPE_F32)))
 			continue;
+		/* A fast case at f32 reports its variant with q4_0 weights
+		 * (every block format selects the same). */
 		if (n < max)
-			names[n] = case_spec(def, &cases[i], dtype, &spec, NULL,
+			names[n] = case_spec_mixed(def, &cases[i], dtype,
+			    cases[i].quant ? KS_DTYPE_Q4_0 : dtype, &spec, NULL,
 			    0) == KS_OK ? def->select(&spec) : "(invalid)";
 		n++;
 	}
@@ -278,15 +283,17 @@ static size_t buf_bytes(const buf_t *b, ks_dtype_t dt, ks_dtype_t wdt)
 	return lay_size(b, dt, wdt);
 }
 
-/* The weight buffer GOT of a quantized case: random blocks of format WDT
- * with finite scales (d, and q4_k's dmin, of exponents 2^-10 .. 2^2),
- * and WANT its weights decoded to f32 (both buffers hold elems f32). */
-static void quant_fill(buf_t *got, buf_t *want, ks_dtype_t wdt)
+/* The weight buffer GOT of a quantized case (or a fast case's x, in
+ * q8_0): random blocks of format WDT with finite scales (d, and q4_k's
+ * dmin, of exponents 2^-10 .. 2^2) from SEED, and WANT its weights
+ * decoded to f32 (both buffers hold elems f32). */
+static void quant_fill(buf_t *got, buf_t *want, ks_dtype_t wdt,
+    uint64_t seed)
 {
 	int fmt = wdt == KS_DTYPE_Q8_0 ? REF_Q8_0 : wdt == KS_DTYPE_Q4_0 ?
 	    REF_Q4_0 : REF_Q4_K;
 	int64_t bb = ref_qblock_bytes(fmt), nb = got->elems / ref_qblock(fmt);
-	uint64_t s = CANARY_SEED;
+	uint64_t s = seed;
 	uint8_t *p = got->data;
 	int64_t i, j;
 
@@ -302,6 +309,16 @@ static void quant_fill(buf_t *got, buf_t *want, ks_dtype_t wdt)
 			h[1] = (uint8_t)((h[1] & 0x83) | (5 + h[0] % 13) << 2);
 		}
 	ref_dequant_row(fmt, got->data, got->elems, want->data);
+}
+
+/* The buffer of B[0..NB) named NAME (a fast case's x, W, y: present). */
+static buf_t *lay_find(buf_t *b, int nb, const char *name)
+{
+	int i;
+
+	for (i = 0; i < nb - 1 && strcmp(b[i].name, name) != 0; i++)
+		;
+	return &b[i];
 }
 
 /* Case C of JOB's kernel in DT with weights in WDT: compile, run,
@@ -356,7 +373,10 @@ static int run_case(const ks_job_t *job, const canary_case_t *c,
 		}
 		memcpy(want[i].data, got[i].data, n);
 		if (qw && got[i].weight)
-			quant_fill(&got[i], &want[i], wdt);
+			quant_fill(&got[i], &want[i], wdt, CANARY_SEED);
+		if (c->quant == QUANT_FAST && strcmp(got[i].name, "x") == 0)
+			quant_fill(&got[i], &want[i], KS_DTYPE_Q8_0,
+			    CANARY_SEED + 1);
 		if (lay_is_output(&got[i]))
 			memset(got[i].data, 0xff, n);
 	}
@@ -377,7 +397,9 @@ static int run_case(const ks_job_t *job, const canary_case_t *c,
 			rc = j < nb ? KS_OK : KS_E_INTERNAL;
 			if (j < nb)
 				args[i] = (ks_jit_arg_t){ got[j].data,
-				    buf_bytes(&got[j], dt, wdt) };
+				    c->quant == QUANT_FAST && strcmp(p->name,
+				    "x") == 0 ? (size_t)(got[j].elems / 32 *
+				    34) : buf_bytes(&got[j], dt, wdt) };
 		}
 		if (rc != KS_OK) {
 			ks_set_err(err, errlen, "%s: no canary value for "
@@ -392,8 +414,15 @@ static int run_case(const ks_job_t *job, const canary_case_t *c,
 	rc = job->backend->run(k, job->target, &a, args, err, errlen);
 	if (rc != KS_OK)
 		goto out;
-	/* A quantized case's reference: the decoded weights, in f32. */
-	ref_kernel_mixed(def, dt, qw ? dt : wdt, c->dims, want, nb);
+	/* A quantized case's reference: the decoded weights, in f32; a fast
+	 * case's the fast mode's sums over x's and W's blocks. */
+	if (c->quant == QUANT_FAST)
+		ref_gemm_fast(wdt == KS_DTYPE_Q8_0 ? REF_Q8_0 : wdt ==
+		    KS_DTYPE_Q4_0 ? REF_Q4_0 : REF_Q4_K, lay_find(got, nb,
+		    "x")->data, lay_find(got, nb, "W")->data, lay_find(want,
+		    nb, "y")->data, c->dims[0], c->dims[1], c->dims[2]);
+	else
+		ref_kernel_mixed(def, dt, qw ? dt : wdt, c->dims, want, nb);
 #ifdef KS_TEST_PLANT
 	plant_reference(def, want, nb);
 #endif

@@ -12,6 +12,31 @@
 
 #define DYN 0   /* a dim given as dynamic */
 
+/*
+ * The request kinds that together select every variant of a kernel at its
+ * probe shapes: combination C (0, 1, ..) is a plain dtype in mode exact,
+ * then, for a kernel that takes block-format weights, f32 with each block
+ * format in mode fast (gemm's `fast`).  Sets DT, WDT and MODE; 0 for a C
+ * that does not apply to DEF, -1 past the last.
+ */
+static inline int probe_combo(const ks_kernel_def_t *def, int c,
+    ks_dtype_t *dt, ks_dtype_t *wdt, ks_mode_t *mode)
+{
+	if (c >= (int)KS_DTYPE_ALL)
+		return -1;
+	if (c < (int)KS_DTYPE_COUNT) {
+		*dt = *wdt = (ks_dtype_t)c;
+		*mode = KS_MODE_EXACT;
+		return 1;
+	}
+	if (!def->wblocks || !ks_dtype_block((ks_dtype_t)c, NULL, NULL))
+		return 0;
+	*dt = KS_DTYPE_F32;
+	*wdt = (ks_dtype_t)c;
+	*mode = KS_MODE_FAST;
+	return 1;
+}
+
 static inline int gemm_spec(ks_dtype_t dtype, ks_mode_t mode, int64_t m,
     int64_t n, int64_t k, ks_spec_t *spec, char *err, size_t errlen)
 {

@@ -134,6 +134,9 @@ static void every_canary_passes(const ks_backend_t *be)
 		if (all[i]->wblocks)
 			cr_assert(strstr(summary, "f32/wq8_0 f32/wq4_0 "
 			    "f32/wq4_k"), "%s: %s", all[i]->name, summary);
+		/* gemm's fast mode among them. */
+		if (all[i] == &ks_kernel_gemm)
+			cr_assert(strstr(summary, " fast"), "%s", summary);
 		total += ms;
 	}
 	cr_log_info("%s: every canary in %.0f ms", be->name, total);

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "conform.h"
+#include "spec.h"
 #include "../examples/cu_driver.h"
 
 extern char **environ;
@@ -415,8 +416,9 @@ Test(cuda, every_library_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)
 {
 	int64_t probes[64][KS_MAX_DIMS];
 	const ks_kernel_def_t *const *lib;
-	int n, i, p, np, v, a, done, any;
-	ks_dtype_t d;
+	int n, i, p, np, v, a, c, done, any;
+	ks_dtype_t d, wd;
+	ks_mode_t mode;
 
 	need_nvrtc();
 	lib = ks_kernels(&n);
@@ -426,8 +428,9 @@ Test(cuda, every_library_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)
 		np = ks_kernel_probes(def, probes, 64);
 		for (v = 0; v < def->nvariants; v++) {
 			any = 0;
-			for (d = 0; d < KS_DTYPE_COUNT; d++) {
-				done = 0;
+			for (c = 0; probe_combo(def, c, &d, &wd, &mode) >= 0;
+			    c++) {
+				done = !probe_combo(def, c, &d, &wd, &mode);
 				for (p = 0; p < np && !done; p++) {
 					ks_dim_t dims[KS_MAX_DIMS];
 					ks_spec_t spec;
@@ -441,8 +444,8 @@ Test(cuda, every_library_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)
 						    probes[p][j] != 0;
 						dims[j].value = probes[p][j];
 					}
-					if (ks_kernel_validate(def, d,
-					    KS_MODE_EXACT, dims, def->ndims,
+					if (ks_kernel_validate_mixed(def, d, wd,
+					    mode, dims, def->ndims,
 					    &spec, err, sizeof err) != KS_OK ||
 					    strcmp(def->select(&spec),
 					    def->variants[v]) != 0)
@@ -470,10 +473,12 @@ Test(cuda, every_library_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)
 					ks_ir_free(k);
 					done = 1;
 				}
-				any |= done;
+				any |= done && probe_combo(def, c, &d, &wd,
+				    &mode);
 			}
 			/* A variant may be for some dtypes only (rmsnorm's
-			 * row_local is not selected in f32). */
+			 * row_local is not selected in f32; gemm's fast in
+			 * mode fast with block-format weights). */
 			cr_assert(any, "%s: no probe selects %s", def->name,
 			    def->variants[v]);
 		}

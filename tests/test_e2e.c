@@ -573,9 +573,12 @@ static int serve_variant(const ks_kernel_def_t *def, const char *variant,
     const char *backend)
 {
 	int64_t probes[64][KS_MAX_DIMS];
-	int np = ks_kernel_probes(def, probes, 64), p, j, dyn;
+	int np = ks_kernel_probes(def, probes, 64), p, j, dyn, f;
 	int cpu = strcmp(backend, "cpu") == 0;
 
+	/* bf16 in mode exact; then (F 1) gemm's fast variant: f32 with
+	 * q4_0 weights in mode fast. */
+	for (f = 0; f < 2; f++)
 	for (p = 0; p < np; p++) {
 		char req[1024], err[256], *o = req;
 		ks_dim_t dims[KS_MAX_DIMS];
@@ -587,15 +590,19 @@ static int serve_variant(const ks_kernel_def_t *def, const char *variant,
 		for (j = 0; j < def->ndims; j++)
 			dims[j] = (ks_dim_t){ def->dims[j], probes[p][j] != 0,
 			    probes[p][j] };
-		if (ks_kernel_validate(def, KS_DTYPE_BF16, KS_MODE_EXACT, dims,
+		if ((f && !def->wblocks) || ks_kernel_validate_mixed(def,
+		    f ? KS_DTYPE_F32 : KS_DTYPE_BF16, f ? KS_DTYPE_Q4_0 :
+		    KS_DTYPE_BF16, f ? KS_MODE_FAST : KS_MODE_EXACT, dims,
 		    def->ndims, &spec, err, sizeof err) != KS_OK ||
 		    strcmp(def->select(&spec), variant) != 0)
 			continue;
 		o += sprintf(o, "{\"op\":\"get\",\"return\":\"%s\",\"kernel\":"
-		    "\"%s\",\"backend\":\"%s\",%s\"dtype\":\"bf16\","
-		    "\"shape\":{", cpu ? "artifact" : "meta", def->name,
-		    backend, strcmp(backend, "cuda") == 0 ?
-		    "\"target\":\"sm_90\",\"format\":\"ptx\"," : "");
+		    "\"%s\",\"backend\":\"%s\",%s%s\"shape\":{", cpu ?
+		    "artifact" : "meta", def->name, backend,
+		    strcmp(backend, "cuda") == 0 ?
+		    "\"target\":\"sm_90\",\"format\":\"ptx\"," : "", f ?
+		    "\"dtype\":\"f32\",\"wdtype\":\"q4_0\",\"mode\":\"fast\"," :
+		    "\"dtype\":\"bf16\",");
 		for (j = 0; j < def->ndims; j++)
 			if (probes[p][j] != 0)
 				o += sprintf(o, "%s\"%s\":%lld", o[-1] == '{' ?

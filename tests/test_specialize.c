@@ -1371,6 +1371,8 @@ Test(specialize, every_library_variant_is_selected_by_a_fingerprint_probe)
 	int64_t probes[64][KS_MAX_DIMS];
 	const ks_kernel_def_t *const *lib;
 	int n, i, p, np, v, d, seen[16];
+	ks_dtype_t dt, wdt;
+	ks_mode_t mode;
 
 	lib = ks_kernels(&n);
 	cr_assert_gt(n, 0);
@@ -1383,29 +1385,27 @@ Test(specialize, every_library_variant_is_selected_by_a_fingerprint_probe)
 		memset(seen, 0, sizeof seen);
 		np = ks_kernel_probes(def, probes, 64);
 		cr_assert_geq(np, 6);
-		/* The plain dtypes in mode exact, then (d past them) each
-		 * block-format weight in mode fast, as the fingerprint
+		/* The plain dtypes in mode exact, then each block-format
+		 * weight in mode fast (probe_combo), as the fingerprint
 		 * probes them. */
 		for (p = 0; p < np; p++)
-			for (d = 0; d < KS_DTYPE_ALL; d++) {
+			for (d = 0; probe_combo(def, d, &dt, &wdt, &mode) >= 0;
+			    d++) {
 				ks_dim_t dims[KS_MAX_DIMS];
 				ks_ir_kernel_t *k;
 				ks_spec_t spec;
 				char err[512];
-				int j, fast = d >= KS_DTYPE_COUNT;
+				int j;
 
-				if (fast && (!def->wblocks ||
-				    !ks_dtype_block((ks_dtype_t)d, NULL, NULL)))
+				if (!probe_combo(def, d, &dt, &wdt, &mode))
 					continue;
 				for (j = 0; j < def->ndims; j++) {
 					dims[j].name = def->dims[j];
 					dims[j].is_const = probes[p][j] != 0;
 					dims[j].value = probes[p][j];
 				}
-				if (ks_kernel_validate_mixed(def, fast ?
-				    KS_DTYPE_F32 : (ks_dtype_t)d,
-				    (ks_dtype_t)d, fast ? KS_MODE_FAST :
-				    KS_MODE_EXACT, dims, def->ndims, &spec, err,
+				if (ks_kernel_validate_mixed(def, dt, wdt, mode,
+				    dims, def->ndims, &spec, err,
 				    sizeof err) != KS_OK)
 					continue;
 				cr_assert_eq(ks_specialize(&spec, &k, err,
