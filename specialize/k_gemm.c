@@ -75,7 +75,11 @@ enum {
 	 * decode, one thread, whose weights stream from DRAM: q4_0 43.0
 	 * ms/token without, 34.8 at 256 (35.1 at 384, 36.8 at 512, 41.3 at
 	 * 1024); q8_0 51.8 without, 44.2 at 256, 43.8 at 384; q4_k 36.3
-	 * either way at 256, 37.6 at 384. */
+	 * either way at 256, 37.6 at 384, so none.  Prefetching every pair
+	 * cost bench/ggml's GEMV, whose W stays in the last-level cache,
+	 * about a fifth (q4_0: 0.61 to 0.48 of its read loop); a version
+	 * with a prefetch every other pair was no better there and slower
+	 * from DRAM. */
 	PF_F = 256,
 	PF_F8 = 384,
 	/* gemv_m1: the k loop's unroll hint (CUDA's #pragma unroll), so
@@ -1090,8 +1094,10 @@ static ks_ir_kernel_t *build_fast(const ks_spec_t *spec)
 		wp[r] = ulet(&g, loop->body, name, bin(&g, KS_OP_ADD,
 		    var(&g, wo[r]), bin(&g, KS_OP_MUL, var(&g, it),
 		    c64(&g, g.wq == KS_DTYPE_Q4_K ? g.qb : 2 * g.qb))));
-		/* W's bytes PF_F ahead in the row, within W. */
-		ks_s_append(k, loop->body, ks_s_prefetch(k, g.W, bin(&g,
+		/* W's bytes PF_F ahead in the row, within W (not q4_k:
+		 * measured no faster). */
+		if (g.wq != KS_DTYPE_Q4_K)
+			ks_s_append(k, loop->body, ks_s_prefetch(k, g.W, bin(&g,
 		    KS_OP_MIN, bin(&g, KS_OP_ADD, var(&g, wp[r]), c64(&g,
 		    g.wq == KS_DTYPE_Q8_0 ? PF_F8 : PF_F)), bin(&g, KS_OP_SUB,
 		    bin(&g, KS_OP_MUL, par(&g, g.N), ks_quant_row_bytes(&g.q,

@@ -37,10 +37,11 @@ static const ks_dtype_t fmts[] = { KS_DTYPE_Q8_0, KS_DTYPE_Q4_0,
 
 enum { N = 37, MMAX = 3 };
 
-/* Shapes: K with an odd count of blocks (q8_0, q4_0), and one of whole
- * super-blocks, for M = 1 and 3. */
-static const int64_t shapes[][2] = { { 1, 96 }, { 3, 96 }, { 1, 512 },
-	{ 3, 512 } };
+/* Shapes: K with an odd count of blocks (q8_0, q4_0), with an odd count
+ * of pairs (the loop takes 2 a trip), and of whole super-blocks, for M =
+ * 1 and 3. */
+static const int64_t shapes[][2] = { { 1, 96 }, { 3, 96 }, { 3, 192 },
+	{ 1, 512 }, { 3, 512 } };
 
 #define ref_fmt qb_ref_fmt
 #define ndiff qb_ndiff
