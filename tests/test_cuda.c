@@ -430,7 +430,9 @@ Test(cuda, every_library_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)
 			any = 0;
 			for (c = 0; probe_combo(def, c, &d, &wd, &mode) >= 0;
 			    c++) {
-				done = !probe_combo(def, c, &d, &wd, &mode);
+				if (!probe_combo(def, c, &d, &wd, &mode))
+					continue;
+				done = 0;
 				for (p = 0; p < np && !done; p++) {
 					ks_dim_t dims[KS_MAX_DIMS];
 					ks_spec_t spec;
@@ -473,8 +475,7 @@ Test(cuda, every_library_variant_compiles_to_ptx_and_cubin_for_sm80_sm90)
 					ks_ir_free(k);
 					done = 1;
 				}
-				any |= done && probe_combo(def, c, &d, &wd,
-				    &mode);
+				any |= done;
 			}
 			/* A variant may be for some dtypes only (rmsnorm's
 			 * row_local is not selected in f32; gemm's fast in

@@ -573,13 +573,13 @@ static int serve_variant(const ks_kernel_def_t *def, const char *variant,
     const char *backend)
 {
 	int64_t probes[64][KS_MAX_DIMS];
-	int np = ks_kernel_probes(def, probes, 64), p, j, dyn, f;
+	int np = ks_kernel_probes(def, probes, 64), q, j, dyn;
 	int cpu = strcmp(backend, "cpu") == 0;
 
-	/* bf16 in mode exact; then (F 1) gemm's fast variant: f32 with
-	 * q4_0 weights in mode fast. */
-	for (f = 0; f < 2; f++)
-	for (p = 0; p < np; p++) {
+	/* Each probe in bf16, mode exact (f 0); then each with f32 and q4_0
+	 * weights in mode fast (f 1: gemm's fast variant). */
+	for (q = 0; q < 2 * np; q++) {
+		int f = q / np, p = q % np;
 		char req[1024], err[256], *o = req;
 		ks_dim_t dims[KS_MAX_DIMS];
 		ks_spec_t spec;

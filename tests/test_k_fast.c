@@ -13,7 +13,9 @@
  *   - the checker catches each defect planted in the reference;
  *   - selection and refusals: mode exact and f32 weights keep their
  *     variants, the fast kernel's x is a q8_0 byte buffer, no exact
- *     variant builds for a fast request.
+ *     variant builds for a fast request;
+ *   - the verifier refuses a qdot misused (x not q8_0, a pair out of
+ *     range, a kernel not of 16 lanes).
  */
 #include "cl.h"
 #include "kern.h"
@@ -329,4 +331,60 @@ Test(fast, selection_and_the_kernel_parameters)
 		    err, sizeof err), KS_E_BAD_SHAPE);
 		cr_assert(strstr(err, "256") != NULL, "%s", err);
 	}
+}
+
+/* The first KS_X_QDOT under expression E or statement S, or NULL. */
+static ks_expr_t *find_qdot_x(ks_expr_t *e)
+{
+	ks_expr_t *f;
+
+	if (e == NULL || e->kind == KS_X_QDOT)
+		return e;
+	if ((f = find_qdot_x(e->a)) || (f = find_qdot_x(e->b)))
+		return f;
+	return find_qdot_x(e->c);
+}
+
+static ks_expr_t *find_qdot(ks_stmt_t *s)
+{
+	ks_expr_t *f;
+	int i;
+
+	if (s == NULL)
+		return NULL;
+	if ((f = find_qdot_x(s->a)) || (f = find_qdot_x(s->b)) ||
+	    (f = find_qdot(s->body)) || (f = find_qdot(s->orelse)))
+		return f;
+	for (i = 0; s->kind == KS_S_BLOCK && i < s->nitems; i++)
+		if ((f = find_qdot(s->items[i])))
+			return f;
+	return NULL;
+}
+
+/* The verifier holds a qdot to its rules (specialize/verify.c): each
+ * misuse planted in a well-formed fast kernel is refused, by name. */
+Test(fast, the_verifier_refuses_a_misused_qdot)
+{
+	ks_ir_kernel_t *k = fast_ir(KS_DTYPE_Q4_K, 1, 512);
+	ks_expr_t *q = find_qdot(k->body);
+	char err[512];
+	int p2;
+	int64_t i;
+
+	cr_assert_not_null(q);
+	cr_assert_eq(ks_ir_verify(k, err, sizeof err), KS_OK, "%s", err);
+	p2 = q->param2;
+	q->param2 = q->param;           /* x not q8_0 */
+	cr_assert_eq(ks_ir_verify(k, err, sizeof err), KS_E_INTERNAL);
+	cr_assert(strstr(err, "not a q8_0 buffer"), "%s", err);
+	q->param2 = p2;
+	i = q->i;
+	q->i = 5;                       /* q4_k's pairs are 0..4 */
+	cr_assert_eq(ks_ir_verify(k, err, sizeof err), KS_E_INTERNAL);
+	cr_assert(strstr(err, "blocks or pair"), "%s", err);
+	q->i = i;
+	k->nlanes = 32;                 /* a qdot's lanes are 16 */
+	cr_assert_eq(ks_ir_verify(k, err, sizeof err), KS_E_INTERNAL);
+	cr_assert(strstr(err, "16 lanes"), "%s", err);
+	ks_ir_free(k);
 }

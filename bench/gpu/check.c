@@ -377,6 +377,27 @@ static void check_case(const char *target, const char *variant,
 	free(want);
 }
 
+/* N bytes of blocks of ref_quant.h's format RF (q8_0 for x) at P from
+ * the generator S: random bytes (every code), then each block's f16
+ * scale (q4_k's dmin too) given an exponent field in 5..20 (4..16):
+ * finite scales over many binades. */
+static void fill_blocks(uint8_t *p, size_t n, int rf, uint64_t *s)
+{
+	int64_t bb = ref_qblock_bytes(rf), i;
+
+	for (i = 0; i < (int64_t)n; i++) {
+		*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+		p[i] = (uint8_t)(*s >> 56);
+	}
+	for (i = 0; i < (int64_t)n / bb; i++) {
+		p[i * bb + 1] = (uint8_t)((p[i * bb + 1] & 0x83) |
+		    (5 + i % 16) << 2);
+		if (rf == REF_Q4_K)
+			p[i * bb + 3] = (uint8_t)((p[i * bb + 3] & 0x83) |
+			    (4 + i % 13) << 2);
+	}
+}
+
 /* One quantized case: gemm's VARIANT with W in block format FMT (dtype
  * f32, every dim constant), against the reference gemm of the weights
  * decoded by ref/ref_quant.h. */
@@ -386,7 +407,7 @@ static void check_quant_case(const char *target, const char *variant,
 	const int64_t v[3] = { M, N, K };
 	int rf = fmt == KS_DTYPE_Q8_0 ? REF_Q8_0 : fmt == KS_DTYPE_Q4_0 ?
 	    REF_Q4_0 : REF_Q4_K;
-	int64_t bb = ref_qblock_bytes(rf), i, b, dims[3] = { M, N, K };
+	int64_t i, dims[3] = { M, N, K };
 	size_t xb = 4 * (size_t)(M * K), wb = (size_t)(N *
 	    ref_qrow_bytes(rf, K)), yb = 4 * (size_t)(M * N);
 	float *x = malloc(xb), *wf = malloc(4 * (size_t)(N * K));
@@ -409,18 +430,7 @@ static void check_quant_case(const char *target, const char *variant,
 		exit(1);
 	}
 	ref_fill(x, (int)KS_DTYPE_F32, M * K, s);
-	for (i = 0; i < (int64_t)wb; i++) {
-		s = s * 6364136223846793005ull + 1442695040888963407ull;
-		w[i] = (uint8_t)(s >> 56);
-	}
-	/* Finite scales over many binades: f16 exponent fields 5..20. */
-	for (b = 0; b < (int64_t)wb / bb; b++) {
-		w[b * bb + 1] = (uint8_t)((w[b * bb + 1] & 0x83) |
-		    (5 + b % 16) << 2);
-		if (rf == REF_Q4_K)
-			w[b * bb + 3] = (uint8_t)((w[b * bb + 3] & 0x83) |
-			    (4 + b % 13) << 2);
-	}
+	fill_blocks(w, wb, rf, &s);
 	ref_dequant_rows(rf, w, N, K, wf);
 	ref_gemm(x, wf, want, (int)KS_DTYPE_F32, M, N, K);
 	snprintf(what, sizeof what, "%s f32/%s M=%lld N=%lld K=%lld",
@@ -444,7 +454,7 @@ static void check_fast_case(const char *target, ks_dtype_t fmt, int64_t M,
 	const int64_t v[3] = { M, N, K };
 	int rf = fmt == KS_DTYPE_Q8_0 ? REF_Q8_0 : fmt == KS_DTYPE_Q4_0 ?
 	    REF_Q4_0 : REF_Q4_K;
-	int64_t i, b, dims[3] = { M, N, K };
+	int64_t i, dims[3] = { M, N, K };
 	size_t xb = (size_t)(M * ref_qrow_bytes(REF_Q8_0, K)), wb = (size_t)(N *
 	    ref_qrow_bytes(rf, K)), yb = 4 * (size_t)(M * N);
 	uint8_t *x = malloc(xb), *w = malloc(wb);
@@ -464,25 +474,8 @@ static void check_fast_case(const char *target, ks_dtype_t fmt, int64_t M,
 		    ks_dtype_name(fmt), err);
 		exit(1);
 	}
-	for (b = 0; b < 2; b++) {
-		uint8_t *p = b ? w : x;
-		size_t n = b ? wb : xb;
-		int64_t bb = b ? ref_qblock_bytes(rf) : 34;
-
-		for (i = 0; i < (int64_t)n; i++) {
-			s = s * 6364136223846793005ull +
-			    1442695040888963407ull;
-			p[i] = (uint8_t)(s >> 56);
-		}
-		/* Finite scales: f16 exponent fields 5..20. */
-		for (i = 0; i < (int64_t)n / bb; i++) {
-			p[i * bb + 1] = (uint8_t)((p[i * bb + 1] & 0x83) |
-			    (5 + i % 16) << 2);
-			if (b && rf == REF_Q4_K)
-				p[i * bb + 3] = (uint8_t)((p[i * bb + 3] &
-				    0x83) | (4 + i % 13) << 2);
-		}
-	}
+	fill_blocks(x, xb, REF_Q8_0, &s);
+	fill_blocks(w, wb, rf, &s);
 	ref_gemm_fast(rf, x, w, want, M, N, K);
 	snprintf(what, sizeof what, "fast q8_0/%s M=%lld N=%lld K=%lld",
 	    ks_dtype_name(fmt), (long long)M, (long long)N, (long long)K);
