@@ -33,6 +33,24 @@ static inline int bench_cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/*
+ * The cpu target the benchmarks ask gemm's fast mode for: cascadelake
+ * (AVX-512 with VNNI, which every later Intel server CPU and AMD's Zen 4
+ * run) where this CPU has AVX-512 VNNI, so that the kernel multiplies
+ * with vpdpbusd as llama.cpp's CPU backend for such a CPU does; else
+ * auto.
+ */
+static inline const char *bench_fast_target(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx512f") &&
+	    __builtin_cpu_supports("avx512bw") &&
+	    __builtin_cpu_supports("avx512cd") &&
+	    __builtin_cpu_supports("avx512dq") &&
+	    __builtin_cpu_supports("avx512vl") &&
+	    __builtin_cpu_supports("avx512vnni") ? "cascadelake" : "auto";
+}
+
 /* Sorts V in place; returns the median. */
 static inline double bench_median(double *v, int n)
 {

@@ -833,7 +833,8 @@ static void lower_store(lower_t *L, const ks_stmt_t *s)
 	assign(L, dst, v);
 }
 
-/* __builtin_prefetch(&p[index], 0 (read), 3 (keep in every level)). */
+/* __builtin_prefetch(&p[index], 0 (read), 3 (keep in every level: a
+ * prefetcht0) or, level 2, 2 (prefetcht1, not into the first)). */
 static void lower_prefetch(lower_t *L, const ks_stmt_t *s)
 {
 	gcc_jit_rvalue *args[3];
@@ -848,7 +849,8 @@ static void lower_prefetch(lower_t *L, const ks_stmt_t *s)
 	    L->ctx, NULL, rv(L->param[s->param]), lx(L, s->a)), NULL),
 	    L->t_cvoidp);
 	args[1] = gcc_jit_context_zero(L->ctx, L->t_int);
-	args[2] = gcc_jit_context_new_rvalue_from_int(L->ctx, L->t_int, 3);
+	args[2] = gcc_jit_context_new_rvalue_from_int(L->ctx, L->t_int,
+	    s->level == 2 ? 2 : 3);
 	gcc_jit_block_add_eval(L->blk, NULL, gcc_jit_context_new_call(L->ctx,
 	    NULL, L->prefetch, 3, args));
 }
@@ -1032,6 +1034,7 @@ static int build(gcc_jit_context *ctx, const ks_ir_kernel_t *k,
 	    "__builtin_prefetch");
 	L.fmaf = gcc_jit_context_get_builtin_function(ctx, "__builtin_fmaf");
 	L.vec = ks_cpu_vec_target(target) && ks_cpu_vec_kernel(k);
+	L.vnni = ks_cpu_vnni_target(target);
 	L.sqrtf = gcc_jit_context_get_builtin_function(ctx,
 	    "__builtin_sqrtf");
 	L.fabsf = gcc_jit_context_get_builtin_function(ctx,

@@ -29,6 +29,7 @@ typedef struct {
 	gcc_jit_function *sqrtf, *fabsf; /* gcc builtins */
 	gcc_jit_function *prefetch;
 	int vec;                        /* LANES as vectors (cpu_vec.c) */
+	int vnni;                       /* the target has AVX-512 VNNI */
 	int serial;                     /* for unique local and block names */
 	int rc;
 	char *err;
@@ -59,6 +60,8 @@ gcc_jit_rvalue *ks_cpu_lx(lower_t *L, const ks_expr_t *e);
  * cpu_vec.c emits (AVX-512 F and BW), and whether K's LANES are lowered
  * as vectors there. */
 int ks_cpu_vec_target(const char *target);
+/* Whether TARGET has AVX-512 VNNI (vpdpbusd), which cpu_qdot.c uses. */
+int ks_cpu_vnni_target(const char *target);
 int ks_cpu_vec_kernel(const ks_ir_kernel_t *k);
 
 /* cpu_qdot.c: a KS_X_QDOT's 16 lanes as one f32 vector, natively

@@ -30,6 +30,7 @@
 #include "cpu_lower.h"
 
 #include <stdio.h>
+#include <string.h>
 
 enum { VW = 16 };
 
@@ -70,6 +71,20 @@ static gcc_jit_rvalue *splat(qc_t *q, int v)
 		a[i] = v;
 	return ivec(q, a);
 }
+
+/* The i32 vector of LO in lanes 0..3 and 8..11 (a q4_0 pair's low
+ * nibbles), HI in 4..7 and 12..15 (its high ones). */
+static gcc_jit_rvalue *hi_lanes(qc_t *q, int lo, int hi)
+{
+	int a[VW], i;
+
+	for (i = 0; i < VW; i++)
+		a[i] = i & 4 ? hi : lo;
+	return ivec(q, a);
+}
+
+/* The bits of f32 1 and 1/16. */
+enum { F32_ONE = 0x3f800000, F32_16TH = 0x3d800000 };
 
 /*
  * asm TMPL with NOUT early-clobbered vector outputs (OUT[i], f32 where
@@ -170,7 +185,18 @@ static gcc_jit_rvalue **x_side(qc_t *q, ks_qdot_memo_t *m,
 	v = memo_add(m, MEMO_X, at, sub);
 	v[1] = v[2] = NULL;
 	in[0] = xp;
-	if (fmt == KS_DTYPE_Q8_0) {
+	if (fmt == KS_DTYPE_Q8_0 && q->L->vnni) {
+		/* The codes plus 128, as u8 (vpdpbusd's unsigned side). */
+		if (two)
+			snprintf(t, sizeof t, "vmovdqu32 %d(%%1), %%t0\n\t"
+			    "vinserti64x4 $1, %d(%%1), %%g0, %%g0\n\t"
+			    "vpxord %%2, %%g0, %%g0", off + 2, off + 36);
+		else
+			snprintf(t, sizeof t, "vmovdqu32 %d(%%1), %%t0\n\t"
+			    "vpxord %%2, %%g0, %%g0", off + 2);
+		in[1] = splat(q, (int)0x80808080u);
+		v[0] = qasm(q, t, 1, 0, NULL, out, 2, "rv", in);
+	} else if (fmt == KS_DTYPE_Q8_0) {
 		snprintf(t, sizeof t, "vpmovsxbw %d(%%1), %%g0", off + 2);
 		v[0] = qasm(q, t, 1, 0, NULL, out, 1, "r", in);
 		snprintf(t, sizeof t, "vpmovsxbw %d(%%1), %%g0", off + 36);
@@ -188,6 +214,12 @@ static gcc_jit_rvalue **x_side(qc_t *q, ks_qdot_memo_t *m,
 		in[1] = splat(q, fmt == KS_DTYPE_Q4_0 ? 0x08080808 :
 		    0x01010101);
 		in[2] = splat(q, 0x00010001);
+		/* VNNI, q4_0: minus 8 times the sum (lanes of low nibbles)
+		 * or 128 times (high nibbles, which multiply as 16 q). */
+		if (fmt == KS_DTYPE_Q4_0 && q->L->vnni) {
+			in[1] = hi_lanes(q, 0x08080808, (int)0x80808080u);
+			in[2] = splat(q, -1);
+		}
 		v[1] = qasm(q, fmt == KS_DTYPE_Q4_0 ?
 		    "vpmaddubsw %1, %2, %0\n\tvpmaddwd %3, %0, %0" :
 		    "vpmaddubsw %1, %2, %0\n\tvpmaddwd %3, %0, %0\n\t"
@@ -205,7 +237,13 @@ static gcc_jit_rvalue **x_side(qc_t *q, ks_qdot_memo_t *m,
 	else
 		snprintf(t, sizeof t, "vpbroadcastw %d(%%2), %%x0\n\t"
 		    "vcvtph2ps %%t0, %%g0", off);
-	v[2] = qasm(q, t, 2, 1, NULL, out, 1, "r", in);
+	/* VNNI, q4_0: the high nibbles' lanes' scales over 16. */
+	if (fmt == KS_DTYPE_Q4_0 && q->L->vnni) {
+		strcat(t, "\n\tvmulps %3, %g0, %g0");
+		in[1] = hi_lanes(q, F32_ONE, F32_16TH);
+	}
+	v[2] = qasm(q, t, 2, 1, NULL, out, fmt == KS_DTYPE_Q4_0 &&
+	    q->L->vnni ? 2 : 1, "rv", in);
 	return v;
 }
 
@@ -218,7 +256,7 @@ static gcc_jit_rvalue *q4k_dx(qc_t *q, ks_qdot_memo_t *m, const ks_expr_t *e,
     gcc_jit_rvalue *xp)
 {
 	const ks_expr_t *at = sb_of(e->c);
-	gcc_jit_rvalue **v = memo_find(m, MEMO_DX, at, 0), *in[1];
+	gcc_jit_rvalue **v = memo_find(m, MEMO_DX, at, 0), *in[2];
 	gcc_jit_lvalue *out[1];
 	char tmpl[512];
 	int n = 0, s, base = e->i == 4 ? 0 : -68 * (int)e->i;
@@ -231,10 +269,21 @@ static gcc_jit_rvalue *q4k_dx(qc_t *q, ks_qdot_memo_t *m, const ks_expr_t *e,
 	for (s = 0; s < 8; s++)
 		n += snprintf(tmpl + n, sizeof tmpl - (size_t)n,
 		    "vpinsrw $%d, %d(%%1), %%x0, %%x0\n\t", s, base + 34 * s);
-	snprintf(tmpl + n, sizeof tmpl - (size_t)n,
+	n += snprintf(tmpl + n, sizeof tmpl - (size_t)n,
 	    "vinserti32x4 $1, %%x0, %%t0, %%t0\n\tvcvtph2ps %%t0, %%g0");
 	in[0] = xp;
-	v[0] = qasm(q, tmpl, 1, 1, NULL, out, 1, "r", in);
+	/* VNNI: the odd sub-blocks' (high nibbles', which multiply as 16
+	 * q) over 16; not the min terms' lanes 8..15. */
+	if (q->L->vnni) {
+		int a[VW], i;
+
+		for (i = 0; i < VW; i++)
+			a[i] = i < 8 && i % 2 ? F32_16TH : F32_ONE;
+		in[1] = ivec(q, a);
+		snprintf(tmpl + n, sizeof tmpl - (size_t)n,
+		    "\n\tvmulps %%2, %%g0, %%g0");
+	}
+	v[0] = qasm(q, tmpl, 1, 1, NULL, out, q->L->vnni ? 2 : 1, "rv", in);
 	return v[0];
 }
 
@@ -423,6 +472,28 @@ gcc_jit_rvalue *ks_cpu_qdot(lower_t *L, ks_qdot_memo_t *m,
 		in[8] = ivec(&q, is);
 		in[9] = gcc_jit_context_new_rvalue_from_long(L->ctx, L->t_u64,
 		    two ? 0xfffffffffL : 0x3ffffL);
+		/* VNNI: the low nibbles masked in lanes 0..3 and 8..11, the
+		 * high ones (as 16 q) in the others, and one vpdpbusd onto
+		 * x's minus 8 (128) times its sums: 16 P in the high lanes,
+		 * which x's scales over 16 there undo exactly. */
+		if (L->vnni) {
+			in[4] = hi_lanes(&q, 0x0f0f0f0f, (int)0xf0f0f0f0u);
+			in[5] = in[7];
+			in[6] = in[8];
+			in[7] = in[9];
+			return qasm(&q,
+			    "vmovdqu8 (%4), %g1%{%11%}%{z%}\n\t"
+			    "vpermw %g1, %9, %g2\n\t"
+			    "vpandd %8, %g2, %g2\n\t"
+			    "vmovdqa64 %6, %g3\n\t"
+			    "vpdpbusd %5, %g2, %g3\n\t"
+			    "vcvtdq2ps %g3, %g3\n\t"
+			    "vpermw %g1, %10, %g1\n\t"
+			    "vcvtph2ps %t1, %g1\n\t"
+			    "vmulps %7, %g1, %g1\n\t"
+			    "vfmadd231ps %g3, %g1, %g0", 4, 1, acc, out, 8,
+			    "rvvvvvvk", in);
+		}
 		return qasm(&q,
 		    "vmovdqu8 (%3), %g1%{%12%}%{z%}\n\t"
 		    "vpermw %g1, %10, %g2\n\t"
@@ -437,6 +508,28 @@ gcc_jit_rvalue *ks_cpu_qdot(lower_t *L, ks_qdot_memo_t *m,
 		    "vmulps %6, %g1, %g1\n\t"
 		    "vfmadd231ps %g2, %g1, %g0", 3, 1, acc, out, 10,
 		    "rvvvvvvvvk", in);
+	}
+	if (fmt == KS_DTYPE_Q8_0 && L->vnni) {
+		/* VNNI: the codes as they are, two vpdpbusd from zero: with
+		 * x's plus 128, then with 128s; the difference is P. */
+		in[1] = x[0];
+		in[2] = splat(&q, (int)0x80808080u);
+		in[3] = x[2];
+		snprintf(tmpl, sizeof tmpl,
+		    "vmovdqu8 2(%%4), %%t1\n\t"
+		    "%s"
+		    "vpxord %%g2, %%g2, %%g2\n\t"
+		    "vpdpbusd %%g1, %%5, %%g2\n\t"
+		    "vpxord %%g3, %%g3, %%g3\n\t"
+		    "vpdpbusd %%g1, %%6, %%g3\n\t"
+		    "vpsubd %%g3, %%g2, %%g2\n\t"
+		    "vcvtdq2ps %%g2, %%g1\n\t"
+		    "%s"
+		    "vmulps %%7, %%g2, %%g2\n\t"
+		    "vfmadd231ps %%g1, %%g2, %%g0",
+		    two ? "vinserti64x4 $1, 36(%4), %g1, %g1\n\t" : "",
+		    two ? dw2 : dw1);
+		return qasm(&q, tmpl, 4, 1, acc, out, 4, "rvvv", in);
 	}
 	if (fmt == KS_DTYPE_Q8_0) {
 		/* Lane l < 8 adds block 0's i32 pairs 2 l, 2 l + 1; lane
@@ -478,6 +571,24 @@ gcc_jit_rvalue *ks_cpu_qdot(lower_t *L, ks_qdot_memo_t *m,
 		in[2] = q4k_scales(&q, m, e, wp, q4k_dx(&q, m, e, xp));
 		in[3] = ivec(&q, ia);
 		in[4] = ivec(&q, shift);
+		if (L->vnni) {
+			/* VNNI: the high nibbles as 16 q (the odd
+			 * sub-blocks' scales are over 16: q4k_dx). */
+			int mk[VW];
+
+			for (i = 0; i < VW; i++)
+				mk[i] = i < 8 ? 0x0f0f0f0f : (int)0xf0f0f0f0u;
+			in[4] = ivec(&q, mk);
+			snprintf(tmpl, sizeof tmpl,
+			    "vbroadcasti64x4 %d(%%4), %%g1\n\t"
+			    "vpandd %%8, %%g1, %%g1\n\t"
+			    "vpxord %%g3, %%g3, %%g3\n\t"
+			    "vpdpbusd %%5, %%g1, %%g3\n\t"
+			    "vcvtdq2ps %%g3, %%g1\n\t"
+			    "vpermps %%6, %%7, %%g2\n\t"
+			    "vfmadd231ps %%g1, %%g2, %%g0", 16 + 32 * p);
+			return qasm(&q, tmpl, 4, 15, acc, out, 5, "rvvvv", in);
+		}
 		in[5] = splat(&q, 0x0f0f0f0f);
 		in[6] = splat(&q, 0x00010001);
 		snprintf(tmpl, sizeof tmpl,

@@ -115,6 +115,13 @@ int ks_cpu_vec_target(const char *target)
 	return 0;
 }
 
+int ks_cpu_vnni_target(const char *target)
+{
+	/* vec_targets from cascadelake on */
+	return ks_cpu_vec_target(target) && strcmp(target, "x86-64-v4") &&
+	    strcmp(target, "skylake-avx512");
+}
+
 int ks_cpu_vec_kernel(const ks_ir_kernel_t *k)
 {
 	int i;

@@ -20,7 +20,7 @@
 /* Bumped whenever the lowering of IR to any backend changes output in a way
  * the compiler identity does not show; part of every request key, and
  * checked by a compile worker against the job it is given. */
-#define KS_CODEGEN_VERSION 3
+#define KS_CODEGEN_VERSION 4
 
 typedef struct {
 	uint8_t *bytes;         /* malloc'd; caller frees with ks_jit_artifact_close */

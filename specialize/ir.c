@@ -598,5 +598,14 @@ ks_stmt_t *ks_s_prefetch(ks_ir_kernel_t *k, int param, ks_expr_t *index)
 	assert(index != NULL);
 	s->param = param;
 	s->a = index;
+	s->level = 1;
+	return s;
+}
+
+ks_stmt_t *ks_s_prefetch_l2(ks_ir_kernel_t *k, int param, ks_expr_t *index)
+{
+	ks_stmt_t *s = ks_s_prefetch(k, param, index);
+
+	s->level = 2;
 	return s;
 }

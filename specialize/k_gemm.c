@@ -70,16 +70,23 @@ enum {
 	 * q4_0 and q8_0, one thread). */
 	RB_F = 16,
 	QX_B = 34,              /* bytes of a q8_0 block of x (fast) */
-	/* fast: each row's prefetch distance in W's bytes, once a pair of
-	 * blocks (a super-block for q4_k).  Measured on examples/llama 8b2l
-	 * decode, one thread, whose weights stream from DRAM: q4_0 43.0
-	 * ms/token without, 34.8 at 256 (35.1 at 384, 36.8 at 512, 41.3 at
-	 * 1024); q8_0 51.8 without, 44.2 at 256, 43.8 at 384; q4_k 36.3
-	 * either way at 256, 37.6 at 384, so none.  Prefetching every pair
-	 * cost bench/ggml's GEMV, whose W stays in the last-level cache,
-	 * about a fifth (q4_0: 0.61 to 0.48 of its read loop); a version
-	 * with a prefetch every other pair was no better there and slower
-	 * from DRAM. */
+	/* fast: W's prefetch.  Where a group's RB_F rows are at most
+	 * PF_GROUP bytes (K = 4096 in any of the formats), the next group's
+	 * bytes in address order, one group ahead, into the second-level
+	 * cache: its rows are short, so a per-row stream ends soon after
+	 * the hardware has learnt it.  Otherwise each row's bytes PF_F
+	 * ahead (PF_F8 for q8_0) into the first level, q4_k's not at all.
+	 * Measured on examples/llama 8b2l decode, one thread, whose weights
+	 * stream from DRAM, ms of kernels a token: this took q4_0 from 33.8
+	 * (per row everywhere) to 26.4, q4_k from 35.6 (none) to 27.4, q8_0
+	 * from 43.2 to 42.3; the group prefetch at K = 14336 too made that
+	 * product slower (q4_0 5.0 to 5.6, q4_k 5.2 to 5.9, q8_0 8.0 to
+	 * 10.2), hence the bound.  The per-row distances, measured on the
+	 * whole decode (an earlier kernel): q4_0 43.0 ms/token
+	 * without, 34.8 at 256 (35.1 at 384, 36.8 at 512, 41.3 at 1024);
+	 * q8_0 51.8 without, 44.2 at 256, 43.8 at 384; q4_k 36.3 either way
+	 * at 256, 37.6 at 384. */
+	PF_GROUP = 72 * 1024,
 	PF_F = 256,
 	PF_F8 = 384,
 	/* gemv_m1: the k loop's unroll hint (CUDA's #pragma unroll), so
@@ -1023,6 +1030,14 @@ static void build_blocked(gemm_t *g, ks_stmt_t *body, int64_t M)
 		}
 }
 
+/* min(I, the last byte of W): a prefetch's index within W. */
+static ks_expr_t *w_within(gemm_t *g, ks_expr_t *i)
+{
+	return bin(g, KS_OP_MIN, i, bin(g, KS_OP_SUB, bin(g, KS_OP_MUL,
+	    par(g, g->N), ks_quant_row_bytes(&g->q, par(g, g->K))),
+	    c64(g, 1)));
+}
+
 /*
  * fast (mode fast, W in a block format): x comes in q8_0 blocks (the
  * bytes kspec_quantize writes), and each output is a sum of block dot
@@ -1033,8 +1048,9 @@ static void build_blocked(gemm_t *g, ks_stmt_t *body, int64_t M)
  * canonical reduction of
  * the 16 lanes (strides 8, 4, 2, 1) and one store.  Grid M * ceil(N /
  * RB_F): group = m * ceil(N / RB_F) + the column block, RB_F rows of W
- * per group, clamped to N - 1 for loads like gemv_m1's; each row's bytes
- * a few hundred ahead are prefetched (a hint: no value changes).
+ * per group, clamped to N - 1 for loads like gemv_m1's; the next group's
+ * bytes or each row's a few hundred ahead are prefetched (PF_GROUP; a
+ * hint: no value changes).
  */
 static ks_ir_kernel_t *build_fast(const ks_spec_t *spec)
 {
@@ -1042,14 +1058,18 @@ static ks_ir_kernel_t *build_fast(const ks_spec_t *spec)
 	ks_quant_t xq;
 	ks_ir_kernel_t *k;
 	ks_stmt_t *body, *loop, *lanes, *guard;
-	int64_t K = spec->dims[DIM_K].value, nblk = K / NLANES;
+	int64_t K = spec->dims[DIM_K].value, nblk = K / NLANES, rowb, step, c;
 	int nb, m, n0, xo, yo, it, xp, wo[RB_F], wp[RB_F], acc[RB_F], r, p;
+	int far;
 	char name[16];
 
 	k = ks_ir_new("gemm", "fast", NLANES / 2);
 	g.k = k;
 	g.wq = spec->wdtype;
 	ks_dtype_block(spec->wdtype, &g.qk, &g.qb);
+	rowb = K / g.qk * g.qb;
+	step = RB_F * (g.wq == KS_DTYPE_Q4_K ? g.qb : 2 * g.qb);
+	far = RB_F * rowb <= PF_GROUP;
 	ks_quant_buffer(&xq, k, "x", KS_DTYPE_Q8_0, "M", "K");
 	g.x = xq.W;
 	ks_quant_buffer(&g.q, k, "W", spec->wdtype, "N", "K");
@@ -1096,13 +1116,17 @@ static ks_ir_kernel_t *build_fast(const ks_spec_t *spec)
 		    c64(&g, g.wq == KS_DTYPE_Q4_K ? g.qb : 2 * g.qb))));
 		/* W's bytes PF_F ahead in the row, within W (not q4_k:
 		 * measured no faster). */
-		if (g.wq != KS_DTYPE_Q4_K)
-			ks_s_append(k, loop->body, ks_s_prefetch(k, g.W, bin(&g,
-		    KS_OP_MIN, bin(&g, KS_OP_ADD, var(&g, wp[r]), c64(&g,
-		    g.wq == KS_DTYPE_Q8_0 ? PF_F8 : PF_F)), bin(&g, KS_OP_SUB,
-		    bin(&g, KS_OP_MUL, par(&g, g.N), ks_quant_row_bytes(&g.q,
-		    par(&g, g.K))), c64(&g, 1)))));
+		if (!far && g.wq != KS_DTYPE_Q4_K)
+			ks_s_append(k, loop->body, ks_s_prefetch(k, g.W,
+			    w_within(&g, bin(&g, KS_OP_ADD, var(&g, wp[r]),
+			    c64(&g, g.wq == KS_DTYPE_Q8_0 ? PF_F8 : PF_F)))));
 	}
+	/* Or the next group's bytes, step a pass, whole lines. */
+	for (c = 0; far && c < step; c += 64)
+		ks_s_append(k, loop->body, ks_s_prefetch_l2(k, g.W,
+		    w_within(&g, bin(&g, KS_OP_ADD, var(&g, wo[0]), bin(&g,
+		    KS_OP_ADD, bin(&g, KS_OP_MUL, var(&g, it), c64(&g, step)),
+		    c64(&g, RB_F * rowb + c))))));
 	lanes = ks_s_lanes(k);
 	ks_s_append(k, loop->body, lanes);
 	for (r = 0; r < RB_F && g.wq == KS_DTYPE_Q4_K; r++)
@@ -1234,8 +1258,9 @@ const ks_kernel_def_t ks_kernel_gemm = {
 	.name = "gemm",
 	.summary = "y[m][n] = sum_k x[m][k] * W[n][k]; x MxK, W NxK, y MxN, "
 	    "row-major",
-	.version = 9,           /* 8: the block formats q8_0, q4_0, q4_k;
-				   9: mode fast's variant for them */
+	.version = 10,          /* 8: the block formats q8_0, q4_0, q4_k;
+				   9: mode fast's variant for them;
+				   10: its prefetch of the next group */
 	.probes = gemm_probes,
 	.nprobes = (int)(sizeof gemm_probes / sizeof gemm_probes[0]),
 	.dims = gemm_dims,

@@ -231,9 +231,9 @@ static int print_stmt(const ks_ir_kernel_t *k, const ks_stmt_t *s,
 	case KS_S_BARRIER:
 		rc = ks_buf_puts(out, "barrier");
 		break;
-	case KS_S_PREFETCH:             /* "prefetch " and a load's text */
-		rc = ks_buf_printf(out, "prefetch %s[",
-		    param_name(k, s->param));
+	case KS_S_PREFETCH:     /* "prefetch[.l2] " and a load's text */
+		rc = ks_buf_printf(out, "prefetch%s %s[", s->level == 2 ?
+		    ".l2" : "", param_name(k, s->param));
 		rc = rc ? rc : print_expr(k, s->a, out);
 		rc = rc ? rc : ks_buf_puts(out, "]");
 		break;

@@ -220,8 +220,8 @@ typedef enum {
 	                 outside LANES and IF only, between LANES phases */
 	KS_S_PREFETCH, /* a hint that buffer `param`'s element a (i64, in
 	                 bounds) is read soon: no effect on any value; a
-	                 prefetch into the first-level cache on CPUs, nothing
-	                 on GPUs; outside LANES only */
+	                 prefetch into the cache of level `level` (1 or 2)
+	                 on CPUs, nothing on GPUs; outside LANES only */
 } ks_stmt_kind_t;
 
 /*
@@ -244,6 +244,7 @@ struct ks_stmt {
 	ks_stmt_kind_t kind;
 	int var;                /* DECL, ASSIGN, FOR */
 	int param;              /* STORE, LSTORE, PREFETCH */
+	int level;              /* PREFETCH: the cache level, 1 or 2 */
 	int64_t step;           /* FOR */
 	int unroll;             /* FOR: a schedule hint, 0 or 2..KS_IR_UNROLL_MAX:
 	                           backends whose compiler takes one unroll the
@@ -344,6 +345,9 @@ ks_stmt_t *ks_s_lstore(ks_ir_kernel_t *k, int local, ks_expr_t *index,
     ks_expr_t *v);
 ks_stmt_t *ks_s_barrier(ks_ir_kernel_t *k);
 ks_stmt_t *ks_s_prefetch(ks_ir_kernel_t *k, int param, ks_expr_t *index);
+/* The same into the second-level cache (a far prefetch, which the first
+ * level could not hold until its read). */
+ks_stmt_t *ks_s_prefetch_l2(ks_ir_kernel_t *k, int param, ks_expr_t *index);
 
 /* ---- the one structural walker ---- */
 

@@ -618,6 +618,9 @@ static ks_stmt_t *check_stmt(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
 		    !(p->access & KS_ACCESS_READ))
 			fail(v, "prefetch of %s, which is not a readable "
 			    "buffer", p->name);
+		if (s->level != 1 && s->level != 2)
+			fail(v, "prefetch of %s: cache level %d (1 or 2)",
+			    p->name, s->level);
 		if (s->a == NULL || s->b != NULL)
 			fail(v, "prefetch of %s: needs one index", p->name);
 		else

@@ -721,6 +721,9 @@ Test(jit, prefetch_is_a_hint)
 	ks_s_append(k, k->body, ks_s_prefetch(k, x, GBIN(MIN, GBIN(ADD,
 	    GBIN(MUL, ks_x_group(k), GI(32)), GI(64)), GBIN(SUB, GP(n),
 	    GI(1)))));
+	ks_s_append(k, k->body, ks_s_prefetch_l2(k, x, GBIN(MIN, GBIN(ADD,
+	    GBIN(MUL, ks_x_group(k), GI(32)), GI(256)), GBIN(SUB, GP(n),
+	    GI(1)))));
 	ks_s_append(k, l->body, ks_s_store(k, y, gpu_gidx(k),
 	    ks_x_load(k, x, gpu_gidx(k))));
 	ks_s_append(k, k->body, l);
@@ -736,6 +739,8 @@ Test(jit, prefetch_is_a_hint)
 	    sizeof(err)), KS_OK, "%s", err);
 	cr_assert(strstr(b.data, "prefetcht0") != NULL, "no prefetch:\n%s",
 	    b.data);
+	cr_assert(strstr(b.data, "prefetcht1") != NULL,
+	    "no second-level prefetch:\n%s", b.data);
 	ks_buf_close(&b);
 	for (i = 0; i < 2; i++) {
 		const ks_backend_t *be = i ? &ks_backend_cuda :

@@ -145,10 +145,12 @@ Test(fast, every_format_and_shape_on_cpu_is_the_reference)
 }
 
 /*
- * The cpu backend lowers the block dot two ways: natively on AVX-512
- * targets (jit/cpu_vec.c), and as its plain IR in the lane loop
- * elsewhere.  Both are the reference, and the fast kernel on x86-64-v4
- * has the native form's asm while x86-64-v3's has none.
+ * The cpu backend lowers the block dot three ways: natively on AVX-512
+ * targets (jit/cpu_qdot.c), with vpdpbusd where the target has AVX-512
+ * VNNI (sapphirerapids), and as its plain IR in the lane loop elsewhere.
+ * Each is the reference; the fast kernel on x86-64-v4 has the native
+ * form's asm without vpdpbusd, sapphirerapids' with it, and x86-64-v3's
+ * has none.
  */
 Test(fast, the_native_and_the_plain_lowering_are_each_the_reference)
 {
@@ -163,11 +165,23 @@ Test(fast, the_native_and_the_plain_lowering_are_each_the_reference)
 	else
 		cr_log_warn("no AVX-512 here (%s): the native lowering is "
 		    "compiled and checked for inline asm, not run", native);
+	__builtin_cpu_init();
+	if (strcmp(native, "x86-64-v4") == 0 &&
+	    __builtin_cpu_supports("avx512vnni"))
+		every_shape(NULL, "sapphirerapids");
+	else
+		cr_log_warn("no AVX-512 VNNI here: the vpdpbusd lowering is "
+		    "compiled and checked for its instruction, not run");
 	for (fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
 		ks_ir_kernel_t *k = fast_ir(fmts[fi], 1, 512);
 
 		cr_assert(gpu_cpu_asm_has(k, "x86-64-v4", "#APP"),
 		    "%s: no native block dot on x86-64-v4",
+		    ks_dtype_name(fmts[fi]));
+		cr_assert(!gpu_cpu_asm_has(k, "x86-64-v4", "vpdpbusd"),
+		    "%s: vpdpbusd on x86-64-v4", ks_dtype_name(fmts[fi]));
+		cr_assert(gpu_cpu_asm_has(k, "sapphirerapids", "vpdpbusd"),
+		    "%s: no vpdpbusd on sapphirerapids",
 		    ks_dtype_name(fmts[fi]));
 		cr_assert(!gpu_cpu_asm_has(k, "x86-64-v3", "#APP"),
 		    "%s: asm on x86-64-v3", ks_dtype_name(fmts[fi]));

@@ -900,7 +900,9 @@ Test(llama, fast_mode_runs_the_engines_files_as_llama_cpp_does)
  * dynamic but K) the specialized one's.  The row-major prefill
  * (--unpacked) runs the prompt's gemms in mode fast too, so its logits
  * differ from the packed (exact) prefill's, where in exact mode the two
- * are the same bits.
+ * are the same bits.  The cpu targets (--target) are the same bits too:
+ * x86-64-v3 runs the block dots' plain form in the lane loop, and
+ * cascadelake, where this CPU has AVX-512 VNNI, their vpdpbusd form.
  */
 Test(llama, fast_mode_is_bitwise_across_threads_variants_and_verify)
 {
@@ -917,6 +919,11 @@ Test(llama, fast_mode_is_bitwise_across_threads_variants_and_verify)
 	    "--unpacked", "--dump", up, NULL };
 	const char *a5[] = { "--wdtype", "q4_k", "--mode", "fast",
 	    "--general", "--threads", "3", "--dump", g3, NULL };
+	const char *v = path_of("fv.bin"), *n = path_of("fn.bin");
+	const char *a6[] = { "--wdtype", "q4_k", "--mode", "fast", "--target",
+	    "x86-64-v3", "--dump", v, NULL };
+	const char *a7[] = { "--wdtype", "q4_k", "--mode", "fast", "--target",
+	    "cascadelake", "--dump", n, NULL };
 
 	cr_assert_eq(engine(a1), 0, "the fast engine failed");
 	cr_assert_eq(engine(a2), 0);
@@ -928,6 +935,17 @@ Test(llama, fast_mode_is_bitwise_across_threads_variants_and_verify)
 	cr_assert(same_bits(up, g3), "mode fast: specialized != general");
 	cr_assert_not(same_bits(a, up), "mode fast: the row-major prefill "
 	    "gave the packed exact prefill's bits");
+	cr_assert_eq(engine(a6), 0, "the fast engine on x86-64-v3 failed");
+	cr_assert(same_bits(a, v), "mode fast: x86-64-v3 != auto");
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("avx512vnni") ||
+	    !__builtin_cpu_supports("avx512bw")) {
+		cr_log_warn("no AVX-512 VNNI here: --target cascadelake not "
+		    "run");
+		return;
+	}
+	cr_assert_eq(engine(a7), 0, "the fast engine on cascadelake failed");
+	cr_assert(same_bits(a, n), "mode fast: cascadelake != auto");
 }
 
 /* The engine's stderr for ARGS (it must exit 1) holds WHAT. */

@@ -992,13 +992,21 @@ Test(specialize, prefetch_is_printed_and_checked)
 	char *t;
 
 	ks_s_append(k, k->body, ks_s_prefetch(k, x, c64(k, 64)));
+	ks_s_append(k, k->body, ks_s_prefetch_l2(k, x, c64(k, 512)));
 	ks_s_append(k, k->body, ks_s_store(k, y, c64(k, 0),
 	    ks_x_load(k, x, c64(k, 0))));
 	cr_assert_eq(ks_ir_verify(k, NULL, 0), KS_OK);
 	t = text(k);
-	cr_assert(strstr(t, "  prefetch x[64]\n  y[0] = x[0]\n"), "%s", t);
+	cr_assert(strstr(t, "  prefetch x[64]\n  prefetch.l2 x[512]\n"
+	    "  y[0] = x[0]\n"), "%s", t);
 	free(t);
 	ks_ir_free(k);
+
+	k = tiny(&y, &x, &n);
+	l = ks_s_prefetch_l2(k, x, c64(k, 0));
+	l->level = 3;
+	ks_s_append(k, k->body, l);
+	expect_invalid(k, "prefetch of x: cache level 3 (1 or 2)");
 
 	k = tiny(&y, &x, &n);
 	l = ks_s_lanes(k);

@@ -27,7 +27,8 @@
  * ggml_mul_mat on the package's CPU backend that ggml's own loader would
  * pick (the highest ggml_backend_score of the libggml-cpu-*.so beside
  * libggml-base.so; env KSPEC_GGML_CPU names one; env KSPEC_GGML_TARGET
- * names kspec's cpu target instead of auto), computed with
+ * names kspec's cpu target instead of auto, and for the fast candidate
+ * instead of bench_fast_target's), computed with
  * ggml_graph_compute on a persistent ggml threadpool of 1 or 2 threads,
  * planned once.  The threadpool polls 0: its workers sleep on a condition
  * variable between graphs, as kspec's pool does, so that no spinning
@@ -441,7 +442,8 @@ static void prog_open(prog_t *p, const format_t *f, ks_mode_t mode, void *x,
 	    mode, dims, 3, &spec, err, sizeof err) != KS_OK ||
 	    ks_specialize_variant(&spec, NULL, &p->k, err, sizeof err) !=
 	    KS_OK || ks_backend_cpu.resolve_target(getenv("KSPEC_GGML_TARGET") ?
-	    getenv("KSPEC_GGML_TARGET") : "auto", p->target,
+	    getenv("KSPEC_GGML_TARGET") : mode == KS_MODE_FAST ?
+	    bench_fast_target() : "auto", p->target,
 	    sizeof p->target, err, sizeof err) != KS_OK ||
 	    ks_backend_cpu.compile(p->k, p->target, "so", &a, err,
 	    sizeof err) != KS_OK || ks_jit_cpu_load(a.bytes, a.len,
@@ -1116,9 +1118,9 @@ static void bench_format(const format_t *f, const float *w32, const float *x,
 		printf("; the exact C loop %s", res->probe_exact ? "bitwise" :
 		    "DIFFERS FROM IT");
 	if (res->has_fast)
-		printf("\n  y: kspec fast (x in q8_0) on 1 and 2 threads %s "
-		    "its reference (ref/ref_fast.h)", res->fast_exact ?
-		    "bitwise" : "DIFFERS FROM");
+		printf("\n  y: kspec fast (x in q8_0; on %s) on 1 and 2 "
+		    "threads %s its reference (ref/ref_fast.h)", fast.target,
+		    res->fast_exact ? "bitwise" : "DIFFERS FROM");
 	printf("\n  planted: with byte %d of W xored with 0x%02x, kspec's y "
 	    "%s\n", f->plant_byte, f->plant_mask, caught ? "differs, as it "
 	    "must" : "DOES NOT DIFFER: the check is blind");

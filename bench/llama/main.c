@@ -795,8 +795,12 @@ static void beside_llama_cpp(const e2e_daemon_t *d, int all)
 	enum { KSPEC, LLAMA_CPP, FAST };
 	char file[512], cmd[3][1024], a[64], b[64], c[64];
 	const int threads[2] = { 1, all };
+	char fast_opts[64];
 	size_t wi;
 	int ti, r, e;
+
+	snprintf(fast_opts, sizeof fast_opts, " --mode fast --target %s",
+	    bench_fast_target());
 
 	printf("\nbeside llama.cpp (%s %s, libllama): the same GGUF file, "
 	    "written by examples/llama; %d rounds per row, a run of each "
@@ -804,8 +808,8 @@ static void beside_llama_cpp(const e2e_daemon_t *d, int all)
 	    "of %d trials after a warm-up; a row gives the median "
 	    "(min..max) of the rounds; kspec --mode fast (block formats) "
 	    "decodes through gemm's fast variant, its prefill the exact "
-	    "one\n", KS_GGML_PACKAGE, KS_GGML_PACKAGE_VERSION, LL_ROUNDS,
-	    TRIALS);
+	    "one; its cpu target: %s\n", KS_GGML_PACKAGE,
+	    KS_GGML_PACKAGE_VERSION, LL_ROUNDS, TRIALS, bench_fast_target());
 	for (wi = 0; wi < sizeof ws / sizeof ws[0]; wi++) {
 		const int block = strcmp(ws[wi], "f32") != 0, n = 2 + block;
 
@@ -832,7 +836,7 @@ static void beside_llama_cpp(const e2e_daemon_t *d, int all)
 					    "%d --threads %d%s 2>/dev/null",
 					    e2e_build_dir(), d->sock, file,
 					    PROMPT, STEPS, TRIALS, threads[ti],
-					    e == FAST ? " --mode fast" : "");
+					    e == FAST ? fast_opts : "");
 			snprintf(cmd[LLAMA_CPP], sizeof cmd[LLAMA_CPP], "%s/"
 			    "bench/llama --llama-cpp %s %d", e2e_build_dir(),
 			    file, threads[ti]);
