@@ -227,6 +227,7 @@ TEST_USES_test_client := client
 TEST_USES_test_loop := client
 TEST_USES_test_launch := client specialize
 TEST_USES_test_store := store
+TEST_USES_test_store_schema := store
 TEST_USES_test_cli := store
 TEST_USES_test_specialize := specialize
 TEST_USES_test_ir_order := specialize
@@ -242,7 +243,8 @@ $(foreach t,llama metrics service storefile users workers,\
 TEST_LDLIBS := $(TEST_LIBS) $(shell pkg-config --libs libcjson 2>/dev/null) \
 	-lpthread -ldl -lm
 TEST_LDLIBS_test_remote := $(shell pkg-config --libs hiredis 2>/dev/null)
-$(foreach t,e2e store storefile workers,$(eval TEST_LDLIBS_test_$(t) := \
+$(foreach t,e2e store store_schema storefile workers,\
+	$(eval TEST_LDLIBS_test_$(t) := \
 	$(shell pkg-config --libs sqlite3 2>/dev/null)))
 TEST_LDLIBS_test_llama := -lOpenCL
 test_mods = $(filter $(foreach m,$(or $(TEST_USES_$(1)),server client),\
@@ -322,9 +324,9 @@ JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
 # The quick tier, for every edit: the unit tests, and the end-to-end suite
 # and the fast path's against real daemons; make test runs everything.
 CHECK_BINS := $(addprefix $(BUILD)/tests/,test_proto test_entry test_key \
-	test_sched test_store test_specialize test_ir_order test_jit \
-	test_cpu_vec test_exec test_fuzz test_fastpath test_e2e test_quant \
-	test_gguf test_states)
+	test_sched test_store test_store_schema test_specialize test_ir_order \
+	test_jit test_cpu_vec test_exec test_fuzz test_fastpath test_e2e \
+	test_quant test_gguf test_states)
 check: deps depcheck
 	@$(MAKE) --no-print-directory $(JOBS) $(PROGRAMS) $(CHECK_BINS) \
 	    $(BUILD)/tests/kspecd-plant
