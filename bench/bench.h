@@ -35,10 +35,9 @@ static inline int bench_cmp_u64(const void *a, const void *b)
 
 /*
  * The cpu target the benchmarks ask gemm's fast mode for: cascadelake
- * (AVX-512 with VNNI, which every later Intel server CPU and AMD's Zen 4
- * run) where this CPU has AVX-512 VNNI, so that the kernel multiplies
- * with vpdpbusd as llama.cpp's CPU backend for such a CPU does; else
- * auto.
+ * (the oldest CPU family with AVX-512 VNNI) where this CPU has AVX-512
+ * VNNI, so that the kernel multiplies with vpdpbusd as llama.cpp's CPU
+ * backend for such a CPU does; else auto.
  */
 static inline const char *bench_fast_target(void)
 {

@@ -1,6 +1,7 @@
 /*
  * cpu_qdot: the fast mode's block dot product (KS_X_QDOT) natively, for
- * cpu_vec.c's 16-wide lanes on AVX-512 F and BW targets.
+ * cpu_vec.c's 16-wide lanes on AVX-512 F and BW targets, with vpdpbusd
+ * on those with AVX-512 VNNI.
  *
  * A QDOT's 16 lanes are one 512-bit vector: the pair's 64 weight codes
  * and 64 x codes side by side in bytes, lane l's 4 in bytes 4 l .. 4 l + 3,
@@ -16,11 +17,25 @@
  * scales and mins are unpacked once per row and super-block into a
  * vector of 16 f32 (dx_s (d sc_s) and dx_s ((-dmin) m_s), x's scales
  * multiplied in there) that each pair permutes, and its min term takes
- * the sums of x's blocks, computed once per super-block.  Every f32
- * operation is the plain IR's, one lane per element, in its order (a
- * product's operands may swap: IEEE multiplication commutes), so the
- * bits are the plain IR's; tests/test_k_fast.c checks both against the
- * reference.
+ * the sums of x's blocks, computed once per super-block.
+ *
+ * With AVX-512 VNNI (L->vnni) each sum of 4 is one vpdpbusd (u8 x s8
+ * into i32, no intermediate rounding or saturation).  q4_0 and q4_k
+ * mask their high nibbles in place rather than shift them: those lanes
+ * multiply 16 q, so their i32 sums are 16 P, exact in f32 (|16 P| <
+ * 2^17), and x's scales for those lanes, computed once for every row,
+ * are over 16.  A scale is a product of f16 values (q4_k: the rounded
+ * dx (d sc)), far above f32's subnormals, so dividing it by 16 is exact
+ * and fma(s / 16, 16 P, acc) is fma(s, P, acc) bit for bit.  q4_0's
+ * offset of 8 (128 for the high lanes) times x's sums is the vpdpbusd's
+ * starting value.  q8_0's codes are signed on both sides: x's plus 128
+ * multiply them, and a second vpdpbusd of 128s takes 128 times their sum
+ * off.
+ *
+ * Every f32 operation is the plain IR's, one lane per element, in its
+ * order (a product's operands may swap: IEEE multiplication commutes),
+ * so the bits are the plain IR's; tests/test_k_fast.c checks each form
+ * against the reference.
  *
  * Each step is one extended asm statement with register operands and
  * early-clobbered temporaries; GCC allocates and places them.  x's side
