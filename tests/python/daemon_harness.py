@@ -19,6 +19,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 sys.path.insert(0, os.path.join(ROOT, "client", "python"))
 
 
+def recv_exact(s, n):
+    """N bytes from socket S; ConnectionError at end of stream."""
+    buf = b""
+    while len(buf) < n:
+        r = s.recv(n - len(buf))
+        if not r:
+            raise ConnectionError("eof")
+        buf += r
+    return buf
+
+
 def build_dir():
     b = os.environ.get("KSPEC_BUILD")
     return b if b else os.path.join(ROOT, "build")
