@@ -271,7 +271,7 @@ $(BUILD)/tests/test_gguf: tests/test_gguf.c examples/llama/gguf.c \
 # switches on, to show that a checker of the daemon catches them.  Only
 # tests run it; it is never installed.
 PLANT_SRC := exec/job.c exec/probe.c exec/canary.c exec/worker.c \
-	     server/daemon.c server/fastpath.c server/lookup.c \
+	     server/daemon.c server/fastpath.c server/lease.c \
 	     server/op_import.c store/writer.c
 PLANT_OBJ := $(patsubst %.c,$(BUILD)/plant/%.o,$(PLANT_SRC))
 $(BUILD)/plant/%.o: %.c

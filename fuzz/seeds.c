@@ -250,7 +250,7 @@ static void entries(void)
 }
 
 /* A failure marker or lease of KIND for KEY made at NOW_MS, as
- * lookup.c's fleet_seal makes them. */
+ * lease.c's fleet_seal makes them. */
 static void value(const char *name, const ks_hash_t *key, const char *kind,
     double now_ms, uint64_t ttl_ms, cJSON *more, const char *token)
 {

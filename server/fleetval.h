@@ -2,7 +2,7 @@
  * Private to server/: the values of the remote tier in Redis
  * (docs/fleet.md), as a node makes and reads them (fleetval.c).  Pure
  * functions of the fleet's keys, the value and the clock they are given:
- * lookup.c calls them with the daemon's keys and clock, the fuzzer
+ * lease.c calls them with the daemon's keys and clock, the fuzzer
  * (fuzz/redis.c) with its own.
  *
  *   kspec:e1:KEY     an artifact: a signed entry (proto/entry.h) of KEY
@@ -11,7 +11,7 @@
  *   kspec:lease:KEY  a lease: signed entries of KEY with no bytes and the
  *                    metadata {"kspec": KIND, "node": .., "expires_ms": ..,
  *                    ...}, hex-encoded; a lease's value is that, ':' and
- *                    a token (lookup.c's script adds it).
+ *                    a token (lease.c's script adds it).
  *
  * A node acts on a value only when a fleet key signed it, bound to its key
  * (a value copied under another key is refused) and, for markers and

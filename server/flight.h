@@ -8,7 +8,7 @@
  *            lookup; a hit ends it (DONE) without a compile, a miss, an
  *            error or a timeout queues it (ks_flight_remote_done); after
  *            a miss it also waits here while another node holds the
- *            key's fleet lease (lookup.c), and may end with that node's
+ *            key's fleet lease (lease.c), and may end with that node's
  *            failure (ks_flight_remote_fail);
  *   QUEUED   in the fair queue of its priority (sched.h), owned by the
  *            client of the waiter that started it; a get that joins a
@@ -76,7 +76,7 @@ struct ks_flight {
 	uint32_t turn_uid;       /* whose turn it is queued in, after REMOTE */
 	uint64_t turn_client;
 	int remote_hit;          /* its artifact came from the remote tier */
-	void *lease;             /* its fleet lease, held (lookup.c), or NULL */
+	void *lease;             /* its fleet lease, held (lease.c), or NULL */
 	ks_get_t get;
 	int prio;
 	int state;

@@ -35,7 +35,7 @@ int ks_lookup_has(ks_srv_t *srv, const ks_hash_t *key);
  * hit costs the store nothing); every second and at shutdown. */
 void ks_lookup_record_uses(ks_srv_t *srv);
 /*
- * The flights' remote hook (ks_flights_t.remote): with --remote, asks
+ * The flights' remote hook (ks_flights_t.remote; lease.c): with --remote, asks
  * Redis for F's signed entry; a value that verifies ends F as source
  * "remote" (kept in the hot tier and the store), anything else (no value,
  * a refused one, a timeout, no connection) sends F to its compile.

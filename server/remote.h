@@ -7,7 +7,7 @@
  * (backoff 100 ms doubling to 5 s).  A connection counts as up only once
  * Redis has answered its PING (after AUTH and SELECT): a stopped Redis on
  * a Unix socket still accepts connections into its backlog.  What the
- * values are (signed entries) is lookup.c's business, not this file's.
+ * values are (signed entries) is lease.c's business, not this file's.
  * Only the loop thread touches it.
  */
 #ifndef KS_SERVER_REMOTE_H
@@ -24,7 +24,7 @@
 #define KS_REMOTE_MAX_PUBLISH (512ull << 20)
 /* A publish may take this much longer per MiB it writes. */
 #define KS_REMOTE_MS_PER_MIB 16
-/* Fleet-wide single flight (lookup.c, docs/fleet.md): a compile's lease
+/* Fleet-wide single flight (lease.c, docs/fleet.md): a compile's lease
  * lives this long unless renewed, every KS_LEASE_RENEW_MS while the
  * compile runs; a node that finds it held polls every KS_LEASE_POLL_MS,
  * up to --remote-lease-wait (KS_LEASE_DEFAULT_WAIT_S by default). */
@@ -85,13 +85,13 @@ typedef struct ks_remote {
 	int down_logged;         /* this outage has been logged */
 	uint64_t down_ns;        /* when the connection was lost */
 	/* Counters for stats; hits, misses, auth_failures and too_large are
-	 * lookup.c's (what the values were). */
+	 * lease.c's (what the values were). */
 	uint64_t hits, misses, timeouts, errors, auth_failures;
 	uint64_t published, publish_failures, too_large;
 	uint64_t reconnects;     /* connections made again after a loss */
 	uint64_t outages;        /* times a ready connection was lost */
 	uint64_t skipped;        /* lookups not asked: no connection */
-	/* The lease (lookup.c's): leases taken, flights that found one held
+	/* The lease (lease.c's): leases taken, flights that found one held
 	 * and waited, leases taken after waiting (the holder's expired),
 	 * waits that ran past --remote-lease-wait. */
 	uint64_t lease_taken, lease_waits, lease_takeovers;
