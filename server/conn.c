@@ -1,7 +1,7 @@
 /*
- * Connections: accept, peer check, framing of requests, the write path of
- * replies with backpressure, turns between connections, deadlines, and
- * the connection state machine (conn.h).
+ * Connections: accept (who is admitted: admit.c), framing of requests,
+ * the write path of replies with backpressure, turns between
+ * connections, deadlines, and the connection state machine (conn.h).
  *
  * Replies are written with uv_try_write straight from the connection's
  * header buffer and the artifact's bytes; only what the socket does not
@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "../proto/proto.h"
-#include "conn.h"
+#include "admit.h"
 
 #define READ_CHUNK 65536
 #define SWEEP_MS 1000
@@ -90,29 +90,6 @@ void ks_conns_close(ks_conns_t *set)
 }
 
 /* ---- users ---- */
-
-static ks_conn_user_t *user_of(ks_conns_t *set, uint32_t uid)
-{
-	ks_conn_user_t *u;
-
-	HASH_FIND(hh, set->users, &uid, sizeof uid, u);
-	if (u)
-		return u;
-	u = calloc(1, sizeof *u);
-	if (!u)
-		return NULL;
-	u->uid = uid;
-	HASH_ADD(hh, set->users, uid, sizeof u->uid, u);
-	return u;
-}
-
-static void user_settle(ks_conns_t *set, ks_conn_user_t *u)
-{
-	if (u && u->conns == 0 && u->waiting == 0) {
-		HASH_DEL(set->users, u);
-		free(u);
-	}
-}
 
 int ks_conn_user_waiting(const ks_conn_t *c)
 {
@@ -240,7 +217,7 @@ static void conn_close(ks_conn_t *c)
 	set->n--;
 	if (c->user) {
 		c->user->conns--;
-		user_settle(set, c->user);
+		ks_admit_release(set, c->user);
 		if (c->pending == 0)
 			c->user = NULL;
 	}
@@ -303,7 +280,7 @@ void ks_conn_done(ks_conn_t *c)
 		u->waiting--;
 		if (c->state == CONN_CLOSED && c->pending == 0)
 			c->user = NULL;
-		user_settle(c->set, u);
+		ks_admit_release(c->set, u);
 	}
 	/* The request's reference: the last one (its handle closed) frees
 	 * C, which is CLOSED and has nothing to settle. */
@@ -1002,77 +979,12 @@ static void on_sweep(uv_timer_t *t)
 
 /* ---- accepting ---- */
 
-/* Most supplementary groups of a peer looked at. */
-#define MAX_PEER_GROUPS 256
-
-/*
- * Who the peer is, from the socket (never from the user database): its
- * uid, and whether its groups, primary or supplementary at the time it
- * connected (SO_PEERGROUPS, Linux 4.13), include the socket and admin
- * groups.  -1 if the credentials cannot be read.
- */
-static int peer_check(ks_conn_t *c, int *member, int *admin)
-{
-	const ks_conn_limits_t *lim = &c->set->lim;
-	gid_t groups[MAX_PEER_GROUPS];
-	struct ucred cred;
-	socklen_t len = sizeof cred, glen = sizeof groups;
-	uv_os_fd_t fd;
-	size_t i, n = 0;
-
-	*member = *admin = 0;
-	if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 ||
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
-		return -1;
-	c->uid = (uint32_t)cred.uid;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0)
-		n = glen / sizeof groups[0];
-	*member = lim->socket_gid >= 0 && (gid_t)lim->socket_gid == cred.gid;
-	*admin = lim->admin_gid >= 0 && (gid_t)lim->admin_gid == cred.gid;
-	for (i = 0; i < n; i++) {
-		*member |= lim->socket_gid >= 0 &&
-		    groups[i] == (gid_t)lim->socket_gid;
-		*admin |= lim->admin_gid >= 0 &&
-		    groups[i] == (gid_t)lim->admin_gid;
-	}
-	return 0;
-}
-
-/* 1 when a refusal of UID was not logged in the last minute. */
-static int log_denied(ks_conns_t *set, uint32_t uid)
-{
-	uint64_t now = ks_now_ns();
-	int i, oldest = 0;
-
-	for (i = 0; i < KS_CONN_DENIED_SLOTS; i++) {
-		if (set->denied_log[i].at_ns && set->denied_log[i].uid == uid) {
-			if (now - set->denied_log[i].at_ns < 60000000000ull)
-				return 0;
-			set->denied_log[i].at_ns = now;
-			return 1;
-		}
-		if (set->denied_log[i].at_ns < set->denied_log[oldest].at_ns)
-			oldest = i;
-	}
-	set->denied_log[oldest].uid = uid;
-	set->denied_log[oldest].at_ns = now;
-	return 1;
-}
-
-/* Answers one error and drains: the connection is refused. */
-static void refuse(ks_conn_t *c, int code, const char *msg)
-{
-	ks_reply_err(c, 0, 0, code, msg);
-	ks_conn_drain(c);
-}
-
 void ks_conns_on_connection(uv_stream_t *l, int status)
 {
 	ks_conns_t *set = l->data;
-	int member, admin, mine;
-	ks_conn_user_t *u;
 	char msg[320];
 	ks_conn_t *c;
+	int rc;
 
 	if (status < 0) {
 		ks_log(KS_LOG_WARN, "accept: %s", uv_strerror(status));
@@ -1099,57 +1011,17 @@ void ks_conns_on_connection(uv_stream_t *l, int status)
 	set->head = c;
 	set->n++;
 	set->total++;
-	/* The daemon's uid, root and members of the socket group may talk
-	 * to it; a refused peer is told why, once, then closed. */
-	if (peer_check(c, &member, &admin) != 0) {
-		set->refused_peer++;
+	/* Who may connect, and how many: admit.c.  A peer whose credentials
+	 * cannot be read is closed; one refused is told why, then drained. */
+	rc = ks_admit(set, c, msg, sizeof msg);
+	if (rc == KS_ADMIT_CLOSE) {
 		conn_close(c);
 		return;
 	}
-	mine = c->uid == set->lim.self_uid || c->uid == 0;
-	c->admin = mine || admin;
-	if (!mine && !member) {
-		set->refused_peer++;
-		if (set->lim.socket_gid >= 0)
-			snprintf(msg, sizeof msg, "uid %u may not use this "
-			    "kspecd: it serves uid %u, root and the members of "
-			    "group %s (add the user to it, then log in again)",
-			    c->uid, set->lim.self_uid, set->lim.socket_group);
-		else
-			snprintf(msg, sizeof msg, "uid %u may not use this "
-			    "kspecd: it serves uid %u and root only (start it "
-			    "with --socket-group GROUP to admit a group)",
-			    c->uid, set->lim.self_uid);
-		if (log_denied(set, c->uid))
-			ks_log(KS_LOG_WARN, "refused uid %u (logged once a "
-			    "minute per uid)", c->uid);
-		refuse(c, KS_E_DENIED, msg);
+	if (rc != KS_OK) {
+		ks_reply_err(c, 0, 0, rc, msg);
+		ks_conn_drain(c);
 		return;
 	}
-	if (set->stopping) {
-		refuse(c, KS_E_SHUTTING_DOWN, "daemon is shutting down");
-		return;
-	}
-	if (set->n > set->lim.max) {
-		set->refused_full++;
-		snprintf(msg, sizeof msg, "too many connections (%d)",
-		    set->lim.max);
-		refuse(c, KS_E_BUSY, msg);
-		return;
-	}
-	u = user_of(set, c->uid);
-	if (!u) {
-		refuse(c, KS_E_NOMEM, "out of memory");
-		return;
-	}
-	if (u->conns >= set->lim.max_per_user) {
-		set->refused_user++;
-		snprintf(msg, sizeof msg, "too many connections of uid %u (%d, "
-		    "--max-conns-per-user)", c->uid, set->lim.max_per_user);
-		refuse(c, KS_E_BUSY, msg);
-		return;
-	}
-	c->user = u;
-	u->conns++;
 	update_reading(c);
 }
