@@ -1,4 +1,4 @@
-# kspec: one Makefile.  Targets: all check depcheck test run bench
+# kspec: one Makefile.  Targets: all check depcheck docscheck test run bench
 # bench-instructions asan fuzz fuzz-corpus install uninstall clean.
 #
 # Modules and their dependencies (no cycles, docs/architecture.md):
@@ -56,7 +56,8 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_SRC := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all examples check depcheck test run bench bench-instructions asan fuzz \
+.PHONY: all examples check depcheck docscheck test run bench \
+	bench-instructions asan fuzz \
 	fuzz-targets fuzz-corpus clean deps golden golden-quant install \
 	uninstall FORCE
 
@@ -330,6 +331,7 @@ CHECK_BINS := $(addprefix $(BUILD)/tests/,test_proto test_entry test_key \
 check: deps depcheck
 	@$(MAKE) --no-print-directory $(JOBS) $(PROGRAMS) $(CHECK_BINS) \
 	    $(BUILD)/tests/kspecd-plant
+	@$(DOCSCHECK) --self-test $(BUILD) && $(DOCSCHECK) $(BUILD)
 	@KSPEC_BUILD=$(abspath $(BUILD)) KSPEC_TEST_TIER=check \
 	    ./tests/run.sh $(CHECK_BINS)
 
@@ -339,6 +341,7 @@ check: deps depcheck
 test: deps depcheck
 	@$(MAKE) --no-print-directory $(JOBS) all $(TEST_BINS) \
 	    $(BUILD)/tests/kspecd-plant
+	@$(DOCSCHECK) --self-test $(BUILD) && $(DOCSCHECK) $(BUILD)
 	@KSPEC_BUILD=$(abspath $(BUILD)) ./tests/run.sh $(TEST_BINS)
 
 # The include graph: no cycle between files, the modules in their order,
@@ -347,6 +350,17 @@ test: deps depcheck
 depcheck:
 	@./tests/depcheck.sh --self-test
 	@./tests/depcheck.sh
+
+# The docs against the code (tests/docscheck.py, which first shows each
+# check catching a drift planted in a scratch copy): the error codes of
+# docs/protocol.md, the options of docs/cli.md against the programs'
+# --help, the store's schema version, the Python client's version and
+# socket, the installed paths.  make check and make test run it once the
+# programs are built.
+DOCSCHECK := /usr/bin/python3 tests/docscheck.py
+docscheck: deps
+	@$(MAKE) --no-print-directory $(BUILD)/kspecd $(BUILD)/kspec
+	@$(DOCSCHECK) --self-test $(BUILD) && $(DOCSCHECK) $(BUILD)
 
 run: deps
 	@$(MAKE) --no-print-directory all

@@ -94,6 +94,7 @@ static const char usage[] =
 "                   demand)\n"
 "  --audit-budget S compile seconds the background audit may spend per\n"
 "                   hour (default 60; 0: no limit)\n"
+"  --version        kspecd's version\n"
 "  -h, --help       this text\n";
 
 static int parse_bytes(const char *s, uint64_t *out)
