@@ -118,6 +118,33 @@ static void export_from_a(void)
 	free(out);
 }
 
+/* A spec the daemon refuses is named once in the error line: "kspec:
+ * specs[0]: E_UNKNOWN_KERNEL: ...", not "kspec: specs[0]: kspec: ...". */
+Test(bundle, a_refused_spec_is_named_once_in_its_error_line)
+{
+	char args[1200];
+	char *out;
+	int st;
+
+	snprintf(args, sizeof args, "fleet-key generate '%s'", keyp);
+	out = kspec(&a, args, &st);
+	cr_assert_eq(st, 0, "%s", out);
+	free(out);
+	write_text(manifest, "{\"version\":1,\"specs\":[{\"kernel\":"
+	    "\"nosuch\",\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":"
+	    "{\"M\":1}}]}");
+	cr_assert_eq(e2e_start(&a, (const char *const[]){ "--workers", "1",
+	    NULL }), 0);
+	snprintf(args, sizeof args, "bundle export '%s' -o '%s' --sign-key "
+	    "'%s.secret'", manifest, bundle, keyp);
+	out = kspec(&a, args, &st);
+	cr_assert_eq(st, 1, "%s", out);
+	cr_assert(strstr(out, "kspec: specs[0]: E_UNKNOWN_KERNEL: "), "%s",
+	    out);
+	cr_assert(!strstr(out, "kspec: specs[0]: kspec:"), "%s", out);
+	free(out);
+}
+
 static void start_b(int with_key, const char *other_key)
 {
 	char key[400];

@@ -162,6 +162,11 @@ Test(cli, kernels_ls_explain_and_evict)
 	    "M="), 2);
 	cr_assert(strstr(out, "kspec: explain: --shape value of 'M'"), "%s",
 	    out);
+	/* A value past 64 bits is out of range, not "not an integer". */
+	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "
+	    "M=1,N=12345678901234567890,K=8"), 2);
+	cr_assert(strstr(out, "kspec: get: --shape value of 'N' is out of "
+	    "range: '12345678901234567890'"), "%s", out);
 	cr_assert_eq(kspec("evict --all"), 0);
 	cr_assert(strstr(out, "evicted 2"), "%s", out);
 	cr_assert_eq(kspec("ls --json"), 0);

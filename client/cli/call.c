@@ -21,9 +21,18 @@ static void put_line(const char *s)
 
 int fail(kspec_client_t *c, int rc)
 {
+	return fail_in(c, rc, NULL);
+}
+
+int fail_in(kspec_client_t *c, int rc, const char *what)
+{
 	const char *code = "", *msg = kspec_last_error(c, &code);
 
 	fputs("kspec: ", stderr);
+	if (what) {
+		put_line(what);
+		fputs(": ", stderr);
+	}
 	if (rc == KSPEC_E_CONNECT) {
 		put_line(msg);
 		fputs("\n", stderr);

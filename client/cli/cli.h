@@ -122,6 +122,9 @@ int usage_error(const char *cmd, const char *fmt, ...);
 
 /* Reports a failed library call on C and returns the exit status. */
 int fail(kspec_client_t *c, int rc);
+/* The same, the line naming WHAT after "kspec: " ("kspec: specs[2]:
+ * E_...: ..."). */
+int fail_in(kspec_client_t *c, int rc, const char *what);
 
 /* Connects to SOCKET into *C; reports a failure (and sets *C to NULL)
  * and returns EXIT_CONNECT, or returns EXIT_OK. */

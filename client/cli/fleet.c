@@ -117,7 +117,7 @@ static int bundle_export(const char *socket, const char *manifest,
 	ks_fleet_sec_t sk;
 	ks_buf_t bundle, entries, one;
 	cJSON *specs, *origin, *man, *report, *missing, *x;
-	char err[512], why[256], *text;
+	char err[512], why[256], where[32], *text;
 	int i, n, rc, exported = 0, status = EXIT_OK;
 
 	if (ks_fleet_load_secret(sign_key, &sk, err, sizeof err) != KS_OK) {
@@ -162,8 +162,8 @@ static int bundle_export(const char *socket, const char *manifest,
 		ex = rc ? NULL : cJSON_Parse(text);
 		kspec_free(text);
 		if (rc || !ex) {
-			fprintf(stderr, "kspec: specs[%d]: ", spec_index);
-			status = fail(c, rc ? rc : KSPEC_E_PROTO);
+			snprintf(where, sizeof where, "specs[%d]", spec_index);
+			status = fail_in(c, rc ? rc : KSPEC_E_PROTO, where);
 			cJSON_Delete(ex);
 			continue;
 		}
@@ -182,8 +182,8 @@ static int bundle_export(const char *socket, const char *manifest,
 		cJSON_Delete(ex);
 		rc = kspec_get(c, &gs, &a);
 		if (rc) {
-			fprintf(stderr, "kspec: specs[%d]: ", spec_index);
-			status = fail(c, rc);
+			snprintf(where, sizeof where, "specs[%d]", spec_index);
+			status = fail_in(c, rc, where);
 			continue;
 		}
 		ks_buf_init(&one);

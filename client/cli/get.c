@@ -79,9 +79,12 @@ static int parse_shape(const char *who, char *list, dims_t *d)
 		*eq = '\0';
 		errno = 0;
 		v = strtoll(eq + 1, &end, 10);
-		if (!eq[1] || *end || errno == ERANGE)
+		if (!eq[1] || *end)
 			return usage_error(who, "--shape value of '%s' is "
 			    "not an integer: '%s'", item, eq + 1);
+		if (errno == ERANGE)
+			return usage_error(who, "--shape value of '%s' is "
+			    "out of range: '%s'", item, eq + 1);
 		if (d->nshape == CLI_MAX_DIMS)
 			return usage_error(who, "more than %d --shape "
 			    "entries", CLI_MAX_DIMS);
