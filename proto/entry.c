@@ -66,9 +66,13 @@ static int write_new(const char *path, const char *line, mode_t mode,
 	    O_NOFOLLOW, mode);
 
 	if (fd < 0) {
-		snprintf(err, errlen, "%s: %s", path, errno == EEXIST ?
-		    "exists; not replacing a key" : strerror(errno));
-		return errno == EEXIST ? KS_E_BUSY : ks_err_from_errno(errno);
+		if (errno == EEXIST) {
+			snprintf(err, errlen, "%s exists; not replacing a key "
+			    "(remove it first, or give another prefix)", path);
+			return KS_E_IO;
+		}
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return ks_err_from_errno(errno);
 	}
 	if (fchmod(fd, mode) != 0 || write(fd, line, n) != (ssize_t)n ||
 	    fsync(fd) != 0) {

@@ -46,7 +46,7 @@ void ks_fleet_id_hex(const uint8_t id[KS_FLEET_ID_BYTES], char out[17]);
 
 /*
  * Writes a new key pair: PREFIX.secret (mode 0600) and PREFIX.public
- * (0644), refusing to replace either.  Errors with a message: KS_E_BUSY
+ * (0644), refusing to replace either.  Errors with a message: KS_E_IO
  * (a file exists), errno's.
  */
 int ks_fleet_keygen(const char *prefix, char *id_hex, char *err,

@@ -72,8 +72,9 @@ Test(entry, keygen_never_replaces_a_key)
 {
 	char id[17], err[512];
 
-	cr_assert_eq(ks_fleet_keygen(prefix, id, err, sizeof err), KS_E_BUSY);
-	cr_assert(strstr(err, "not replacing"), "%s", err);
+	cr_assert_eq(ks_fleet_keygen(prefix, id, err, sizeof err), KS_E_IO);
+	cr_assert(strstr(err, "exists; not replacing a key (remove it first"),
+	    "%s", err);
 }
 
 Test(entry, a_secret_others_can_read_is_refused)
