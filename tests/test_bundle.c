@@ -145,6 +145,31 @@ Test(bundle, a_refused_spec_is_named_once_in_its_error_line)
 	free(out);
 }
 
+/* fleet-key generate warns when the secret lands inside a git work
+ * tree (a .git in its folder or one above), and only then. */
+Test(bundle, a_key_made_inside_a_git_work_tree_is_warned_about)
+{
+	char args[1200], repo[400], cmd[1400];
+	char *out;
+	int st;
+
+	snprintf(args, sizeof args, "fleet-key generate '%s'", keyp);
+	out = kspec(&a, args, &st);
+	cr_assert_eq(st, 0, "%s", out);
+	cr_assert(!strstr(out, "warning"), "%s", out);
+	free(out);
+	snprintf(repo, sizeof repo, "%s/repo", dir);
+	snprintf(cmd, sizeof cmd, "mkdir -p '%s/.git' '%s/keys'", repo, repo);
+	cr_assert_eq(system(cmd), 0);
+	snprintf(args, sizeof args, "fleet-key generate '%s/keys/k'", repo);
+	out = kspec(&a, args, &st);
+	cr_assert_eq(st, 0, "%s", out);
+	snprintf(cmd, sizeof cmd, "kspec: warning: %s/keys/k.secret is inside "
+	    "the git work tree %s: ", repo, repo);
+	cr_assert(strstr(out, cmd), "%s", out);
+	free(out);
+}
+
 static void start_b(int with_key, const char *other_key)
 {
 	char key[400];

@@ -93,6 +93,22 @@ Test(cli, get_writes_a_loadable_artifact_and_its_metadata)
 	free(bytes);
 }
 
+/* The manifest the README's fleet block uses (examples/manifest.json)
+ * warms on a daemon and is then ready, every spec of it. */
+Test(cli, the_shipped_example_manifest_warms_and_is_ready)
+{
+	const char *slash = strrchr(__FILE__, '/');
+	char path[512];
+
+	snprintf(path, sizeof path, "%.*s/../examples/manifest.json",
+	    slash ? (int)(slash - __FILE__) : 1, slash ? __FILE__ : ".");
+	cr_assert_eq(kspec("warm '%s'", path), 0, "%s", out);
+	cr_assert(strstr(out, ": 4 specs: 0 cached, 4 compiled, 0 joined, 0 "
+	    "failed"), "%s", out);
+	cr_assert_eq(kspec("ready '%s'", path), 0, "%s", out);
+	cr_assert(strstr(out, "4 of 4 specs cached"), "%s", out);
+}
+
 Test(cli, errors_map_to_exit_statuses_with_one_line)
 {
 	cr_assert_eq(kspec("get gemm --backend cpu --dtype f32 --shape "

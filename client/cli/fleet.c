@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <sodium.h>
 
@@ -21,7 +22,8 @@ const char usage_fleet_key[] =
 "Makes a fleet signing key pair: PREFIX.secret (mode 0600; it signs\n"
 "bundles, keep it with the publisher) and PREFIX.public (what daemons\n"
 "verify with: kspecd --fleet-key PREFIX.public).  Never replaces a file.\n"
-"Prints the key id (docs/fleet.md); --json: {\"id\",\"secret\",\"public\"}.\n";
+"Prints the key id (docs/fleet.md); --json: {\"id\",\"secret\",\"public\"}.\n"
+"Warns when the files land inside a git work tree.\n";
 
 const char usage_bundle[] =
 "usage: kspec [--socket PATH] bundle export MANIFEST -o FILE\n"
@@ -37,6 +39,38 @@ const char usage_bundle[] =
 "definition, compiler and target); others are reported with the reason.\n"
 "Both are for the daemon's uid, root and --admin-group (import) and\n"
 "exit 1 when anything was refused or missing.\n";
+
+/*
+ * The git work tree that holds the file PATH (its top folder, in TOP),
+ * found by looking for .git in PATH's folder and each above it: 1 when
+ * there is one, else 0 (a folder that cannot be resolved: 0).
+ */
+static int in_work_tree(const char *path, char *top, size_t toplen)
+{
+	char dir[PATH_MAX], probe[PATH_MAX + 8];
+	const char *slash = strrchr(path, '/');
+	char *end;
+	struct stat st;
+
+	if (!slash)
+		snprintf(probe, sizeof probe, ".");
+	else
+		snprintf(probe, sizeof probe, "%.*s", slash == path ? 1 :
+		    (int)(slash - path), path);
+	if (!realpath(probe, dir))
+		return 0;
+	for (;;) {
+		snprintf(probe, sizeof probe, "%s/.git", dir);
+		if (lstat(probe, &st) == 0) {
+			snprintf(top, toplen, "%s", dir);
+			return 1;
+		}
+		end = strrchr(dir, '/');
+		if (!end || end == dir)
+			return 0;
+		*end = '\0';
+	}
+}
 
 /* What fleet-key reads from its command line. */
 typedef struct {
@@ -56,7 +90,7 @@ int cmd_fleet_key(const cli_cmd_t *cmd, const char *socket, int argc,
 {
 	fleet_key_args_t a = { 0 };
 	const char *prefix;
-	char id[17], err[512];
+	char id[17], err[512], top[PATH_MAX];
 	int rc;
 
 	rc = cli_parse(cmd, argc, argv, fleet_key_opts, &a);
@@ -72,6 +106,11 @@ int cmd_fleet_key(const cli_cmd_t *cmd, const char *socket, int argc,
 		fprintf(stderr, "kspec: %s: %s\n", kspec_err_name(rc), err);
 		return EXIT_FAIL;
 	}
+	/* A secret in a repository is one `git add .` from a commit. */
+	if (in_work_tree(prefix, top, sizeof top))
+		fprintf(stderr, "kspec: warning: %s.secret is inside the git "
+		    "work tree %s: keep secret keys out of repositories (move "
+		    "it, or at least list it in .gitignore)\n", prefix, top);
 	if (a.json) {
 		cJSON *o = cJSON_CreateObject();
 		char *text, path[4200];
