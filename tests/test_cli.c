@@ -254,6 +254,7 @@ Test(cli, writing_to_a_device_keeps_the_device)
 Test(cli, version_hello_json_and_the_hit_ratio)
 {
 	const char *r;
+	int n;
 
 	cr_assert_eq(kspec("--version"), 0);
 	cr_assert_str_eq(out, "kspec " KSPEC_VERSION "\n");
@@ -276,6 +277,27 @@ Test(cli, version_hello_json_and_the_hit_ratio)
 	r = strstr(out, "hit_ratio ");
 	cr_assert(r, "%s", out);
 	cr_assert(strncmp(r + 41, "0.7500 ", 7) == 0, "%.60s", r);
+	/* The summary: a screen, its subjects' figures; --all every
+	 * counter (each worker, by op), the same ratio; not with --json. */
+	n = 0;
+	for (r = out; (r = strchr(r, '\n')); r++)
+		n++;
+	cr_assert(n <= 24, "%d lines: %s", n, out);
+	cr_assert(strstr(out, "gets                                     4 "
+	    "(from memory 3, from disk 0)\n"), "%s", out);
+	cr_assert(strstr(out, "compiles                                 1 "
+	    "(joined 0, failed 0, after ready 0)\n"), "%s", out);
+	cr_assert(strstr(out, "latency.hit_memory                       "
+	    "n=3 "), "%s", out);
+	cr_assert(!strstr(out, "workers[0]"), "%s", out);
+	cr_assert_eq(kspec("stats --all"), 0);
+	cr_assert(strstr(out, "workers[0]                               pid="),
+	    "%s", out);
+	cr_assert(strstr(out, "requests_by_op.get                       "
+	    "requests=4 errors=0\n"), "%s", out);
+	r = strstr(out, "hit_ratio ");
+	cr_assert(r && strncmp(r + 41, "0.7500 ", 7) == 0, "%s", out);
+	cr_assert_eq(kspec("stats --all --json"), 2);
 }
 
 /* evict --key takes the 12-digit prefix that ls prints (any prefix of 8

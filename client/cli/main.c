@@ -18,7 +18,7 @@ static const cli_cmd_t commands[] = {
 	{ "get", cmd_get, usage_get, "get KERNEL ...",
 	    "fetch a compiled kernel artifact (see kspec get --help)",
 	    CLI_DAEMON },
-	{ "stats", cmd_stats, usage_stats, "stats [--json]",
+	{ "stats", cmd_stats, usage_stats, "stats [--all | --json]",
 	    "the daemon's counters", CLI_DAEMON },
 	{ "kernels", cmd_kernels, usage_kernels, "kernels [--json]",
 	    "the kernel library: parameters, variants, guards", CLI_DAEMON },

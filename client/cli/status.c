@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +24,11 @@ const char usage_ping[] =
 "for scripts that start kspecd and go on once it serves.\n";
 
 const char usage_stats[] =
-"usage: kspec [--socket PATH] stats [--json]\n"
+"usage: kspec [--socket PATH] stats [--all | --json]\n"
 "\n"
-"Prints the daemon's counters as a table, or with --json the daemon's\n"
-"reply verbatim.\n";
+"Prints a summary of the daemon's counters (requests, hits, compiles,\n"
+"latencies, tiers, workers, connections, canaries, audit); --all every\n"
+"counter as a table; --json the daemon's reply verbatim.\n";
 
 const char usage_hello[] =
 "usage: kspec [--socket PATH] hello [--json]\n"
@@ -313,7 +315,102 @@ static void print_flat(const char *prefix, const cJSON *v)
 	}
 }
 
-static int print_stats_table(const char *text)
+/* The hit ratio line: hits in memory and on disk, of the gets. */
+static void print_hit_ratio(const cJSON *s)
+{
+	double gets = jnum(s, "gets");
+	double hits = jnum(s, "hits_memory") + jnum(s, "hits_disk");
+
+	printf("%-40s ", "hit_ratio");
+	if (gets > 0)
+		printf("%.4f (hits in memory and on disk, of the gets)\n",
+		    hits / gets);
+	else
+		printf("- (no gets yet)\n");
+}
+
+/* One summary line: NAME, then FMT's text. */
+__attribute__((format(printf, 2, 3)))
+static void line(const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%-40s ", name);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+}
+
+/* What an operator looks at first, a line a subject; --all has the rest
+ * under the same names. */
+static void print_summary(const cJSON *s)
+{
+	const cJSON *probe = cJSON_GetObjectItemCaseSensitive(s, "probe");
+	const cJSON *hot = cJSON_GetObjectItemCaseSensitive(s, "hot");
+	const cJSON *st = cJSON_GetObjectItemCaseSensitive(s, "store");
+	const cJSON *can = cJSON_GetObjectItemCaseSensitive(s, "canaries");
+	const cJSON *au = cJSON_GetObjectItemCaseSensitive(s, "audit");
+	const cJSON *rem = cJSON_GetObjectItemCaseSensitive(s, "remote");
+	const cJSON *lat = cJSON_GetObjectItemCaseSensitive(s, "latency");
+	const cJSON *c;
+	char cap[64];
+
+	line("server", "%s, up %.0f s, compilers probed: %s", jstr(s,
+	    "server"), jnum(s, "uptime_s"), *jstr(probe, "state") ?
+	    jstr(probe, "state") : "-");
+	line("requests", "%.0f (%.0f errors)", jnum(s, "requests"),
+	    jnum(s, "errors"));
+	line("gets", "%.0f (from memory %.0f, from disk %.0f)", jnum(s,
+	    "gets"), jnum(s, "hits_memory"), jnum(s, "hits_disk"));
+	print_hit_ratio(s);
+	line("compiles", "%.0f (joined %.0f, failed %.0f, after ready %.0f)",
+	    jnum(s, "compiles"), jnum(s, "joins"), jnum(s, "failures"),
+	    jnum(s, "late_compiles"));
+	for (c = lat ? lat->child : NULL; c; c = c->next) {
+		char name[64];
+
+		snprintf(name, sizeof name, "latency.%s", c->string);
+		if (is_hist(c))
+			print_hist(name, c);
+		else if (cJSON_IsObject(c))
+			print_flat(name, c);
+	}
+	line("hot", "%.0f entries, %.0f of %.0f bytes", jnum(hot, "entries"),
+	    jnum(hot, "bytes"), jnum(hot, "max_bytes"));
+	if (jnum(st, "max_bytes") > 0)
+		snprintf(cap, sizeof cap, "of at most %.0f", jnum(st,
+		    "max_bytes"));
+	else
+		snprintf(cap, sizeof cap, "(no limit)");
+	line("store", "%s: %.0f entries, %.0f bytes %s, %.0f evicted, %.0f "
+	    "corrupt", jstr(st, "path"), jnum(st, "entries"), jnum(st,
+	    "bytes"), cap, jnum(st, "evicted"), jnum(st, "corrupt"));
+	line("workers", "%d (crashes %.0f, timeouts %.0f, out of memory %.0f), "
+	    "%.0f queued, %d compiling", cJSON_GetArraySize(
+	    cJSON_GetObjectItemCaseSensitive(s, "workers")), jnum(s,
+	    "worker_crashes"), jnum(s, "worker_timeouts"), jnum(s,
+	    "worker_ooms"), jnum(s, "queue_depth"), cJSON_GetArraySize(
+	    cJSON_GetObjectItemCaseSensitive(s, "inflight")));
+	line("connections", "%.0f open (%.0f refused)", jnum(s,
+	    "connections"), jnum(s, "connections_refused_full") + jnum(s,
+	    "connections_refused_user") + jnum(s, "connections_refused_peer"));
+	if (cJSON_IsObject(rem))
+		line("remote", "%s (hits %.0f, misses %.0f, refused %.0f)",
+		    jstr(rem, "url"), jnum(rem, "hits"), jnum(rem, "misses"),
+		    jnum(rem, "auth_failures"));
+	else
+		line("remote", "none (no --remote)");
+	line("canaries", "%.0f passed, %.0f failed, %.0f pending, %.0f "
+	    "kernels disabled", jnum(can, "passed"), jnum(can, "failed"),
+	    jnum(can, "pending"), jnum(can, "disabled"));
+	line("audit", "%.0f audited, %.0f mismatched, %.0f quarantined",
+	    jnum(au, "audited"), jnum(au, "mismatched"), jnum(au,
+	    "quarantined"));
+	printf("(kspec stats --all: every counter)\n");
+}
+
+static int print_stats_table(const char *text, int all)
 {
 	cJSON *json = cJSON_Parse(text);
 	const cJSON *c;
@@ -324,22 +421,17 @@ static int print_stats_table(const char *text)
 		    stderr);
 		return EXIT_FAIL;
 	}
+	if (!all) {
+		print_summary(json);
+		cJSON_Delete(json);
+		return EXIT_OK;
+	}
 	for (c = json->child; c; c = c->next) {
 		if (strcmp(c->string, "id") && strcmp(c->string, "ok"))
 			print_flat(c->string, c);
 		/* After the hit counters: their share of the gets. */
-		if (strcmp(c->string, "hits_disk") == 0) {
-			double gets = jnum(json, "gets");
-			double hits = jnum(json, "hits_memory") +
-			    jnum(json, "hits_disk");
-
-			printf("%-40s ", "hit_ratio");
-			if (gets > 0)
-				printf("%.4f (hits in memory and on disk, of "
-				    "the gets)\n", hits / gets);
-			else
-				printf("- (no gets yet)\n");
-		}
+		if (strcmp(c->string, "hits_disk") == 0)
+			print_hit_ratio(json);
 	}
 	cJSON_Delete(json);
 	return EXIT_OK;
@@ -348,10 +440,17 @@ static int print_stats_table(const char *text)
 /* What stats, hello and kernels read from their command line. */
 typedef struct {
 	int json;
+	int all;                /* stats: every counter */
 } json_args_t;
 
 static const cli_opt_t json_opts[] = {
 	CLI_OPT_FLAG("json", 0, json_args_t, json),
+	CLI_OPT_END
+};
+
+static const cli_opt_t stats_opts[] = {
+	CLI_OPT_FLAG("json", 0, json_args_t, json),
+	CLI_OPT_FLAG("all", 0, json_args_t, all),
 	CLI_OPT_END
 };
 
@@ -364,9 +463,12 @@ static int stats_or_hello(const cli_cmd_t *cmd, const char *socket,
 	char *text = NULL;
 	int rc;
 
-	rc = cli_parse(cmd, argc, argv, json_opts, &a);
+	rc = cli_parse(cmd, argc, argv, is_stats ? stats_opts : json_opts, &a);
 	if (rc != CLI_GO_ON)
 		return rc;
+	if (a.json && a.all)
+		return usage_error(cmd->name, "--all and --json: --json is "
+		    "every counter already");
 	rc = open_client(socket, &c);
 	if (rc)
 		return rc;
@@ -381,7 +483,7 @@ static int stats_or_hello(const cli_cmd_t *cmd, const char *socket,
 		fputs(text, stdout);
 		fputc('\n', stdout);
 	} else {
-		rc = print_stats_table(text);
+		rc = print_stats_table(text, a.all);
 	}
 	kspec_free(text);
 	return rc;
