@@ -298,6 +298,11 @@ Test(cli, version_hello_json_and_the_hit_ratio)
 	r = strstr(out, "hit_ratio ");
 	cr_assert(r && strncmp(r + 41, "0.7500 ", 7) == 0, "%s", out);
 	cr_assert_eq(kspec("stats --all --json"), 2);
+	/* canary --status names a healthy backend too, not only a skipped
+	 * one (a fresh store: no canary to run). */
+	cr_assert_eq(kspec("canary --status"), 0);
+	cr_assert(strstr(out, "cpu     current: no canary to run"), "%s",
+	    out);
 }
 
 /* evict --key takes the 12-digit prefix that ls prints (any prefix of 8

@@ -179,6 +179,13 @@ int cmd_canary(const cli_cmd_t *cmd, const char *socket, int argc,
 		if (!a.json && st && strcmp(st, "skipped") == 0)
 			printf("%-7s skipped: %s\n", be, cJSON_GetStringValue(
 			    cJSON_GetObjectItemCaseSensitive(b, "reason")));
+		/* A backend with no verdict to show still says how it is. */
+		else if (!a.json && st && cJSON_GetArraySize(
+		    cJSON_GetObjectItemCaseSensitive(b, "kernels")) == 0)
+			printf("%-7s %s: %s\n", be, st, strcmp(st, "current") ?
+			    "its compiler changed; no canary has run yet" :
+			    "no canary to run: its compiler is the one its "
+			    "stored kernels were built by, or it has none yet");
 		cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(b,
 		    "kernels")) {
 			const cJSON *ms = cJSON_GetObjectItemCaseSensitive(k,
