@@ -1163,6 +1163,12 @@ class ErrorTest(DaemonTestCase):
         c = self.client()
         self.assertRaises(TypeError, c.get_many, [["gemm"]])
         self.assertRaises(ValueError, c.get_many, [{"op": "get"}])
+        # A shape given as a tuple is named, with the form it takes.
+        with self.assertRaises(TypeError) as cm:
+            c.get("gemm", dtype="f32", shape=(1, 8, 8))
+        self.assertIn("shape is a mapping of dim names to values",
+                      str(cm.exception))
+        self.assertIn("not tuple (1, 8, 8)", str(cm.exception))
         self.assertTrue(c.ping()["ok"])
 
 

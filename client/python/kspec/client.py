@@ -155,6 +155,10 @@ def get_request(spec=None, with_return=True, **fields):
     out["dtype"] = d.pop("dtype", None)
     out["mode"] = d.pop("mode", "exact")
     shape = d.pop("shape", None)
+    if shape is not None and not isinstance(shape, collections.abc.Mapping):
+        raise TypeError("shape is a mapping of dim names to values, such "
+                        "as {\"M\": 1, \"N\": 8, \"K\": 8}, not %s %r"
+                        % (type(shape).__name__, shape))
     out["shape"] = dict(shape) if shape is not None else {}
     out["dynamic"] = _dynamic_list(d.pop("dynamic", None))
     ret = d.pop("return", None)
