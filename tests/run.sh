@@ -6,7 +6,8 @@
 #
 # KSPEC_TEST_JOBS binaries run at once (default: the CPUs), each with
 # Criterion's --jobs at the same number; a binary's output is printed
-# whole when it ends, with its wall and CPU seconds.  The longest binaries
+# whole when it ends, with its wall and CPU seconds; every 60 s a line
+# names the binaries still running and for how long.  The longest binaries
 # of the last run in this build folder start first ($KSPEC_BUILD/tests/
 # seconds, rewritten by every run); without that record, in the order
 # given.  A binary that changes the machine beside the tests runs alone,
@@ -19,7 +20,8 @@ set -u
 jobs=${KSPEC_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
 [ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
 dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+tick=
+trap '[ -z "$tick" ] || kill "$tick" 2>/dev/null; rm -rf "$dir"' EXIT
 record=${KSPEC_BUILD:-build}/tests/seconds
 
 # The given binaries, the ones the record names longest first.
@@ -39,6 +41,7 @@ job() {
 	local name=$1 start
 	shift
 	start=$(date +%s)
+	echo "$start" > "$dir/$name.start"
 	"$@" > "$dir/$name.log" 2>&1
 	echo $? > "$dir/$name.rc"
 	# times, not in a pipeline: a forked times sees no children.
@@ -47,7 +50,24 @@ job() {
 	    printf "%.0f\n", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' \
 	    "$dir/$name.times" > "$dir/$name.cpu"
 	echo $(($(date +%s) - start)) > "$dir/$name.wall"
+	rm -f "$dir/$name.start"
 	touch "$dir/$name.done"
+}
+
+# Every 60 s, the binaries still running and their seconds so far: a
+# binary's output comes whole at its end, and some run for minutes.
+ticker() {
+	local f now list
+	while sleep 60; do
+		now=$(date +%s)
+		list=
+		for f in "$dir"/*.start; do
+			[ -e "$f" ] || continue
+			list="$list $(basename "$f" .start) $((now - $(cat "$f" \
+			    2>/dev/null || echo "$now"))) s,"
+		done
+		[ -z "$list" ] || echo "   ... running:${list%,}"
+	done
 }
 
 failed=0
@@ -104,6 +124,10 @@ start() {
 	running=$((running + 1))
 }
 
+# Disowned: no wait below waits for it.
+ticker &
+tick=$!
+disown "$tick"
 alone="test_users"
 later=
 for t in $(order "$@"); do
