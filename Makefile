@@ -1,5 +1,5 @@
-# kspec: one Makefile.  Targets: all check depcheck docscheck test run bench
-# bench-instructions asan fuzz fuzz-corpus install uninstall clean.
+# kspec: one Makefile.  Targets: all check depcheck docscheck promcheck test
+# run bench bench-instructions asan fuzz fuzz-corpus install uninstall clean.
 #
 # Modules and their dependencies (no cycles, docs/architecture.md):
 #   base <- proto, specialize <- jit <- exec ; base <- store ; all <- server
@@ -56,7 +56,7 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_SRC := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all examples check depcheck docscheck test run bench \
+.PHONY: all examples check depcheck docscheck promcheck test run bench \
 	bench-instructions asan fuzz \
 	fuzz-targets fuzz-corpus clean deps golden golden-quant install \
 	uninstall FORCE
@@ -332,6 +332,7 @@ check: deps depcheck
 	@$(MAKE) --no-print-directory $(JOBS) $(PROGRAMS) $(CHECK_BINS) \
 	    $(BUILD)/tests/kspecd-plant
 	@$(DOCSCHECK) --self-test $(BUILD) && $(DOCSCHECK) $(BUILD)
+	@$(PROMCHECK) --self-test $(BUILD) && $(PROMCHECK) $(BUILD)
 	@KSPEC_BUILD=$(abspath $(BUILD)) KSPEC_TEST_TIER=check \
 	    ./tests/run.sh $(CHECK_BINS)
 
@@ -342,6 +343,7 @@ test: deps depcheck
 	@$(MAKE) --no-print-directory $(JOBS) all $(TEST_BINS) \
 	    $(BUILD)/tests/kspecd-plant
 	@$(DOCSCHECK) --self-test $(BUILD) && $(DOCSCHECK) $(BUILD)
+	@$(PROMCHECK) --self-test $(BUILD) && $(PROMCHECK) $(BUILD)
 	@KSPEC_BUILD=$(abspath $(BUILD)) ./tests/run.sh $(TEST_BINS)
 
 # The include graph: no cycle between files, the modules in their order,
@@ -361,6 +363,17 @@ DOCSCHECK := /usr/bin/python3 tests/docscheck.py
 docscheck: deps
 	@$(MAKE) --no-print-directory $(BUILD)/kspecd $(BUILD)/kspec
 	@$(DOCSCHECK) --self-test $(BUILD) && $(DOCSCHECK) $(BUILD)
+
+# The alert rules and the Grafana board of deploy/ (tests/promcheck.py,
+# which first shows each check catching a bug planted in a scratch copy):
+# promtool check rules and test rules (each alert fires and stays silent
+# in a case of its own), every board panel's PromQL parsed by promtool,
+# every metric name the rules and the board use served by a kspecd it
+# starts.  Skips, saying so, without promtool.
+PROMCHECK := /usr/bin/python3 tests/promcheck.py
+promcheck: deps
+	@$(MAKE) --no-print-directory $(BUILD)/kspecd $(BUILD)/kspec
+	@$(PROMCHECK) --self-test $(BUILD) && $(PROMCHECK) $(BUILD)
 
 run: deps
 	@$(MAKE) --no-print-directory all
