@@ -68,6 +68,7 @@ static void on_flush(uv_timer_t *t)
 
 	ks_lookup_record_uses(srv);
 	ks_writer_flush(srv->writer);
+	ks_observe_sample(srv);
 }
 
 static void on_drain_deadline(uv_timer_t *t)

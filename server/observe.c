@@ -1,8 +1,10 @@
 /*
  * What the metrics listener (--metrics-listen) serves: /metrics in the
  * Prometheus text format, /api/stats (the stats reply's fields as one
- * JSON object) and / (the dashboard page, server/dashboard.html, which
- * polls /api/stats).  docs/operations.md lists every metric.
+ * JSON object), /api/history (the dashboard's series of the last
+ * minutes) and / (the dashboard page, server/dashboard.html, which reads
+ * /api/history once and polls /api/stats).  docs/operations.md lists
+ * every metric.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -377,6 +379,50 @@ static void page_reply(ks_srv_t *srv, int page, ks_http_reply_t *r)
 		ks_buf_append(&r->body, p->data, p->len);
 }
 
+void ks_observe_sample(ks_srv_t *srv)
+{
+	ks_history_t *h = &srv->history;
+	uint64_t now = ks_now_ns(), requests = 0;
+	int k, i;
+
+	if (now < h->next_ns)
+		return;
+	h->next_ns = now + (uint64_t)KS_HISTORY_MS * 1000000 - 100000000;
+	for (k = 0; k <= KS_OP_COUNT_; k++)
+		requests += srv->n.op_requests[k];
+	i = (h->head + h->n) % KS_HISTORY_N;
+	if (h->n == KS_HISTORY_N)
+		h->head = (h->head + 1) % KS_HISTORY_N;
+	else
+		h->n++;
+	h->s[i].ns = now;
+	h->s[i].requests = requests;
+	h->s[i].gets = srv->n.gets;
+	h->s[i].hits = ks_srv_hits(srv, 0) + ks_srv_hits(srv, 1);
+	h->s[i].queue = ks_flights_count(&srv->flights);
+}
+
+/* /api/history: {"interval_ms":..,"samples":[[age_ms, requests, hits,
+ * gets, queue_depth], ...]}, oldest first, age_ms counted back from now
+ * (the stats reply's names for the counters). */
+static void history_json(const ks_srv_t *srv, ks_buf_t *b)
+{
+	const ks_history_t *h = &srv->history;
+	uint64_t now = ks_now_ns();
+	int i;
+
+	ks_buf_printf(b, "{\"interval_ms\":%d,\"samples\":[", KS_HISTORY_MS);
+	for (i = 0; i < h->n; i++) {
+		const int j = (h->head + i) % KS_HISTORY_N;
+
+		ks_buf_printf(b, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%"
+		    PRIu64 ",%u]", i ? "," : "", (now - h->s[j].ns) / 1000000,
+		    h->s[j].requests, h->s[j].hits, h->s[j].gets,
+		    h->s[j].queue);
+	}
+	ks_buf_puts(b, "]}");
+}
+
 void ks_observe_close(ks_srv_t *srv)
 {
 	int i;
@@ -395,9 +441,12 @@ void ks_observe_handle(void *owner, const char *path, ks_http_reply_t *r)
 	} else if (strcmp(path, "/api/stats") == 0) {
 		r->type = "application/json";
 		page_reply(srv, KS_PAGE_STATS, r);
+	} else if (strcmp(path, "/api/history") == 0) {
+		r->type = "application/json";
+		history_json(srv, &r->body);
 	} else if (strcmp(path, "/") == 0) {
 		r->type = "text/html; charset=utf-8";
-		/* Nothing but this page and its own requests to /api/stats. */
+		/* Nothing but this page and its own requests to /api/. */
 		r->headers = "Content-Security-Policy: default-src 'none'; "
 		    "script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
 		    "connect-src 'self'; img-src data:; base-uri 'none'; "
@@ -407,6 +456,6 @@ void ks_observe_handle(void *owner, const char *path, ks_http_reply_t *r)
 	} else {
 		r->status = 404;
 		ks_buf_printf(&r->body, "404 Not Found: this listener serves "
-		    "/metrics, /api/stats and /\n");
+		    "/metrics, /api/stats, /api/history and /\n");
 	}
 }

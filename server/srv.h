@@ -120,6 +120,21 @@ typedef struct {
 	uint64_t rendered, reused;
 } ks_scrapes_t;
 
+/* The dashboard's series, sampled every KS_HISTORY_MS for the last
+ * KS_HISTORY_N samples (observe.c), so that a page opened now draws the
+ * last minutes at once rather than after its own polls.  A ring: S[(HEAD
+ * + i) % N] is the i-th oldest of the N kept. */
+enum { KS_HISTORY_N = 150, KS_HISTORY_MS = 2000 };
+typedef struct {
+	struct {
+		uint64_t ns;            /* ks_now_ns when taken */
+		uint64_t requests, hits, gets;
+		uint32_t queue;
+	} s[KS_HISTORY_N];
+	int head, n;
+	uint64_t next_ns;        /* the next sample is due then */
+} ks_history_t;
+
 /* A request that waits for this start's probe, its header copied, and
  * what its first dispatch counted: its request (parked before its op
  * ran), or its op's counters too (parked by its op). */
@@ -200,6 +215,7 @@ struct ks_srv {
 	ks_fast_t *fast;         /* the get fast path */
 	struct ks_http *http;    /* --metrics-listen, or NULL */
 	ks_scrapes_t scrapes;
+	ks_history_t history;    /* the dashboard's series (observe.c) */
 	ks_fleet_pub_t fleet[KS_FLEET_MAX_KEYS];  /* --fleet-key, loaded */
 	int nfleet;
 	ks_remote_t *remote;     /* --remote, or NULL */

@@ -295,6 +295,52 @@ Test(metrics, api_stats_is_the_stats_reply)
 	free(body);
 }
 
+/* /api/history: the dashboard's series sampled every 2 s, oldest first,
+ * each sample [age_ms, requests, hits, gets, queue_depth]; a sample taken
+ * after two gets (one hit) holds them, and the ages go down. */
+Test(metrics, api_history_keeps_the_dashboards_series)
+{
+	const cJSON *s, *last = NULL, *prev = NULL;
+	cJSON *h;
+	char *body;
+	int i, n = 0;
+
+	if (!have("curl"))
+		cr_skip_test("curl is not installed (deploy/deps.sh)");
+	start_with_metrics(NULL);
+	get("gemm", "\"M\":1,\"N\":32,\"K\":32", "compiled");
+	get("gemm", "\"M\":1,\"N\":32,\"K\":32", "memory");
+	/* A sample after the gets: one is taken every 2 s. */
+	for (i = 0; i < 100; i++) {
+		body = fetch("/api/history");
+		h = cJSON_Parse(body);
+		cr_assert(h, "not JSON: %s", body);
+		free(body);
+		s = cJSON_GetObjectItem(h, "samples");
+		last = cJSON_GetArrayItem(s, cJSON_GetArraySize(s) - 1);
+		if (last && cJSON_GetArrayItem(last, 3)->valuedouble == 2)
+			break;
+		cJSON_Delete(h);
+		h = NULL;
+		usleep(100000);
+	}
+	cr_assert(h, "no sample after the gets within 10 s");
+	cr_assert_eq(e2e_num(h, "interval_ms"), 2000);
+	cr_assert_eq(cJSON_GetArrayItem(last, 2)->valuedouble, 1, "hits");
+	cr_assert_geq(cJSON_GetArrayItem(last, 1)->valuedouble, 2,
+	    "requests");
+	cJSON_ArrayForEach(prev, cJSON_GetObjectItem(h, "samples")) {
+		cr_assert_eq(cJSON_GetArraySize(prev), 5);
+		n++;
+	}
+	cr_assert_geq(n, 1);
+	if (n > 1)
+		cr_assert_gt(cJSON_GetArrayItem(cJSON_GetArrayItem(
+		    cJSON_GetObjectItem(h, "samples"), 0), 0)->valuedouble,
+		    cJSON_GetArrayItem(last, 0)->valuedouble, "oldest first");
+	cJSON_Delete(h);
+}
+
 /* A flood of scrapes walks the daemon's state at most 20 times a second:
  * the rest get the newest render, and a scrape after a pause is fresh. */
 Test(metrics, a_flood_of_scrapes_is_served_from_the_newest_render)
@@ -599,6 +645,10 @@ Test(metrics, dashboard_in_chromium_shows_what_stats_says, .timeout = 240)
 	cr_assert_eq(rc, 0, "chromium failed");
 	cr_assert(strstr(dom, "data-polls=\""), "the page never polled: %.2000s",
 	    dom);
+	/* It drew from the daemon's samples before its own first poll. */
+	cr_assert(strstr(dom, "data-seeded=\"") && !strstr(dom,
+	    "data-seeded=\"0\""), "the page did not read /api/history: "
+	    "%.400s", strstr(dom, "<body"));
 
 	/* What `kspec stats --json` prints, beside what the page shows. */
 	snprintf(cmd, sizeof cmd, "%s/kspec --socket '%s' stats --json",
