@@ -298,6 +298,9 @@ Test(cli, version_hello_json_and_the_hit_ratio)
 	r = strstr(out, "hit_ratio ");
 	cr_assert(r && strncmp(r + 41, "0.7500 ", 7) == 0, "%s", out);
 	cr_assert_eq(kspec("stats --all --json"), 2);
+	/* help --help is the command list, as help is. */
+	cr_assert_eq(kspec("help --help"), 0, "%s", out);
+	cr_assert(strstr(out, "commands:"), "%s", out);
 	/* canary --status names a healthy backend too, not only a skipped
 	 * one (a fresh store: no canary to run). */
 	cr_assert_eq(kspec("canary --status"), 0);

@@ -103,7 +103,9 @@ static int cmd_help(const cli_cmd_t *cmd, const char *socket, int argc,
 {
 	const cli_cmd_t *c;
 
-	if (argc < 2) {
+	/* help, help --help and help -h: the command list. */
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "-h") == 0) {
 		print_usage();
 		return EXIT_OK;
 	}
