@@ -82,7 +82,9 @@ class OpenCLLoaderTest(unittest.TestCase):
         on_cpu = call_args(cpu, dims, seed)
         on_cl = call_args(cl, dims, seed)
         kspec.load_cpu(cpu)(*on_cpu)
-        kspec.load_opencl(cl)(*on_cl)
+        k = cl.load()                          # kspec.load_opencl(cl)
+        self.assertIsInstance(k, kspec.OpenCLKernel)
+        k(*on_cl)
         self.assertTrue(written(cl, on_cl))
         self.assertEqual(written(cpu, on_cpu), written(cl, on_cl))
         return cl

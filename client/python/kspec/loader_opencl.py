@@ -141,7 +141,7 @@ class OpenCLKernel(KernelSignature):
             self.program = cl.Program(self.context, [self.device],
                                       [bytes(artifact.bytes)]).build()
             self._kernel = getattr(self.program, self.entry)
-        except cl.Error as e:
+        except (cl.Error, AttributeError) as e:
             raise ValueError("OpenCL binary of %s does not load on %s: %s"
                              % (self.entry, self.device.name, e)) from None
         lanes = self.launch.get("lanes")
