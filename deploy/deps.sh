@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the Debian packages that kspec's build and tests need (curl,
 # prometheus for promtool and chromium for the metrics and dashboard
-# tests among them); with
+# tests, python3-pyopencl for the Python client's OpenCL loader, which
+# tests/python runs with /usr/bin/python3 on PoCL, among them); with
 # --bench, also those that only benchmarks need (valgrind for the
 # instruction counts of bench/instr; Debian's PyTorch and numpy for
 # bench/llama's reference, run by /usr/bin/python3; and llama.cpp's ggml,
@@ -15,7 +16,7 @@ set -eu
 PKGS="build-essential pkg-config libgccjit-12-dev libuv1-dev libcjson-dev
 libsqlite3-dev libsodium-dev libcriterion-dev redis-server libhiredis-dev
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libopenblas-dev
-python3 python3-venv uthash-dev libxxhash-dev systemd groff-base
+python3 python3-venv python3-pyopencl uthash-dev libxxhash-dev systemd groff-base
 curl prometheus chromium"
 BENCH_PKGS="valgrind python3-numpy python3-torch"
 FUZZ_PKGS="clang-14 libclang-rt-14-dev"

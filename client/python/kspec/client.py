@@ -235,7 +235,14 @@ class Artifact:
         os.replace(tmp, path)
 
     def load(self):
-        """``kspec.load_cpu(self)``."""
+        """The loader of this artifact's backend: ``kspec.load_cpu``,
+        ``kspec.load_opencl`` or ``kspec.load_cuda`` (their defaults)."""
+        if self.backend == "opencl":
+            from .loader_opencl import load_opencl
+            return load_opencl(self)
+        if self.backend == "cuda":
+            from .loader_cuda import load_cuda
+            return load_cuda(self)
         from .loader import load_cpu
         return load_cpu(self)
 

@@ -33,7 +33,8 @@ try:
 except ImportError:                     # pragma: no cover - CPython has it
     _ctypes = None
 
-__all__ = ["load_cpu", "CpuKernel", "eval_expr", "ELEM_SIZE",
+__all__ = ["load_cpu", "CpuKernel", "KernelSignature", "eval_expr",
+           "ELEM_SIZE",
            "default_threads", "MAX_THREADS"]
 
 # Bytes per element of a buffer dtype.
@@ -326,7 +327,137 @@ def _free_name(fd):
     raise OSError("no free name to load /proc/self/fd/%d" % fd)
 
 
-class CpuKernel:
+class KernelSignature:
+    """What every loader checks before a launch, read from a get reply:
+    the entry, ``params`` (order, kinds, dtypes, each buffer's ``dims``),
+    ``launch``, ``guard`` and ``dynamic``.  Subclasses load the bytes."""
+
+    def __init__(self, artifact):
+        if artifact.bytes is None:
+            raise ValueError("artifact was fetched with meta_only: no bytes "
+                             "to load")
+        if not artifact.entry:
+            raise ValueError("artifact names no entry symbol")
+        self.artifact = artifact
+        self.entry = artifact.entry
+        self.params = list(artifact.params or [])
+        self.launch = dict(artifact.launch or {})
+        self.guard = dict(artifact.guard or {})
+        self.dynamic = list(artifact.dynamic or [])
+        self.kernel = artifact.kernel
+    def dims(self, *args):
+        """The shape of a call with ARGS: the guard's constants and the
+        dynamic dims bound from the scalar arguments."""
+        dims = dict(self.guard)
+        for p, a in zip(self.params, args):
+            if p.get("kind") == "scalar" and p.get("dtype") in _INT_LIMITS:
+                dims[p.get("name")] = operator.index(a)
+        return dims
+
+    def num_groups(self, dims=None):
+        """The launch grid's size for DIMS (a dict name -> int; default: the
+        guard's constants), or None when launch.groups is absent."""
+        groups = self.launch.get("groups")
+        if groups is None:
+            return None
+        return eval_expr(groups, self.guard if dims is None else dims)
+
+    def _scalar(self, p, a):
+        name = p.get("name")
+        dtype = p.get("dtype")
+        ctype = _SCALAR_CTYPES.get(dtype)
+        if ctype is None:
+            raise TypeError("scalar %s has dtype %r, which this loader does "
+                            "not know" % (name, dtype))
+        if dtype in _INT_LIMITS:
+            try:
+                v = operator.index(a)
+            except TypeError:
+                raise TypeError("scalar %s: expected an integer, got %s"
+                                % (name, type(a).__name__)) from None
+            lo, hi = _INT_LIMITS[dtype]
+            if not lo <= v <= hi:
+                raise ValueError("scalar %s = %d is out of range for %s"
+                                 % (name, v, dtype))
+            if name in self.dynamic and v < 0:
+                raise ValueError("dim %s must be >= 0 (got %d)" % (name, v))
+            return ctype(v)
+        return ctype(float(a))
+
+    def _bind(self, args):
+        """Checks the count of ARGS and each scalar; returns the scalars as
+        ctypes values (None for buffers) and the call's dims (the guard's
+        constants and the dynamic dims bound from the scalars)."""
+        if len(args) != len(self.params):
+            raise TypeError("%s takes %d arguments (%s), got %d" % (
+                self.entry, len(self.params),
+                ", ".join(p.get("name", "?") for p in self.params),
+                len(args)))
+        values = [None] * len(self.params)
+        dims = dict(self.guard)
+        for i, (p, a) in enumerate(zip(self.params, args)):
+            if p.get("kind") == "scalar":
+                values[i] = self._scalar(p, a)
+                if p.get("dtype") in _INT_LIMITS:
+                    dims[p.get("name")] = values[i].value
+            elif p.get("kind") != "buffer":
+                raise TypeError("param %s has kind %r, which this loader "
+                                "does not know" % (p.get("name"),
+                                                   p.get("kind")))
+        return values, dims
+
+    def _buffer_bytes(self, p, name, dims):
+        """The bytes buffer param P needs under DIMS, and its extents."""
+        esize = ELEM_SIZE.get(p.get("dtype"))
+        if esize is None:
+            raise TypeError("buffer %s has dtype %r, whose size this loader "
+                            "does not know" % (name, p.get("dtype")))
+        shape = p.get("dims")
+        if shape is None:
+            raise ValueError("buffer %s: the reply of %s gives no dims, so "
+                             "its size cannot be checked" % (name, self.entry))
+        extents = []
+        for d in shape:
+            try:
+                v = eval_expr(d, dims)
+            except ValueError as e:
+                raise ValueError("buffer %s: %s" % (name, e)) from None
+            if v < 0:
+                raise ValueError("buffer %s: dim %s = %d is negative"
+                                 % (name, d, v))
+            extents.append(v)
+        elems = 1
+        for v in extents:
+            elems *= v
+        return elems * esize, extents
+
+    def _check_size(self, p, name, view, dims):
+        """Checks the held buffer VIEW against param P (item size, a format
+        that names a dtype, bytes for DIMS); returns the bytes needed."""
+        esize = ELEM_SIZE.get(p.get("dtype"))
+        if esize is None:
+            raise TypeError("buffer %s has dtype %r, whose size this loader "
+                            "does not know" % (name, p.get("dtype")))
+        fmt = view.format.decode("ascii", "replace") if view.format else "B"
+        if view.itemsize not in (1, esize) and fmt not in ("B", "b", "c"):
+            raise TypeError("buffer %s has %d-byte items (format %r); the "
+                            "kernel's %s needs %d-byte elements or raw bytes"
+                            % (name, view.itemsize, fmt, p.get("dtype"),
+                               esize))
+        named = _FORMAT_DTYPE.get(fmt.lstrip("@=<>!"))
+        if named is not None and named != p.get("dtype"):
+            raise TypeError("buffer %s holds %s (format %r); %s takes %s"
+                            % (name, named, fmt, self.entry, p.get("dtype")))
+        need, extents = self._buffer_bytes(p, name, dims)
+        if view.len < need:
+            raise ValueError("buffer %s has %d bytes; %s needs %d (%s of %s)"
+                             % (name, view.len, self.entry, need,
+                                "x".join(str(v) for v in extents),
+                                p.get("dtype")))
+        return need
+
+
+class CpuKernel(KernelSignature):
     """A cpu artifact loaded in this process, callable with the ABI.
 
     ``kernel(*args, groups=None, group_begin=0, threads=1)`` passes ARGS
@@ -343,22 +474,11 @@ class CpuKernel:
     """
 
     def __init__(self, artifact):
-        if artifact.bytes is None:
-            raise ValueError("artifact was fetched with meta_only: no bytes "
-                             "to load")
         if artifact.backend not in (None, "cpu") or \
                 artifact.format not in (None, "so"):
             raise ValueError("load_cpu needs a cpu shared object, not %s/%s"
                              % (artifact.backend, artifact.format))
-        if not artifact.entry:
-            raise ValueError("artifact names no entry symbol")
-        self.artifact = artifact
-        self.entry = artifact.entry
-        self.params = list(artifact.params or [])
-        self.launch = dict(artifact.launch or {})
-        self.guard = dict(artifact.guard or {})
-        self.dynamic = list(artifact.dynamic or [])
-        self.kernel = artifact.kernel
+        KernelSignature.__init__(self, artifact)
         self._fd = -1
         self._handle = None
         self._fn = None
@@ -418,66 +538,12 @@ class CpuKernel:
             self.entry, ", ".join(p.get("name", "?") for p in self.params),
             self.launch.get("groups"), " closed" if self.closed else "")
 
-    def dims(self, *args):
-        """The shape of a call with ARGS: the guard's constants and the
-        dynamic dims bound from the scalar arguments."""
-        dims = dict(self.guard)
-        for p, a in zip(self.params, args):
-            if p.get("kind") == "scalar" and p.get("dtype") in _INT_LIMITS:
-                dims[p.get("name")] = operator.index(a)
-        return dims
-
-    def num_groups(self, dims=None):
-        """The launch grid's size for DIMS (a dict name -> int; default: the
-        guard's constants), or None when launch.groups is absent."""
-        groups = self.launch.get("groups")
-        if groups is None:
-            return None
-        return eval_expr(groups, self.guard if dims is None else dims)
-
-    def _scalar(self, p, a):
-        name = p.get("name")
-        dtype = p.get("dtype")
-        ctype = _SCALAR_CTYPES.get(dtype)
-        if ctype is None:
-            raise TypeError("scalar %s has dtype %r, which this loader does "
-                            "not know" % (name, dtype))
-        if dtype in _INT_LIMITS:
-            try:
-                v = operator.index(a)
-            except TypeError:
-                raise TypeError("scalar %s: expected an integer, got %s"
-                                % (name, type(a).__name__)) from None
-            lo, hi = _INT_LIMITS[dtype]
-            if not lo <= v <= hi:
-                raise ValueError("scalar %s = %d is out of range for %s"
-                                 % (name, v, dtype))
-            if name in self.dynamic and v < 0:
-                raise ValueError("dim %s must be >= 0 (got %d)" % (name, v))
-            return ctype(v)
-        return ctype(float(a))
-
     def __call__(self, *args, groups=None, group_begin=0, threads=1):
         fn = self._fn
         if fn is None:
             raise ValueError("kernel %s is closed" % self.entry)
-        if len(args) != len(self.params):
-            raise TypeError("%s takes %d arguments (%s), got %d" % (
-                self.entry, len(self.params),
-                ", ".join(p.get("name", "?") for p in self.params),
-                len(args)))
         n = len(self.params)
-        values = [None] * n
-        dims = dict(self.guard)
-        for i, (p, a) in enumerate(zip(self.params, args)):
-            if p.get("kind") == "scalar":
-                values[i] = self._scalar(p, a)
-                if p.get("dtype") in _INT_LIMITS:
-                    dims[p.get("name")] = values[i].value
-            elif p.get("kind") != "buffer":
-                raise TypeError("param %s has kind %r, which this loader "
-                                "does not know" % (p.get("name"),
-                                                   p.get("kind")))
+        values, dims = self._bind(args)
         total = self.num_groups(dims)
         if groups is None:
             if total is None:
@@ -529,43 +595,6 @@ class CpuKernel:
             for view in held:
                 _release_buffer(ctypes.byref(view))
 
-    def _check_size(self, p, name, view, dims):
-        esize = ELEM_SIZE.get(p.get("dtype"))
-        if esize is None:
-            raise TypeError("buffer %s has dtype %r, whose size this loader "
-                            "does not know" % (name, p.get("dtype")))
-        fmt = view.format.decode("ascii", "replace") if view.format else "B"
-        if view.itemsize not in (1, esize) and fmt not in ("B", "b", "c"):
-            raise TypeError("buffer %s has %d-byte items (format %r); the "
-                            "kernel's %s needs %d-byte elements or raw bytes"
-                            % (name, view.itemsize, fmt, p.get("dtype"),
-                               esize))
-        named = _FORMAT_DTYPE.get(fmt.lstrip("@=<>!"))
-        if named is not None and named != p.get("dtype"):
-            raise TypeError("buffer %s holds %s (format %r); %s takes %s"
-                            % (name, named, fmt, self.entry, p.get("dtype")))
-        shape = p.get("dims")
-        if shape is None:
-            raise ValueError("buffer %s: the reply of %s gives no dims, so "
-                             "its size cannot be checked" % (name, self.entry))
-        extents = []
-        for d in shape:
-            try:
-                v = eval_expr(d, dims)
-            except ValueError as e:
-                raise ValueError("buffer %s: %s" % (name, e)) from None
-            if v < 0:
-                raise ValueError("buffer %s: dim %s = %d is negative"
-                                 % (name, d, v))
-            extents.append(v)
-        elems = 1
-        for v in extents:
-            elems *= v
-        if view.len < elems * esize:
-            raise ValueError("buffer %s has %d bytes; %s needs %d (%s of %s)"
-                             % (name, view.len, self.entry, elems * esize,
-                                "x".join(str(v) for v in extents),
-                                p.get("dtype")))
 
 
 def load_cpu(artifact):
