@@ -555,7 +555,8 @@ const ks_hash_t *ks_kernel_fingerprint(const ks_kernel_def_t *def);
 int ks_kernel_probes(const ks_kernel_def_t *def,
     int64_t (*out)[KS_MAX_DIMS], int max);
 /* The same hash computed now, uncached, for any definition (one outside the
- * library included, e.g. in tests).  Returns KS_OK, or KS_E_INVAL for NULL. */
+ * library included, e.g. in tests).  Returns KS_OK, KS_E_INVAL for NULL, or
+ * KS_E_NOMEM (then OUT is no fingerprint). */
 int ks_kernel_fingerprint_compute(const ks_kernel_def_t *def,
     ks_hash_t *out);
 
