@@ -1,5 +1,5 @@
 # kspec: one Makefile.  Targets: all check depcheck test run bench
-# bench-instructions asan tsan fuzz fuzz-corpus install uninstall clean.
+# bench-instructions asan tsan oom fuzz fuzz-corpus install uninstall clean.
 #
 # Modules and their dependencies (no cycles, docs/architecture.md):
 #   base <- proto, specialize <- jit <- exec ; base <- store ; all <- server
@@ -56,7 +56,7 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_SRC := $(sort $(wildcard bench/*/main.c))
 BENCH_BINS := $(patsubst bench/%/main.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all examples check depcheck test run bench bench-instructions asan tsan \
+.PHONY: all examples check depcheck test run bench bench-instructions asan tsan oom \
 	fuzz fuzz-targets fuzz-corpus clean deps golden golden-quant install \
 	uninstall FORCE
 
@@ -418,6 +418,37 @@ tsan: deps
 	    cat build-tsan/tsan/report.*; echo "FAILED: ThreadSanitizer" \
 	    "reported (above; build-tsan/tsan/)"; exit 1; fi; exit $$rc
 
+# Allocation-failure injection (tests/oom.h): the oom tests of proto/,
+# store/ and specialize/ (tests/oom_*.c) fail every allocation of an
+# operation in turn and check that it answers an error or a whole result,
+# never crashes, and leaks nothing (LeakSanitizer after every try).  They
+# are linked with the injector (tests/oom.c) wrapping the C allocators
+# (--wrap); SQLite and cJSON allocate through it by their hooks.  Built
+# in build-oom under AddressSanitizer and UndefinedBehaviorSanitizer;
+# not part of make test.
+OOM_TESTS := oom_proto oom_store oom_ir
+OOM_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup \
+	-Wl,--wrap=strndup
+TEST_USES_oom_proto := proto
+TEST_USES_oom_store := store
+TEST_USES_oom_ir := specialize
+TEST_LDLIBS_oom_store := $(shell pkg-config --libs sqlite3 2>/dev/null)
+$(BUILD)/tests/oom_%: tests/oom_%.c tests/oom.c $$(call test_libs,oom_$$*) \
+	    $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(OOM_WRAP) -o $@ $< tests/oom.c \
+	    $(call test_libs,oom_$*) \
+	    $(foreach m,$(call test_mods,oom_$*),$(MOD_LIBS_$(m))) \
+	    $(TEST_LDLIBS_oom_$*) $(TEST_LDLIBS)
+oom: deps
+	@$(MAKE) --no-print-directory $(JOBS) BUILD=build-oom \
+	    OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	    $(addprefix build-oom/tests/,$(OOM_TESTS))
+	@LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    KSPEC_BUILD=$(abspath build-oom) KSPEC_TEST_TIER=check \
+	    ./tests/run.sh $(addprefix build-oom/tests/,$(OOM_TESTS))
+
 # Each fuzz target under libFuzzer for FUZZ_SECONDS (FUZZ_JOBS at once);
 # new inputs and crashes go to FUZZ_WORK, never into fuzz/ (fuzz/run.sh
 # says where).  Not part of make test, which replays the corpora.
@@ -443,6 +474,6 @@ golden: all $(TEST_BINS)
 	KSPEC_GOLDEN_UPDATE=1 ./$(BUILD)/tests/test_specialize && for s in cuda opencl; do KSPEC_GOLDEN_UPDATE=1 ./$(BUILD)/tests/test_$$s --filter "$$s/emitted_source_matches_golden_files" || exit 1; done
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-oom build-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
