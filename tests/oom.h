@@ -9,8 +9,9 @@
  * base.h's table) or, when it absorbed the failure, succeed with a whole
  * result (the case's check); it must not crash, and after the case's
  * teardown nothing it allocated may be left unreachable (LeakSanitizer's
- * check, run after every try; it scans conservatively, so a leak may be
- * reported one try late, while a stale copy of the pointer remains).  Each failure mode runs twice: the Nth
+ * check, run after every try, with the stack below wiped first: it scans
+ * conservatively, and a stale copy of a lost pointer in a register or a
+ * stack slot it cannot wipe hides the leak, at that try or longer).  Each failure mode runs twice: the Nth
  * allocation alone failing (KS_OOM_ONCE), and every allocation from the
  * Nth on (KS_OOM_PERSIST, so that an error path that allocates fails too).
  */
