@@ -398,7 +398,12 @@ asan: deps
 # Every instrumented process writes its reports to build-tsan/tsan/ (a
 # daemon's stderr is /dev/null); any report fails the run.  The Python
 # client is left out (python cannot load an instrumented libkspec).
-# tests/tsan.supp holds the suppressions, each with its reason.
+# tests/tsan.supp holds the suppressions, each with its reason.  The
+# suites run one at a time and one test at a time (KSPEC_TEST_JOBS=1
+# unless given): an instrumented daemon and its compile workers run
+# several times slower, and two suites of two tests each at once on 2
+# cores, beside other work, ran past the suites' 60 s start deadline.
+# TSAN_TESTS=... on the command line runs fewer.
 TSAN_TESTS := test_e2e test_storefile test_workers test_remote test_llama \
 	test_quant test_cli
 TSAN_PROGRAMS := kspecd kspec libkspec.a examples/llama tests/kspecd-plant
@@ -413,6 +418,7 @@ tsan: deps
 	@TSAN_OPTIONS="suppressions=$(abspath tests/tsan.supp) \
 	    log_path=$(abspath build-tsan)/tsan/report" \
 	    KSPEC_BUILD=$(abspath build-tsan) KSPEC_TEST_TIER=check \
+	    KSPEC_TEST_JOBS=$${KSPEC_TEST_JOBS:-1} \
 	    ./tests/run.sh $(addprefix $(BUILD)/tests/,$(TSAN_TESTS)); \
 	    rc=$$?; if ls build-tsan/tsan/report.* >/dev/null 2>&1; then \
 	    cat build-tsan/tsan/report.*; echo "FAILED: ThreadSanitizer" \
