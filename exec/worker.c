@@ -464,9 +464,9 @@ int ks_worker_main(int fd, uint64_t memory_bytes, long parent)
 		return 1;
 	ks_log_set_name("kspecd-worker");
 	signal(SIGPIPE, SIG_IGN);
-#if defined(__SANITIZE_ADDRESS__)
-	/* AddressSanitizer's shadow memory needs far more address space and
-	 * data than any limit meant for a compile. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	/* A sanitizer's shadow memory needs far more address space and data
+	 * than any limit meant for a compile. */
 	memory_bytes = 0;
 #endif
 	if (memory_bytes) {

@@ -274,13 +274,15 @@ int ks_entry_open(const ks_fleet_pub_t *keys, int nkeys, const void *v,
 	return KS_OK;
 }
 
-void ks_bundle_begin(ks_buf_t *out, uint32_t count)
+int ks_bundle_begin(ks_buf_t *out, uint32_t count)
 {
 	uint8_t n[4];
 
 	put_be(n, count, 4);
-	ks_buf_append(out, bundle_magic, 8);
-	ks_buf_append(out, n, 4);
+	if (ks_buf_append(out, bundle_magic, 8) != KS_OK ||
+	    ks_buf_append(out, n, 4) != KS_OK)
+		return KS_E_NOMEM;
+	return KS_OK;
 }
 
 int ks_bundle_add(ks_buf_t *out, const ks_buf_t *entry)

@@ -94,8 +94,8 @@ typedef struct {
 int ks_entry_open(const ks_fleet_pub_t *keys, int nkeys, const void *v,
     size_t len, ks_entry_t *out, char *err, size_t errlen);
 
-/* Bundles: the header, then each entry with its length. */
-void ks_bundle_begin(ks_buf_t *out, uint32_t count);
+/* Bundles: the header, then each entry with its length.  KS_E_NOMEM. */
+int ks_bundle_begin(ks_buf_t *out, uint32_t count);
 int ks_bundle_add(ks_buf_t *out, const ks_buf_t *entry);
 
 /*

@@ -12,7 +12,10 @@
  * probes when adding such a variant.
  *
  * Computed once for the whole library, on first use, under pthread_once:
- * safe from any thread, and later calls only read.  The hasher needs
+ * safe from any thread, and later calls only read.  A probe that cannot be
+ * specialized or printed for want of memory fails the computation: hashing
+ * its error instead, as a rejected shape is hashed, would give the kernel
+ * another identity for as long as the process lives.  The hasher needs
  * ks_base_init to have run (libsodium), which every program does at start.
  */
 #include "specialize.h"
@@ -20,6 +23,7 @@
 #include <assert.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define PROBE_DYNAMIC 0
 
@@ -41,8 +45,8 @@ static void field_int(ks_hasher_t *h, const char *name, long long v)
 }
 
 /* Hashes the variant and IR of one probe: VALS[i] is dim i's value in
- * declared order, PROBE_DYNAMIC for a dynamic dim. */
-static void hash_probe(ks_hasher_t *h, const ks_kernel_def_t *def,
+ * declared order, PROBE_DYNAMIC for a dynamic dim.  KS_E_NOMEM. */
+static int hash_probe(ks_hasher_t *h, const ks_kernel_def_t *def,
     ks_dtype_t dtype, ks_dtype_t wdtype, ks_mode_t mode, const int64_t *vals)
 {
 	ks_dim_t dims[KS_MAX_DIMS];
@@ -62,16 +66,21 @@ static void hash_probe(ks_hasher_t *h, const ks_kernel_def_t *def,
 	    def->ndims, &spec, err, sizeof err);
 	if (rc == KS_OK)
 		rc = ks_specialize(&spec, &k, err, sizeof err);
+	if (rc == KS_E_NOMEM)
+		return rc;
 	if (rc != KS_OK) {
 		ks_hasher_field(h, "rejected", ks_err_name(rc));
-		return;
+		return KS_OK;
 	}
 	ks_buf_init(&text);
 	rc = ks_ir_print(k, &text);
-	ks_hasher_field(h, "variant", k->variant);
-	ks_hasher_field(h, "ir", rc == KS_OK ? text.data : "(print failed)");
+	if (rc == KS_OK) {
+		ks_hasher_field(h, "variant", k->variant);
+		ks_hasher_field(h, "ir", text.data);
+	}
 	ks_buf_close(&text);
 	ks_ir_free(k);
+	return rc;
 }
 
 int ks_kernel_probes(const ks_kernel_def_t *def,
@@ -89,11 +98,11 @@ int ks_kernel_probes(const ks_kernel_def_t *def,
 	return n;
 }
 
-static void compute(const ks_kernel_def_t *def, ks_hash_t *out)
+static int compute(const ks_kernel_def_t *def, ks_hash_t *out)
 {
 	ks_hasher_t h;
 	int64_t probe_list[MAX_PROBES][KS_MAX_DIMS];   /* 8 KB */
-	int i, d, w, m, p, nprobes;
+	int i, d, w, m, p, nprobes, rc = KS_OK;
 
 	ks_hasher_init(&h);
 	ks_hasher_field(&h, "format", "kspec-kernel-fingerprint-2");
@@ -110,8 +119,8 @@ static void compute(const ks_kernel_def_t *def, ks_hash_t *out)
 	 * each mixed pair the kernel allows, tagged. */
 	for (d = 0; d < KS_DTYPE_COUNT; d++)
 		for (m = KS_MODE_EXACT; m <= KS_MODE_FAST; m++)
-			for (p = 0; p < nprobes; p++)
-				hash_probe(&h, def, (ks_dtype_t)d,
+			for (p = 0; p < nprobes && rc == KS_OK; p++)
+				rc = hash_probe(&h, def, (ks_dtype_t)d,
 				    (ks_dtype_t)d, (ks_mode_t)m,
 				    probe_list[p]);
 	for (d = 0; d < KS_DTYPE_COUNT; d++)
@@ -122,12 +131,13 @@ static void compute(const ks_kernel_def_t *def, ks_hash_t *out)
 			ks_hasher_field(&h, "wdtype",
 			    ks_dtype_name((ks_dtype_t)w));
 			for (m = KS_MODE_EXACT; m <= KS_MODE_FAST; m++)
-				for (p = 0; p < nprobes; p++)
-					hash_probe(&h, def, (ks_dtype_t)d,
+				for (p = 0; p < nprobes && rc == KS_OK; p++)
+					rc = hash_probe(&h, def, (ks_dtype_t)d,
 					    (ks_dtype_t)w, (ks_mode_t)m,
 					    probe_list[p]);
 		}
 	ks_hasher_final(&h, out);
+	return rc;
 }
 
 int ks_kernel_fingerprint_compute(const ks_kernel_def_t *def,
@@ -135,8 +145,7 @@ int ks_kernel_fingerprint_compute(const ks_kernel_def_t *def,
 {
 	if (def == NULL || out == NULL)
 		return KS_E_INVAL;
-	compute(def, out);
-	return KS_OK;
+	return compute(def, out);
 }
 
 static void compute_all(void)
@@ -146,8 +155,14 @@ static void compute_all(void)
 
 	lib = ks_kernels(&n);
 	assert(n <= (int)(sizeof prints / sizeof *prints));
+	/* Every request key needs these: a process that cannot compute
+	 * them cannot serve, and must not serve under other keys. */
 	for (i = 0; i < n; i++)
-		compute(lib[i], &prints[i]);
+		if (compute(lib[i], &prints[i]) != KS_OK) {
+			fprintf(stderr, "kspec: out of memory computing the "
+			    "fingerprint of kernel %s\n", lib[i]->name);
+			abort();
+		}
 }
 
 /* Cached for the library's kernels; NULL for a definition outside it (use

@@ -11,10 +11,21 @@
  *
  * Builders never fail.  Misuse that no client input can cause (an index out
  * of range, a NULL operand) is an internal invariant and asserted.
+ *
+ * Allocation failures: the builders are called in long straight runs (the
+ * kernel files, the passes), so a failed allocation of the arena does not
+ * return.  Under ks_ir_guarded (which ks_specialize uses) it unwinds to the
+ * guard with longjmp, and the guard frees every arena made under it that
+ * is still alive, so nothing of the failed build remains and the call
+ * answers KS_E_NOMEM.  Code that runs under a guard therefore holds no
+ * memory but its arenas' across an arena allocation (the verifier's
+ * scratch arrays are taken and freed between allocations).  Outside a
+ * guard a failed allocation aborts with a message.
  */
 #include "specialize.h"
 
 #include <assert.h>
+#include <setjmp.h>
 #include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,13 +66,51 @@ struct chunk {
 struct ks_arena {
 	struct chunk *head;             /* the chunk being filled */
 	struct chunk *big;              /* dedicated chunks of large requests */
+	int guarded;                    /* in the list of a guard */
+	struct ks_arena *guard_next;    /* that list */
 };
+
+/* The innermost guard of this thread (NULL: none), and the arenas made
+ * under it that are still alive. */
+static _Thread_local jmp_buf *unwind;
+static _Thread_local struct ks_arena *guarded;
 
 static void oom(size_t n)
 {
+	if (unwind != NULL)
+		longjmp(*unwind, 1);
 	fprintf(stderr, "kspec: out of memory allocating %zu bytes in the IR "
 	    "arena\n", n);
 	abort();
+}
+
+static void arena_release(ks_arena_t *a);
+
+int ks_ir_guarded(int (*fn)(void *ctx), void *ctx)
+{
+	jmp_buf env;
+	ks_arena_t *a;
+	int rc;
+
+	assert(unwind == NULL && guarded == NULL);
+	if (setjmp(env) != 0) {
+		while ((a = guarded) != NULL) {
+			guarded = a->guard_next;
+			arena_release(a);
+		}
+		unwind = NULL;
+		return KS_E_NOMEM;
+	}
+	unwind = &env;
+	rc = fn(ctx);
+	unwind = NULL;
+	/* The arenas that outlive FN (the kernel it made) are nobody's. */
+	while ((a = guarded) != NULL) {
+		guarded = a->guard_next;
+		a->guarded = 0;
+		a->guard_next = NULL;
+	}
+	return rc;
 }
 
 static struct chunk *chunk_new(size_t size)
@@ -83,6 +132,11 @@ ks_arena_t *ks_arena_new(void)
 
 	if (a == NULL)
 		oom(sizeof(*a));
+	if (unwind != NULL) {
+		a->guarded = 1;
+		a->guard_next = guarded;
+		guarded = a;
+	}
 	return a;
 }
 
@@ -96,13 +150,26 @@ static void chunks_free(struct chunk *c)
 	}
 }
 
-void ks_arena_free(ks_arena_t *a)
+static void arena_release(ks_arena_t *a)
 {
-	if (a == NULL)
-		return;
 	chunks_free(a->head);
 	chunks_free(a->big);
 	free(a);
+}
+
+void ks_arena_free(ks_arena_t *a)
+{
+	ks_arena_t **p;
+
+	if (a == NULL)
+		return;
+	if (a->guarded) {
+		for (p = &guarded; *p != NULL && *p != a; p = &(*p)->guard_next)
+			;
+		assert(*p == a);
+		*p = a->guard_next;
+	}
+	arena_release(a);
 }
 
 void *ks_arena_alloc(ks_arena_t *a, size_t n)

@@ -28,19 +28,26 @@ int ks_specialize(const ks_spec_t *spec, ks_ir_kernel_t **out, char *err,
 	return ks_specialize_variant(spec, NULL, out, err, errlen);
 }
 
-int ks_specialize_variant(const ks_spec_t *spec, const char *variant,
-    ks_ir_kernel_t **out, char *err, size_t errlen)
+/* The arguments and result of one specialization, run under a guard. */
+typedef struct {
+	const ks_spec_t *spec;
+	const char *variant;
+	ks_ir_kernel_t *k;
+	char *err;
+	size_t errlen;
+} job_t;
+
+static int specialize(void *ctx)
 {
-	const ks_kernel_def_t *def;
+	job_t *j = ctx;
+	const ks_spec_t *spec = j->spec;
+	const ks_kernel_def_t *def = spec->def;
+	const char *variant = j->variant;
+	char *err = j->err;
+	size_t errlen = j->errlen;
 	ks_ir_kernel_t *k;
 	int i, p, rc, forced = variant != NULL;
 
-	if (err != NULL && errlen > 0)
-		err[0] = '\0';
-	if (spec == NULL || spec->def == NULL || out == NULL)
-		return KS_E_INVAL;
-	*out = NULL;
-	def = spec->def;
 	if (!forced)
 		variant = def->select(spec);
 	k = variant != NULL ? def->build(spec, variant) : NULL;
@@ -72,6 +79,28 @@ int ks_specialize_variant(const ks_spec_t *spec, const char *variant,
 		ks_ir_free(k);
 		return rc;
 	}
-	*out = k;
+	j->k = k;
 	return KS_OK;
+}
+
+/* Under a guard: a failed allocation of the IR's arena answers
+ * KS_E_NOMEM and leaves nothing behind (ir.c). */
+int ks_specialize_variant(const ks_spec_t *spec, const char *variant,
+    ks_ir_kernel_t **out, char *err, size_t errlen)
+{
+	job_t j = { spec, variant, NULL, err, errlen };
+	int rc;
+
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	if (spec == NULL || spec->def == NULL || out == NULL)
+		return KS_E_INVAL;
+	*out = NULL;
+	rc = ks_ir_guarded(specialize, &j);
+	if (rc == KS_E_NOMEM && err != NULL && errlen > 0 && err[0] == '\0')
+		snprintf(err, errlen, "%s: out of memory building its IR",
+		    spec->def->name);
+	if (rc == KS_OK)
+		*out = j.k;
+	return rc;
 }

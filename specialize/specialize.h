@@ -67,9 +67,17 @@ typedef struct ks_arena ks_arena_t;
 
 ks_arena_t *ks_arena_new(void);
 void ks_arena_free(ks_arena_t *a);
-/* Zeroed, 16-byte aligned; never returns NULL (aborts on OOM, as a compile
- * worker cannot continue without memory). */
+/* Zeroed, 16-byte aligned; never returns NULL: a failed allocation
+ * unwinds to the thread's innermost ks_ir_guarded, or aborts outside one. */
 void *ks_arena_alloc(ks_arena_t *a, size_t n);
+/*
+ * Runs FN(CTX) and returns what it returns, or KS_E_NOMEM when an arena
+ * allocation failed under it: then FN was left at that allocation and
+ * every arena made under the guard that was still alive is freed (so FN
+ * may hold nothing but arenas across an allocation of one).  Guards do not
+ * nest.
+ */
+int ks_ir_guarded(int (*fn)(void *ctx), void *ctx);
 char *ks_arena_strdup(ks_arena_t *a, const char *s);
 
 /* ---- parameters ---- */
@@ -547,7 +555,8 @@ const ks_hash_t *ks_kernel_fingerprint(const ks_kernel_def_t *def);
 int ks_kernel_probes(const ks_kernel_def_t *def,
     int64_t (*out)[KS_MAX_DIMS], int max);
 /* The same hash computed now, uncached, for any definition (one outside the
- * library included, e.g. in tests).  Returns KS_OK, or KS_E_INVAL for NULL. */
+ * library included, e.g. in tests).  Returns KS_OK, KS_E_INVAL for NULL, or
+ * KS_E_NOMEM (then OUT is no fingerprint). */
 int ks_kernel_fingerprint_compute(const ks_kernel_def_t *def,
     ks_hash_t *out);
 

@@ -56,7 +56,7 @@ static void *run_gemm(const e2e_reply_t *r, const void *x, const void *w,
 	const cJSON *entry = cJSON_GetObjectItemCaseSensitive(r->h, "entry");
 	size_t es = dtype == 0 ? 4 : 2;
 	void *params[8], *px = (void *)x, *pw = (void *)w, *y;
-	e2e_entry_t fn;
+	e2e_entry_t fn = NULL;
 	ks_so_t *h;
 	int i, n = 0;
 

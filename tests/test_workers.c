@@ -302,9 +302,9 @@ Test(workers, runaway_compile_ends_at_the_worker_memory_limit)
 	static const char *const extra[] = { "--worker-memory", "256M", NULL };
 	e2e_reply_t r;
 
-#if defined(__SANITIZE_ADDRESS__)
-	cr_skip_test("AddressSanitizer's shadow memory rules out a memory "
-	    "limit (the worker sets none in this build)");
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	cr_skip_test("a sanitizer's shadow memory rules out a memory limit "
+	    "(the worker sets none in this build)");
 #endif
 	start("oom:N=4112", extra);
 	cr_assert_eq(e2e_call(D.sock, get_n(1, 4112), &r), 0);

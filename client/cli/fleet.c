@@ -241,10 +241,15 @@ static int bundle_export(const char *socket, const char *manifest,
 	}
 	kspec_close(c);
 	ks_buf_init(&bundle);
-	ks_bundle_begin(&bundle, (uint32_t)exported);
-	ks_buf_append(&bundle, entries.data, entries.len);
+	rc = ks_bundle_begin(&bundle, (uint32_t)exported);
+	if (rc == KS_OK)
+		rc = ks_buf_append(&bundle, entries.data, entries.len);
 	ks_buf_close(&entries);
-	if (write_file(out, bundle.data, bundle.len, 0) != 0) {
+	if (rc != KS_OK) {
+		fprintf(stderr, "kspec: cannot assemble the bundle: %s\n",
+		    ks_strerror(rc));
+		status = EXIT_FAIL;
+	} else if (write_file(out, bundle.data, bundle.len, 0) != 0) {
 		status = EXIT_FAIL;    /* it said why */
 	} else if (as_json) {
 		cJSON_AddNumberToObject(report, "exported", exported);
