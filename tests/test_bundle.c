@@ -145,6 +145,36 @@ Test(bundle, a_refused_spec_is_named_once_in_its_error_line)
 	free(out);
 }
 
+/* A spec's weight dtype and mode are part of what bundle export asks
+ * for: a warmed q4_0 gemm in mode fast is exported, not "not cached". */
+Test(bundle, a_spec_with_wdtype_and_mode_is_exported)
+{
+	char args[1200];
+	char *out;
+	int st;
+
+	snprintf(args, sizeof args, "fleet-key generate '%s'", keyp);
+	out = kspec(&a, args, &st);
+	cr_assert_eq(st, 0, "%s", out);
+	free(out);
+	write_text(manifest, "{\"version\":1,\"specs\":[{\"kernel\":"
+	    "\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\",\"wdtype\":"
+	    "\"q4_0\",\"mode\":\"fast\",\"shape\":{\"M\":1,\"N\":32,"
+	    "\"K\":64}}]}");
+	cr_assert_eq(e2e_start(&a, (const char *const[]){ "--workers", "1",
+	    NULL }), 0);
+	snprintf(args, sizeof args, "warm '%s'", manifest);
+	out = kspec(&a, args, &st);
+	cr_assert_eq(st, 0, "%s", out);
+	free(out);
+	snprintf(args, sizeof args, "bundle export '%s' -o '%s' --sign-key "
+	    "'%s.secret'", manifest, bundle, keyp);
+	out = kspec(&a, args, &st);
+	cr_assert_eq(st, 0, "%s", out);
+	cr_assert(strstr(out, "exported 1 of 1 specs"), "%s", out);
+	free(out);
+}
+
 /* fleet-key generate warns when the secret lands inside a git work
  * tree (a .git in its folder or one above), and only then. */
 Test(bundle, a_key_made_inside_a_git_work_tree_is_warned_about)

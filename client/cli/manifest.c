@@ -127,6 +127,7 @@ int spec_of_json(const cJSON *o, kspec_get_spec_t *s,
 	STR(target, "target");
 	STR(format, "format");
 	STR(dtype, "dtype");
+	STR(wdtype, "wdtype");
 	STR(mode, "mode");
 #undef STR
 	cJSON_ArrayForEach(v, shape) {
