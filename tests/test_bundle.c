@@ -118,6 +118,23 @@ static void export_from_a(void)
 	free(out);
 }
 
+/* A fleet key, the manifest MAN and daemon A started: what the export
+ * tests below begin with. */
+static void key_manifest_and_a(const char *man)
+{
+	char args[400];
+	char *out;
+	int st;
+
+	snprintf(args, sizeof args, "fleet-key generate '%s'", keyp);
+	out = kspec(&a, args, &st);
+	cr_assert_eq(st, 0, "%s", out);
+	free(out);
+	write_text(manifest, man);
+	cr_assert_eq(e2e_start(&a, (const char *const[]){ "--workers", "1",
+	    NULL }), 0);
+}
+
 /* A spec the daemon refuses is named once in the error line: "kspec:
  * specs[0]: E_UNKNOWN_KERNEL: ...", not "kspec: specs[0]: kspec: ...". */
 Test(bundle, a_refused_spec_is_named_once_in_its_error_line)
@@ -126,15 +143,9 @@ Test(bundle, a_refused_spec_is_named_once_in_its_error_line)
 	char *out;
 	int st;
 
-	snprintf(args, sizeof args, "fleet-key generate '%s'", keyp);
-	out = kspec(&a, args, &st);
-	cr_assert_eq(st, 0, "%s", out);
-	free(out);
-	write_text(manifest, "{\"version\":1,\"specs\":[{\"kernel\":"
+	key_manifest_and_a("{\"version\":1,\"specs\":[{\"kernel\":"
 	    "\"nosuch\",\"backend\":\"cpu\",\"dtype\":\"f32\",\"shape\":"
 	    "{\"M\":1}}]}");
-	cr_assert_eq(e2e_start(&a, (const char *const[]){ "--workers", "1",
-	    NULL }), 0);
 	snprintf(args, sizeof args, "bundle export '%s' -o '%s' --sign-key "
 	    "'%s.secret'", manifest, bundle, keyp);
 	out = kspec(&a, args, &st);
@@ -153,16 +164,10 @@ Test(bundle, a_spec_with_wdtype_and_mode_is_exported)
 	char *out;
 	int st;
 
-	snprintf(args, sizeof args, "fleet-key generate '%s'", keyp);
-	out = kspec(&a, args, &st);
-	cr_assert_eq(st, 0, "%s", out);
-	free(out);
-	write_text(manifest, "{\"version\":1,\"specs\":[{\"kernel\":"
+	key_manifest_and_a("{\"version\":1,\"specs\":[{\"kernel\":"
 	    "\"gemm\",\"backend\":\"cpu\",\"dtype\":\"f32\",\"wdtype\":"
 	    "\"q4_0\",\"mode\":\"fast\",\"shape\":{\"M\":1,\"N\":32,"
 	    "\"K\":64}}]}");
-	cr_assert_eq(e2e_start(&a, (const char *const[]){ "--workers", "1",
-	    NULL }), 0);
 	snprintf(args, sizeof args, "warm '%s'", manifest);
 	out = kspec(&a, args, &st);
 	cr_assert_eq(st, 0, "%s", out);

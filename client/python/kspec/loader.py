@@ -431,6 +431,21 @@ class KernelSignature:
             elems *= v
         return elems * esize, extents
 
+    def _hold(self, i, p, a, dims, held):
+        """Acquires A, the buffer argument of param P (the I-th), appends
+        (I, its view) to HELD for the caller's _release, and checks its
+        size for DIMS; returns (view, bytes needed)."""
+        name = p.get("name", "#%d" % i)
+        view = _acquire(a, name, p.get("access") in ("write", "readwrite"))
+        held.append((i, view))
+        return view, self._check_size(p, name, view, dims)
+
+    @staticmethod
+    def _release(held):
+        """Releases the views _hold acquired."""
+        for _, view in held:
+            _release_buffer(ctypes.byref(view))
+
     def _check_size(self, p, name, view, dims):
         """Checks the held buffer VIEW against param P (item size, a format
         that names a dtype, bytes for DIMS); returns the bytes needed."""
@@ -569,11 +584,7 @@ class CpuKernel(KernelSignature):
             for i, (p, a) in enumerate(zip(self.params, args)):
                 if p.get("kind") != "buffer":
                     continue
-                name = p.get("name", "#%d" % i)
-                writes = p.get("access") in ("write", "readwrite")
-                view = _acquire(a, name, writes)
-                held.append(view)
-                self._check_size(p, name, view, dims)
+                view, _ = self._hold(i, p, a, dims, held)
                 values[i] = ctypes.c_void_p(view.buf)
             argv = (ctypes.c_void_p * max(n, 1))(
                 *[ctypes.addressof(v) for v in values])
@@ -592,8 +603,7 @@ class CpuKernel(KernelSignature):
                 for f in futures:
                     f.result()
         finally:
-            for view in held:
-                _release_buffer(ctypes.byref(view))
+            self._release(held)
 
 
 

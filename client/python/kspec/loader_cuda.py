@@ -21,7 +21,7 @@ import os
 import threading
 
 from .errors import KspecError
-from .loader import KernelSignature, _acquire, _release_buffer
+from .loader import KernelSignature
 
 __all__ = ["load_cuda", "CudaKernel", "CudaError", "LIBCUDA"]
 
@@ -226,17 +226,11 @@ class CudaKernel(KernelSignature):
         held = []
         try:
             for i, (p, a) in enumerate(zip(self.params, args)):
-                if p.get("kind") != "buffer":
-                    continue
-                name = p.get("name", "#%d" % i)
-                writes = p.get("access") in ("write", "readwrite")
-                view = _acquire(a, name, writes)
-                held.append((i, view))
-                values[i] = (view, self._check_size(p, name, view, dims))
+                if p.get("kind") == "buffer":
+                    values[i] = self._hold(i, p, a, dims, held)
             self._launch(values, groups, held)
         finally:
-            for _, view in held:
-                _release_buffer(ctypes.byref(view))
+            self._release(held)
 
     def _launch(self, values, groups, held):
         drv = self._drv

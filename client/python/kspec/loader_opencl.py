@@ -21,7 +21,7 @@ checked the same way.
 import ctypes
 
 from .errors import KspecError
-from .loader import KernelSignature, _acquire, _release_buffer
+from .loader import KernelSignature
 
 __all__ = ["load_opencl", "OpenCLKernel", "opencl_device"]
 
@@ -178,18 +178,13 @@ class OpenCLKernel(KernelSignature):
                                p.get("dtype")))
                     values[i] = a
                     continue
-                writes = p.get("access") in ("write", "readwrite")
-                view = _acquire(a, name, writes)
-                held.append((i, view))
-                need = self._check_size(p, name, view, dims)
-                values[i] = (view, need)
+                values[i] = self._hold(i, p, a, dims, held)
             if held and not wait:
                 raise ValueError("wait=False needs device buffers: host "
                                  "buffers are read back after the kernel")
             self._launch(values, groups, held)
         finally:
-            for _, view in held:
-                _release_buffer(ctypes.byref(view))
+            self._release(held)
 
     def _launch(self, values, groups, held):
         cl = self._cl
