@@ -26,6 +26,9 @@
  *   delay  sleep 1 s, or MS milliseconds for delay/MS, then compile (a
  *          slow compile)
  *   stall  sleep until killed (a hung compiler)
+ *   hold   for hold/PATH: wait until the file PATH exists (at most 60 s),
+ *          then compile (a slow compile that the test ends when it has
+ *          seen what it waits for, not after a guessed time)
  *   crash  raise SIGSEGV (a compiler crash)
  *   exit   exit with status 3
  *   error  fail the job as a compile error would (E_COMPILE, "a compile
@@ -63,6 +66,7 @@
 typedef struct {
 	char action[8];
 	long ms;                         /* delay */
+	char path[256];                  /* hold */
 	char dim[KS_MAX_NAME + 1];
 	int64_t value;
 	char once[256];
@@ -91,7 +95,10 @@ static void faults_parse(const char *spec)
 			snprintf(f->once, sizeof f->once, "%s", at + 1);
 		}
 		f->ms = 1000;
-		if (strchr(tok, '/')) {
+		if (strncmp(tok, "hold/", 5) == 0) {
+			snprintf(f->path, sizeof f->path, "%s", tok + 5);
+			tok[4] = '\0';
+		} else if (strchr(tok, '/')) {
 			f->ms = strtol(strchr(tok, '/') + 1, NULL, 10);
 			*strchr(tok, '/') = '\0';
 		}
@@ -143,6 +150,13 @@ static int faults_apply(const ks_job_t *job, char *err, size_t errlen)
 
 			while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 				;
+		} else if (strcmp(f->action, "hold") == 0) {
+			struct timespec ts = { 0, 10 * 1000000 };
+			int tick;
+
+			for (tick = 0; tick < 6000 &&
+			    access(f->path, F_OK) != 0; tick++)
+				nanosleep(&ts, NULL);
 		} else if (strcmp(f->action, "stall") == 0) {
 			for (;;)
 				pause();

@@ -7,6 +7,7 @@
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -352,20 +353,25 @@ static int readable(int fd)
 
 /*
  * The reserve: one worker, a client with a backlog whose first compile
- * is slow, and another client's cold get.  The backlog holds the one
- * ordinary worker and never the reserve; the lone get runs on the
- * reserve and is answered while the backlog's first compile still runs
- * (without the reserve it waits for that compile, whose reply comes
- * first).
+ * holds until the test releases it, and another client's cold get.  The
+ * backlog holds the one ordinary worker and never the reserve; the lone
+ * get runs on the reserve and is answered while the backlog's first
+ * compile is still held (without the reserve it would wait for that
+ * compile, which ends only when the test says).
  */
 Test(workers, a_lone_get_runs_on_the_reserve_beside_another_clients_backlog)
 {
 	static const char *const extra[] = { "--workers", "1", NULL };
-	int heavy, light, i;
+	char faults[sizeof D.dir + 32], release[sizeof D.dir + 16];
+	int heavy, light, i, fd;
 	pid_t busy[8];
 	e2e_reply_t r;
 
-	start("delay/2500:N=4132", extra);
+	snprintf(D.dir, sizeof D.dir, "/tmp/kspec-e2e-XXXXXX");
+	cr_assert_not_null(mkdtemp(D.dir));
+	snprintf(release, sizeof release, "%s/release", D.dir);
+	snprintf(faults, sizeof faults, "hold/%s:N=4132", release);
+	start(faults, extra);
 	heavy = e2e_connect(D.sock);
 	light = e2e_connect(D.sock);
 	cr_assert(heavy >= 0 && light >= 0);
@@ -378,14 +384,18 @@ Test(workers, a_lone_get_runs_on_the_reserve_beside_another_clients_backlog)
 	cr_assert_eq(counter("reserve_compiles"), 0);
 
 	cr_assert_eq(e2e_send(light, get_n(100, 5000)), 0);
-	cr_assert_eq(recv_within(light, &r, 20000), 0);
+	cr_assert_eq(recv_within(light, &r, 30000), 0, "the lone get waited "
+	    "for the backlog's held compile");
 	cr_assert(e2e_ok(&r), "%s", cJSON_PrintUnformatted(r.h));
 	e2e_reply_free(&r);
-	cr_assert(!readable(heavy), "the lone get waited for the backlog's "
-	    "running compile");
+	cr_assert(!readable(heavy), "the backlog was answered before its "
+	    "first compile was released");
 	cr_assert_eq(counter("reserve_compiles"), 1);
+	fd = open(release, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	cr_assert(fd >= 0);
+	close(fd);
 	for (i = 0; i < 4; i++) {
-		cr_assert_eq(recv_within(heavy, &r, 20000), 0);
+		cr_assert_eq(recv_within(heavy, &r, 60000), 0);
 		cr_assert(e2e_ok(&r));
 		e2e_reply_free(&r);
 	}
@@ -558,9 +568,9 @@ Test(workers, worker_is_replaced_after_its_job_limit)
 {
 	static const char *const extra[] = { "--workers", "1",
 	    "--worker-jobs", "2", NULL };
-	pid_t first[8], now[8], gone = 0;
+	pid_t first[8], now[8], gone[2];
 	e2e_reply_t r;
-	int i, j, n;
+	int i, j, n, ngone = 0, alarms;
 
 	start(NULL, extra);
 	n = wait_ready(first, 8);
@@ -578,15 +588,18 @@ Test(workers, worker_is_replaced_after_its_job_limit)
 	for (i = 0; i < 2; i++) {
 		for (j = 0; j < 2 && now[j] != first[i]; j++)
 			;
-		if (j == 2) {
-			cr_assert_eq(gone, 0, "both workers were replaced");
-			gone = first[i];
-		}
+		if (j == 2)
+			gone[ngone++] = first[i];
 	}
-	cr_assert_neq(gone, 0, "no worker was replaced");
-	for (i = 0; i < 250 && !pid_gone(gone); i++)
+	/* An idle worker that misses its liveness ping (a slow machine, a
+	 * sanitizer build) is replaced too, and counted: the recycled one
+	 * is the worker gone beyond those. */
+	alarms = (int)counter("worker_unresponsive");
+	cr_assert_eq(ngone, 1 + alarms, "%d workers replaced, %d of them "
+	    "after a missed ping", ngone, alarms);
+	for (i = 0; i < 250 && !pid_gone(gone[0]); i++)
 		usleep(20000);
-	cr_assert(pid_gone(gone), "the retired worker did not leave");
+	cr_assert(pid_gone(gone[0]), "the retired worker did not leave");
 }
 
 /* Holds the store's write lock from another connection, as an operator's
