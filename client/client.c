@@ -43,6 +43,7 @@
 
 #include "../base/base.h"
 #include "../proto/proto.h"
+#include "../proto/reply.h"
 
 /* kspec.h repeats base.h's error table for outside users: keep them equal. */
 #define KS_SAME_CODE(name, val, msg)                                         \
@@ -789,9 +790,9 @@ void kspec_artifact_free(kspec_artifact_t *a)
 /* Fills the artifact's convenience fields from the reply header. */
 static int fill_artifact(artifact_t *x, const cJSON *json)
 {
-	static const char *const names[7] = {
-		"key", "artifact", "source", "kernel", "variant", "format",
-		"entry",
+	static const ks_get_field_t fields[7] = {
+		KS_GF_key, KS_GF_artifact, KS_GF_source, KS_GF_kernel,
+		KS_GF_variant, KS_GF_format, KS_GF_entry,
 	};
 	const char **dst[7] = {
 		&x->pub.key, &x->pub.artifact, &x->pub.source, &x->pub.kernel,
@@ -801,7 +802,7 @@ static int fill_artifact(artifact_t *x, const cJSON *json)
 	size_t i;
 
 	for (i = 0; i < 7; i++) {
-		v = json_string(json, names[i]);
+		v = json_string(json, ks_get_field_name[fields[i]]);
 		x->strings[i] = strdup(v ? v : "");
 		if (!x->strings[i])
 			return KSPEC_E_NOMEM;
@@ -818,7 +819,8 @@ static int fill_artifact(artifact_t *x, const cJSON *json)
 static int check_content(kspec_client_t *c, const cJSON *json,
     const uint8_t *bytes, size_t len)
 {
-	const char *hex = json_string(json, "artifact");
+	const char *hex = json_string(json,
+	    ks_get_field_name[KS_GF_artifact]);
 	ks_hash_t want, got;
 
 	if (!hex)
@@ -842,7 +844,8 @@ static int finish_get(kspec_client_t *c, reply_t *r, int meta_only,
 	int rc = KSPEC_OK;
 
 	*out = NULL;
-	bytes = cJSON_GetObjectItemCaseSensitive(r->json, "bytes");
+	bytes = cJSON_GetObjectItemCaseSensitive(r->json,
+	    ks_get_field_name[KS_GF_bytes]);
 	if (!meta_only && r->payload_len == 0)
 		rc = set_error(c, KSPEC_E_PROTO, "get reply has no artifact");
 	else if (!meta_only && cJSON_IsNumber(bytes) &&

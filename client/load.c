@@ -20,6 +20,7 @@
 #include <cJSON.h>
 
 #include "../base/base.h"
+#include "../proto/reply.h"
 
 /* Params per entry and dims per buffer a loaded kernel may have; the
  * library's kernels have at most 12 and 4. */
@@ -316,9 +317,12 @@ static int parse_meta(kspec_cpu_kernel_t *k, const kspec_artifact_t *a,
 	m = cJSON_ParseWithLength(a->meta, a->meta_len);
 	if (!m)
 		return KSPEC_OK;
-	params = cJSON_GetObjectItemCaseSensitive(m, "params");
-	launch = cJSON_GetObjectItemCaseSensitive(m, "launch");
-	guard = cJSON_GetObjectItemCaseSensitive(m, "guard");
+	params = cJSON_GetObjectItemCaseSensitive(m,
+	    ks_get_field_name[KS_GF_params]);
+	launch = cJSON_GetObjectItemCaseSensitive(m,
+	    ks_get_field_name[KS_GF_launch]);
+	guard = cJSON_GetObjectItemCaseSensitive(m,
+	    ks_get_field_name[KS_GF_guard]);
 	if (!params)
 		goto done;
 	if (!cJSON_IsArray(params) ||

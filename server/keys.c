@@ -687,27 +687,33 @@ void ks_keys_close(ks_keys_t *keys)
 }
 
 /* Appends ,"NAME":{constant dims},"dynamic":[dynamic dims] of G. */
-static int dims_json(const ks_get_t *g, const char *name, ks_buf_t *o)
+int ks_get_dims_json(const ks_get_t *g, int constants, ks_buf_t *o)
 {
 	int i, first;
 
-	ks_buf_printf(o, ",\"%s\":{", name);
+	ks_buf_puts(o, constants ? "{" : "[");
 	for (i = 0, first = 1; i < g->spec.ndims; i++) {
-		if (!g->spec.dims[i].is_const)
+		const ks_dim_t *d = &g->spec.dims[i];
+
+		if (d->is_const != constants)
 			continue;
-		ks_buf_printf(o, "%s\"%s\":%" PRId64, first ? "" : ",",
-		    g->spec.dims[i].name, g->spec.dims[i].value);
+		if (constants)
+			ks_buf_printf(o, "%s\"%s\":%" PRId64, first ? "" : ",",
+			    d->name, d->value);
+		else
+			ks_buf_printf(o, "%s\"%s\"", first ? "" : ",",
+			    d->name);
 		first = 0;
 	}
-	ks_buf_puts(o, "},\"dynamic\":[");
-	for (i = 0, first = 1; i < g->spec.ndims; i++) {
-		if (g->spec.dims[i].is_const)
-			continue;
-		ks_buf_printf(o, "%s\"%s\"", first ? "" : ",",
-		    g->spec.dims[i].name);
-		first = 0;
-	}
-	return ks_buf_puts(o, "]");
+	return ks_buf_puts(o, constants ? "}" : "]");
+}
+
+static int dims_json(const ks_get_t *g, const char *name, ks_buf_t *o)
+{
+	ks_buf_printf(o, ",\"%s\":", name);
+	ks_get_dims_json(g, 1, o);
+	ks_buf_puts(o, ",\"dynamic\":");
+	return ks_get_dims_json(g, 0, o);
 }
 
 void ks_get_wdtype_json(const ks_get_t *g, ks_buf_t *o)

@@ -151,6 +151,9 @@ int ks_get_spec_json(const ks_get_t *g, ks_buf_t *out);
 /* Appends ,"wdtype":"NAME" of G when its weight dtype differs from its
  * dtype, else nothing (the canonical form omits a wdtype equal to dtype). */
 void ks_get_wdtype_json(const ks_get_t *g, ks_buf_t *out);
+/* Appends G's constant dims as a JSON object ({"M":1,...}) when
+ * CONSTANTS, else the names of its dynamic ones as an array. */
+int ks_get_dims_json(const ks_get_t *g, int constants, ks_buf_t *out);
 /* Appends ,"guard":{...},"dynamic":[...] of G. */
 void ks_get_guard_json(const ks_get_t *g, ks_buf_t *out);
 

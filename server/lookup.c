@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "../proto/reply.h"
 #include "lease.h"
 
 /* The uses the memory tier recorded go to the store's pending set (the
@@ -103,28 +104,43 @@ int ks_lookup_meta(ks_buf_t *m, const ks_get_t *g, const ks_job_out_t *o,
     const ks_hash_t *sum)
 {
 	char key[KS_HASH_HEX], hex[KS_HASH_HEX];
+	ks_buf_t guard, dynamic;
+	int rc;
 
 	ks_hash_hex(&g->key, key);
 	ks_hash_hex(sum, hex);
-	ks_buf_printf(m, "\"key\":\"%s\",\"artifact\":\"%s\",\"kernel\":\"%s\","
-	    "\"variant\":", key, hex, g->spec.def->name);
-	ks_buf_json_str(m, o->variant);
-	ks_buf_printf(m, ",\"backend\":\"%s\",\"target\":\"%s\","
-	    "\"dtype\":\"%s\"", g->backend->name, g->target,
-	    ks_dtype_name(g->spec.dtype));
-	ks_get_wdtype_json(g, m);
-	ks_buf_printf(m, ",\"mode\":\"%s\",\"format\":",
-	    g->spec.mode == KS_MODE_FAST ? "fast" : "exact");
-	ks_buf_json_str(m, o->format);
-	ks_buf_puts(m, ",\"entry\":");
-	ks_buf_json_str(m, o->entry);
-	ks_buf_printf(m, ",\"bytes\":%zu", o->len);
-	ks_get_guard_json(g, m);
-	ks_buf_printf(m, ",\"params\":%s,\"launch\":%s", o->params, o->launch);
-	if (o->codegen[0])
-		ks_buf_printf(m, ",\"codegen\":\"%s\"", o->codegen);
-	ks_buf_printf(m, ",\"compile_ms\":%.3f,\"compiler\":", o->compile_ms);
-	return ks_buf_json_str(m, g->identity);
+	ks_buf_init(&guard);
+	ks_buf_init(&dynamic);
+	rc = ks_get_dims_json(g, 1, &guard) | ks_get_dims_json(g, 0, &dynamic);
+	if (rc == KS_OK) {
+		ks_meta_t x = {
+			.key = key,
+			.artifact = hex,
+			.kernel = g->spec.def->name,
+			.variant = o->variant,
+			.backend = g->backend->name,
+			.target = g->target,
+			.dtype = ks_dtype_name(g->spec.dtype),
+			.wdtype = g->spec.wdtype != g->spec.dtype ?
+			    ks_dtype_name(g->spec.wdtype) : NULL,
+			.mode = g->spec.mode == KS_MODE_FAST ? "fast" : "exact",
+			.format = o->format,
+			.entry = o->entry,
+			.bytes = o->len,
+			.guard = guard.data,
+			.dynamic = dynamic.data,
+			.params = o->params,
+			.launch = o->launch,
+			.codegen = o->codegen,
+			.compile_ms = o->compile_ms,
+			.compiler = g->identity,
+		};
+
+		rc = ks_meta_encode(m, &x);
+	}
+	ks_buf_close(&guard);
+	ks_buf_close(&dynamic);
+	return rc ? KS_E_NOMEM : KS_OK;
 }
 
 /* The job's description must be what a reply may carry: a JSON array of

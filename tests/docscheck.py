@@ -37,6 +37,10 @@ against the code, never against a list written here:
            name it.
   paths    A path to an installed kspec or kspecd in a doc or the README
            is under the Makefile's default PREFIX.
+  reply    The get reply's fields of proto/reply.def (past the envelope's
+           ok and id, which every reply has) are exactly the rows of
+           docs/protocol.md's get "Reply fields" table and the fields
+           the Python client's kspec.Artifact reads (Artifact.FIELDS).
 
 Prints one line per problem and exits 1 if there is any.  Standard
 library only.
@@ -447,18 +451,67 @@ def check_paths(root):
     return problems
 
 
+def reply_fields(root):
+    """The get reply's fields of proto/reply.def, in order."""
+    return re.findall(r"^KS_GET_FIELD\((\w+),", read(root, "proto/reply.def"),
+                      re.M)
+
+
+def check_reply(root):
+    problems = []
+    fields = [f for f in reply_fields(root) if f not in ("ok", "id")]
+    if not fields:
+        return ["proto/reply.def: no KS_GET_FIELD"]
+    get = section(read(root, "docs/protocol.md"), "### get") or ""
+    at = get.find("Reply fields")
+    rows = []
+    for line in get[at:].split("\n")[1:] if at >= 0 else []:
+        if line.startswith("|"):
+            rows.append(line.split("|")[1])
+        elif rows:
+            break
+    named = set()
+    for cell in rows[2:]:
+        named.update(re.findall(r"`(\w+)`", cell))
+    if not rows:
+        problems.append("docs/protocol.md: the get section has no "
+                        "\"Reply fields\" table")
+    for f in fields:
+        if rows and f not in named:
+            problems.append("docs/protocol.md: the get reply's field %s "
+                            "(proto/reply.def) has no row" % f)
+    for n in sorted(named - set(fields)):
+        problems.append("docs/protocol.md: the get reply table names %s, "
+                        "which proto/reply.def does not have" % n)
+    m = re.search(r"^    FIELDS = \{(.*?)\}", read(
+        root, "client/python/kspec/client.py"), re.M | re.S)
+    if not m:
+        return problems + ["client/python/kspec/client.py: no "
+                           "Artifact.FIELDS"]
+    py = re.findall(r'"\w+": "(\w+)"', m.group(1))
+    for f in fields:
+        if f not in py:
+            problems.append("the Python client's Artifact does not read "
+                            "the get reply's field %s" % f)
+    for n in sorted(set(py) - set(fields)):
+        problems.append("the Python client's Artifact reads %s, which "
+                        "proto/reply.def does not have" % n)
+    return problems
+
+
 def check(root, opts):
     """Every problem of the tree at ROOT, with OPTS the options of its
     programs (helps())."""
     return (check_errors(root) + check_cli(root, opts) + check_store(root)
-            + check_python(root) + check_paths(root))
+            + check_python(root) + check_paths(root) + check_reply(root))
 
 
 # ---- the self-test ----
 
 # What the checks read, copied into the scratch tree.
 INPUTS = ["docs", "README.md", "Makefile", "base/base.h", "proto/proto.c",
-          "proto/proto.h", "store/store.h", "server/main.c",
+          "proto/proto.h", "proto/reply.def", "store/store.h",
+          "server/main.c",
           "client/python/pyproject.toml", "client/python/kspec/client.py"]
 
 
@@ -551,6 +604,17 @@ PLANTS = [
     ("the system socket dropped from docs/python.md",
      edit("docs/python.md", "/run/kspec/kspecd.sock", "/run/kspecd.sock"),
      "/run/kspec/kspecd.sock"),
+    ("a field added to proto/reply.def alone",
+     edit("proto/reply.def", "KS_GET_FIELD(compiler,",
+          "KS_GET_FIELD(planted, STR, ALWAYS, META)\n"
+          "KS_GET_FIELD(compiler,"),
+     "planted"),
+    ("a get reply row for a field the reply does not have",
+     edit("docs/protocol.md", "| `compile_ms` |", "| `compile_us` |"),
+     "compile_us"),
+    ("a field the Python client's Artifact stopped reading",
+     edit("client/python/kspec/client.py", '"wdtype": "wdtype",', ""),
+     "wdtype"),
     ("a binary under another prefix than make install's",
      edit("docs/operations.md", "make install ",
           "/opt/kspec/bin/kspecd --help; make install "), "/opt/kspec/bin"),

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "../jit/jit.h"
+#include "../proto/reply.h"
 #include "e2e.h"
 #include "../ref/ref.h"
 
@@ -563,6 +564,166 @@ Test(e2e, kernels_lists_gemm_with_variants_and_guards)
 	e2e_reply_free(&r);
 }
 
+/* ---- the get reply against its schema (proto/reply.def) ---- */
+
+#define SCHEMA_ALWAYS 1
+#define SCHEMA_SOMETIMES 0
+static const struct {
+	const char *name, *type;
+	int always;
+} schema[KS_GF_COUNT] = {
+#define KS_GET_FIELD(name, type, presence, part) \
+	[KS_GF_##name] = { #name, #type, SCHEMA_##presence },
+#include "../proto/reply.def"
+#undef KS_GET_FIELD
+};
+
+static int schema_type_ok(const char *type, const cJSON *v)
+{
+	size_t i;
+
+	if (strcmp(type, "BOOL") == 0)
+		return cJSON_IsBool(v);
+	if (strcmp(type, "INT") == 0)
+		return cJSON_IsNumber(v) && v->valuedouble >= 0 &&
+		    v->valuedouble == (double)(int64_t)v->valuedouble;
+	if (strcmp(type, "MS") == 0)
+		return cJSON_IsNumber(v) && v->valuedouble >= 0;
+	if (strcmp(type, "STR") == 0)
+		return cJSON_IsString(v);
+	if (strcmp(type, "HEX") == 0) {
+		if (!cJSON_IsString(v) || strlen(v->valuestring) != 64)
+			return 0;
+		for (i = 0; i < 64; i++)
+			if (!strchr("0123456789abcdef", v->valuestring[i]))
+				return 0;
+		return 1;
+	}
+	if (strcmp(type, "OBJ") == 0)
+		return cJSON_IsObject(v);
+	return strcmp(type, "ARR") == 0 && cJSON_IsArray(v);
+}
+
+/*
+ * NULL when the get reply header H has only fields of the schema, in its
+ * order, each of its type, every ALWAYS one among them, and the
+ * SOMETIMES ones exactly where WANT (KS_GF_COUNT flags) says; else what
+ * is wrong, in WHY.
+ */
+static const char *schema_breach(const cJSON *h, const int *want, char *why,
+    size_t n)
+{
+	int seen[KS_GF_COUNT] = { 0 }, at = 0, i;
+	const cJSON *f;
+
+	cJSON_ArrayForEach(f, h) {
+		for (i = at; i < KS_GF_COUNT &&
+		    strcmp(schema[i].name, f->string); i++)
+			;
+		if (i == KS_GF_COUNT) {
+			snprintf(why, n, "field %s is not in proto/reply.def, "
+			    "or out of its order", f->string);
+			return why;
+		}
+		if (!schema_type_ok(schema[i].type, f)) {
+			snprintf(why, n, "field %s is not %s", f->string,
+			    schema[i].type);
+			return why;
+		}
+		seen[i] = 1;
+		at = i + 1;
+	}
+	for (i = 0; i < KS_GF_COUNT; i++)
+		if (seen[i] != (schema[i].always || want[i])) {
+			snprintf(why, n, "field %s is %s", schema[i].name,
+			    seen[i] ? "there, unasked" : "missing");
+			return why;
+		}
+	return NULL;
+}
+
+/* Asserts that get reply G (its request had an id when HAS_ID, a wdtype
+ * other than its dtype when WDTYPE, backend opencl when CODEGEN) keeps
+ * the schema. */
+static void assert_schema(const e2e_reply_t *g, int has_id, int wdtype,
+    int codegen)
+{
+	int want[KS_GF_COUNT] = { 0 };
+	char why[256];
+	const char *breach;
+
+	want[KS_GF_id] = has_id;
+	want[KS_GF_wdtype] = wdtype;
+	want[KS_GF_codegen] = codegen;
+	breach = schema_breach(g->h, want, why, sizeof why);
+	cr_assert_null(breach, "%s: %s", breach,
+	    cJSON_PrintUnformatted(g->h));
+}
+
+/*
+ * The get reply keeps proto/reply.def: a compile's and a memory hit's,
+ * with an id and without, with a wdtype and without; and the check
+ * catches a reply that breaks it (a field out of order, one the schema
+ * lacks, one missing, one of another type, a SOMETIMES field there or
+ * missing against the request).
+ */
+Test(e2e, get_reply_keeps_its_schema_and_the_check_catches_a_breach)
+{
+	static const char q8[] = "{\"op\":\"get\",\"kernel\":\"gemm\","
+	    "\"backend\":\"cpu\",\"dtype\":\"f32\",\"wdtype\":\"q8_0\","
+	    "\"shape\":{\"M\":1,\"N\":64,\"K\":64}}";
+	int want[KS_GF_COUNT] = { 0 };
+	e2e_reply_t r;
+	cJSON *h;
+	char why[256];
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		r = call_ok(get_json("f32", "\"M\":1,\"N\":72,\"K\":64", "",
+		    "meta"));
+		cr_assert_str_eq(e2e_str(&r, "source"), i ? "memory" :
+		    "compiled");
+		assert_schema(&r, 1, 0, 0);
+		e2e_reply_free(&r);
+	}
+	r = call_ok(q8);
+	assert_schema(&r, 0, 1, 0);
+	e2e_reply_free(&r);
+
+	r = call_ok(get_json("f32", "\"M\":1,\"N\":72,\"K\":64", "",
+	    "meta"));
+	want[KS_GF_id] = 1;
+	cr_assert_null(schema_breach(r.h, want, why, sizeof why), "%s", why);
+	h = cJSON_Duplicate(r.h, 1);
+	cJSON_AddItemToObject(h, "variant",
+	    cJSON_DetachItemFromObject(h, "variant"));
+	cr_assert_not_null(schema_breach(h, want, why, sizeof why),
+	    "a field out of order");
+	cJSON_Delete(h);
+	h = cJSON_Duplicate(r.h, 1);
+	cJSON_AddNumberToObject(h, "planted", 1);
+	cr_assert_not_null(schema_breach(h, want, why, sizeof why),
+	    "a field the schema lacks");
+	cJSON_Delete(h);
+	h = cJSON_Duplicate(r.h, 1);
+	cJSON_DeleteItemFromObject(h, "entry");
+	cr_assert_not_null(schema_breach(h, want, why, sizeof why),
+	    "a field missing");
+	cJSON_Delete(h);
+	h = cJSON_Duplicate(r.h, 1);
+	cJSON_ReplaceItemInObject(h, "bytes", cJSON_CreateString("5648"));
+	cr_assert_not_null(schema_breach(h, want, why, sizeof why),
+	    "a field of another type");
+	cJSON_Delete(h);
+	want[KS_GF_wdtype] = 1;
+	cr_assert_not_null(schema_breach(r.h, want, why, sizeof why),
+	    "a SOMETIMES field missing");
+	want[KS_GF_wdtype] = want[KS_GF_id] = 0;
+	cr_assert_not_null(schema_breach(r.h, want, why, sizeof why),
+	    "a SOMETIMES field there, unasked");
+	e2e_reply_free(&r);
+}
+
 /*
  * Serves VARIANT of DEF on BACKEND at the first fingerprint probe that
  * selects it (bf16, constants baked, the other dims dynamic) and checks the
@@ -616,6 +777,7 @@ static int serve_variant(const ks_kernel_def_t *def, const char *variant,
 		sprintf(o, "]}");
 		g = call_ok(req);
 		cr_assert_str_eq(e2e_str(&g, "variant"), variant, "%s", req);
+		assert_schema(&g, 0, f, strcmp(backend, "opencl") == 0);
 		if (cpu) {
 			h = e2e_load(g.payload, g.len, e2e_str(&g, "entry"),
 			    &fn);

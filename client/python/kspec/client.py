@@ -186,29 +186,17 @@ class Artifact:
         self.bytes = data
         self.meta = meta
 
-    def _field(name):
-        return property(lambda self: self.meta.get(name),
-                        doc="The reply's %r field." % name)
-
-    key = _field("key")
-    artifact_hash = _field("artifact")
-    source = _field("source")
-    kernel = _field("kernel")
-    variant = _field("variant")
-    backend = _field("backend")
-    target = _field("target")
-    dtype = _field("dtype")
-    mode = _field("mode")
-    format = _field("format")
-    entry = _field("entry")
-    size = _field("bytes")
-    guard = _field("guard")
-    dynamic = _field("dynamic")
-    params = _field("params")
-    launch = _field("launch")
-    compile_ms = _field("compile_ms")
-    compiler = _field("compiler")
-    del _field
+    # Property -> the get reply's field: every field of proto/reply.def
+    # past ok and id (tests/docscheck.py holds the two together).
+    FIELDS = {
+        "source": "source", "key": "key", "artifact_hash": "artifact",
+        "kernel": "kernel", "variant": "variant", "backend": "backend",
+        "target": "target", "dtype": "dtype", "wdtype": "wdtype",
+        "mode": "mode", "format": "format", "entry": "entry",
+        "size": "bytes", "guard": "guard", "dynamic": "dynamic",
+        "params": "params", "launch": "launch", "codegen": "codegen",
+        "compile_ms": "compile_ms", "compiler": "compiler",
+    }
 
     def __len__(self):
         return len(self.bytes) if self.bytes is not None else 0
@@ -245,6 +233,16 @@ class Artifact:
             return load_cuda(self)
         from .loader import load_cpu
         return load_cpu(self)
+
+
+def _reply_field(name):
+    return property(lambda self: self.meta.get(name),
+                    doc="The reply's %r field." % name)
+
+
+for _prop, _name in Artifact.FIELDS.items():
+    setattr(Artifact, _prop, _reply_field(_name))
+del _prop, _name
 
 
 def _reply_error(header):
