@@ -157,11 +157,9 @@ static void run_free(ks_audit_run_t *r)
 static void run_reply(ks_audit_run_t *r, int code, const char *msg)
 {
 	ks_conn_t *c = r->later.conn;
-	ks_srv_t *srv = r->later.srv;
-	int op = ks_srv_answer_as(srv, KS_OP_AUDIT);
 
 	if (ks_conn_live(c) && code) {
-		ks_reply_err(c, r->later.has_id, r->later.id, code, msg);
+		ks_later_error(&r->later, code, msg);
 	} else if (ks_conn_live(c)) {
 		ks_reply_begin(c, r->later.has_id, r->later.id);
 		ks_buf_printf(&c->out, ",\"audited\":%" PRIu64 ",\"matched\":%"
@@ -175,7 +173,6 @@ static void run_reply(ks_audit_run_t *r, int code, const char *msg)
 		    r->quiet, r->gone, r->listed.data ? r->listed.data : "");
 		ks_reply_finish(c);
 	}
-	srv->cur_op = op;
 	ks_conn_done(c);
 	run_free(r);
 }
@@ -493,14 +490,14 @@ static void report(ks_audit_run_t *r)
 	ks_srv_t *srv = r->later.srv;
 	ks_conn_t *c = r->later.conn;
 	ks_buf_t events;
-	int rc, op = ks_srv_answer_as(srv, KS_OP_AUDIT);
+	int rc;
 
 	ks_buf_init(&events);
 	rc = ks_store_audit_events(srv->store, KS_AUDIT_REPORT_MAX,
 	    event_json, &events);
 	if (ks_conn_live(c) && rc) {
-		ks_reply_err(c, r->later.has_id, r->later.id, rc, "cannot "
-		    "read the audit events");
+		ks_later_error(&r->later, rc, "cannot read the audit "
+		    "events");
 	} else if (ks_conn_live(c)) {
 		ks_reply_begin(c, r->later.has_id, r->later.id);
 		ks_buf_printf(&c->out, ",\"events\":[%s]", events.data ?
@@ -508,7 +505,6 @@ static void report(ks_audit_run_t *r)
 		ks_reply_finish(c);
 	}
 	ks_buf_close(&events);
-	srv->cur_op = op;
 	ks_conn_done(c);
 	run_free(r);
 }
@@ -554,13 +550,14 @@ void ks_op_audit(ks_conn_t *c, const ks_request_t *req)
 	if (!ks_srv_admin_only(c, req, "audit"))
 		return;
 	if (req->filter.kernel[0] && !ks_kernel_find(req->filter.kernel)) {
-		ks_srv_reject(c, req->has_id, req->id, KS_E_UNKNOWN_KERNEL,
+		ks_srv_reject(c, req, KS_E_UNKNOWN_KERNEL,
 		    "no such kernel (kspec kernels lists them)");
 		return;
 	}
 	r = calloc(1, sizeof *r);
 	if (!r) {
-		ks_reply_err(c, req->has_id, req->id, KS_E_NOMEM,
+		ks_srv_error_reply(c, (int)req->op, req->has_id, req->id,
+		    KS_E_NOMEM,
 		    "out of memory");
 		return;
 	}
@@ -569,7 +566,8 @@ void ks_op_audit(ks_conn_t *c, const ks_request_t *req)
 	ks_buf_init(&r->listed);
 	if (ks_writer_barrier(srv->writer, ks_later_post, r) != KS_OK) {
 		run_free(r);
-		ks_reply_err(c, req->has_id, req->id, KS_E_NOMEM,
+		ks_srv_error_reply(c, (int)req->op, req->has_id, req->id,
+		    KS_E_NOMEM,
 		    "out of memory");
 		return;
 	}

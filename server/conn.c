@@ -764,11 +764,18 @@ void ks_reply_finish(ks_conn_t *c)
 void ks_reply_err(ks_conn_t *c, int has_id, uint64_t id, int code,
     const char *msg)
 {
-	if (c->set->on_error)
-		c->set->on_error(c, code, msg);
 	reply_start(c);
 	ks_reply_error(&c->out, has_id, id, code, msg);
 	ks_reply_send(c, NULL);
+}
+
+/* An error reply of the connection layer's own (a frame, a time limit,
+ * a refusal): no request's, told to the owner (on_error) to count. */
+static void conn_err(ks_conn_t *c, int code, const char *msg)
+{
+	if (c->set->on_error)
+		c->set->on_error(c, code, msg);
+	ks_reply_err(c, 0, 0, code, msg);
 }
 
 /* Appends LEN bytes at P to the reply being built without copying them:
@@ -857,7 +864,7 @@ static void process_input(ks_conn_t *c)
 			    "length must be 1..%u and its payload length 0",
 			    KS_MAX_HEADER);
 			c->set->bad_frames++;
-			ks_reply_err(c, 0, 0, rc, msg);
+			conn_err(c, rc, msg);
 			c->batching = 0;
 			flush(c);
 			ks_conn_drain(c);
@@ -965,7 +972,7 @@ static void on_sweep(uv_timer_t *t)
 			    "within %llu s; closing", (unsigned long long)
 			    (set->lim.read_ms / 1000));
 			set->read_timeouts++;
-			ks_reply_err(c, 0, 0, KS_E_TIMEOUT, msg);
+			conn_err(c, KS_E_TIMEOUT, msg);
 			ks_conn_drain(c);
 			continue;
 		}
@@ -1019,7 +1026,7 @@ void ks_conns_on_connection(uv_stream_t *l, int status)
 		return;
 	}
 	if (rc != KS_OK) {
-		ks_reply_err(c, 0, 0, rc, msg);
+		conn_err(c, rc, msg);
 		ks_conn_drain(c);
 		return;
 	}

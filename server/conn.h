@@ -135,7 +135,10 @@ struct ks_conns {
 	} denied_log[KS_CONN_DENIED_SLOTS];
 	ks_conn_request_fn on_request;
 	void *owner;             /* the daemon, for the request callback */
-	/* Told of every error reply as it is queued (metrics), or NULL. */
+	/* Told of each error reply the connection layer makes itself (a
+	 * bad frame, a time limit, a refused connection: no request's) as
+	 * it is queued, or NULL.  The owner counts the error replies it
+	 * makes itself. */
 	void (*on_error)(ks_conn_t *c, int code, const char *msg);
 	/* Counters for stats. */
 	uint64_t total;          /* accepted since start */
@@ -192,6 +195,8 @@ void ks_reply_finish(ks_conn_t *c);
 /* Appends LEN bytes at P, which live as long as the daemon, to the reply
  * being built without copying them. */
 void ks_reply_static(ks_conn_t *c, const void *p, size_t len);
+/* An error reply (proto's form).  Not told to on_error: the owner's
+ * error replies are counted where it makes them. */
 void ks_reply_err(ks_conn_t *c, int has_id, uint64_t id, int code,
     const char *msg);
 /* A get reply: SOURCE ("memory" ...) and the artifact's stored fields;

@@ -746,7 +746,7 @@ static void on_conn_error(ks_conn_t *c, int code, const char *msg)
 {
 	ks_srv_t *srv = ks_srv_of(c);
 
-	ks_srv_error(srv, srv->cur_op, code, msg);
+	ks_srv_error(srv, KS_OP_COUNT_, code, msg);
 }
 
 /* Starts the loop's handles and threads; logs what failed. */
@@ -807,7 +807,6 @@ static int start(ks_srv_t *srv)
 	    srv->cfg.socket_group);
 	ks_conns_init(&srv->conns, srv->loop, &lim, ks_dispatch_request, srv);
 	srv->conns.on_error = on_conn_error;
-	srv->cur_op = KS_OP_COUNT_;
 
 	uv_pipe_init(srv->loop, &srv->listener, 0);
 	srv->listener.data = &srv->conns;

@@ -121,7 +121,8 @@ static int needs_probe(const ks_srv_t *srv, int op)
 	}
 }
 
-void ks_srv_park(ks_conn_t *c, int has_id, uint64_t id, int counted)
+void ks_srv_park(ks_conn_t *c, int op, int has_id, uint64_t id,
+    int counted)
 {
 	ks_srv_t *srv = ks_srv_of(c);
 	ks_parked_t *p;
@@ -135,12 +136,12 @@ void ks_srv_park(ks_conn_t *c, int has_id, uint64_t id, int counted)
 		    c->pending >= KS_MAX_INFLIGHT_PER_CONN ? "connection" :
 		    ks_conn_user_waiting(c) >= KS_MAX_INFLIGHT_PER_USER ?
 		    "uid" : "daemon");
-		ks_srv_reject(c, has_id, id, KS_E_BUSY, err);
+		ks_srv_reject_op(c, op, has_id, id, KS_E_BUSY, err);
 		return;
 	}
 	p = malloc(sizeof *p + srv->req_len);
 	if (!p) {
-		ks_srv_reject(c, has_id, id, KS_E_NOMEM, "out of memory");
+		ks_srv_reject_op(c, op, has_id, id, KS_E_NOMEM, "out of memory");
 		return;
 	}
 	p->next = NULL;
@@ -180,12 +181,11 @@ void ks_dispatch_unpark(ks_srv_t *srv, int code)
 			ks_request_parse(p->hdr, p->len, &req, err,
 			    sizeof err);
 			/* Counted as its op's error reply. */
-			op = ks_srv_answer_as(srv, (unsigned)req.op <
-			    KS_OP_COUNT_ ? (int)req.op : KS_OP_COUNT_);
-			ks_reply_err(p->conn, req.has_id, req.id, code,
-			    ks_strerror(code));
+			op = (unsigned)req.op < KS_OP_COUNT_ ? (int)req.op :
+			    KS_OP_COUNT_;
+			ks_srv_error_reply(p->conn, op, req.has_id, req.id,
+			    code, ks_strerror(code));
 			ks_request_close(&req);
-			srv->cur_op = op;
 		}
 		ks_conn_done(p->conn);
 		free(p);
@@ -214,7 +214,6 @@ static inline void dispatch(ks_conn_t *c, const char *hdr, size_t len)
 	ks_fast_scan(srv->fast, hdr, len, &scan);
 	e = ks_fast_find(srv->fast, &scan);
 	if (e) {
-		srv->cur_op = KS_OP_GET;
 		srv->n.op_requests[KS_OP_GET] += !srv->replaying;
 		srv->n.gets += srv->replaying != KS_REPLAY_COUNTED;
 		ks_op_get_normalized(c, scan.has_id, scan.id, e->meta_only,
@@ -227,14 +226,13 @@ static inline void dispatch(ks_conn_t *c, const char *hdr, size_t len)
 	parse_arena.active = 1;
 	rc = ks_request_parse(hdr, len, &req, err, sizeof err);
 	parse_arena.active = 0;
-	srv->cur_op = (unsigned)req.op < KS_OP_COUNT_ ? (int)req.op :
-	    KS_OP_COUNT_;
-	srv->n.op_requests[srv->cur_op] += !srv->replaying;
+	srv->n.op_requests[(unsigned)req.op < KS_OP_COUNT_ ? (int)req.op :
+	    KS_OP_COUNT_] += !srv->replaying;
 	if (rc) {
 		/* As far as the parse got: the op, or "-" before it. */
 		srv->rlog.op = (unsigned)req.op < KS_OP_COUNT_ ?
 		    ks_op_name(req.op) : "-";
-		ks_srv_reject(c, req.has_id, req.id, rc, err);
+		ks_srv_reject(c, &req, rc, err);
 		req_log_end(srv);
 		/* A header that is not JSON at all: the client is not
 		 * speaking the protocol; answer and close. */
@@ -244,7 +242,8 @@ static inline void dispatch(ks_conn_t *c, const char *hdr, size_t len)
 	}
 	srv->rlog.op = ks_op_name(req.op);
 	if (srv->probe_state != KS_PROBE_DONE && needs_probe(srv, req.op)) {
-		ks_srv_park(c, req.has_id, req.id, KS_REPLAY_BEFORE_OP);
+		ks_srv_park(c, (int)req.op, req.has_id, req.id,
+		    KS_REPLAY_BEFORE_OP);
 		req_log_end(srv);
 		ks_request_close(&req);
 		return;
@@ -255,7 +254,7 @@ static inline void dispatch(ks_conn_t *c, const char *hdr, size_t len)
 		op_table[req.op](c, &req);
 		srv->learn = NULL;
 	} else
-		ks_srv_reject(c, req.has_id, req.id, KS_E_UNKNOWN_OP,
+		ks_srv_reject(c, &req, KS_E_UNKNOWN_OP,
 		    "unknown op");
 	req_log_end(srv);
 	ks_request_close(&req);
@@ -264,6 +263,4 @@ static inline void dispatch(ks_conn_t *c, const char *hdr, size_t len)
 void ks_dispatch_request(ks_conn_t *c, const char *hdr, size_t len)
 {
 	dispatch(c, hdr, len);
-	/* An error reply from now on is no op's (ks_srv_error). */
-	ks_srv_of(c)->cur_op = KS_OP_COUNT_;
 }

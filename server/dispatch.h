@@ -18,7 +18,8 @@ void ks_dispatch_request(ks_conn_t *c, const char *hdr, size_t len);
  * refusal) until this start's probe is in; E_BUSY past the limits of
  * requests waiting per connection and per uid.  COUNTED: what its first
  * dispatch counted (KS_REPLAY_*), not counted again. */
-void ks_srv_park(ks_conn_t *c, int has_id, uint64_t id, int counted);
+void ks_srv_park(ks_conn_t *c, int op, int has_id, uint64_t id,
+    int counted);
 /* Dispatches the parked requests again (CODE 0), or answers each with
  * CODE (shutdown). */
 void ks_dispatch_unpark(struct ks_srv *srv, int code);

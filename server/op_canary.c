@@ -27,12 +27,9 @@ static void canary_reply(ks_conn_t *c, int has_id, uint64_t id,
 static void canary_done(void *ctx)
 {
 	canary_req_t *r = ctx;
-	ks_srv_t *srv = ks_srv_of(r->conn);
-	int op = ks_srv_answer_as(srv, KS_OP_CANARY);
 
 	if (ks_conn_live(r->conn))
 		canary_reply(r->conn, r->has_id, r->id, &r->filter);
-	srv->cur_op = op;
 	ks_conn_done(r->conn);
 	free(r);
 }
@@ -46,13 +43,13 @@ void ks_op_canary(ks_conn_t *c, const ks_request_t *req)
 	if (f->kernel[0] && !ks_kernel_find(f->kernel)) {
 		snprintf(msg, sizeof msg, "no kernel named '%s' (kspec "
 		    "kernels lists them)", f->kernel);
-		ks_srv_reject(c, req->has_id, req->id, KS_E_UNKNOWN_KERNEL,
+		ks_srv_reject(c, req, KS_E_UNKNOWN_KERNEL,
 		    msg);
 		return;
 	}
 	if (f->backend[0] && !ks_backend_find(f->backend)) {
 		snprintf(msg, sizeof msg, "no backend named '%s'", f->backend);
-		ks_srv_reject(c, req->has_id, req->id, KS_E_BAD_BACKEND, msg);
+		ks_srv_reject(c, req, KS_E_BAD_BACKEND, msg);
 		return;
 	}
 	if (f->status) {
@@ -63,7 +60,7 @@ void ks_op_canary(ks_conn_t *c, const ks_request_t *req)
 		return;
 	r = calloc(1, sizeof *r);
 	if (!r) {
-		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		ks_srv_reject(c, req, KS_E_NOMEM,
 		    "out of memory");
 		return;
 	}

@@ -90,7 +90,6 @@ static void deployed_reply(ks_mail_t *m)
 	deployed_t *d = (deployed_t *)m;
 	ks_srv_t *srv = d->l.srv;
 	ks_conn_t *c = d->l.conn;
-	int op = ks_srv_answer_as(srv, d->op);
 	ks_deploy_state_t *st;
 
 	/* New specs are not ready until a check says so; a removed
@@ -106,10 +105,10 @@ static void deployed_reply(ks_mail_t *m)
 
 			snprintf(msg, sizeof msg, "no deployment named '%s'",
 			    d->name);
-			ks_reply_err(c, d->l.has_id, d->l.id, d->rc, msg);
+			ks_later_error(&d->l, d->rc, msg);
 		} else if (d->rc) {
-			ks_reply_err(c, d->l.has_id, d->l.id, d->rc, "cannot write "
-			    "the deployment to the store");
+			ks_later_error(&d->l, d->rc, "cannot write the "
+			    "deployment to the store");
 		} else {
 			ks_reply_begin(c, d->l.has_id, d->l.id);
 			ks_buf_puts(&c->out, ",\"name\":");
@@ -120,7 +119,6 @@ static void deployed_reply(ks_mail_t *m)
 			ks_reply_finish(c);
 		}
 	}
-	srv->cur_op = op;
 	ks_conn_done(c);
 	free(d);
 }
@@ -141,7 +139,7 @@ static void deploy_post(ks_conn_t *c, const ks_request_t *req,
 	deployed_t *d = calloc(1, sizeof *d);
 
 	if (!d) {
-		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		ks_srv_reject(c, req, KS_E_NOMEM,
 		    "out of memory");
 		return;
 	}
@@ -152,7 +150,7 @@ static void deploy_post(ks_conn_t *c, const ks_request_t *req,
 	if (ks_writer_deploy(srv->writer, req->name, specs, keys, (size_t)n,
 	    deploy_written, d) != KS_OK) {
 		free(d);
-		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		ks_srv_reject(c, req, KS_E_NOMEM,
 		    "out of memory");
 		return;
 	}
@@ -220,7 +218,7 @@ void ks_op_deploy(ks_conn_t *c, const ks_request_t *req)
 		rc = pins_fit(srv, req->name, keys, kernels, backends,
 		    req->nitems, err, sizeof err);
 	if (rc)
-		ks_srv_reject(c, req->has_id, req->id, rc, err);
+		ks_srv_reject(c, req, rc, err);
 	else
 		deploy_post(c, req, specs.data, keys, req->nitems);
 	free(keys);
@@ -325,12 +323,12 @@ void ks_op_deployments(ks_conn_t *c, const ks_request_t *req)
 	rc = ks_store_deployments(srv->store, req->name[0] ? req->name : NULL,
 	    collect, &rows);
 	if (rc) {
-		ks_srv_reject(c, req->has_id, req->id, rc, "cannot read the "
+		ks_srv_reject(c, req, rc, "cannot read the "
 		    "deployments");
 	} else if (req->name[0] && !rows) {
 		snprintf(msg, sizeof msg, "no deployment named '%s'",
 		    req->name);
-		ks_srv_reject(c, req->has_id, req->id, KS_E_NOT_FOUND, msg);
+		ks_srv_reject(c, req, KS_E_NOT_FOUND, msg);
 	} else {
 		ks_reply_begin(c, req->has_id, req->id);
 		ks_buf_puts(&c->out, ",\"deployments\":[");

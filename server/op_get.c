@@ -33,12 +33,11 @@ static void get_done(ks_waiter_t *w, ks_flight_t *f)
 {
 	get_wait_t *gw = (get_wait_t *)w;
 	ks_conn_t *c = gw->conn;
-	ks_srv_t *srv = ks_srv_of(c);
-	int op = ks_srv_answer_as(srv, KS_OP_GET);
 
 	if (ks_conn_live(c)) {
 		if (f->err)
-			ks_reply_err(c, gw->has_id, gw->id, f->err, f->errmsg);
+			ks_srv_error_reply(c, KS_OP_GET, gw->has_id, gw->id,
+			    f->err, f->errmsg);
 		else
 			ks_reply_artifact(c, gw->has_id, gw->id,
 			    ks_lookup_source(w), f->artifact, gw->meta_only);
@@ -46,7 +45,6 @@ static void get_done(ks_waiter_t *w, ks_flight_t *f)
 	if (gw->log_t0)
 		ks_req_log_line("get", &gw->key, ks_lookup_source(w), f->err,
 		    gw->log_t0);
-	srv->cur_op = op;
 	ks_conn_done(c);
 	free(gw);
 }
@@ -68,7 +66,7 @@ void ks_op_get_normalized(ks_conn_t *c, int has_id, uint64_t id,
 	/* A kernel disabled by its canary is served nothing (canary.h). */
 	if (srv->canaries.ndisabled &&
 	    (rc = ks_canary_check(srv, g, err, sizeof err)) != KS_OK) {
-		ks_srv_reject(c, has_id, id, rc, err);
+		ks_srv_reject_op(c, KS_OP_GET, has_id, id, rc, err);
 		return;
 	}
 	srv->n.kernel_gets[g->kernel_index] += srv->replaying !=
@@ -86,24 +84,24 @@ void ks_op_get_normalized(ks_conn_t *c, int has_id, uint64_t id,
 	/* A miss under the saved probe's keys waits for this start's probe
 	 * (daemon.c, "Start"). */
 	if (srv->probe_state != KS_PROBE_DONE) {
-		ks_srv_park(c, has_id, id, KS_REPLAY_COUNTED);
+		ks_srv_park(c, KS_OP_GET, has_id, id, KS_REPLAY_COUNTED);
 		return;
 	}
 	if (c->pending >= KS_MAX_INFLIGHT_PER_CONN) {
 		snprintf(err, sizeof err, "more than %d requests waiting on "
 		    "compiles on this connection", KS_MAX_INFLIGHT_PER_CONN);
-		ks_srv_reject(c, has_id, id, KS_E_BUSY, err);
+		ks_srv_reject_op(c, KS_OP_GET, has_id, id, KS_E_BUSY, err);
 		return;
 	}
 	if (ks_conn_user_waiting(c) >= KS_MAX_INFLIGHT_PER_USER) {
 		snprintf(err, sizeof err, "more than %d requests of uid %u "
 		    "waiting on compiles", KS_MAX_INFLIGHT_PER_USER, c->uid);
-		ks_srv_reject(c, has_id, id, KS_E_BUSY, err);
+		ks_srv_reject_op(c, KS_OP_GET, has_id, id, KS_E_BUSY, err);
 		return;
 	}
 	gw = calloc(1, sizeof *gw);
 	if (!gw) {
-		ks_srv_reject(c, has_id, id, KS_E_NOMEM, "out of memory");
+		ks_srv_reject_op(c, KS_OP_GET, has_id, id, KS_E_NOMEM, "out of memory");
 		return;
 	}
 	gw->w.done = get_done;
@@ -122,7 +120,7 @@ void ks_op_get_normalized(ks_conn_t *c, int has_id, uint64_t id,
 	rc = ks_lookup_join(srv, g, KS_PRIO_GET, &gw->w, err, sizeof err);
 	if (rc) {
 		free(gw);
-		ks_srv_reject(c, has_id, id, rc, err);
+		ks_srv_reject_op(c, KS_OP_GET, has_id, id, rc, err);
 		return;
 	}
 	if (g->deployment[0])
@@ -144,12 +142,13 @@ void ks_op_get(ks_conn_t *c, const ks_request_t *req)
 	/* What the saved probe refused (a backend unavailable then, a
 	 * target unknown), this start's probe may accept: it waits. */
 	if (rc && srv->probe_state == KS_PROBE_SAVED) {
-		ks_srv_park(c, req->has_id, req->id, KS_REPLAY_BEFORE_OP);
+		ks_srv_park(c, (int)req->op, req->has_id, req->id,
+		    KS_REPLAY_BEFORE_OP);
 		return;
 	}
 	srv->n.gets += srv->replaying != KS_REPLAY_COUNTED;
 	if (rc) {
-		ks_srv_reject(c, req->has_id, req->id, rc, err);
+		ks_srv_reject(c, req, rc, err);
 		return;
 	}
 	if (srv->learn)
@@ -328,7 +327,7 @@ void ks_op_warm(ks_conn_t *c, const ks_request_t *req)
 			free(w->waits);
 		}
 		free(w);
-		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		ks_srv_reject(c, req, KS_E_NOMEM,
 		    "out of memory");
 		return;
 	}
@@ -437,7 +436,7 @@ void ks_op_cancel(ks_conn_t *c, const ks_request_t *req)
 	if (!found) {
 		snprintf(msg, sizeof msg, "no warm request with id %" PRIu64
 		    " is in progress on this connection", req->request);
-		ks_srv_reject(c, req->has_id, req->id, KS_E_NOT_FOUND, msg);
+		ks_srv_reject(c, req, KS_E_NOT_FOUND, msg);
 		return;
 	}
 	ks_reply_begin(c, req->has_id, req->id);

@@ -465,10 +465,9 @@ static void import_reply(import_t *im)
 {
 	ks_conn_t *c = im->l.conn;
 	ks_srv_t *srv = im->l.srv;
-	int op = ks_srv_answer_as(srv, KS_OP_IMPORT);
 
 	if (ks_conn_live(c) && im->rc) {
-		ks_reply_err(c, im->l.has_id, im->l.id, im->rc, im->err);
+		ks_later_error(&im->l, im->rc, im->err);
 	} else if (ks_conn_live(c)) {
 		ks_reply_begin(c, im->l.has_id, im->l.id);
 		ks_buf_printf(&c->out, ",\"entries\":%" PRIu32 ",\"imported\":%"
@@ -479,7 +478,6 @@ static void import_reply(import_t *im)
 		ks_buf_puts(&c->out, "]");
 		ks_reply_finish(c);
 	}
-	srv->cur_op = op;
 	srv->imports.running--;
 	ks_conn_done(c);
 	import_free(im);
@@ -536,7 +534,7 @@ void ks_op_import(ks_conn_t *c, const ks_request_t *req)
 	if (!ks_srv_admin_only(c, req, "import"))
 		return;
 	if (srv->nfleet == 0) {
-		ks_srv_reject(c, req->has_id, req->id, KS_E_DENIED, "this "
+		ks_srv_reject(c, req, KS_E_DENIED, "this "
 		    "daemon has no --fleet-key: it trusts no signed entry");
 		return;
 	}
@@ -545,7 +543,7 @@ void ks_op_import(ks_conn_t *c, const ks_request_t *req)
 		im->path = strdup(req->path);
 	if (!im || !im->path) {
 		free(im);
-		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		ks_srv_reject(c, req, KS_E_NOMEM,
 		    "out of memory");
 		return;
 	}

@@ -92,7 +92,7 @@ static void reply_cached(ks_conn_t *c, const ks_request_t *req,
 	if (!body->len)
 		build(body, &ks_srv_of(c)->keys);
 	if (!body->data) {
-		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		ks_srv_reject(c, req, KS_E_NOMEM,
 		    "out of memory");
 		return;
 	}

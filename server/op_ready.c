@@ -118,7 +118,7 @@ void ks_op_ready(ks_conn_t *c, const ks_request_t *req)
 	}
 	free(specs);
 	if (rc) {
-		ks_srv_reject(c, req->has_id, req->id, rc, err);
+		ks_srv_reject(c, req, rc, err);
 		return;
 	}
 	ready_items(c, req, &dep);
@@ -137,7 +137,7 @@ static void ready_items(ks_conn_t *c, const ks_request_t *req,
 		    sizeof *r->items);
 	if (!r || !r->items) {
 		free(r);
-		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		ks_srv_reject(c, req, KS_E_NOMEM,
 		    "out of memory");
 		return;
 	}
@@ -162,7 +162,7 @@ static void ready_items(ks_conn_t *c, const ks_request_t *req,
 	if (ks_writer_barrier(srv->writer, ks_later_post, r) != KS_OK) {
 		free(r->items);
 		free(r);
-		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		ks_srv_reject(c, req, KS_E_NOMEM,
 		    "out of memory");
 		return;
 	}

@@ -62,13 +62,8 @@ static void deferred_run(ks_mail_t *m)
 {
 	deferred_t *d = (deferred_t *)m;
 
-	if (ks_conn_live(d->conn)) {
-		ks_srv_t *srv = ks_srv_of(d->conn);
-		int op = ks_srv_answer_as(srv, (int)d->req.op);
-
+	if (ks_conn_live(d->conn))
 		d->fn(d->conn, &d->req);
-		srv->cur_op = op;
-	}
 	ks_conn_done(d->conn);
 	free(d);
 }
@@ -86,7 +81,7 @@ static void after_writes(ks_conn_t *c, const ks_request_t *req,
 	deferred_t *d = malloc(sizeof *d);
 
 	if (!d) {
-		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		ks_srv_reject(c, req, KS_E_NOMEM,
 		    "out of memory");
 		return;
 	}
@@ -98,7 +93,7 @@ static void after_writes(ks_conn_t *c, const ks_request_t *req,
 	d->fn = fn;
 	if (ks_writer_barrier(ks_srv_of(c)->writer, writer_reached, d)) {
 		free(d);
-		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		ks_srv_reject(c, req, KS_E_NOMEM,
 		    "out of memory");
 		return;
 	}
@@ -161,7 +156,8 @@ static void list_now(ks_conn_t *c, const ks_request_t *req)
 	rc = ks_store_entries(s.srv->store, &by, f->offset, f->limit,
 	    list_one, &s, &total);
 	if (rc) {
-		ks_reply_err(c, req->has_id, req->id, rc, "cannot read the "
+		ks_srv_error_reply(c, (int)req->op, req->has_id, req->id,
+		    rc, "cannot read the "
 		    "store");
 		return;
 	}
@@ -243,8 +239,6 @@ static void evict_reply(ks_mail_t *m)
 {
 	evict_t *e = (evict_t *)m;
 	ks_conn_t *c = e->conn;
-	ks_srv_t *srv = ks_srv_of(c);
-	int op = ks_srv_answer_as(srv, KS_OP_EVICT);
 	uint64_t evicted = e->nkeys, bytes = 0;
 	size_t i, j;
 
@@ -261,8 +255,8 @@ static void evict_reply(ks_mail_t *m)
 	}
 	if (ks_conn_live(c)) {
 		if (e->rc) {
-			ks_reply_err(c, e->has_id, e->id, e->rc, "cannot "
-			    "remove entries from the store");
+			ks_srv_error_reply(c, KS_OP_EVICT, e->has_id, e->id,
+			    e->rc, "cannot remove entries from the store");
 		} else {
 			ks_reply_begin(c, e->has_id, e->id);
 			ks_buf_printf(&c->out, ",\"evicted\":%" PRIu64,
@@ -272,7 +266,6 @@ static void evict_reply(ks_mail_t *m)
 			ks_reply_finish(c);
 		}
 	}
-	srv->cur_op = op;
 	ks_conn_done(c);
 	evict_free(e);
 }
@@ -446,7 +439,8 @@ static void stale_now(ks_conn_t *c, const ks_request_t *req)
 	int rc;
 
 	if (!e) {
-		ks_reply_err(c, req->has_id, req->id, KS_E_NOMEM,
+		ks_srv_error_reply(c, (int)req->op, req->has_id, req->id,
+		    KS_E_NOMEM,
 		    "out of memory");
 		return;
 	}
@@ -468,7 +462,8 @@ static void stale_now(ks_conn_t *c, const ks_request_t *req)
 		}
 	}
 	if (rc) {
-		ks_reply_err(c, req->has_id, req->id, rc, rc == KS_E_NOMEM ?
+		ks_srv_error_reply(c, (int)req->op, req->has_id, req->id,
+		    rc, rc == KS_E_NOMEM ?
 		    "out of memory" : "cannot read the store");
 	} else {
 		/* A dry run, or nothing stale: the answer is now. */
@@ -503,17 +498,17 @@ void ks_op_evict(ks_conn_t *c, const ks_request_t *req)
 	if (f->key[0] && strlen(f->key) < 2 * KS_HASH_BYTES) {
 		rc = resolve_prefix(srv, f->key, &key, msg, sizeof msg);
 		if (rc) {
-			ks_srv_reject(c, req->has_id, req->id, rc, msg);
+			ks_srv_reject(c, req, rc, msg);
 			return;
 		}
 	} else if (f->key[0] && ks_hash_from_hex(f->key, &key) != KS_OK) {
-		ks_srv_reject(c, req->has_id, req->id, KS_E_BAD_REQUEST,
+		ks_srv_reject(c, req, KS_E_BAD_REQUEST,
 		    "field 'key' is not a key");
 		return;
 	}
 	e = evict_new(c, req);
 	if (!e) {
-		ks_srv_reject(c, req->has_id, req->id, KS_E_NOMEM,
+		ks_srv_reject(c, req, KS_E_NOMEM,
 		    "out of memory");
 		return;
 	}
@@ -538,7 +533,7 @@ void ks_op_evict(ks_conn_t *c, const ks_request_t *req)
 	}
 	if (rc) {
 		evict_free(e);
-		ks_srv_reject(c, req->has_id, req->id, rc, "out of memory");
+		ks_srv_reject(c, req, rc, "out of memory");
 		return;
 	}
 	ks_conn_wait(c);
@@ -640,7 +635,7 @@ static void explain_now(ks_conn_t *c, const ks_request_t *req)
 	err[0] = '\0';
 	rc = ks_keys_normalize(&srv->keys, &req->get, &g, err, sizeof err);
 	if (rc) {
-		ks_srv_reject(c, req->has_id, req->id, rc, err);
+		ks_srv_reject(c, req, rc, err);
 		return;
 	}
 	if (ks_lookup_cached(srv, &g, 1, &a, &cached) == KS_OK)
@@ -705,7 +700,8 @@ static void misses_now(ks_conn_t *c, const ks_request_t *req)
 	rc = ks_store_misses(ks_srv_of(c)->store, req->name[0] ? req->name :
 	    NULL, miss_one, c);
 	if (rc) {
-		ks_reply_err(c, req->has_id, req->id, rc, "cannot read the "
+		ks_srv_error_reply(c, (int)req->op, req->has_id, req->id,
+		    rc, "cannot read the "
 		    "recorded misses");
 		return;
 	}

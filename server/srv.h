@@ -206,8 +206,6 @@ struct ks_srv {
 	int store_lock_fd;
 	uint64_t started_ns;
 	ks_counters_t n;
-	int cur_op;              /* of the reply being made, KS_OP_COUNT_
-	                            outside any (ks_srv_error) */
 	uint64_t req_ns;         /* its arrival (ks_now_ns) */
 	ks_recent_err_t recent[KS_RECENT_ERRORS];  /* a ring */
 	uint64_t nrecent;        /* errors recorded; the next slot % size */
@@ -249,17 +247,6 @@ struct ks_srv {
 	ks_canaries_t canaries;  /* known-answer canaries (canary.h) */
 };
 
-/* An answer of OP made outside its dispatch (a compile's end, a store
- * writer's completion): its error replies count under OP.  Returns the
- * op to put back (srv->cur_op = it) when the answer is made. */
-static inline int ks_srv_answer_as(ks_srv_t *srv, int op)
-{
-	int was = srv->cur_op;
-
-	srv->cur_op = op;
-	return was;
-}
-
 /* Gets answered from the memory tier (DISK 0) or the store (DISK 1). */
 static inline uint64_t ks_srv_hits(const ks_srv_t *srv, int disk)
 {
@@ -280,6 +267,7 @@ typedef struct {
 	ks_conn_t *conn;
 	int has_id;
 	uint64_t id;
+	int op;                  /* the request's, for its error counts */
 } ks_later_t;
 
 static inline void ks_later_init(ks_later_t *l, ks_conn_t *c,
@@ -290,6 +278,7 @@ static inline void ks_later_init(ks_later_t *l, ks_conn_t *c,
 	l->conn = c;
 	l->has_id = req->has_id;
 	l->id = req->id;
+	l->op = (int)req->op;
 }
 
 /* Any thread: has the loop run L's mail (a ks_writer_barrier callback). */
@@ -300,10 +289,9 @@ static inline void ks_later_post(void *l)
 }
 
 /* Counts an error reply of OP (metrics, by op and by code) and keeps it
- * among the recent ones: the connections' on_error, for every error
- * reply.  OP is srv->cur_op: the op being dispatched, the op of an
- * answer that comes later (which sets it), or KS_OP_COUNT_ ("none": a
- * frame, a time limit, a refused connection). */
+ * among the recent ones, for every error reply: OP is the request's, or
+ * KS_OP_COUNT_ ("none": the connection layer's own, on_error: a frame,
+ * a time limit, a refused connection). */
 static inline void ks_srv_error(ks_srv_t *srv, int op, int code,
     const char *msg)
 {
@@ -332,16 +320,42 @@ static inline void ks_srv_error(ks_srv_t *srv, int op, int code,
 	}
 }
 
-/* An error answer to a request that was refused (bad input, limits),
- * counted in stats as `errors`; compile failures count as `failures`. */
-static inline void ks_srv_reject(ks_conn_t *c, int has_id, uint64_t id,
-    int code, const char *msg)
+/* An error reply to a request of OP (its id HAS_ID, ID), counted
+ * under OP and CODE.  Every error reply of an op is made here, in its
+ * dispatch or later (a compile's end, the store writer's answer), the
+ * op handed along with the request, never read from a global. */
+static inline void ks_srv_error_reply(ks_conn_t *c, int op, int has_id,
+    uint64_t id, int code, const char *msg)
+{
+	ks_srv_error(ks_srv_of(c), op, code, msg);
+	ks_reply_err(c, has_id, id, code, msg);
+}
+
+/* The error reply of a deferred answer L. */
+static inline void ks_later_error(const ks_later_t *l, int code,
+    const char *msg)
+{
+	ks_srv_error_reply(l->conn, l->op, l->has_id, l->id, code, msg);
+}
+
+/* An error answer to a request of OP that was refused (bad input,
+ * limits), counted in stats as `errors`; compile failures count as
+ * `failures`. */
+static inline void ks_srv_reject_op(ks_conn_t *c, int op, int has_id,
+    uint64_t id, int code, const char *msg)
 {
 	ks_srv_t *srv = ks_srv_of(c);
 
 	srv->n.bad_requests++;
 	srv->rlog.code = code;
-	ks_reply_err(c, has_id, id, code, msg);   /* counted by on_error */
+	ks_srv_error_reply(c, op, has_id, id, code, msg);
+}
+
+/* ks_srv_reject_op of REQ. */
+static inline void ks_srv_reject(ks_conn_t *c, const ks_request_t *req,
+    int code, const char *msg)
+{
+	ks_srv_reject_op(c, (int)req->op, req->has_id, req->id, code, msg);
 }
 
 /* 1 when C may change the store machine-wide (the daemon's uid, root
@@ -356,7 +370,7 @@ static inline int ks_srv_admin_only(ks_conn_t *c, const ks_request_t *req,
 	snprintf(msg, sizeof msg, "%s is for uid %u, root and the members "
 	    "of --admin-group; uid %u is none of them", what,
 	    ks_srv_of(c)->conns.lim.self_uid, c->uid);
-	ks_srv_reject(c, req->has_id, req->id, KS_E_DENIED, msg);
+	ks_srv_reject(c, req, KS_E_DENIED, msg);
 	return 0;
 }
 

@@ -499,6 +499,25 @@ static inline double e2e_stat(const char *sock, const char *name)
 	return v;
 }
 
+/* Sends the daemon at SOCK a frame it cannot read (a header length over
+ * every limit) on a connection of its own; 0 when the answer is
+ * E_TOO_LARGE, as it must be, else -1. */
+static inline int e2e_bad_frame(const char *sock)
+{
+	e2e_reply_t r;
+	int fd = e2e_connect(sock), rc = -1;
+
+	if (fd < 0)
+		return -1;
+	if (e2e_write_all(fd, "\xff\xff\xff\xff\0\0\0\0", 8) == 0 &&
+	    e2e_recv(fd, &r) == 0) {
+		rc = strcmp(e2e_code(&r), "E_TOO_LARGE") == 0 ? 0 : -1;
+		e2e_reply_free(&r);
+	}
+	close(fd);
+	return rc;
+}
+
 /* 1 when the daemon at SOCK lists BACKEND as available in its hello, 0
  * when not, -1 when it does not answer. */
 static inline int e2e_backend_available(const char *sock, const char *backend)

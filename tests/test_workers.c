@@ -343,6 +343,45 @@ Test(workers, two_workers_compile_at_the_same_time)
 	close(b);
 }
 
+/* The error replies of OP ("none": of no request) in stats. */
+static double op_errors(const char *op)
+{
+	cJSON *s = stats();
+	double v = e2e_num(cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(s, "requests_by_op"), op),
+	    "errors");
+
+	cJSON_Delete(s);
+	return v;
+}
+
+/*
+ * An error answered after its dispatch (a compile that failed, answered
+ * when its worker reports) counts under its request's op, which travels
+ * with the waiting request; an error of the connection layer that comes
+ * between (a frame that cannot be read, while the compile runs) counts
+ * under none.
+ */
+Test(workers, a_late_error_counts_under_its_requests_op)
+{
+	e2e_reply_t r;
+	pid_t busy[8];
+	int a;
+
+	start("delay/1500:N=300,error:N=300", NULL);
+	a = e2e_connect(D.sock);
+	cr_assert_geq(a, 0);
+	cr_assert_eq(e2e_send(a, get_n(1, 300)), 0);
+	cr_assert_eq(wait_compiling(1, busy, 10000), 1);
+	cr_assert_eq(e2e_bad_frame(D.sock), 0);
+	cr_assert_eq(recv_within(a, &r, 30000), 0);
+	cr_assert_str_eq(e2e_code(&r), "E_COMPILE");
+	e2e_reply_free(&r);
+	close(a);
+	cr_assert_eq(op_errors("get"), 1);
+	cr_assert_eq(op_errors("none"), 1);
+}
+
 /* 1 when FD has something to read now. */
 static int readable(int fd)
 {
