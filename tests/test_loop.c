@@ -229,10 +229,16 @@ Test(loop, one_uid_cannot_take_every_connection)
 	e2e_reply_free(&r);
 	close(extra_fd);
 	close(fds[0]);
-	usleep(200000);
-	/* A slot given back is a slot for the next connection. */
-	cr_assert_eq(e2e_call(D.sock, "{\"op\":\"ping\"}", &r), 0);
-	cr_assert(e2e_ok(&r));
+	/* A slot given back is a slot for the next connection, once the
+	 * daemon has seen the close. */
+	for (i = 0; i < 500; i++) {
+		cr_assert_eq(e2e_call(D.sock, "{\"op\":\"ping\"}", &r), 0);
+		if (e2e_ok(&r) || strcmp(e2e_code(&r), "E_BUSY"))
+			break;
+		e2e_reply_free(&r);
+		usleep(10000);
+	}
+	cr_assert(e2e_ok(&r), "%s", cJSON_PrintUnformatted(r.h));
 	e2e_reply_free(&r);
 	for (i = 1; i < 5; i++)
 		close(fds[i]);
@@ -242,11 +248,13 @@ Test(loop, the_client_library_reconnects_after_an_idle_close)
 {
 	static const char *const extra[] = { "--idle-timeout", "1", NULL };
 	kspec_client_t *c;
+	int i;
 
 	start(extra);
 	cr_assert_eq(kspec_connect(D.sock, &c), KSPEC_OK);
 	cr_assert_eq(kspec_ping(c), KSPEC_OK);
-	usleep(3000000);
+	for (i = 0; i < 1000 && e2e_stat(D.sock, "idle_closed") < 1; i++)
+		usleep(10000);
 	cr_assert_geq(e2e_stat(D.sock, "idle_closed"), 1);
 	cr_assert_eq(kspec_ping(c), KSPEC_OK, "%s", kspec_last_error(c, NULL));
 	kspec_close(c);
