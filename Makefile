@@ -1,6 +1,6 @@
 # kspec: one Makefile.  Targets: all check depcheck docscheck promcheck test
 # run bench bench-instructions asan tsan oom fuzz fuzz-corpus install
-# uninstall clean.
+# uninstall deb test-deb clean.
 #
 # Modules and their dependencies (no cycles, docs/architecture.md):
 #   base <- proto, specialize <- jit <- exec ; base <- store ; all <- server
@@ -48,6 +48,9 @@ PROGRAMS := $(BUILD)/kspecd $(BUILD)/kspec $(BUILD)/libkspec.so \
 # the engine does (the GPU machine has none of the build's packages).
 EXAMPLES := $(BUILD)/examples/llama $(BUILD)/bench/gpu-first
 PREFIX   ?= /usr/local
+# Where install puts libkspec and kspec.pc (the Debian packages: the
+# multiarch folder, /usr/lib/x86_64-linux-gnu and the like).
+LIBDIR   ?= $(PREFIX)/lib
 VERSION  := $(shell sed -n 's/^#define KSPEC_VERSION "\(.*\)"/\1/p' include/kspec.h)
 # libkspec's ABI major version: its SONAME is libkspec.so.$(SOVERSION).
 SOVERSION := 0
@@ -60,7 +63,7 @@ BENCH_BINS := $(patsubst bench/%/main.c,$(BUILD)/bench/%,$(BENCH_SRC))
 .PHONY: all examples check depcheck docscheck promcheck test run bench \
 	bench-instructions asan tsan oom fuzz \
 	fuzz-targets fuzz-corpus clean deps golden golden-quant install \
-	uninstall FORCE
+	uninstall deb test-deb FORCE
 
 all: $(PROGRAMS) $(EXAMPLES)
 
@@ -105,10 +108,12 @@ $(BUILD)/libkspec.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# Rewritten on every make, so it always names the PREFIX of this run.
+# Rewritten on every make, so it always names the PREFIX and LIBDIR of
+# this run.
 $(BUILD)/kspec.pc: FORCE
 	@mkdir -p $(dir $@)
-	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' \
+	@printf '%s\n' 'prefix=$(PREFIX)' \
+	    'libdir=$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))' \
 	    'includedir=$${prefix}/include' '' 'Name: kspec' \
 	    'Description: client library of the kspec kernel server' \
 	    'Version: $(VERSION)' 'Requires.private: libcjson libsodium' \
@@ -116,16 +121,16 @@ $(BUILD)/kspec.pc: FORCE
 	    'Cflags: -I$${includedir}' > $@
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig \
 	    $(DESTDIR)$(PREFIX)/include
 	install -m 755 $(BUILD)/kspecd $(BUILD)/kspec $(DESTDIR)$(PREFIX)/bin
-	install -m 644 $(BUILD)/libkspec.a $(DESTDIR)$(PREFIX)/lib
-	install -m 755 $(BUILD)/libkspec.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib
+	install -m 644 $(BUILD)/libkspec.a $(DESTDIR)$(LIBDIR)
+	install -m 755 $(BUILD)/libkspec.so.$(VERSION) $(DESTDIR)$(LIBDIR)
 	ln -sf libkspec.so.$(VERSION) \
-	    $(DESTDIR)$(PREFIX)/lib/libkspec.so.$(SOVERSION)
-	ln -sf libkspec.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libkspec.so
+	    $(DESTDIR)$(LIBDIR)/libkspec.so.$(SOVERSION)
+	ln -sf libkspec.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libkspec.so
 	install -m 644 include/kspec.h $(DESTDIR)$(PREFIX)/include
-	install -m 644 $(BUILD)/kspec.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(BUILD)/kspec.pc $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system \
 	    $(DESTDIR)$(PREFIX)/lib/sysusers.d
 	sed 's|@BINDIR@|$(PREFIX)/bin|g' deploy/kspecd.service.in \
@@ -148,15 +153,16 @@ install: all
 	    command -v ldconfig >/dev/null; then ldconfig; fi
 
 # What install put there, and nothing else (directories stay).
-INSTALLED := bin/kspecd bin/kspec lib/libkspec.a lib/libkspec.so \
-	lib/libkspec.so.$(SOVERSION) lib/libkspec.so.$(VERSION) \
-	include/kspec.h lib/pkgconfig/kspec.pc \
+INSTALLED := bin/kspecd bin/kspec include/kspec.h \
 	lib/systemd/system/kspecd.service lib/systemd/system/kspecd.socket \
 	lib/sysusers.d/kspec.conf share/man/man1/kspec.1 \
 	share/man/man8/kspecd.8 share/bash-completion/completions/kspec \
 	share/bash-completion/completions/kspecd
+INSTALLED_LIB := libkspec.a libkspec.so libkspec.so.$(SOVERSION) \
+	libkspec.so.$(VERSION) pkgconfig/kspec.pc
 uninstall:
-	rm -f $(addprefix $(DESTDIR)$(PREFIX)/,$(INSTALLED))
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/,$(INSTALLED)) \
+	    $(addprefix $(DESTDIR)$(LIBDIR)/,$(INSTALLED_LIB))
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && \
 	    command -v ldconfig >/dev/null; then ldconfig; fi
 
@@ -346,6 +352,27 @@ test: deps depcheck
 	@$(DOCSCHECK) --self-test $(BUILD) && $(DOCSCHECK) $(BUILD)
 	@$(PROMCHECK) --self-test $(BUILD) && $(PROMCHECK) $(BUILD)
 	@KSPEC_BUILD=$(abspath $(BUILD)) ./tests/run.sh $(TEST_BINS)
+
+# The Debian packages (debian/: kspecd, libkspec0, libkspec-dev,
+# python3-kspec), built by dpkg-buildpackage in a copy of the tree
+# (deploy/deb.sh) into $(BUILD)/deb, then checked by lintian, which must
+# report nothing but what debian/*.lintian-overrides explain.
+DEB_DIR := $(BUILD)/deb
+deb:
+	@./deploy/deps.sh --deb
+	@v=$$(dpkg-parsechangelog -l debian/changelog -SVersion); \
+	    [ "$$v" = "$(VERSION)" ] || { echo "debian/changelog is at $$v," \
+	    "include/kspec.h at $(VERSION)" >&2; exit 1; }
+	./deploy/deb.sh $(DEB_DIR)
+	lintian --fail-on error,warning,info,pedantic --display-info \
+	    --pedantic $(DEB_DIR)/kspec_$(VERSION)_*.changes
+
+# The packages of make deb installed, upgraded (to a build of the tree
+# with a higher version) and purged in a throwaway Debian root
+# (tests/deb/run.sh, which says what it checks); not part of make test.
+test-deb: deb
+	@./deploy/deps.sh --deb
+	@./tests/deb/run.sh $(DEB_DIR)
 
 # The include graph: no cycle between files, the modules in their order,
 # the loop and the database in their modules (tests/depcheck.sh, which

@@ -8,9 +8,12 @@
 # bench/llama's reference, run by /usr/bin/python3; and llama.cpp's ggml,
 # below); with --fuzz, also
 # clang and its libFuzzer runtime for make fuzz (make test replays the
-# fuzz corpora with the usual compiler).  Idempotent: checks each package with
-# dpkg first and installs only what is missing.  Run as root (apt-get);
-# otherwise prints the exact command to run.
+# fuzz corpora with the usual compiler); with --deb, also what make deb
+# and make test-deb need (debhelper, dh-python and lintian to build and
+# check the Debian packages, debootstrap for the test's throwaway root).
+# Idempotent: checks each package with dpkg first and installs only what
+# is missing.  Run as root (apt-get); otherwise prints the exact command
+# to run.
 set -eu
 
 PKGS="build-essential pkg-config libgccjit-12-dev libuv1-dev libcjson-dev
@@ -20,6 +23,7 @@ python3 python3-venv python3-pyopencl uthash-dev libxxhash-dev systemd groff-bas
 curl prometheus chromium"
 BENCH_PKGS="valgrind python3-numpy python3-torch"
 FUZZ_PKGS="clang-14 libclang-rt-14-dev"
+DEB_PKGS="debhelper dh-python lintian debootstrap"
 
 # llama.cpp's ggml, prebuilt by the npm package below, for bench/ggml and
 # the golden vectors of the quantized formats (tests/ggml.h loads it from
@@ -37,8 +41,9 @@ case "${1:-}" in
 --bench) PKGS="$PKGS $BENCH_PKGS"; bench=1
 	command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm" ;;
 --fuzz) PKGS="$PKGS $FUZZ_PKGS" ;;
+--deb) PKGS="$PKGS $DEB_PKGS" ;;
 "") ;;
-*) echo "usage: deploy/deps.sh [--bench | --fuzz]" >&2; exit 2 ;;
+*) echo "usage: deploy/deps.sh [--bench | --fuzz | --deb]" >&2; exit 2 ;;
 esac
 
 ggml_ok() {
