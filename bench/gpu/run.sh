@@ -18,7 +18,9 @@
 # its small config's tokens and every step's logits bit for bit the cpu
 # backend's, the 8b2l config's prefill (512 tokens) and decode timed
 # beside PyTorch on the same GPU (bench/llama/torch_ref.py ... cuda), and
-# one --profile run (each kernel kind's time per pass).
+# one --profile run (each kernel kind's time per pass); the Python
+# client's CUDA loader (kspec.load_cuda) on a gemv of this daemon, bit for
+# bit its cpu artifact.
 #
 # first: the first kernel of a fresh process on a warm cache, kspec's
 # (build/bench/gpu-first, request to finished kernel) beside Triton's
@@ -182,6 +184,20 @@ case " $parts " in *" engine "*)
 		echo "engine: 8b2l cuda ${how:-packed}: $t"
 	done
 	py 120 bench/llama/torch_ref.py 512 9 3 1 cuda
+	# The Python client's CUDA loader on this GPU: a gemv's PTX from this
+	# daemon run by kspec.load_cuda, bit for bit its cpu artifact, and a
+	# short buffer refused (tests/python/test_gpu_loaders.py).
+	if KSPEC_GPU_DAEMON=$d/s timeout 300 python3 \
+	    tests/python/test_gpu_loaders.py -v \
+	    CudaLoaderTest.test_gemv_on_a_cuda_device_is_bitwise_its_cpu_artifact \
+	    2>&1 |
+	    tee "$d/pyloader" | grep -qx OK; then
+		echo "engine: python load_cuda == cpu, bit for bit"
+	else
+		cat "$d/pyloader"
+		echo "engine: python load_cuda failed"
+		rc=1
+	fi
 	# Where the decode's time goes: a run with a wait after each call.
 	llama --backend cuda --config 8b2l --prompt 512 --steps 9 \
 	    --unpacked --profile >"$d/profile" 2>&1 || rc=1

@@ -224,6 +224,20 @@ def cuda_device_reason():
     return None
 
 
+def cuda_target():
+    """KSPEC_CUDA_TARGET, else device 0's sm_XY (its compute capability:
+    attributes 75 and 76 of the driver API)."""
+    if os.environ.get("KSPEC_CUDA_TARGET"):
+        return os.environ["KSPEC_CUDA_TARGET"]
+    lib = ctypes.CDLL(loader_cuda.LIBCUDA)
+    dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    if (lib.cuDeviceGet(ctypes.byref(dev), 0) != 0 or
+            lib.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) != 0 or
+            lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) != 0):
+        return "sm_80"
+    return "sm_%d%d" % (major.value, minor.value)
+
+
 class CudaLoaderTest(unittest.TestCase):
 
     def setUp(self):
@@ -264,14 +278,16 @@ class CudaLoaderTest(unittest.TestCase):
         reason = cuda_device_reason()
         if reason is not None:
             self.skipTest(reason)
-        daemon = daemon_harness.Daemon().start()
+        # KSPEC_GPU_DAEMON: the socket of a running kspecd to ask (as
+        # bench/gpu/run.sh does), else one started here.
+        sock = os.environ.get("KSPEC_GPU_DAEMON")
+        daemon = None if sock else daemon_harness.Daemon().start()
         try:
-            with kspec.Client(daemon.socket, timeout=300) as c:
+            with kspec.Client(sock or daemon.socket, timeout=300) as c:
                 shape = {"M": 1, "N": 64, "K": 64}
                 cpu = c.get("gemm", dtype="f32", shape=shape)
                 cu = c.get("gemm", backend="cuda", dtype="f32", shape=shape,
-                           format="ptx", target=os.environ.get(
-                               "KSPEC_CUDA_TARGET", "sm_80"))
+                           format="ptx", target=cuda_target())
                 on_cpu, on_cu = call_args(cpu, shape, 1), \
                     call_args(cu, shape, 1)
                 kspec.load_cpu(cpu)(*on_cpu)
@@ -281,7 +297,8 @@ class CudaLoaderTest(unittest.TestCase):
                 k(*on_cu)
                 self.assertEqual(written(cpu, on_cpu), written(cu, on_cu))
         finally:
-            daemon.cleanup()
+            if daemon:
+                daemon.cleanup()
 
 
 if __name__ == "__main__":
