@@ -34,6 +34,31 @@ static const char *var_name(const ks_ir_kernel_t *k, int i)
 	return i >= 0 && i < k->nvars ? k->vars[i].name : "?var";
 }
 
+/* A then B: the printer's most common pieces, without a format's cost
+ * (the fingerprints print every kernel at every probe). */
+static int put2(ks_buf_t *out, const char *a, const char *b)
+{
+	int rc = ks_buf_puts(out, a);
+
+	return rc ? rc : ks_buf_puts(out, b);
+}
+
+/* V in decimal, as "%" PRId64 prints it. */
+static int put_i64(ks_buf_t *out, int64_t v)
+{
+	char buf[24], *p = buf + sizeof buf;
+	uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+
+	*--p = '\0';
+	do {
+		*--p = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		*--p = '-';
+	return ks_buf_puts(out, p);
+}
+
 /*
  * f32 constants print exactly: small integral values as "%.1f" ("0.0",
  * "-1.0"), everything else as a C99 hex float.  Either form has a '.' or
@@ -41,8 +66,14 @@ static const char *var_name(const ks_ir_kernel_t *k, int i)
  */
 static int print_f32(ks_buf_t *out, float f)
 {
-	if (isfinite(f) && f == truncf(f) && fabsf(f) <= 16777216.0f)
-		return ks_buf_printf(out, "%.1f", (double)f);
+	if (isfinite(f) && f == truncf(f) && fabsf(f) <= 16777216.0f) {
+		/* "%.1f" of an integral value: its digits and ".0" ("-0.0"
+		 * for negative zero). */
+		int rc = signbit(f) && f == 0 ? ks_buf_puts(out, "-0") :
+		    put_i64(out, (int64_t)f);
+
+		return rc ? rc : ks_buf_puts(out, ".0");
+	}
 	if (isnan(f))
 		return ks_buf_puts(out, "nan");
 	if (isinf(f))
@@ -63,7 +94,7 @@ static int print_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,
 			return print_f32(out, e->f);
 		if (e->type == KS_TY_BOOL)
 			return ks_buf_puts(out, e->i ? "true" : "false");
-		return ks_buf_printf(out, "%" PRId64, e->i);
+		return put_i64(out, e->i);
 	case KS_X_PARAM:
 		return ks_buf_puts(out, param_name(k, e->param));
 	case KS_X_VAR:
@@ -76,7 +107,7 @@ static int print_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,
 		if (e->op < 0 || e->op >= KS_OP_COUNT)
 			return ks_buf_puts(out, "<bad op>");
 		if (e->op == KS_OP_MIN || e->op == KS_OP_MAX) {
-			rc = ks_buf_printf(out, "%s(", binop_text[e->op]);
+			rc = put2(out, binop_text[e->op], "(");
 			rc = rc ? rc : print_expr(k, e->a, out);
 			rc = rc ? rc : ks_buf_puts(out, ", ");
 			rc = rc ? rc : print_expr(k, e->b, out);
@@ -84,7 +115,8 @@ static int print_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,
 		}
 		rc = ks_buf_puts(out, "(");
 		rc = rc ? rc : print_expr(k, e->a, out);
-		rc = rc ? rc : ks_buf_printf(out, " %s ", binop_text[e->op]);
+		rc = rc ? rc : put2(out, " ", binop_text[e->op]);
+		rc = rc ? rc : ks_buf_puts(out, " ");
 		rc = rc ? rc : print_expr(k, e->b, out);
 		return rc ? rc : ks_buf_puts(out, ")");
 	case KS_X_FMA:
@@ -96,11 +128,11 @@ static int print_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,
 		rc = rc ? rc : print_expr(k, e->c, out);
 		return rc ? rc : ks_buf_puts(out, ")");
 	case KS_X_CAST:
-		rc = ks_buf_printf(out, "%s(", ks_ty_name(e->type));
+		rc = put2(out, ks_ty_name(e->type), "(");
 		rc = rc ? rc : print_expr(k, e->a, out);
 		return rc ? rc : ks_buf_puts(out, ")");
 	case KS_X_LOAD:
-		rc = ks_buf_printf(out, "%s[", param_name(k, e->param));
+		rc = put2(out, param_name(k, e->param), "[");
 		rc = rc ? rc : print_expr(k, e->a, out);
 		return rc ? rc : ks_buf_puts(out, "]");
 	case KS_X_SELECT:
@@ -131,7 +163,7 @@ static int print_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,
 		rc = rc ? rc : ks_buf_puts(out, ") = ");
 		return rc ? rc : print_expr(k, e->a, out);
 	case KS_X_UN:
-		rc = ks_buf_printf(out, "%s(", ks_unop_name(e->un));
+		rc = put2(out, ks_unop_name(e->un), "(");
 		rc = rc ? rc : print_expr(k, e->a, out);
 		return rc ? rc : ks_buf_puts(out, ")");
 	}
@@ -179,29 +211,31 @@ static int print_stmt(const ks_ir_kernel_t *k, const ks_stmt_t *s,
 		rc = print_block(k, s, depth, out);
 		break;
 	case KS_S_DECL:
-		rc = ks_buf_printf(out, "decl %s", var_name(k, s->var));
+		rc = put2(out, "decl ", var_name(k, s->var));
 		if (!rc && s->a != NULL) {
 			rc = ks_buf_puts(out, " = ");
 			rc = rc ? rc : print_expr(k, s->a, out);
 		}
 		break;
 	case KS_S_ASSIGN:
-		rc = ks_buf_printf(out, "%s = ", var_name(k, s->var));
+		rc = put2(out, var_name(k, s->var), " = ");
 		rc = rc ? rc : print_expr(k, s->a, out);
 		break;
 	case KS_S_STORE:
-		rc = ks_buf_printf(out, "%s[", param_name(k, s->param));
+		rc = put2(out, param_name(k, s->param), "[");
 		rc = rc ? rc : print_expr(k, s->a, out);
 		rc = rc ? rc : ks_buf_puts(out, "] = ");
 		rc = rc ? rc : print_expr(k, s->b, out);
 		break;
 	case KS_S_FOR:
-		rc = ks_buf_printf(out, "for %s = ", var_name(k, s->var));
+		rc = put2(out, "for ", var_name(k, s->var));
+		rc = rc ? rc : ks_buf_puts(out, " = ");
 		rc = rc ? rc : print_expr(k, s->a, out);
 		rc = rc ? rc : ks_buf_puts(out, " to ");
 		rc = rc ? rc : print_expr(k, s->b, out);
-		rc = rc ? rc : ks_buf_printf(out, " step %" PRId64 " ",
-		    s->step);
+		rc = rc ? rc : ks_buf_puts(out, " step ");
+		rc = rc ? rc : put_i64(out, s->step);
+		rc = rc ? rc : ks_buf_puts(out, " ");
 		if (!rc && s->unroll != 0)
 			rc = ks_buf_printf(out, "unroll %d ", s->unroll);
 		rc = rc ? rc : print_block(k, s->body, depth, out);

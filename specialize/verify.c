@@ -181,6 +181,10 @@ static int operands(verifier_t *v, const ks_expr_t *e, int n)
 	const ks_expr_t *slot[3] = { e->a, e->b, e->c };
 	int i;
 
+	/* The common case in one test (every node of every pass). */
+	if ((e->a != NULL) == (n > 0) && (e->b != NULL) == (n > 1) &&
+	    (e->c != NULL) == (n > 2))
+		return 1;
 	for (i = 0; i < 3; i++) {
 		if ((i < n) != (slot[i] != NULL)) {
 			fail(v, "expression of kind %d: operand %c %s", e->kind,
@@ -675,10 +679,16 @@ static const char *name_at(const ks_ir_kernel_t *k, int i)
 	return k->locals[i - k->nparams - k->nvars].name;
 }
 
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static void check_decls(verifier_t *v)
 {
 	const ks_ir_kernel_t *k = v->k;
 	int i, j, n = k->nparams + k->nvars + k->nlocals;
+	const char **names;
 
 	if (k->nlanes < 1 || k->nlanes > 1024)
 		fail(v, "nlanes %d out of range", k->nlanes);
@@ -718,15 +728,30 @@ static void check_decls(verifier_t *v)
 		    !is_num(k->vars[i].type)))
 			fail(v, "variable %s: bad scope or type",
 			    k->vars[i].name);
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n; i++)
 		if (!is_ident(name_at(k, i)))
 			fail(v, "name \"%s\" is not a usable identifier",
 			    name_at(k, i) ? name_at(k, i) : "(null)");
+	/* Each name once: sorted, a name used twice sits beside itself
+	 * (an unrolled kernel has hundreds; comparing every pair cost the
+	 * fingerprints of the library most of their time).  Without the
+	 * memory for the copy, every pair is compared. */
+	names = malloc((size_t)(n > 0 ? n : 1) * sizeof *names);
+	for (i = 0; names && i < n; i++)
+		names[i] = name_at(k, i) ? name_at(k, i) : "";
+	if (names) {
+		qsort(names, (size_t)n, sizeof *names, cmp_names);
+		for (i = 1; i < n; i++)
+			if (names[i][0] && strcmp(names[i], names[i - 1]) == 0)
+				fail(v, "name %s used twice", names[i]);
+		free(names);
+		return;
+	}
+	for (i = 0; i < n; i++)
 		for (j = 0; j < i; j++)
 			if (name_at(k, i) && name_at(k, j) &&
 			    strcmp(name_at(k, i), name_at(k, j)) == 0)
 				fail(v, "name %s used twice", name_at(k, i));
-	}
 }
 
 int ks_ir_verify(const ks_ir_kernel_t *k, char *err, size_t errlen)

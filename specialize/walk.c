@@ -33,9 +33,14 @@ static ks_expr_t *walk_expr(walker_t *w, ks_expr_t *e, int in_lanes)
 {
 	if (e == NULL)
 		return NULL;
-	e->a = walk_expr(w, e->a, in_lanes);
-	e->b = walk_expr(w, e->b, in_lanes);
-	e->c = walk_expr(w, e->c, in_lanes);
+	/* Most operands are leaves, whose three slots are NULL: tested
+	 * here, not by a call each (every pass and the verifier walk). */
+	if (e->a != NULL)
+		e->a = walk_expr(w, e->a, in_lanes);
+	if (e->b != NULL)
+		e->b = walk_expr(w, e->b, in_lanes);
+	if (e->c != NULL)
+		e->c = walk_expr(w, e->c, in_lanes);
 	if (w->v != NULL && w->v->expr != NULL)
 		e = w->v->expr(w->v->ctx, w->k, e, in_lanes);
 	return e;
