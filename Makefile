@@ -233,6 +233,7 @@ TEST_USES_test_store_schema := store
 TEST_USES_test_cli := store
 TEST_USES_test_specialize := specialize
 TEST_USES_test_ir_order := specialize
+TEST_USES_test_parse := specialize
 $(foreach t,jit cpu_vec gemm cuda opencl library mixed e2e k_attn k_glue \
 	k_norm k_packed k_prefill k_rope,$(eval TEST_USES_test_$(t) := jit))
 $(foreach t,exec canary start,$(eval TEST_USES_test_$(t) := exec))
@@ -327,6 +328,7 @@ JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
 # and the fast path's against real daemons; make test runs everything.
 CHECK_BINS := $(addprefix $(BUILD)/tests/,test_proto test_entry test_key \
 	test_sched test_store test_store_schema test_specialize test_ir_order \
+	test_parse \
 	test_jit test_cpu_vec test_exec test_fuzz test_fastpath test_e2e \
 	test_quant test_gguf test_states)
 check: deps depcheck

@@ -37,17 +37,27 @@ static const char *var_name(const ks_ir_kernel_t *k, int i)
 /*
  * f32 constants print exactly: small integral values as "%.1f" ("0.0",
  * "-1.0"), everything else as a C99 hex float.  Either form has a '.' or
- * a 'p' (or is inf/nan), so it never reads as an i64.
+ * a 'p' (or is inf/nan), so it never reads as an i64.  The parser checks
+ * a constant's text against this one.
  */
-static int print_f32(ks_buf_t *out, float f)
+void ks_ir_f32_text(float f, char out[KS_IR_F32_TEXT])
 {
 	if (isfinite(f) && f == truncf(f) && fabsf(f) <= 16777216.0f)
-		return ks_buf_printf(out, "%.1f", (double)f);
-	if (isnan(f))
-		return ks_buf_puts(out, "nan");
-	if (isinf(f))
-		return ks_buf_puts(out, f < 0 ? "-inf" : "inf");
-	return ks_buf_printf(out, "%a", (double)f);
+		snprintf(out, KS_IR_F32_TEXT, "%.1f", (double)f);
+	else if (isnan(f))
+		snprintf(out, KS_IR_F32_TEXT, "nan");
+	else if (isinf(f))
+		snprintf(out, KS_IR_F32_TEXT, "%s", f < 0 ? "-inf" : "inf");
+	else
+		snprintf(out, KS_IR_F32_TEXT, "%a", (double)f);
+}
+
+static int print_f32(ks_buf_t *out, float f)
+{
+	char text[KS_IR_F32_TEXT];
+
+	ks_ir_f32_text(f, text);
+	return ks_buf_puts(out, text);
 }
 
 static int print_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,
