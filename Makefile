@@ -290,7 +290,7 @@ $(BUILD)/tests/kspecd-plant: $(BUILD)/obj/server/main.o $(PLANT_OBJ) \
 # writer.  The test suite replays their corpora (tests/test_fuzz.c) with
 # them as plain functions, and with the fast path built with its test
 # plant, which only the replay's self-check switches on.
-FUZZ_TARGETS := request fastpath http entry redis gguf
+FUZZ_TARGETS := request fastpath http entry redis gguf irtext
 FUZZ_OBJ := $(patsubst %,$(BUILD)/obj/fuzz/%.o,common $(FUZZ_TARGETS)) \
 	$(BUILD)/obj/examples/llama/gguf.o
 $(BUILD)/tests/test_fuzz: tests/test_fuzz.c $(FUZZ_OBJ) \

@@ -768,10 +768,12 @@ static ks_stmt_t *for_stmt(parser_t *P, int indent)
 	ks_expr_t *a, *b;
 	ks_stmt_t *s, *body;
 	int64_t step;
+	size_t off;
 	int v, unroll = 0;
 
-	P->pos += 4;
-	if ((v = var_use(P, "for")) < 0 ||
+	P->pos += 3;
+	if (expect(P, " ", "after for") != 0 ||
+	    (v = var_use(P, "for")) < 0 ||
 	    expect(P, " = ", "after the loop variable") != 0 ||
 	    (a = expr(P)) == NULL ||
 	    expect(P, " to ", "after the loop's start") != 0 ||
@@ -782,9 +784,15 @@ static ks_stmt_t *for_stmt(parser_t *P, int indent)
 		return NULL;
 	if (word_is(P, "unroll")) {
 		P->pos += 6;
+		off = P->pos + 1;
 		if (expect(P, " ", "after unroll") != 0 ||
-		    read_small(P, "the unroll hint", &unroll) != 0 ||
-		    expect(P, " ", "after the unroll hint") != 0)
+		    read_small(P, "the unroll hint", &unroll) != 0)
+			return NULL;
+		/* the printer writes no clause for the hint 0 */
+		if (unroll == 0)
+			return (fail_at(P, off, "an unroll hint of 0 is written "
+			    "as no unroll clause"), NULL);
+		if (expect(P, " ", "after the unroll hint") != 0)
 			return NULL;
 	}
 	if ((body = block(P, indent)) == NULL)
@@ -803,8 +811,8 @@ static ks_stmt_t *if_stmt(parser_t *P, int indent)
 	ks_expr_t *c;
 	ks_stmt_t *s, *body, *orelse = NULL;
 
-	P->pos += 3;
-	if ((c = expr(P)) == NULL ||
+	P->pos += 2;
+	if (expect(P, " ", "after if") != 0 || (c = expr(P)) == NULL ||
 	    expect(P, " ", "after the condition") != 0 ||
 	    (body = block(P, indent)) == NULL)
 		return NULL;
@@ -995,7 +1003,7 @@ static int buffer_param(parser_t *P, const char *name, int i)
 {
 	static const int access_bits[] = { KS_ACCESS_READ, KS_ACCESS_WRITE,
 	    KS_ACCESS_READ | KS_ACCESS_WRITE };
-	char dims[KS_IR_MAX_DIMS_TEXT + 1];
+	char dims[KS_IR_MAX_DIMS_TEXT + 1], f[48];
 	int t, a, p;
 	size_t n;
 
@@ -1007,10 +1015,17 @@ static int buffer_param(parser_t *P, const char *name, int i)
 	    "its dims)") != 0)
 		return -1;
 	P->dims_off[i] = P->pos;
-	for (n = 0; P->pos + n < P->len && P->text[P->pos + n] != '\n'; n++)
+	for (n = 0; P->pos + n < P->len && P->text[P->pos + n] != '\n'; n++) {
 		if (n == KS_IR_MAX_DIMS_TEXT)
 			return fail_at(P, P->pos, "dims longer than %d bytes",
 			    KS_IR_MAX_DIMS_TEXT);
+		if (!is_word_char((unsigned char)P->text[P->pos + n]) &&
+		    (P->text[P->pos + n] == '\0' ||
+		    strchr("+-*/%(),", P->text[P->pos + n]) == NULL))
+			return fail_at(P, P->pos + n, "dims of %s: %s is not "
+			    "allowed in dims", name, found_at(P, P->pos + n, f,
+			    sizeof f));
+	}
 	memcpy(dims, P->text + P->pos, n);
 	dims[n] = '\0';
 	P->pos += n;

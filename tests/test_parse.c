@@ -679,8 +679,44 @@ Test(parse, trailing_text_after_the_body_is_refused)
 	refused_each(cases, sizeof cases / sizeof *cases);
 }
 
+/* The base's lanes body as one loop of the hint UNROLL ("" for none)
+ * and STEP; caller frees. */
+static char *loop(const char *step, const char *unroll)
+{
+	char text[256];
+
+	snprintf(text, sizeof text, "    for i = lane to N step %s%s {\n"
+	    "      if (i < N) {\n        y[i] = (a * x[i])\n      }\n    }\n",
+	    step, unroll);
+	return edit("    decl i = (base + lane)\n    if (i < N) {\n"
+	    "      y[i] = (a * x[i])\n    }\n", text);
+}
+
+Test(parse, a_loop_is_read_with_its_unroll_hint_as_printed)
+{
+	ks_ir_kernel_t *k;
+	char why[300], *s = loop("32", " unroll 4");
+
+	cr_assert(round_trips(ks_ir_parse, s, &k, why, sizeof why), "%s", why);
+	cr_assert_eq(k->body->items[1]->body->items[0]->unroll, 4);
+	ks_ir_free(k);
+	free(s);
+	refused(loop("32", " unroll 0"), 12, 38, "an unroll hint of 0 is "
+	    "written as no unroll clause");
+	refused(loop("32", " unroll 1"), 12, 5, "for: unroll hint 1 is not 0 "
+	    "or 2..64");
+	refused(loop("0", ""), 12, 5, "for: step 0 is not positive");
+}
+
 Test(parse, declarations_and_buffers_are_read_strictly)
 {
+	char *nul = edit("", "");
+
+	nul[strstr(nul, "dims N") - nul + 5] = '\0';  /* param 0's dims */
+	refused_n(nul, strlen(base), 2, 32, "dims of x: byte 0x00 is not "
+	    "allowed in dims");
+	free(nul);
+
 	static const mutation_t cases[] = {
 		{ "param 1 y", "param 2 y", 3, 7,
 		    "expected param 1 (in order), found 2" },
@@ -692,7 +728,7 @@ Test(parse, declarations_and_buffers_are_read_strictly)
 		    "'('" },
 		{ "dims N\nparam 1", "dims a\nparam 1", 2, 32,
 		    "dims of x: 'a' is not an i64 scalar param" },
-		{ "dims N\nparam 1", "dims N N\nparam 1", 2, 33,
+		{ "dims N\nparam 1", "dims N(N\nparam 1", 2, 33,
 		    "dims of x: expected an operator, ',' or the end of the "
 		    "line" },
 		{ "buffer f32 read", "buffer f64 read", 2, 18,
