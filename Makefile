@@ -239,6 +239,7 @@ TEST_USES_test_store_schema := store
 TEST_USES_test_cli := store
 TEST_USES_test_specialize := specialize
 TEST_USES_test_ir_order := specialize
+TEST_USES_test_parse := specialize
 $(foreach t,jit cpu_vec gemm cuda opencl library mixed e2e k_attn k_glue \
 	k_norm k_packed k_prefill k_rope,$(eval TEST_USES_test_$(t) := jit))
 $(foreach t,exec canary start,$(eval TEST_USES_test_$(t) := exec))
@@ -295,7 +296,7 @@ $(BUILD)/tests/kspecd-plant: $(BUILD)/obj/server/main.o $(PLANT_OBJ) \
 # writer.  The test suite replays their corpora (tests/test_fuzz.c) with
 # them as plain functions, and with the fast path built with its test
 # plant, which only the replay's self-check switches on.
-FUZZ_TARGETS := request fastpath http entry redis gguf
+FUZZ_TARGETS := request fastpath http entry redis gguf irtext
 FUZZ_OBJ := $(patsubst %,$(BUILD)/obj/fuzz/%.o,common $(FUZZ_TARGETS)) \
 	$(BUILD)/obj/examples/llama/gguf.o
 $(BUILD)/tests/test_fuzz: tests/test_fuzz.c $(FUZZ_OBJ) \
@@ -333,6 +334,7 @@ JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
 # and the fast path's against real daemons; make test runs everything.
 CHECK_BINS := $(addprefix $(BUILD)/tests/,test_proto test_entry test_key \
 	test_sched test_store test_store_schema test_specialize test_ir_order \
+	test_parse \
 	test_jit test_cpu_vec test_exec test_fuzz test_fastpath test_e2e \
 	test_quant test_gguf test_states)
 check: deps depcheck

@@ -51,7 +51,8 @@
 	X(COMPILE_OOM,   -32, "the compile exceeded its memory limit")         \
 	X(DENIED,        -33, "not allowed")                                 \
 	X(CANCELLED,     -34, "cancelled by the client")                      \
-	X(CANARY,        -35, "the kernel failed its known-answer canary")
+	X(CANARY,        -35, "the kernel failed its known-answer canary")   \
+	X(BAD_KERNEL,    -36, "invalid kernel text")
 
 enum {
 	KS_OK = 0,

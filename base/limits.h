@@ -50,6 +50,31 @@
 #define KS_FD_RESERVE          64          /* fds kept for the store,
                                               the workers' channels */
 
+/* Kernels read from text (the IR's text form, specialize/parse.c,
+ * docs/ir.md "Limits").  Each is checked before what it counts is
+ * allocated; the library's largest kernel is far within all of them. */
+#define KS_IR_MAX_TEXT         (1u << 20)  /* bytes of a kernel's text */
+#define KS_IR_MAX_DEPTH        128         /* blocks and expressions open
+                                              at once (the recursion of
+                                              every walk of the IR) */
+#define KS_IR_MAX_STMTS        65536       /* statements, blocks included */
+#define KS_IR_MAX_EXPRS        (1 << 18)   /* expression nodes */
+#define KS_IR_MAX_PARAMS       32          /* parameters (a loader's) */
+#define KS_IR_MAX_VARS         4096        /* variables */
+#define KS_IR_MAX_LOCALS       16          /* local arrays */
+#define KS_IR_MAX_LOCAL_ELEMS  12288       /* f32 elements of all local
+                                              arrays together: 48 KiB, a
+                                              CUDA block's static shared
+                                              memory */
+#define KS_IR_MAX_NAME         64          /* bytes of a name: kernel,
+                                              variant, parameter,
+                                              variable, local array */
+#define KS_IR_MAX_DIMS_TEXT    256         /* bytes of a buffer's dims */
+#define KS_IR_MAX_BUF_DIMS     8           /* dims of a buffer (a
+                                              loader's) */
+#define KS_IR_MAX_DIMS_DEPTH   16          /* parentheses open at once in
+                                              a buffer's dims */
+
 /* Bundle imports: an import holds at most two batches, one being read
  * and one being stored, whatever the size of the bundle. */
 #define KS_IMPORT_BATCH_ENTRIES 64         /* entries of a batch */

@@ -16,6 +16,9 @@
  *             tier: artifacts, failure markers and leases
  *   gguf      examples/llama's GGUF reader, a file it reads written again
  *             by its writer and read back
+ *   irtext    specialize/parse.c's reader of the IR's text form: what it
+ *             accepts prints back to the same bytes, what it refuses is
+ *             refused at a place in the text
  *
  * Each file builds two ways: with clang's libFuzzer (-DKS_FUZZ_LIBFUZZER,
  * `make fuzz`), where it is its own program's LLVMFuzzerTestOneInput; and
@@ -32,7 +35,7 @@
 #include "../server/keys.h"
 
 #define KS_FUZZ_TARGETS(X) X(request) X(fastpath) X(http) X(entry) X(redis) \
-	X(gguf)
+	X(gguf) X(irtext)
 
 /* Makes what the targets share (below) now rather than in a target's
  * first run. */

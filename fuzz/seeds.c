@@ -5,7 +5,8 @@
  * send them, header pairs for the fast path, HTTP request heads, entries
  * and bundles sealed with the fuzzers' key, and the values a node puts in
  * Redis for the corpus's key at the fuzzers' clock (fuzz.h), so that they
- * verify when the targets read them.
+ * verify when the targets read them, and the text of every variant of
+ * every library kernel, built and specialized.
  *
  * Usage: fuzz-seeds DIR (the corpus folder, fuzz/corpus).
  */
@@ -22,6 +23,7 @@
 #include "../server/fleetval.h"
 #include "../server/lookup.h"
 #include "../server/remote.h"
+#include "../specialize/specialize.h"
 #include "fuzz.h"
 
 static const char *root;
@@ -395,6 +397,75 @@ static void gguf_files(void)
 	gguf_file("metadata-only", 32, 0, 3);
 }
 
+/* ---- kernel texts ---- */
+
+static void ir_text(const char *name, const ks_ir_kernel_t *k)
+{
+	ks_buf_t b;
+
+	ks_buf_init(&b);
+	if (ks_ir_print(k, &b) != KS_OK) {
+		fprintf(stderr, "fuzz-seeds: cannot print %s\n", name);
+		exit(1);
+	}
+	put("irtext", name, b.data, b.len);
+	ks_buf_close(&b);
+}
+
+/* Each variant of DEF at the first probe and dtype that it applies to
+ * (the element dtypes in mode exact, then block-format weights in mode
+ * fast), built and specialized. */
+static void ir_texts_of(const ks_kernel_def_t *def)
+{
+	int64_t probes[64][KS_MAX_DIMS];
+	int np = ks_kernel_probes(def, probes, 64), v, c, p, d, j;
+
+	for (v = 0; v < def->nvariants; v++)
+		for (c = 0; c < KS_DTYPE_ALL * np; c++) {
+			ks_dim_t dims[KS_MAX_DIMS];
+			ks_ir_kernel_t *k;
+			ks_spec_t spec;
+			char err[256], name[160];
+			int block;
+
+			p = c % np;
+			d = c / np;
+			block = d >= KS_DTYPE_COUNT;
+			if (block && !def->wblocks)
+				continue;
+			for (j = 0; j < def->ndims; j++)
+				dims[j] = (ks_dim_t){ def->dims[j],
+				    probes[p][j] != 0, probes[p][j] };
+			if (ks_kernel_validate_mixed(def, block ?
+			    KS_DTYPE_F32 : (ks_dtype_t)d, (ks_dtype_t)d, block ?
+			    KS_MODE_FAST : KS_MODE_EXACT, dims, def->ndims,
+			    &spec, err, sizeof err) != KS_OK ||
+			    ks_specialize_variant(&spec, def->variants[v], &k,
+			    err, sizeof err) != KS_OK)
+				continue;
+			snprintf(name, sizeof name, "%s.%s.specialized",
+			    def->name, def->variants[v]);
+			ir_text(name, k);
+			ks_ir_free(k);
+			k = def->build(&spec, def->variants[v]);
+			snprintf(name, sizeof name, "%s.%s.built", def->name,
+			    def->variants[v]);
+			ir_text(name, k);
+			ks_ir_free(k);
+			break;
+		}
+}
+
+static void ir_texts(void)
+{
+	const ks_kernel_def_t *const *lib;
+	int i, n;
+
+	lib = ks_kernels(&n);
+	for (i = 0; i < n; i++)
+		ir_texts_of(lib[i]);
+}
+
 int main(int argc, char **argv)
 {
 	size_t i;
@@ -424,6 +495,7 @@ int main(int argc, char **argv)
 	entries();
 	redis_values();
 	gguf_files();
+	ir_texts();
 	printf("fuzz-seeds: %d files in %s\n", written, root);
 	return 0;
 }

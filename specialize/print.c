@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 static const char *const binop_text[KS_OP_COUNT] = {
 	[KS_OP_ADD] = "+", [KS_OP_SUB] = "-", [KS_OP_MUL] = "*",
@@ -62,23 +63,43 @@ static int put_i64(ks_buf_t *out, int64_t v)
 /*
  * f32 constants print exactly: small integral values as "%.1f" ("0.0",
  * "-1.0"), everything else as a C99 hex float.  Either form has a '.' or
- * a 'p' (or is inf/nan), so it never reads as an i64.
+ * a 'p' (or is inf/nan), so it never reads as an i64.  The parser checks
+ * a constant's text against this one.
  */
-static int print_f32(ks_buf_t *out, float f)
+void ks_ir_f32_text(float f, char out[KS_IR_F32_TEXT])
 {
 	if (isfinite(f) && f == truncf(f) && fabsf(f) <= 16777216.0f) {
-		/* "%.1f" of an integral value: its digits and ".0" ("-0.0"
-		 * for negative zero). */
-		int rc = signbit(f) && f == 0 ? ks_buf_puts(out, "-0") :
-		    put_i64(out, (int64_t)f);
+		/* "%.1f" of an integral value, without a format (every
+		 * kernel prints at every probe for the fingerprints): its
+		 * digits and ".0", "-0.0" for negative zero. */
+		char tmp[16], *p = tmp + sizeof tmp;
+		int64_t v = (int64_t)f;
+		uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
 
-		return rc ? rc : ks_buf_puts(out, ".0");
-	}
-	if (isnan(f))
-		return ks_buf_puts(out, "nan");
-	if (isinf(f))
-		return ks_buf_puts(out, f < 0 ? "-inf" : "inf");
-	return ks_buf_printf(out, "%a", (double)f);
+		*--p = '\0';
+		*--p = '0';
+		*--p = '.';
+		do {
+			*--p = (char)('0' + u % 10);
+			u /= 10;
+		} while (u);
+		if (signbit(f))
+			*--p = '-';
+		memcpy(out, p, (size_t)(tmp + sizeof tmp - p));
+	} else if (isnan(f))
+		snprintf(out, KS_IR_F32_TEXT, "nan");
+	else if (isinf(f))
+		snprintf(out, KS_IR_F32_TEXT, "%s", f < 0 ? "-inf" : "inf");
+	else
+		snprintf(out, KS_IR_F32_TEXT, "%a", (double)f);
+}
+
+static int print_f32(ks_buf_t *out, float f)
+{
+	char text[KS_IR_F32_TEXT];
+
+	ks_ir_f32_text(f, text);
+	return ks_buf_puts(out, text);
 }
 
 static int print_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,

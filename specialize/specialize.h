@@ -405,6 +405,10 @@ void ks_ir_splice(ks_ir_kernel_t *k, ks_stmt_t *block);
 /* Deterministic canonical text of the kernel (params, vars, grid, body);
  * used for dumps, golden tests and fingerprints. */
 int ks_ir_print(const ks_ir_kernel_t *k, ks_buf_t *out);
+/* The canonical text of an f32 constant, as ks_ir_print writes it ("0.0",
+ * "0x1.8p-3", "-inf", "nan"), NUL-terminated. */
+enum { KS_IR_F32_TEXT = 32 };
+void ks_ir_f32_text(float f, char out[KS_IR_F32_TEXT]);
 /* Writes an expression over scalar params in C syntax ("M*((N+3)/4)");
  * used for the reply's launch when dimensions are dynamic. */
 int ks_ir_print_c_expr(const ks_ir_kernel_t *k, const ks_expr_t *e,
@@ -418,6 +422,59 @@ int ks_ir_eval_launch(const ks_ir_kernel_t *k, const ks_expr_t *e,
  * vars not assigned in LANES), declarations before use, grid is i64.
  * Returns KS_OK or KS_E_INTERNAL with a message in err. */
 int ks_ir_verify(const ks_ir_kernel_t *k, char *err, size_t errlen);
+
+/* Where ks_ir_verify_at found the first problem: the node or declaration
+ * it was checking (at most one of them set; none for a rule of the whole
+ * kernel, such as reduce's lane count). */
+typedef struct {
+	const ks_stmt_t *stmt;  /* a statement, or NULL */
+	const ks_expr_t *expr;  /* an expression (the grid's too), or NULL */
+	int param, var, local;  /* a declaration's index, or -1 */
+} ks_ir_site_t;
+
+/* ks_ir_verify that also says where (SITE may be NULL).  For the parser,
+ * which turns a site back into a line and column. */
+int ks_ir_verify_at(const ks_ir_kernel_t *k, ks_ir_site_t *site, char *err,
+    size_t errlen);
+
+/* Whether the N bytes at NAME are kept from kernels' names: NULL when the
+ * name may be used, else a phrase saying why ("a word of the text form
+ * or a keyword ...").  The verifier and the parser share it (names.c,
+ * docs/ir.md "Names"). */
+const char *ks_ir_name_reserved(const char *name, size_t n);
+
+/* ---- reading the text form ---- */
+
+enum { KS_IR_PARSE_MSG = 256 };
+
+/* Why ks_ir_parse refused a text. */
+typedef struct {
+	int line;               /* 1-based; 0 when no place applies (out of
+	                           memory) */
+	int column;             /* 1-based, in bytes */
+	/* "line 12, column 7: expected ')' after the index, found ','":
+	 * one line of printable ASCII */
+	char message[KS_IR_PARSE_MSG];
+} ks_ir_parse_error_t;
+
+/*
+ * Reads the canonical text form (docs/ir.md, "Text form"; what
+ * ks_ir_print writes) of LEN bytes at TEXT, which need not end in NUL.
+ * Strict: only the printer's exact text is accepted, so for every kernel
+ * K, ks_ir_parse(print(K)) gives a kernel that prints the same bytes, and
+ * a text it accepts prints back to itself.  The kernel is verified
+ * (ks_ir_verify) before it is returned; the entry symbol is not read from
+ * the text but made as the library makes it, and a text naming another
+ * is refused.  Limits: KS_IR_MAX_* (base/limits.h), each checked before
+ * what it counts is allocated.
+ *
+ * On success *OUT is a new kernel (caller frees with ks_ir_free).
+ * Errors: KS_E_BAD_KERNEL with ERR's line, column and message;
+ * KS_E_NOMEM; KS_E_INVAL for a NULL argument.  ERR may be NULL.  Runs
+ * under ks_ir_guarded, so it must not be called under another guard.
+ */
+int ks_ir_parse(const char *text, size_t len, ks_ir_kernel_t **out,
+    ks_ir_parse_error_t *err);
 
 /* Binds scalar parameter `param` to a constant: uses become constants and
  * the parameter leaves the ABI (bound = 1). */

@@ -25,7 +25,9 @@
  *   - i32 in variables, loads, stores, select, comparisons, casts to and
  *     from i64 and f32, and + - * & | ^ << >> (no / %, min, max or
  *     reduce); & | ^ << >> on i64 or i32 only; f16bits of i32 gives f32;
- *   - a byte buffer is an i32 buffer that is read-only;
+ *   - a byte buffer is an i32 buffer that is read-only, of plain bytes
+ *     (dtype f32, printed u8) or of a block format (so that its printed
+ *     dtype never reads as an element buffer's);
  *   - scalar parameter uses are of unbound parameters (ks_pass_bind
  *     replaces every use of the ones it binds);
  *   - the grid is an i64 expression of constants, scalar parameters and
@@ -37,11 +39,14 @@
  *     LANES and outside any IF (PoCL hangs on barriers under uniform IFs
  *     of different conditions; see jit/emit_c.c);
  *   - parameter, variable and local array names are distinct C
- *     identifiers and none is a word of the text form (group, lane,
- *     true, false).
+ *     identifiers, none of them reserved (ks_ir_name_reserved: a word of
+ *     the text form, a C, CUDA or OpenCL keyword or builtin, a prefix of
+ *     the code generators).
  *
  * The verifier walks with ks_ir_walk_enter and rewrites nothing: every
- * callback returns the node it was given.
+ * callback returns the node it was given.  It keeps the node or
+ * declaration it is checking (`cur`), and the first failure records it
+ * for ks_ir_verify_at, which the parser turns into a line and column.
  */
 #include "specialize.h"
 
@@ -66,7 +71,19 @@ typedef struct {
 	int *marks;             /* stack heights at each open scope */
 	int nmarks;
 	int marks_cap;
+	ks_ir_site_t cur;       /* what is being checked */
+	ks_ir_site_t *site;     /* where the first failure was, or NULL */
 } verifier_t;
+
+static const ks_ir_site_t no_site = { NULL, NULL, -1, -1, -1 };
+
+/* Now checking statement S (or, with S NULL, expression E). */
+static void at_node(verifier_t *v, const ks_stmt_t *s, const ks_expr_t *e)
+{
+	v->cur = no_site;
+	v->cur.stmt = s;
+	v->cur.expr = e;
+}
 
 static void fail(verifier_t *v, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -77,6 +94,8 @@ static void fail(verifier_t *v, const char *fmt, ...)
 
 	if (v->failed++)
 		return;
+	if (v->site != NULL)
+		*v->site = v->cur;
 	if (v->err == NULL || v->errlen == 0)
 		return;
 	va_start(ap, fmt);
@@ -349,6 +368,7 @@ static ks_expr_t *check_expr(void *ctx, ks_ir_kernel_t *k, ks_expr_t *e,
 	ks_ty_t t;
 
 	(void)k;
+	at_node(v, NULL, e);
 	if (!v->in_body)
 		check_grid_expr(v, e);
 	switch (e->kind) {
@@ -500,6 +520,7 @@ static void enter_stmt(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
 	verifier_t *v = ctx;
 
 	(void)k;
+	at_node(v, s, NULL);
 	v->in_body = 1;
 	check_slots(v, s);
 	if (s->kind == KS_S_IF)
@@ -541,6 +562,7 @@ static ks_stmt_t *check_stmt(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
 	const ks_ir_var_t *var;
 
 	(void)k;
+	at_node(v, s, NULL);
 	switch (s->kind) {
 	case KS_S_BLOCK:
 	case KS_S_FOR:
@@ -652,8 +674,6 @@ static ks_stmt_t *check_stmt(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
 
 static int is_ident(const char *s)
 {
-	static const char *const reserved[] = { "group", "lane", "true",
-	    "false" };
 	size_t i;
 
 	if (s == NULL || !(*s == '_' || (*s >= 'a' && *s <= 'z') ||
@@ -664,10 +684,21 @@ static int is_ident(const char *s)
 		    (s[i] >= 'A' && s[i] <= 'Z') ||
 		    (s[i] >= '0' && s[i] <= '9')))
 			return 0;
-	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
-		if (strcmp(s, reserved[i]) == 0)
-			return 0;
-	return 1;
+	return ks_ir_name_reserved(s, i) == NULL;
+}
+
+/* Names in one numbering: params, then vars, then locals. */
+static void at_name(verifier_t *v, int i)
+{
+	const ks_ir_kernel_t *k = v->k;
+
+	v->cur = no_site;
+	if (i < k->nparams)
+		v->cur.param = i;
+	else if (i < k->nparams + k->nvars)
+		v->cur.var = i - k->nparams;
+	else
+		v->cur.local = i - k->nparams - k->nvars;
 }
 
 static const char *name_at(const ks_ir_kernel_t *k, int i)
@@ -679,22 +710,33 @@ static const char *name_at(const ks_ir_kernel_t *k, int i)
 	return k->locals[i - k->nparams - k->nvars].name;
 }
 
+/* A declared name and its index (name_at's). */
+typedef struct {
+	const char *name;
+	int i;
+} named_t;
+
 static int cmp_names(const void *a, const void *b)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
+	const named_t *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : (x->i > y->i) - (x->i < y->i);
 }
 
 static void check_decls(verifier_t *v)
 {
 	const ks_ir_kernel_t *k = v->k;
 	int i, j, n = k->nparams + k->nvars + k->nlocals;
-	const char **names;
+	named_t *names;
 
+	v->cur = no_site;
 	if (k->nlanes < 1 || k->nlanes > 1024)
 		fail(v, "nlanes %d out of range", k->nlanes);
 	for (i = 0; i < k->nparams; i++) {
 		const ks_ir_param_t *p = &k->params[i];
 
+		at_name(v, i);
 		if (p->kind == KS_PARAM_BUFFER) {
 			if ((p->type != KS_TY_F32 && p->type != KS_TY_I32) ||
 			    p->dtype < 0 || p->dtype >= KS_DTYPE_ALL ||
@@ -703,7 +745,9 @@ static void check_decls(verifier_t *v)
 			    p->dtype != KS_DTYPE_F32) || p->bound ||
 			    !(p->access & (KS_ACCESS_READ | KS_ACCESS_WRITE)) ||
 			    (p->bytes && (p->type != KS_TY_I32 ||
-			    p->access != KS_ACCESS_READ)))
+			    p->access != KS_ACCESS_READ ||
+			    (p->dtype != KS_DTYPE_F32 &&
+			    p->dtype < KS_DTYPE_COUNT))))
 				fail(v, "buffer %s: bad type, dtype, access "
 				    "or binding", p->name);
 		} else if (p->kind == KS_PARAM_SCALAR) {
@@ -715,54 +759,78 @@ static void check_decls(verifier_t *v)
 			fail(v, "parameter %d: unknown kind", i);
 		}
 	}
-	for (i = 0; i < k->nlocals; i++)
+	for (i = 0; i < k->nlocals; i++) {
+		at_name(v, k->nparams + k->nvars + i);
 		if (k->locals[i].nelems < 1 ||
 		    k->locals[i].nelems > KS_IR_LOCAL_MAX)
 			fail(v, "local array %s: %lld elements, expected 1..%d",
 			    k->locals[i].name, (long long)k->locals[i].nelems,
 			    KS_IR_LOCAL_MAX);
-	for (i = 0; i < k->nvars; i++)
+	}
+	for (i = 0; i < k->nvars; i++) {
+		at_name(v, k->nparams + i);
 		if ((k->vars[i].scope != KS_VAR_UNIFORM &&
 		    k->vars[i].scope != KS_VAR_LANE) ||
 		    (k->vars[i].type != KS_TY_BOOL &&
 		    !is_num(k->vars[i].type)))
 			fail(v, "variable %s: bad scope or type",
 			    k->vars[i].name);
-	for (i = 0; i < n; i++)
+	}
+	for (i = 0; i < n; i++) {
+		at_name(v, i);
 		if (!is_ident(name_at(k, i)))
 			fail(v, "name \"%s\" is not a usable identifier",
 			    name_at(k, i) ? name_at(k, i) : "(null)");
-	/* Each name once: sorted, a name used twice sits beside itself
-	 * (an unrolled kernel has hundreds; comparing every pair cost the
-	 * fingerprints of the library most of their time).  Without the
-	 * memory for the copy, every pair is compared. */
+	}
+	/* Each name once: sorted by name, then by index, a name used twice
+	 * sits beside itself, its later use second (an unrolled kernel has
+	 * hundreds of names; comparing every pair cost the fingerprints of
+	 * the library most of their time).  Without the memory for the
+	 * copy, every pair is compared. */
 	names = malloc((size_t)(n > 0 ? n : 1) * sizeof *names);
-	for (i = 0; names && i < n; i++)
-		names[i] = name_at(k, i) ? name_at(k, i) : "";
+	for (i = 0; names && i < n; i++) {
+		names[i].name = name_at(k, i) ? name_at(k, i) : "";
+		names[i].i = i;
+	}
 	if (names) {
 		qsort(names, (size_t)n, sizeof *names, cmp_names);
 		for (i = 1; i < n; i++)
-			if (names[i][0] && strcmp(names[i], names[i - 1]) == 0)
-				fail(v, "name %s used twice", names[i]);
+			if (names[i].name[0] &&
+			    strcmp(names[i].name, names[i - 1].name) == 0) {
+				at_name(v, names[i].i);
+				fail(v, "name %s used twice", names[i].name);
+			}
 		free(names);
 		return;
 	}
 	for (i = 0; i < n; i++)
 		for (j = 0; j < i; j++)
 			if (name_at(k, i) && name_at(k, j) &&
-			    strcmp(name_at(k, i), name_at(k, j)) == 0)
+			    strcmp(name_at(k, i), name_at(k, j)) == 0) {
+				at_name(v, i);
 				fail(v, "name %s used twice", name_at(k, i));
+			}
 }
 
 int ks_ir_verify(const ks_ir_kernel_t *k, char *err, size_t errlen)
 {
-	verifier_t v = { .k = k, .err = err, .errlen = errlen };
+	return ks_ir_verify_at(k, NULL, err, errlen);
+}
+
+int ks_ir_verify_at(const ks_ir_kernel_t *k, ks_ir_site_t *site, char *err,
+    size_t errlen)
+{
+	verifier_t v = { .k = k, .err = err, .errlen = errlen, .cur = no_site,
+	    .site = site };
 	ks_ir_visitor_t vis = { &v, check_expr, check_stmt };
 	size_t nv = (size_t)(k->nvars > 0 ? k->nvars : 1);
 
 	if (err != NULL && errlen > 0)
 		err[0] = '\0';
+	if (site != NULL)
+		*site = no_site;
 	check_decls(&v);
+	v.cur = no_site;
 	if (k->grid == NULL || k->body == NULL ||
 	    k->body->kind != KS_S_BLOCK)
 		fail(&v, "kernel without a grid or a body block");
@@ -778,9 +846,11 @@ int ks_ir_verify(const ks_ir_kernel_t *k, char *err, size_t errlen)
 	}
 	/* Every callback returns its node, so the walk changes nothing. */
 	ks_ir_walk_enter((ks_ir_kernel_t *)k, &vis, enter_stmt);
+	at_node(&v, NULL, k->grid);
 	if (k->grid->type != KS_TY_I64)
 		fail(&v, "grid is %s, expected i64",
 		    ks_ty_name(k->grid->type));
+	v.cur = no_site;
 	if (v.has_reduce && (k->nlanes & (k->nlanes - 1)) != 0)
 		fail(&v, "reduce needs a power of two lanes, kernel has %d",
 		    k->nlanes);

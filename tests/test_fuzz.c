@@ -108,6 +108,11 @@ Test(fuzz, redis_value_readers_pass_their_corpus_and_regressions)
 	replay(ks_fuzz_redis, "redis");
 }
 
+Test(fuzz, ir_text_parser_passes_its_corpus_and_regressions)
+{
+	replay(ks_fuzz_irtext, "irtext");
+}
+
 Test(fuzz, the_replay_fails_on_a_planted_fast_path_bug,
     .signal = SIGABRT)
 {

@@ -47,6 +47,7 @@ ERROR_CODES = {
     "E_DENIED": -33,
     "E_CANCELLED": -34,
     "E_CANARY": -35,
+    "E_BAD_KERNEL": -36,
 }
 
 
