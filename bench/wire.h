@@ -81,6 +81,16 @@ static inline int wire_read_reply(rd_t *r, int proto, int *ok)
 			return -1;
 		head[k] = '\0';
 		*ok = strstr(head, "\"ok\":true") != NULL;
+		if (!*ok && hl < 4096) {
+			/* A failure says why: the whole header. */
+			char rest[4096];
+
+			if (rd_take(r, rest, (size_t)hl - k))
+				return -1;
+			fprintf(stderr, "reply: %s%.*s\n", head, (int)(hl - k),
+			    rest);
+			return rd_take(r, NULL, pl);
+		}
 		return rd_take(r, NULL, (size_t)hl - k + pl);
 	} else {
 		char line[32];
