@@ -32,7 +32,10 @@ static const char *const words[] = {
 	"barrier", "prefetch", "group", "true", "false", "inf", "nan", "min",
 	"max", "fma", "select", "reduce_sum", "reduce_max", "neg", "abs",
 	"sqrt", "exp", "f16bits", "qdot", "i64", "f32", "bool", "i32", "u8",
-	"f16", "bf16", "q8_0", "q4_0", "q4_k", "read", "write", "readwrite",
+	"f16", "bf16", "read", "write", "readwrite",
+	/* Not the block formats q8_0, q4_0 and q4_k: they stand only as a
+	 * buffer's dtype in its param line, where no name can, and the
+	 * library's attention names its query registers q<group>_<row>. */
 	/* C11 and C23 keywords (those with _ and a capital are a prefix) */
 	"auto", "break", "case", "char", "const", "continue", "default", "do",
 	"double", "enum", "extern", "float", "goto", "inline", "int", "long",

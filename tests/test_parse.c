@@ -231,6 +231,35 @@ Test(parse, every_library_kernel_variant_and_dtype_prints_back_from_its_parse)
 	free(t.hashes);
 }
 
+/*
+ * Shapes beyond the fingerprint's probes name what the probes do not:
+ * attention's gqa at 8 query heads per KV head has query registers
+ * q4_0 .. q7_3, which read like the block formats' names and must stay
+ * names (the verifier refused the library's own kernel while they were
+ * reserved).
+ */
+Test(parse, gqa_at_eight_heads_per_kv_head_prints_back_with_its_q4_0)
+{
+	static const int64_t vals[5] = { 0, 64, 8, 128, 0 };
+	tally_t t = { .parse = ks_ir_parse };
+	const ks_kernel_def_t *def = ks_kernel_find("attention_decode");
+	ks_dim_t dims[KS_MAX_DIMS];
+	ks_spec_t spec;
+	char err[256];
+	int j;
+
+	cr_assert_not_null(def);
+	cr_assert_eq(def->ndims, 5);
+	for (j = 0; j < def->ndims; j++)
+		dims[j] = (ks_dim_t){ def->dims[j], vals[j] != 0, vals[j] };
+	cr_assert_eq(ks_kernel_validate_mixed(def, KS_DTYPE_F32, KS_DTYPE_F32,
+	    KS_MODE_EXACT, dims, def->ndims, &spec, err, sizeof err), KS_OK,
+	    "%s", err);
+	cr_assert(check_variant(&t, &spec, "gqa"), "gqa was not built");
+	cr_assert_eq(t.failed, 0, "%s", t.first);
+	free(t.hashes);
+}
+
 /* A parse with a planted bug: the unroll hints are gone from what it
  * reads, as a parser that skipped the clause would lose them. */
 static int parse_dropping_unroll(const char *text, size_t len,
