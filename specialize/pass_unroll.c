@@ -25,6 +25,14 @@
  * here over the generic operand and block slots (no switch on kinds but
  * for the ones that bind or name variables).  Run ks_pass_fold afterwards:
  * the substituted constants fold further.
+ *
+ * A budget bounds what unrolling makes: a loop stays a loop when its
+ * copies would take the kernel past the text form's limits on statements,
+ * expression nodes or variables (base/limits.h).  Nested loops multiply
+ * (eight levels of 8 trips are 16 million copies of the innermost body),
+ * and a kernel read from text must cost its author an error or a slower
+ * kernel, never the worker's memory.  The library's kernels stay far
+ * below the budget: none of them is unrolled any differently.
  */
 #include "specialize.h"
 
@@ -32,6 +40,11 @@
 #include <string.h>
 
 enum { UNROLL_MAX = 8 };
+
+/* The kernel's size as unrolling goes (post-order: inner loops first). */
+typedef struct {
+	int64_t stmts, exprs;
+} budget_t;
 
 typedef struct {
 	int loop_var;           /* replaced by `value` */
@@ -116,6 +129,46 @@ static ks_stmt_t *clone_stmt(ks_ir_kernel_t *k, clone_t *c,
 	return n;
 }
 
+static int64_t count_exprs(const ks_expr_t *e)
+{
+	return e == NULL ? 0 : 1 + count_exprs(e->a) + count_exprs(e->b) +
+	    count_exprs(e->c);
+}
+
+/* Adds the statements, expression nodes and declared variables of S. */
+static void count(const ks_stmt_t *s, budget_t *b, int64_t *decls)
+{
+	int i;
+
+	if (s == NULL)
+		return;
+	b->stmts++;
+	b->exprs += count_exprs(s->a) + count_exprs(s->b);
+	*decls += s->kind == KS_S_DECL || s->kind == KS_S_FOR;
+	count(s->body, b, decls);
+	count(s->orelse, b, decls);
+	for (i = 0; s->kind == KS_S_BLOCK && i < s->nitems; i++)
+		count(s->items[i], b, decls);
+}
+
+/* Whether N copies of BODY in place of its loop keep the kernel within
+ * the budget; if so, the budget takes them. */
+static int fits(budget_t *b, const ks_ir_kernel_t *k, const ks_stmt_t *body,
+    int n)
+{
+	budget_t one = { 0, 0 };
+	int64_t decls = 0;
+
+	count(body, &one, &decls);
+	if (b->stmts + (n - 1) * one.stmts > KS_IR_MAX_STMTS ||
+	    b->exprs + (n - 1) * one.exprs > KS_IR_MAX_EXPRS ||
+	    k->nvars + n * decls > KS_IR_MAX_VARS)
+		return 0;
+	b->stmts += (n - 1) * one.stmts;
+	b->exprs += (n - 1) * one.exprs;
+	return 1;
+}
+
 /* Trip count of a FOR with constant bounds, or -1 when above UNROLL_MAX. */
 static int trips(int64_t begin, int64_t end, int64_t step)
 {
@@ -132,11 +185,11 @@ static int trips(int64_t begin, int64_t end, int64_t step)
 static ks_stmt_t *unroll_stmt(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
     int in_lanes)
 {
+	budget_t *b = ctx;
 	ks_stmt_t *out;
 	clone_t c;
 	int n, i, j;
 
-	(void)ctx;
 	(void)in_lanes;
 	if (s->kind == KS_S_BLOCK) {
 		ks_ir_splice(k, s);
@@ -146,8 +199,8 @@ static ks_stmt_t *unroll_stmt(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
 	    s->b->kind != KS_X_CONST || s->step > INT64_MAX / UNROLL_MAX)
 		return s;
 	n = trips(s->a->i, s->b->i, s->step);
-	if (n < 2)
-		return s;       /* trip1's cases, or too long */
+	if (n < 2 || !fits(b, k, s->body, n))
+		return s;       /* trip1's cases, too long, or too big */
 	out = ks_s_block(k);
 	c.loop_var = s->var;
 	c.nmap = k->nvars;
@@ -166,7 +219,10 @@ static ks_stmt_t *unroll_stmt(void *ctx, ks_ir_kernel_t *k, ks_stmt_t *s,
 
 void ks_pass_unroll(ks_ir_kernel_t *k)
 {
-	ks_ir_visitor_t v = { NULL, NULL, unroll_stmt };
+	budget_t b = { 0, 0 };
+	int64_t decls = 0;
+	ks_ir_visitor_t v = { &b, NULL, unroll_stmt };
 
+	count(k->body, &b, &decls);
 	ks_ir_walk(k, &v);
 }

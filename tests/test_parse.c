@@ -260,6 +260,74 @@ Test(parse, gqa_at_eight_heads_per_kv_head_prints_back_with_its_q4_0)
 	free(t.hashes);
 }
 
+/* LEVELS loops of 8 trips nested around one lanes store, as text. */
+static char *nested_loops(int levels)
+{
+	ks_buf_t b;
+	int i, j;
+
+	ks_buf_init(&b);
+	ks_buf_puts(&b, "kernel scale variant general entry ks_scale_general "
+	    "nlanes 32\nparam 0 x buffer f32 read dims N\n"
+	    "param 1 y buffer f32 write dims N\nparam 2 N scalar i64\n"
+	    "param 3 a scalar f32\n");
+	for (i = 0; i < levels; i++)
+		ks_buf_printf(&b, "var %d i%d uniform i64\n", i, i);
+	ks_buf_printf(&b, "var %d i lane i64\ngrid 1\nbody {\n", levels);
+	for (i = 0; i < levels; i++) {
+		for (j = 0; j <= i; j++)
+			ks_buf_puts(&b, "  ");
+		ks_buf_printf(&b, "for i%d = 0 to 8 step 1 {\n", i);
+	}
+	for (j = 0; j <= levels; j++)
+		ks_buf_puts(&b, "  ");
+	ks_buf_puts(&b, "lanes {\n");
+	for (j = 0; j <= levels + 1; j++)
+		ks_buf_puts(&b, "  ");
+	ks_buf_printf(&b, "decl i = (lane + i%d)\n", levels - 1);
+	for (j = 0; j <= levels + 1; j++)
+		ks_buf_puts(&b, "  ");
+	ks_buf_puts(&b, "y[i] = (a * x[i])\n");
+	for (i = levels; i >= 0; i--) {
+		for (j = 0; j <= i; j++)
+			ks_buf_puts(&b, "  ");
+		ks_buf_puts(&b, "}\n");
+	}
+	ks_buf_puts(&b, "}\n");
+	return b.data;
+}
+
+/*
+ * Ten loops of 8 trips, one inside the other, are 8^10 copies of the
+ * innermost body if every loop unrolls: a 1 KB text that would take
+ * the worker's memory.  The passes keep the kernel within the text form's
+ * limits instead (the outer loops stay loops), and what they give is
+ * still a kernel that prints and parses back.  Without the budget the
+ * passes run for minutes and more on six levels (the time limit fails
+ * the test).
+ */
+Test(parse, nested_constant_loops_unroll_within_the_limits, .timeout = 60)
+{
+	char *text = nested_loops(10), *out, err[256];
+	ks_ir_parse_error_t perr;
+	ks_ir_kernel_t *k, *again;
+
+	cr_assert_lt(strlen(text), 2000);
+	cr_assert_eq(ks_ir_parse(text, strlen(text), &k, &perr), KS_OK, "%s",
+	    perr.message);
+	cr_assert_eq(ks_pass_run(k, err, sizeof err), KS_OK, "%s", err);
+	out = print(k);
+	cr_assert_leq(strlen(out), KS_IR_MAX_TEXT, "%zu bytes",
+	    strlen(out));
+	cr_assert(strstr(out, "for i"), "every loop was unrolled");
+	cr_assert_eq(ks_ir_parse(out, strlen(out), &again, &perr), KS_OK,
+	    "%s", perr.message);
+	ks_ir_free(again);
+	ks_ir_free(k);
+	free(out);
+	free(text);
+}
+
 /* A parse with a planted bug: the unroll hints are gone from what it
  * reads, as a parser that skipped the clause would lose them. */
 static int parse_dropping_unroll(const char *text, size_t len,
