@@ -54,7 +54,8 @@ typedef struct {
 	int copy;               /* copy number, for names */
 } clone_t;
 
-/* A fresh variable like VAR, named "<name>_u<copy>" made unique. */
+/* A fresh variable like VAR, named "<name>_u<copy>" made unique among
+ * the parameters, variables and local arrays. */
 static int fresh_var(ks_ir_kernel_t *k, int var, int copy)
 {
 	char name[256];
@@ -67,6 +68,8 @@ static int fresh_var(ks_ir_kernel_t *k, int var, int copy)
 			taken = strcmp(k->params[i].name, name) == 0;
 		for (i = 0; i < k->nvars && !taken; i++)
 			taken = strcmp(k->vars[i].name, name) == 0;
+		for (i = 0; i < k->nlocals && !taken; i++)
+			taken = strcmp(k->locals[i].name, name) == 0;
 		if (!taken)
 			break;
 	}

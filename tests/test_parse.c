@@ -328,6 +328,42 @@ Test(parse, nested_constant_loops_unroll_within_the_limits, .timeout = 60)
 	free(text);
 }
 
+/* Unrolling names a copy's variable <name>_u<copy>, a name no local
+ * array may already have. */
+Test(parse, an_unrolled_copy_takes_no_local_arrays_name)
+{
+	static const char text[] =
+	    "kernel scale variant general entry ks_scale_general nlanes 32\n"
+	    "param 0 x buffer f32 read dims N\n"
+	    "param 1 y buffer f32 write dims N\n"
+	    "param 2 N scalar i64\n"
+	    "param 3 a scalar f32\n"
+	    "local 0 t_u0 f32 4\n"
+	    "var 0 j uniform i64\n"
+	    "var 1 t lane i64\n"
+	    "grid 1\n"
+	    "body {\n"
+	    "  for j = 0 to 2 step 1 {\n"
+	    "    lanes {\n"
+	    "      decl t = (lane + j)\n"
+	    "      y[t] = (a * x[t])\n"
+	    "    }\n"
+	    "  }\n"
+	    "}\n";
+	ks_ir_parse_error_t perr;
+	ks_ir_kernel_t *k;
+	char err[256], *out;
+
+	cr_assert_eq(ks_ir_parse(text, strlen(text), &k, &perr), KS_OK, "%s",
+	    perr.message);
+	cr_assert_eq(ks_pass_run(k, err, sizeof err), KS_OK, "%s", err);
+	out = print(k);
+	cr_assert_null(strstr(out, "for j"), "the loop was not unrolled");
+	cr_assert_not_null(strstr(out, "decl t_u8 = "), "%s", out);
+	free(out);
+	ks_ir_free(k);
+}
+
 /* A parse with a planted bug: the unroll hints are gone from what it
  * reads, as a parser that skipped the clause would lose them. */
 static int parse_dropping_unroll(const char *text, size_t len,
