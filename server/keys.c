@@ -329,7 +329,7 @@ int ks_keys_normalize(ks_keys_t *keys, const ks_get_req_t *req,
 	const ks_binfo_t *bi;
 	const ks_ident_t *ident;
 	char beerr[256];
-	int i, nb, nd = 0, rc, ki;
+	int i, nb, nd = 0, rc, ki, known;
 
 	memcpy(out->deployment, req->deployment, sizeof out->deployment);
 	def = ks_kernel_find(req->kernel);
@@ -358,10 +358,13 @@ int ks_keys_normalize(ks_keys_t *keys, const ks_get_req_t *req,
 		    "have not reported it");
 		return KS_E_BACKEND_UNAVAILABLE;
 	}
-	if (ks_dtype_parse(req->dtype, &dtype) || dtype >= KS_DTYPE_COUNT) {
+	/* The hint only for a name that is a dtype, a block format's: DTYPE
+	 * is not set when the name is none. */
+	known = ks_dtype_parse(req->dtype, &dtype) == 0;
+	if (!known || dtype >= KS_DTYPE_COUNT) {
 		snprintf(err, errlen, "dtype '%s' is not one of f32, f16, bf16%s",
-		    req->dtype, dtype >= KS_DTYPE_COUNT ? " (a block format is "
-		    "a weight dtype: wdtype)" : "");
+		    req->dtype, known ? " (a block format is a weight dtype: "
+		    "wdtype)" : "");
 		return KS_E_BAD_DTYPE;
 	}
 	wdtype = dtype;

@@ -383,6 +383,40 @@ static void expect_error(const char *json, const char *code)
 	still_serving();
 }
 
+/* The message of E_BAD_DTYPE for DTYPE. */
+static char *dtype_message(const char *dtype)
+{
+	const cJSON *m;
+	e2e_reply_t r;
+	char *msg;
+
+	cr_assert_eq(e2e_call(D.sock, get_json(dtype, "\"M\":1,\"N\":8,"
+	    "\"K\":8", "", "meta"), &r), 0);
+	cr_assert_str_eq(e2e_code(&r), "E_BAD_DTYPE");
+	m = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(
+	    r.h, "error"), "message");
+	cr_assert(cJSON_IsString(m));
+	msg = strdup(m->valuestring);
+	e2e_reply_free(&r);
+	return msg;
+}
+
+/* A dtype that is no dtype gets the list; a block format, which is a
+ * weight dtype, the hint to name it as wdtype (and only it: the fast
+ * path's and the full parse's replies once differed here, the hint
+ * depending on an unset variable). */
+Test(e2e, a_bad_dtype_hints_at_wdtype_only_for_a_block_format)
+{
+	char *m = dtype_message("f30");
+
+	cr_assert_str_eq(m, "dtype 'f30' is not one of f32, f16, bf16");
+	free(m);
+	m = dtype_message("q4_0");
+	cr_assert_str_eq(m, "dtype 'q4_0' is not one of f32, f16, bf16 (a "
+	    "block format is a weight dtype: wdtype)");
+	free(m);
+}
+
 Test(e2e, bad_requests_get_clear_codes_and_the_daemon_keeps_serving)
 {
 	expect_error("{\"op\":\"get\",", "E_BAD_JSON");
