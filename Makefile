@@ -435,9 +435,11 @@ bench-instructions: deps
 	@KSPEC_BUILD=$(abspath $(BUILD)) ./bench/run.sh $(BUILD)/bench/instr
 
 # The suite under AddressSanitizer and UndefinedBehaviorSanitizer, in its
-# own build folder.
+# own build folder; the Python client's tests are left out (python cannot
+# load an instrumented libkspec: the sanitizer's runtime must come first).
 asan: deps
-	@LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
+	@KSPEC_TEST_NO_PYTHON="python cannot load an instrumented libkspec" \
+	    LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    $(MAKE) --no-print-directory BUILD=build-asan \
 	    OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \

@@ -142,6 +142,8 @@ done
 # make check's quick tier (KSPEC_TEST_TIER=check), which says so.
 if [ "${KSPEC_TEST_TIER:-}" = check ]; then
 	echo "== python client: in make test, not in make check"
+elif [ -n "${KSPEC_TEST_NO_PYTHON:-}" ]; then
+	echo "== python client: skipped ($KSPEC_TEST_NO_PYTHON)"
 else
 	start python /usr/bin/python3 "$(dirname "$0")/python/run.py" -q
 fi
