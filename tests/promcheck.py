@@ -48,6 +48,8 @@ import tempfile
 import time
 import urllib.request
 
+import plant  # tests/plant.py, beside this file
+
 RULES = "deploy/prometheus/kspec-rules.yml"
 RULE_TESTS = "deploy/prometheus/kspec-rules.test.yml"
 BOARD = "deploy/grafana/kspec.json"
@@ -396,16 +398,8 @@ def check(root, served):
 # ---- the self-test ----
 
 def edit(rel, old, new):
-    """A plant: replaces the first OLD in REL by NEW (OLD must be there)."""
-    def plant(scratch):
-        path = os.path.join(scratch, rel)
-        text = read(scratch, rel)
-        if old not in text:
-            raise SystemExit("promcheck --self-test: %r is not in %s"
-                             % (old, rel))
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text.replace(old, new, 1))
-    return plant
+    """A plant: the first OLD in REL replaced by NEW (tests/plant.py)."""
+    return plant.edit("promcheck", rel, old, new)
 
 
 UNTESTED_ALERT = """
